@@ -1,0 +1,161 @@
+/* ir.h — the tensor IR.
+ *
+ * A module holds kernels; a kernel is a list of values in SSA order (an
+ * operand always precedes its user), each produced by one op of ops.h.
+ * Every value carries its dtype, symbolic shape, semantic strides and
+ * storage offset (sym.h), exactly those PyTorch would give it (spec §5.2).
+ * Views stay views; copies are explicit ops.  Values refer to each other
+ * by index (IrRef), never by pointer, so passes can rebuild the list.
+ *
+ * Requires: arena.h (all memory), sym.h (geometry), ops.h (the op table).
+ * Produced by: frontend/sema.c, ir/read.c.  Checked by: ir_verify(). */
+#ifndef TDSL_IR_H
+#define TDSL_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "diag.h"
+#include "dtype.h"
+#include "ops.h"
+#include "sym.h"
+
+typedef int IrRef; /* index into IrKernel.values; -1 = none */
+
+typedef enum Layout {
+  LAYOUT_CONTIGUOUS,
+  LAYOUT_CHANNELS_LAST,
+  LAYOUT_STRIDED
+} Layout;
+const char *layout_name(Layout l); /* "contiguous", "channels_last", "strided" */
+
+/* IrValue.flags */
+enum {
+  IRF_WRAPPED = 1 << 0,  /* CONST/SYMVAL from a Python number: promotion rank */
+  IRF_IMPLICIT = 1 << 1, /* EXPAND/CAST inserted by sema (broadcast, promotion) */
+  IRF_KEEPDIM = 1 << 2,  /* reductions */
+  IRF_TANH = 1 << 3,     /* GELU approximate="tanh" */
+  IRF_CL = 1 << 4,       /* COPY to channels-last */
+  IRF_CLONE = 1 << 5,    /* COPY from clone() */
+  IRF_WEIGHT = 1 << 6,   /* LAYER_NORM has weight */
+  IRF_BIAS = 1 << 7,     /* LAYER_NORM/CONV2D have bias */
+};
+
+typedef struct IrValue {
+  Op op;
+  DType dtype;
+  int rank;
+  const Sym **shape;  /* rank entries */
+  const Sym **stride; /* semantic strides in elements, rank entries */
+  const Sym *offset;  /* semantic storage offset in elements */
+  int nargs;
+  IrRef *args;        /* operands, all earlier values */
+  int nattrs;
+  const Sym **attrs;  /* integer attributes, meaning per op (ops.h) */
+  double fattr[2];    /* float attributes (ARANGE, LAYER_NORM eps) */
+  Scalar value;       /* CONST, FULL: .f for float dtypes, .i otherwise */
+  void *data;         /* TENSOR: row-major elements of dtype */
+  int flags;          /* IRF_* */
+  Loc loc;            /* operator / method / function name in the source */
+  const char *name;   /* source variable bound to it, or NULL */
+} IrValue;
+
+typedef enum SymKind {
+  SYMK_SIZE,  /* a size symbol named in the source */
+  SYMK_STRIDE /* the run-time stride of a `strided` parameter's dim */
+} SymKind;
+
+/* A symbol variable: bound at kernel entry from params[param].dim. */
+typedef struct IrSymVar {
+  const char *name; /* "N", or "x.stride(1)" for strides */
+  SymKind kind;
+  int param, dim;   /* where it is bound (first appearance) */
+  Loc loc;
+} IrSymVar;
+
+typedef struct IrParam {
+  const char *name;
+  DType dtype;
+  bool is_tensor;     /* false: a scalar passed by value */
+  Layout layout;
+  int rank;
+  const Sym **shape;  /* declared dims: constants or SYMK_SIZE variables */
+  Loc loc;
+  IrRef value;        /* its PARAM value */
+} IrParam;
+
+typedef struct IrResult {
+  DType dtype;
+  Layout layout;
+  int rank;
+  const Sym **shape; /* declared dims: expressions of bound symbols */
+  Loc loc;
+  IrRef value;       /* the returned value */
+} IrResult;
+
+/* A condition on symbol values that PyTorch would check at run time
+ * (slice index in range, -1 divisible, ...): `lhs OP rhs` must hold at
+ * kernel entry, else the kernel fails with `msg`. */
+typedef enum IrCheckOp { CHK_EQ, CHK_LE, CHK_LT } IrCheckOp;
+typedef struct IrCheck {
+  const Sym *lhs, *rhs;
+  IrCheckOp op;
+  const char *msg;
+  Loc loc;
+} IrCheck;
+
+typedef struct IrKernel {
+  const char *name;
+  Loc loc;
+  int nparams;
+  IrParam *params;
+  int nsyms, symcap;
+  IrSymVar *syms;
+  int nvalues, valcap;
+  IrValue *values;
+  int nresults;
+  IrResult *results;
+  int nchecks, checkcap;
+  IrCheck *checks;
+} IrKernel;
+
+typedef struct IrModule {
+  const char *file;
+  Arena *arena;
+  SymTab *st;
+  int nkernels, kcap;
+  IrKernel **kernels;
+} IrModule;
+
+/* Construction (ir.c).  ir_add appends a copy of *v and returns its ref;
+ * the arrays v points to must already live in the arena. */
+IrModule *ir_module_new(Arena *a, const char *file);
+IrKernel *ir_kernel_new(IrModule *m, const char *name, Loc loc);
+IrRef ir_add(IrModule *m, IrKernel *k, const IrValue *v);
+int ir_add_sym(IrModule *m, IrKernel *k, const IrSymVar *s);
+void ir_add_check(IrModule *m, IrKernel *k, const IrCheck *c);
+static inline IrValue *ir_val(const IrKernel *k, IrRef r) {
+  return &k->values[r];
+}
+/* Number of elements as a Sym. */
+const Sym *ir_numel(IrModule *m, const IrValue *v);
+/* Follows view operands back to the value that owns the storage. */
+IrRef ir_storage_root(const IrKernel *k, IrRef r);
+
+/* Printer (print.c): the textual form read back by ir_read(). */
+void ir_print_module(FILE *f, const IrModule *m);
+void ir_print_kernel(FILE *f, const IrModule *m, const IrKernel *k);
+
+/* Reader (read.c): parses the printed form.  Errors go to d with the
+ * line and column in the IR text; returns NULL if there were any. */
+IrModule *ir_read(Arena *a, Diag *d, const char *file, const char *text);
+
+/* Verifier (verify.c): checks every structural invariant (operand order,
+ * arity, shapes of elementwise operands, view geometry within bounds where
+ * static, dtypes per op).  Returns 0 when the module is well formed; else
+ * prints each violation to `out` and returns their number. */
+int ir_verify(const IrModule *m, FILE *out);
+
+#endif

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Generates PyTorch reference data for the differential tests.
+
+Each `cases/*.tdsl` file holds ordinary tdsl kernels. A kernel body is
+(almost) Python, so this script evaluates it with PyTorch itself: the
+kernel header is parsed for parameter types, random inputs are made for
+them, the body runs with tdsl's names bound to their torch equivalents,
+and inputs and outputs are saved as .npy files next to a manifest that
+tests/unit/test_pytorch.c replays through the reference interpreter.
+The suite never needs PyTorch; only regenerating the data does:
+
+    python3 -m venv venv && venv/bin/pip install torch numpy
+    venv/bin/python tests/pytorch/gen.py
+
+Annotations, as comments on the lines before a kernel:
+    # @sizes N=3 C=4      values of size symbols (default: 2..5, seeded)
+    # @range x 0.1 5      uniform floats in [lo, hi) for parameter x
+    # @tol reduce         tolerance class: elementwise (default) | reduce
+    # @error              PyTorch must raise: tdsl must reject it too
+    # @scalar alpha 0.5   value of a scalar parameter (default random)
+"""
+import hashlib
+import math
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+
+DT = {
+    "bool": torch.bool, "i8": torch.int8, "u8": torch.uint8,
+    "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+    "f64": torch.float64,
+}
+
+
+def _clamp(x, min=None, max=None):
+    return torch.clamp(x, min=min, max=max)
+
+
+def _gelu(x, approximate="none"):
+    return F.gelu(x, approximate=approximate)
+
+
+def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(shape, int):  # tdsl also accepts one int, as nn.LayerNorm does
+        shape = [shape]
+    return F.layer_norm(x, shape, weight, bias, eps)
+
+
+def _tensor(data, dtype=None):
+    return torch.tensor(data, dtype=dtype)
+
+
+def _full(shape, value, dtype=None):
+    return torch.full(list(shape) if isinstance(shape, (list, tuple)) else [shape], value, dtype=dtype)
+
+
+def _zeros(*shape, dtype=torch.float32):
+    if len(shape) >= 1 and isinstance(shape[-1], torch.dtype):
+        dtype, shape = shape[-1], shape[:-1]
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = shape[0]
+    return torch.zeros(*shape, dtype=dtype)
+
+
+def _ones(*shape, dtype=torch.float32):
+    if len(shape) >= 1 and isinstance(shape[-1], torch.dtype):
+        dtype, shape = shape[-1], shape[:-1]
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = shape[0]
+    return torch.ones(*shape, dtype=dtype)
+
+
+def _full_any(shape, value, dtype=None):
+    return _full(shape, value, dtype)
+
+
+def _arange(*a, dtype=None, step=None):
+    if step is not None:
+        a = a + (step,)
+    if len(a) >= 2 and isinstance(a[-1], torch.dtype):
+        dtype, a = a[-1], a[:-1]
+    return torch.arange(*a, dtype=dtype)
+
+
+def _contiguous_patch():
+    orig = torch.Tensor.contiguous
+
+    def contiguous(self, fmt=None, memory_format=None):
+        fmt = fmt if fmt is not None else memory_format
+        if fmt is None:
+            return orig(self)
+        return orig(self, memory_format=fmt)
+    torch.Tensor.contiguous = contiguous
+
+
+_contiguous_patch()
+
+
+def _to_patch():
+    orig = torch.Tensor.to
+
+    def to(self, *a, **kw):
+        if len(a) == 1 and isinstance(a[0], torch.memory_format):
+            return orig(self, memory_format=a[0])
+        return orig(self, *a, **kw)
+    torch.Tensor.to = to
+
+
+_to_patch()
+
+ENV = {
+    **DT,
+    "true": True, "false": False,
+    "contiguous": torch.contiguous_format,
+    "channels_last": torch.channels_last,
+    "abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "log": torch.log,
+    "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
+    "gelu": _gelu, "silu": F.silu, "erf": torch.erf, "floor": torch.floor,
+    "ceil": torch.ceil, "round": torch.round, "sign": torch.sign,
+    "reciprocal": torch.reciprocal, "logical_not": torch.logical_not,
+    "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow,
+    "where": torch.where, "clamp": _clamp,
+    "sum": torch.sum, "mean": torch.mean, "amax": torch.amax,
+    "amin": torch.amin, "prod": torch.prod, "argmax": torch.argmax,
+    "argmin": torch.argmin, "softmax": torch.softmax,
+    "log_softmax": torch.log_softmax, "layer_norm": _layer_norm,
+    "matmul": torch.matmul, "conv2d": F.conv2d,
+    "max_pool2d": F.max_pool2d, "avg_pool2d": F.avg_pool2d,
+    "adaptive_avg_pool2d": F.adaptive_avg_pool2d,
+    "tensor": _tensor, "zeros": _zeros, "ones": _ones, "full": _full_any,
+    "arange": _arange,
+}
+
+HEADER = re.compile(r"kernel\s+(\w+)\s*\((.*?)\)\s*->\s*(.*?)\{", re.S)
+PARAM = re.compile(r"(\w+)\s*:\s*(\w+)(?:\s*\[([^\]]*)\])?\s*(\w+)?")
+
+
+def parse_kernels(text):
+    """Yields (name, params, annotations, body) for each kernel."""
+    pos = 0
+    while True:
+        m = HEADER.search(text, pos)
+        if not m:
+            return
+        ann = []
+        before = text[:m.start()].rstrip("\n").split("\n")
+        for line in reversed(before):
+            s = line.strip()
+            if s.startswith("# @"):
+                ann.append(s[3:].split())
+            elif s.startswith("#") or not s:
+                continue
+            else:
+                break
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        params = []
+        for p in split_top(m.group(2)):
+            pm = PARAM.fullmatch(p.strip())
+            dims = None
+            if pm.group(3) is not None:
+                dims = [d.strip() for d in pm.group(3).split(",") if d.strip()]
+            params.append((pm.group(1), pm.group(2), dims, pm.group(4)))
+        yield m.group(1), params, ann, text[m.end():i - 1]
+        pos = i
+
+
+def split_top(s):
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+def make_input(rng, dtype, shape, rangespec):
+    t = DT[dtype]
+    if dtype == "bool":
+        return torch.from_numpy(rng.random(shape) < 0.5)
+    if t.is_floating_point:
+        lo, hi = rangespec if rangespec else (-3.0, 3.0)
+        a = rng.uniform(lo, hi, size=shape)
+        return torch.from_numpy(a).to(t)
+    lo, hi = (0, 256) if dtype == "u8" else (-9, 10)
+    if rangespec:
+        lo, hi = int(rangespec[0]), int(rangespec[1])
+    a = rng.integers(lo, hi, size=shape)
+    if not rangespec:
+        a[a == 0] = 1  # keep // and % away from PyTorch's integer ZeroDivisionError
+    return torch.from_numpy(a).to(t)
+
+
+def to_numpy(t):
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(np.uint16)
+    return t.detach().contiguous().numpy()
+
+
+def run_case(path, rel, out_lines):
+    text = open(path).read()
+    stem = os.path.basename(path)[:-5]
+    for name, params, ann, body in parse_kernels(text):
+        seed = int(hashlib.sha1((rel + name).encode()).hexdigest()[:8], 16)
+        rng = np.random.default_rng(seed)
+        sizes, ranges, tol, error, scalars = {}, {}, "elementwise", False, {}
+        for a in ann:
+            if a[0] == "sizes":
+                sizes.update({k: int(v) for k, v in (kv.split("=") for kv in a[1:])})
+            elif a[0] == "range":
+                ranges[a[1]] = (float(a[2]), float(a[3]))
+            elif a[0] == "tol":
+                tol = a[1]
+            elif a[0] == "error":
+                error = True
+            elif a[0] == "scalar":
+                scalars[a[1]] = a[2]
+        env = dict(ENV)
+        inputs, args = [], []
+        for pname, dtype, dims, layout in params:
+            if dims is None:  # scalar parameter
+                if pname in scalars:
+                    v = scalars[pname]
+                elif DT[dtype].is_floating_point:
+                    v = repr(round(float(rng.uniform(-2, 2)), 3))
+                elif dtype == "bool":
+                    v = "true"
+                else:
+                    v = str(int(rng.integers(1, 5)))
+                pyv = {"true": True, "false": False}.get(v)
+                if pyv is None:
+                    pyv = float(v) if DT[dtype].is_floating_point else int(v)
+                env[pname] = torch.tensor(pyv, dtype=DT[dtype])
+                inputs.append(f"{pname}={v}")
+                continue
+            shape = []
+            for d in dims:
+                if re.fullmatch(r"\d+", d):
+                    shape.append(int(d))
+                else:
+                    if d not in sizes:
+                        sizes[d] = int(rng.integers(2, 6))
+                    shape.append(sizes[d])
+            t = make_input(rng, dtype, shape, ranges.get(pname))
+            if layout == "channels_last":
+                t = t.contiguous(memory_format=torch.channels_last)
+            env[pname] = t
+            fname = f"{stem}.{name}.{pname}.npy"
+            np.save(os.path.join(DATA, fname), to_numpy(t))
+            inputs.append(f"{pname}=data/{fname}")
+        env.update(sizes)
+        src = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", body))
+        src = re.sub(r"\breturn\b", "__ret__ =", src)
+        fn = "\n".join(l.strip() for l in src.split("\n"))
+        try:
+            exec(fn, env)
+            rets = env["__ret__"]
+            if not isinstance(rets, tuple):
+                rets = (rets,)
+            raised = None
+        except Exception as e:  # PyTorch rejected the program
+            raised = e
+        if error:
+            if raised is None:
+                sys.exit(f"{rel}:{name}: marked @error but PyTorch accepted it")
+            out_lines.append(f"{rel} {name} error " + " ".join(inputs))
+            continue
+        if raised is not None:
+            sys.exit(f"{rel}:{name}: PyTorch raised {raised!r}")
+        outs = []
+        for i, r in enumerate(rets):
+            fname = f"{stem}.{name}.out{i}.npy"
+            np.save(os.path.join(DATA, fname), to_numpy(r))
+            outs.append(f"out{i}=data/{fname}")
+        out_lines.append(f"{rel} {name} {tol} " + " ".join(inputs) + " -- " + " ".join(outs))
+
+
+def main():
+    os.makedirs(DATA, exist_ok=True)
+    for f in os.listdir(DATA):
+        os.remove(os.path.join(DATA, f))
+    lines = []
+    for d, rel in (("cases", "cases"), ("../../examples", "../../examples")):
+        for f in sorted(os.listdir(os.path.join(HERE, d))):
+            if f.endswith(".tdsl"):
+                run_case(os.path.join(HERE, d, f), f"{rel}/{f}", lines)
+    with open(os.path.join(HERE, "manifest.txt"), "w") as fp:
+        fp.write("# generated by gen.py: file kernel tol inputs -- outputs\n")
+        fp.write("\n".join(lines) + "\n")
+    print(f"{len(lines)} kernels")
+
+
+if __name__ == "__main__":
+    main()
