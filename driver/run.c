@@ -304,7 +304,8 @@ static int run_kernel(const IrModule *m, const IrKernel *k, int nin,
   if (load_inputs(k, in, which, args, err)) return 1;
   char msg[1024] = "";
   if (interp_run(m, k, args, outs, msg, sizeof msg)) {
-    fprintf(err, RUN_ERR "kernel '%s': %s\n", k->name,
+    /* the interpreter's messages already name the kernel */
+    fprintf(err, RUN_ERR "%s\n",
             msg[0] ? msg : "the interpreter failed without a message");
     return 1;
   }
@@ -312,7 +313,8 @@ static int run_kernel(const IrModule *m, const IrKernel *k, int nin,
 }
 
 int tdsl_run(const IrModule *m, const char *kernel, int nin,
-             const char **in_specs, int nout, const char **out_specs,
+             const char *const *in_specs, int nout,
+             const char *const *out_specs,
              FILE *err) {
   if (!kernel) {
     fprintf(err, RUN_ERR "tdslc run needs --kernel=NAME\n");

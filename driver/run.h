@@ -15,7 +15,8 @@
  * current directory.  Messages go to err.  Returns the tdslc exit status:
  * 0 success, 1 bad inputs (or the kernel failed on them), 2 usage. */
 int tdsl_run(const IrModule *m, const char *kernel, int nin,
-             const char **in_specs, int nout, const char **out_specs,
+             const char *const *in_specs, int nout,
+             const char *const *out_specs,
              FILE *err);
 
 #endif

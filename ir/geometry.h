@@ -36,7 +36,7 @@ typedef struct GeomCtx {
   Loc loc;      /* location given to run-time checks */
 } GeomCtx;
 
-/* Shapes and strides as text: "[4, N]", "(1, 4)". */
+/* Shapes and strides as text: "[4, N]", "[1, 4]" (as in spec §8.1). */
 char *geom_shape_str(Arena *a, const Sym *const *v, int n);
 char *geom_stride_str(Arena *a, const Sym *const *v, int n);
 

@@ -19,7 +19,16 @@
  * pointer-equal.  sym_cmp is a total order that depends only on structure
  * (kinds, values, variable ids), never on addresses, so sorting and
  * printing are stable across runs.  Commutative opaque nodes (min, max,
- * XADD, XMUL) store their children in sym_cmp order. */
+ * XADD, XMUL) store their children in sym_cmp order.
+ *
+ * Overflow: folding never wraps and never ICEs.  A sum or product whose
+ * coefficients would leave int64 becomes XADD/XMUL of its operands, so
+ * canonicity (pointer equality) holds only for expressions whose folded
+ * coefficients fit; values are always right.  sym_eval uses checked
+ * arithmetic and fails if any intermediate step of the canonical form
+ * overflows.  A // 0 and a % 0 stay opaque; sym_eval fails on them.
+ * Printing writes INT64_MIN as `(-9223372036854775807 - 1)`, since the
+ * literal 9223372036854775808 does not fit. */
 #include "sym.h"
 
 #include <inttypes.h>

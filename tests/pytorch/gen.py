@@ -177,6 +177,30 @@ def parse_kernels(text):
         pos = i
 
 
+def m_results(text, name):
+    """The declared result types of kernel `name` as (dtype, [dims])."""
+    m = re.search(r"kernel\s+" + name + r"\s*\(.*?\)\s*->\s*(.*?)\{", text, re.S)
+    res = m.group(1).strip()
+    if res.startswith("("):
+        res = res[1:res.rindex(")")]
+    out = []
+    for r in split_top(res):
+        rm = re.fullmatch(r"\s*(\w+)\s*(?:\[([^\]]*)\])?\s*\w*\s*", r)
+        dims = [d.strip() for d in (rm.group(2) or "").split(",") if d.strip()]
+        out.append((rm.group(1), dims))
+    return out
+
+
+def check_results(rel, name, decl, rets, sizes):
+    """The kernel's declared results must match what PyTorch returned."""
+    if len(decl) != len(rets):
+        sys.exit(f"{rel}:{name}: declares {len(decl)} results, returns {len(rets)}")
+    for i, ((dt, dims), r) in enumerate(zip(decl, rets)):
+        want = [eval(d, {}, dict(sizes)) for d in dims]
+        if DT[dt] != r.dtype or list(r.shape) != want:
+            sys.exit(f"{rel}:{name}: result {i} is {r.dtype}{list(r.shape)}, declared {dt}{want}")
+
+
 def split_top(s):
     out, depth, cur = [], 0, ""
     for ch in s:
@@ -287,6 +311,7 @@ def run_case(path, rel, out_lines):
             continue
         if raised is not None:
             sys.exit(f"{rel}:{name}: PyTorch raised {raised!r}")
+        check_results(rel, name, m_results(text, name), rets, sizes)
         outs = []
         for i, r in enumerate(rets):
             fname = f"{stem}.{name}.out{i}.npy"

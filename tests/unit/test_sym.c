@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
-#include "sym.h"
+#include "ir/arena.h"
+#include "ir/sym.h"
 
 static Arena *A;
 static SymTab *T;
@@ -280,6 +280,247 @@ START_TEST(test_print_stable) {
 }
 END_TEST
 
+
+/* ---- a reader for the printed syntax, to check that printing is
+ * unambiguous: parse(print(e)) must give e back (the same pointer). ---- */
+
+typedef struct Rd {
+  const char *p;
+  bool ok;
+} Rd;
+
+static const Sym *rd_expr(Rd *r);
+
+static void rd_ws(Rd *r) {
+  while (*r->p == ' ') r->p++;
+}
+
+static bool rd_eat(Rd *r, const char *tok) {
+  rd_ws(r);
+  size_t n = strlen(tok);
+  if (strncmp(r->p, tok, n) != 0) return false;
+  r->p += n;
+  return true;
+}
+
+static const Sym *rd_atom(Rd *r) {
+  rd_ws(r);
+  if (rd_eat(r, "min(") || rd_eat(r, "max(")) {
+    bool is_min = r->p[-3] == 'i';
+    const Sym *a = rd_expr(r);
+    if (!rd_eat(r, ",")) r->ok = false;
+    const Sym *b = rd_expr(r);
+    if (!rd_eat(r, ")")) r->ok = false;
+    return is_min ? sym_min(T, a, b) : sym_max(T, a, b);
+  }
+  if (rd_eat(r, "(")) {
+    const Sym *e = rd_expr(r);
+    if (!rd_eat(r, ")")) r->ok = false;
+    return e;
+  }
+  if (*r->p >= '0' && *r->p <= '9') {
+    int64_t v = 0;
+    while (*r->p >= '0' && *r->p <= '9') {
+      int d = *r->p++ - '0';
+      if (v > (INT64_MAX - d) / 10) r->ok = false;
+      else v = v * 10 + d;
+    }
+    return K(v);
+  }
+  static const char *const names[] = {"N", "C", "H", "W", "M"};
+  for (int i = 0; i < 5; i++)
+    if (*r->p == names[i][0]) {
+      r->p++;
+      return sym_var(T, i, names[i]);
+    }
+  r->ok = false;
+  return K(0);
+}
+
+static const Sym *rd_unary(Rd *r) {
+  if (rd_eat(r, "-")) return sym_neg(T, rd_unary(r));
+  return rd_atom(r);
+}
+
+static const Sym *rd_term(Rd *r) {
+  const Sym *e = rd_unary(r);
+  for (;;) {
+    if (rd_eat(r, "//")) e = fdiv(e, rd_unary(r));
+    else if (rd_eat(r, "*")) e = mul(e, rd_unary(r));
+    else if (rd_eat(r, "%")) e = mod(e, rd_unary(r));
+    else return e;
+  }
+}
+
+static const Sym *rd_expr(Rd *r) {
+  const Sym *e = rd_term(r);
+  for (;;) {
+    if (rd_eat(r, "+")) e = add(e, rd_term(r));
+    else if (rd_eat(r, "-")) e = sub(e, rd_term(r));
+    else return e;
+  }
+}
+
+static const Sym *reparse(const Sym *e) {
+  const char *text = sym_str(A, e);
+  Rd r = {text, true};
+  const Sym *back = rd_expr(&r);
+  rd_ws(&r);
+  ck_assert_msg(r.ok && *r.p == 0, "cannot read back '%s'", text);
+  return back;
+}
+
+/* ---- random expressions checked against direct evaluation ---- */
+
+enum { NENV = 6 };
+static int64_t envs[NENV][5];
+
+/* A random expression and its value in each env, computed directly with
+ * Python semantics (ok[k] false on overflow or division by zero). */
+typedef struct RExpr {
+  const Sym *s;
+  int64_t v[NENV];
+  bool ok[NENV];
+} RExpr;
+
+static uint64_t rng = 88172645463325252u;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+
+static bool ref_op(int op, int64_t a, int64_t b, int64_t *r) {
+  /* Operands stay far below 2^31 where ok, so only /0 can fail here
+   * except for products, which are checked. */
+  switch (op) {
+  case 0: *r = a + b; return true;
+  case 1: *r = a - b; return true;
+  case 2:
+    if (a != 0 && (b > INT32_MAX || b < -INT32_MAX || a > INT32_MAX || a < -INT32_MAX))
+      return false;
+    *r = a * b;
+    return true;
+  case 3:
+    if (b == 0) return false;
+    *r = a / b - (a % b != 0 && ((a < 0) != (b < 0)));
+    return true;
+  case 4:
+    if (b == 0) return false;
+    *r = a % b;
+    if (*r != 0 && ((*r < 0) != (b < 0))) *r += b;
+    return true;
+  case 5: *r = a < b ? a : b; return true;
+  default: *r = a > b ? a : b; return true;
+  }
+}
+
+static RExpr rand_expr(int depth) {
+  RExpr e;
+  if (depth == 0 || rnd(4) == 0) {
+    bool is_var = rnd(2);
+    int64_t c = (int64_t)rnd(9) - 3;
+    int id = (int)rnd(5);
+    static const char *const names[] = {"N", "C", "H", "W", "M"};
+    e.s = is_var ? sym_var(T, id, names[id]) : K(c);
+    for (int k = 0; k < NENV; k++) {
+      e.v[k] = is_var ? envs[k][id] : c;
+      e.ok[k] = true;
+    }
+    return e;
+  }
+  int op = (int)rnd(7);
+  RExpr a = rand_expr(depth - 1), b = rand_expr(depth - 1);
+  if ((op == 3 || op == 4) && rnd(2)) b = (RExpr){.s = K((int64_t)rnd(5) + 1)};
+  if ((op == 3 || op == 4) && sym_is_const(b.s, NULL))
+    for (int k = 0; k < NENV; k++) {
+      sym_is_const(b.s, &b.v[k]);
+      b.ok[k] = true;
+    }
+  static const Sym *(*const fn[])(SymTab *, const Sym *, const Sym *) = {
+      sym_add, sym_sub, sym_mul, sym_floordiv, sym_mod, sym_min, sym_max};
+  e.s = fn[op](T, a.s, b.s);
+  for (int k = 0; k < NENV; k++) {
+    e.ok[k] = a.ok[k] && b.ok[k] && ref_op(op, a.v[k], b.v[k], &e.v[k]);
+    if (e.ok[k] && (e.v[k] > INT32_MAX || e.v[k] < -INT32_MAX)) e.ok[k] = false;
+  }
+  return e;
+}
+
+START_TEST(test_random_against_direct) {
+  for (int k = 0; k < NENV; k++)
+    for (int i = 0; i < 5; i++) envs[k][i] = (int64_t)rnd(13) - 4;
+  for (int iter = 0; iter < 3000; iter++) {
+    RExpr e = rand_expr(4);
+    for (int k = 0; k < NENV; k++) {
+      if (!e.ok[k]) continue;
+      int64_t got;
+      ck_assert_msg(sym_eval(e.s, envs[k], &got), "eval failed: %s", sym_str(A, e.s));
+      ck_assert_msg(got == e.v[k], "%s: got %lld want %lld", sym_str(A, e.s),
+                    (long long)got, (long long)e.v[k]);
+    }
+    ck_assert_ptr_eq(reparse(e.s), e.s);
+    /* Commuted and re-associated constructions agree. */
+    RExpr f = rand_expr(2);
+    ck_assert_ptr_eq(add(e.s, f.s), add(f.s, e.s));
+    ck_assert_ptr_eq(mul(e.s, f.s), mul(f.s, e.s));
+    ck_assert_ptr_eq(sub(add(e.s, f.s), f.s), e.s);
+    ck_assert_ptr_eq(mul(add(e.s, K(1)), f.s), add(mul(e.s, f.s), f.s));
+  }
+}
+END_TEST
+
+START_TEST(test_reparse_fixed) {
+  const Sym *cases[] = {
+      sub(K(0), fdiv(N, K(2))),
+      mul(sym_neg(T, N), fdiv(C, K(3))),
+      fdiv(sym_neg(T, N), K(2)),
+      fdiv(mul(K(-2), N), K(3)),
+      mod(fdiv(N, K(2)), C),
+      fdiv(mod(N, K(2)), C),
+      fdiv(N, mod(C, K(2))),
+      fdiv(K(7), sub(N, K(1))),
+      sym_max(T, sym_neg(T, N), K(-4)),
+      add(mul(K(INT64_MIN), N), K(INT64_MIN)),
+      add(K(INT64_MAX), K(1)),                      /* overflow: opaque sum */
+      mul(K(INT64_C(1) << 40), mul(K(INT64_C(1) << 40), N)), /* opaque product */
+      fdiv(K(INT64_MIN), K(-1)),
+      sub(mul(K(3), mul(N, fdiv(H, K(2)))), mul(M, sym_min(T, C, K(0)))),
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    ck_assert_msg(reparse(cases[i]) == cases[i], "round trip of '%s'", sym_str(A, cases[i]));
+}
+END_TEST
+
+START_TEST(test_print_independent_of_addresses) {
+  /* A second table, with variables created in another order and lots of
+   * unrelated nodes first, prints the same text. */
+  const Sym *e = add(sub(mul(W, mul(N, C)), fdiv(H, K(4))), sym_max(T, M, N));
+  Arena *a2 = arena_new();
+  SymTab *t2 = sym_tab_new(a2);
+  for (int i = 0; i < 1000; i++) sym_const(t2, i * 7919);
+  const Sym *m2 = sym_var(t2, 4, "M"), *w2 = sym_var(t2, 3, "W"), *h2 = sym_var(t2, 2, "H");
+  const Sym *c2 = sym_var(t2, 1, "C"), *n2 = sym_var(t2, 0, "N");
+  const Sym *e2 = sym_add(t2, sym_max(t2, n2, m2),
+                          sym_sub(t2, sym_mul(t2, sym_mul(t2, c2, w2), n2),
+                                  sym_floordiv(t2, h2, sym_const(t2, 4))));
+  ck_assert_str_eq(sym_str(A, e), sym_str(a2, e2));
+  ck_assert_str_eq(sym_str(A, e), "N*C*W - H//4 + max(N, M)");
+  arena_free(a2);
+}
+END_TEST
+
+START_TEST(test_many_nodes) {
+  /* Enough nodes to grow the hash table many times; all stay unique. */
+  const Sym *first[5000];
+  for (int i = 0; i < 5000; i++) first[i] = add(mul(K(i), N), K(i - 2500));
+  for (int i = 0; i < 5000; i++) ck_assert_ptr_eq(add(K(i - 2500), mul(N, K(i))), first[i]);
+  ck_assert_ptr_eq(first[0], K(-2500));
+  ck_assert_ptr_eq(first[1], sub(N, K(2499)));
+}
+END_TEST
+
 static Suite *sym_suite(void) {
   Suite *s = suite_create("sym");
   TCase *tc = tcase_create("core");
@@ -295,6 +536,10 @@ static Suite *sym_suite(void) {
   tcase_add_test(tc, test_overflow_keeps_opaque);
   tcase_add_test(tc, test_print);
   tcase_add_test(tc, test_print_stable);
+  tcase_add_test(tc, test_random_against_direct);
+  tcase_add_test(tc, test_reparse_fixed);
+  tcase_add_test(tc, test_print_independent_of_addresses);
+  tcase_add_test(tc, test_many_nodes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,500 @@
+/* tdslc.c — the command line (spec §8).
+ *
+ *   tdslc FILE.tdsl [-o OUT] [--emit=LIST] [--target=T] [-O0..-O3]
+ *         [--kernel=NAME]... [--report[=PATH]] [--report-format=text|json]
+ *         [--dump-after=PASS] [--disable-pass=PASS]... [--time-passes]
+ *   tdslc run FILE.tdsl --kernel=NAME [--input NAME=X]... [--output NAME=Y]...
+ *   tdslc --version | --help
+ *
+ * Validates every option first (usage errors: one line, exit 2), then
+ * reads the file, parses, checks and verifies it (program errors: exit 1
+ * after the diagnostics; a verifier failure is an internal error, exit 3),
+ * then either runs a kernel with the interpreter (run.c) or writes the
+ * requested emits.  Only `ir` can be emitted so far; code generation and
+ * reports are refused with exit 2 until they exist.
+ * Needs: the whole front end (ast.h), ir.h, run.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../frontend/ast.h"
+#include "../ir/ir.h"
+#include "run.h"
+
+#ifndef TDSL_VERSION
+#define TDSL_VERSION "0.0.0-dev"
+#endif
+
+#define MAX_LIST 64 /* --kernel, --disable-pass, --input, --output each */
+
+/* The emit kinds, in the order files are written. */
+typedef enum Emit {
+  EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_REPORT,
+  EM_REPORT_JSON, EM_COUNT
+} Emit;
+
+static const struct {
+  const char *name;
+  const char *ext;  /* appended to the output stem */
+  bool textual;     /* may go to stdout with -o - */
+  const char *missing; /* why it cannot be produced yet, or NULL */
+} emits[EM_COUNT] = {
+    {"obj", ".o", false, "code generation is not available in this build yet"},
+    {"header", ".h", true, "code generation is not available in this build yet"},
+    {"llvm", ".ll", true, "code generation is not available in this build yet"},
+    {"asm", ".s", true, "code generation is not available in this build yet"},
+    {"ptx", ".ptx", true, "code generation is not available in this build yet"},
+    {"ir", ".ir", true, NULL},
+    {"report", ".report.txt", true,
+     "optimization reports are not available in this build yet"},
+    {"report-json", ".report.json", true,
+     "optimization reports are not available in this build yet"},
+};
+
+/* The optimization passes named by the spec (§11); --dump-after and
+ * --disable-pass accept these.  Move to passes/pipeline.c's table once
+ * the passes exist. */
+static const char *const pass_names[] = {"fold-views", "eliminate-copies",
+                                         "choose-layout", "fuse"};
+
+typedef struct Options {
+  bool run;               /* `tdslc run` */
+  const char *file;
+  const char *out;        /* -o; NULL: derived from file */
+  unsigned emit;          /* bit per Emit */
+  const char *target;
+  int opt_level;
+  const char *kernels[MAX_LIST];
+  int nkernels;
+  const char *report_path; /* --report=PATH */
+  bool report_json;
+  const char *dump_after;
+  const char *disabled[MAX_LIST];
+  int ndisabled;
+  bool time_passes;
+  const char *inputs[MAX_LIST];
+  int ninputs;
+  const char *outputs[MAX_LIST];
+  int noutputs;
+  const char *compile_opt; /* first option seen that only compiling takes */
+} Options;
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("tdslc: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see tdslc --help)\n", stderr);
+  va_end(ap);
+  return 2;
+}
+
+static void print_help(void) {
+  fputs(
+      "usage: tdslc FILE.tdsl [options]       compile a tdsl file\n"
+      "       tdslc run FILE.tdsl --kernel=NAME [--input NAME=X]... "
+      "[--output NAME=Y]...\n"
+      "       tdslc --version | --help\n"
+      "\n"
+      "options:\n"
+      "  -o OUT                 output path; each emit gets its own "
+      "extension\n"
+      "                         (-o - writes one textual emit to stdout)\n"
+      "  --emit=LIST            comma list of obj header llvm asm ptx ir "
+      "report\n"
+      "                         report-json (default obj,header)\n"
+      "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
+      "cuda cuda:sm_NN\n"
+      "  -O0 -O1 -O2 -O3        optimization level (default -O2)\n"
+      "  --kernel=NAME          only this kernel (repeatable); for run: "
+      "the kernel\n"
+      "  --report[=PATH]        write the optimization report\n"
+      "  --report-format=F      text or json\n"
+      "  --dump-after=PASS      print the IR after PASS to stderr\n"
+      "  --disable-pass=PASS    skip PASS (repeatable)\n"
+      "  --time-passes          print the time of each phase to stderr\n"
+      "  --input NAME=X         run: a parameter's .npy file or scalar value\n"
+      "  --output NAME=Y        run: where result NAME (out0, out1, ...) "
+      "goes\n"
+      "\n"
+      "exit status: 0 ok, 1 program or input errors, 2 usage, 3 internal "
+      "error\n",
+      stdout);
+}
+
+/* ---- option values ---------------------------------------------------- */
+
+static int parse_emit_list(Options *o, const char *list) {
+  o->emit = 0;
+  const char *p = list;
+  for (;;) {
+    size_t n = strcspn(p, ",");
+    int e = 0;
+    while (e < EM_COUNT &&
+           !(strlen(emits[e].name) == n && !strncmp(emits[e].name, p, n)))
+      e++;
+    if (e == EM_COUNT)
+      return usage_error("--emit: unknown kind '%.*s' (kinds: obj header "
+                         "llvm asm ptx ir report report-json)", (int)n, p);
+    o->emit |= 1u << e;
+    if (!p[n]) return 0;
+    p += n + 1;
+  }
+}
+
+static bool valid_target(const char *t) {
+  static const char *const names[] = {"host", "x86-64", "x86-64-v2",
+                                      "x86-64-v3", "x86-64-v4", "cuda"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(t, names[i])) return true;
+  if (strncmp(t, "cuda:sm_", 8) != 0) return false;
+  const char *d = t + 8;
+  size_t n = strspn(d, "0123456789");
+  return n >= 2 && n <= 3 && (d[n] == '\0' || (d[n] == 'a' && !d[n + 1]));
+}
+
+static bool valid_pass(const char *p) {
+  for (size_t i = 0; i < sizeof pass_names / sizeof pass_names[0]; i++)
+    if (!strcmp(p, pass_names[i])) return true;
+  return false;
+}
+
+static int push(const char **list, int *n, const char *v, const char *opt) {
+  if (*n == MAX_LIST) return usage_error("too many %s options", opt);
+  list[(*n)++] = v;
+  return 0;
+}
+
+/* Applies one long option that takes a value. */
+static int long_with_value(Options *o, const char *name, const char *v) {
+  if (!strcmp(name, "emit")) return parse_emit_list(o, v);
+  if (!strcmp(name, "target")) {
+    if (!valid_target(v))
+      return usage_error("--target: unknown target '%s' (host, x86-64, "
+                         "x86-64-v2/v3/v4, cuda, cuda:sm_NN)", v);
+    o->target = v;
+    return 0;
+  }
+  if (!strcmp(name, "kernel")) return push(o->kernels, &o->nkernels, v, "--kernel");
+  if (!strcmp(name, "input")) return push(o->inputs, &o->ninputs, v, "--input");
+  if (!strcmp(name, "output")) return push(o->outputs, &o->noutputs, v, "--output");
+  if (!strcmp(name, "report-format")) {
+    if (strcmp(v, "text") && strcmp(v, "json"))
+      return usage_error("--report-format: expected text or json, got '%s'", v);
+    o->report_json = !strcmp(v, "json");
+    return 0;
+  }
+  if (!valid_pass(v))
+    return usage_error("--%s: unknown pass '%s' (passes: fold-views, "
+                       "eliminate-copies, choose-layout, fuse)", name, v);
+  if (!strcmp(name, "dump-after")) o->dump_after = v;
+  else return push(o->disabled, &o->ndisabled, v, "--disable-pass");
+  return 0;
+}
+
+static bool takes_value(const char *name) {
+  static const char *const names[] = {"emit", "target", "kernel", "input",
+                                      "output", "report-format",
+                                      "dump-after", "disable-pass"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(name, names[i])) return true;
+  return false;
+}
+
+/* --name, --name=value or --name value; *i advances past a used value. */
+static int long_option(Options *o, int argc, char **argv, int *i) {
+  const char *arg = argv[*i] + 2;
+  char name[32];
+  size_t n = strcspn(arg, "=");
+  if (n >= sizeof name) return usage_error("unknown option '%s'", argv[*i]);
+  memcpy(name, arg, n);
+  name[n] = '\0';
+  const char *v = arg[n] == '=' ? arg + n + 1 : NULL;
+  if (strcmp(name, "kernel") && strcmp(name, "input") &&
+      strcmp(name, "output") && !o->compile_opt)
+    o->compile_opt = argv[*i];
+  if (!strcmp(name, "report")) {
+    o->report_path = v ? v : "";
+    return 0;
+  }
+  if (!strcmp(name, "time-passes") && !v) {
+    o->time_passes = true;
+    return 0;
+  }
+  if (!takes_value(name)) return usage_error("unknown option '%s'", argv[*i]);
+  if (!v) {
+    if (*i + 1 >= argc) return usage_error("--%s needs a value", name);
+    v = argv[++*i];
+  }
+  return long_with_value(o, name, v);
+}
+
+static int short_option(Options *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  if (!o->compile_opt) o->compile_opt = a;
+  if (a[1] == 'O') {
+    if (a[2] < '0' || a[2] > '3' || a[3])
+      return usage_error("bad optimization level '%s' (use -O0, -O1, -O2 "
+                         "or -O3)", a);
+    o->opt_level = a[2] - '0';
+    return 0;
+  }
+  if (a[1] == 'o') {
+    if (a[2]) o->out = a + 2;
+    else if (*i + 1 < argc) o->out = argv[++*i];
+    else return usage_error("-o needs a path");
+    return 0;
+  }
+  return usage_error("unknown option '%s'", a);
+}
+
+/* Fills o from argv; returns 0 or the exit status to stop with (-1 for
+ * --help/--version already handled: exit 0). */
+static int parse_args(Options *o, int argc, char **argv) {
+  int i = 1;
+  if (argc > 1 && !strcmp(argv[1], "run")) {
+    o->run = true;
+    i = 2;
+  }
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    int s = 0;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      print_help();
+      return -1;
+    } else if (!strcmp(a, "--version")) {
+      printf("tdslc %s\n", TDSL_VERSION);
+      return -1;
+    } else if (a[0] == '-' && a[1] == '-') {
+      s = long_option(o, argc, argv, &i);
+    } else if (a[0] == '-' && a[1]) {
+      s = short_option(o, argc, argv, &i);
+    } else if (o->file) {
+      return usage_error("more than one input file ('%s' and '%s')", o->file,
+                         a);
+    } else {
+      o->file = a;
+    }
+    if (s) return s;
+  }
+  return 0;
+}
+
+/* ---- consistency of the whole command --------------------------------- */
+
+static int check_run_options(const Options *o) {
+  if (o->compile_opt)
+    return usage_error("'%s' cannot be used with tdslc run", o->compile_opt);
+  if (o->nkernels != 1)
+    return usage_error("tdslc run needs exactly one --kernel=NAME");
+  return 0;
+}
+
+static int count_bits(unsigned v) {
+  int n = 0;
+  for (; v; v &= v - 1) n++;
+  return n;
+}
+
+static int check_compile_options(Options *o) {
+  if (o->ninputs || o->noutputs)
+    return usage_error("--input and --output are only for tdslc run");
+  if (!o->emit) o->emit = 1u << EM_OBJ | 1u << EM_HEADER;
+  if (o->report_path)
+    o->emit |= 1u << (o->report_json ? EM_REPORT_JSON : EM_REPORT);
+  if (o->out && !strcmp(o->out, "-")) {
+    if (count_bits(o->emit) != 1)
+      return usage_error("-o - writes a single emit to stdout, but %d are "
+                         "requested", count_bits(o->emit));
+    for (int e = 0; e < EM_COUNT; e++)
+      if ((o->emit >> e & 1) && !emits[e].textual)
+        return usage_error("--emit=%s is binary and cannot go to stdout",
+                           emits[e].name);
+  }
+  return 0;
+}
+
+/* ---- reading and checking the program --------------------------------- */
+
+/* The whole file, NUL-terminated; NULL after a message. */
+static char *read_source(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "tdslc: error: cannot read '%s': %s\n", path,
+            strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf && (n += fread(buf + n, 1, cap - n, f)) == cap) {
+    char *nb = realloc(buf, 2 * cap + 1);
+    if (!nb) free(buf);
+    buf = nb;
+    cap *= 2;
+  }
+  int bad = !buf || ferror(f), saved = errno;
+  fclose(f);
+  if (bad) {
+    fprintf(stderr, "tdslc: error: cannot read '%s': %s\n", path,
+            buf ? strerror(saved) : "out of memory");
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  const char *nul = memchr(buf, '\0', n);
+  if (nul) {
+    fprintf(stderr, "%s: error: the file contains a NUL byte (at offset "
+            "%zu); tdsl source must be text\n", path, (size_t)(nul - buf));
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void phase_time(const Options *o, const char *name, double *t0) {
+  double t = now_ms();
+  if (o->time_passes) fprintf(stderr, "tdslc: %-12s %8.3f ms\n", name, t - *t0);
+  *t0 = t;
+}
+
+/* Parses, checks and verifies; NULL when the program had errors. */
+static IrModule *front_end(const Options *o, Arena *a, const char *src) {
+  Diag d;
+  diag_init(&d, o->file, src, stderr);
+  double t = now_ms();
+  AstProgram *p = parse_program(a, &d, src);
+  phase_time(o, "parse", &t);
+  if (!p || d.nerrors) return NULL;
+  IrModule *m = sema_program(a, &d, p, o->file);
+  phase_time(o, "sema", &t);
+  if (!m || d.nerrors) return NULL;
+  int bad = ir_verify(m, stderr);
+  phase_time(o, "verify", &t);
+  if (bad)
+    ICE("the IR verifier found %d problem%s after semantic analysis of %s",
+        bad, bad == 1 ? "" : "s", o->file);
+  return m;
+}
+
+/* ---- emitting ----------------------------------------------------------- */
+
+/* m restricted to the --kernel names (all when none); NULL after an
+ * error for an unknown name. */
+static IrModule *select_kernels(const Options *o, IrModule *m) {
+  if (!o->nkernels) return m;
+  IrModule *sel = arena_dup(m->arena, m, sizeof *m);
+  sel->kernels = arena_alloc(m->arena, sizeof *sel->kernels * (size_t)m->nkernels);
+  sel->nkernels = 0;
+  int bad = 0;
+  for (int i = 0; i < o->nkernels; i++) {
+    int k = 0;
+    while (k < m->nkernels && strcmp(m->kernels[k]->name, o->kernels[i])) k++;
+    if (k == m->nkernels) {
+      fprintf(stderr, "tdslc: error: %s has no kernel named '%s'\n", o->file,
+              o->kernels[i]);
+      bad = 1;
+    }
+  }
+  for (int k = 0; k < m->nkernels; k++)
+    for (int i = 0; i < o->nkernels; i++)
+      if (!strcmp(m->kernels[k]->name, o->kernels[i])) {
+        sel->kernels[sel->nkernels++] = m->kernels[k];
+        break;
+      }
+  return bad ? NULL : sel;
+}
+
+/* OUT without its extension, or the input's base name without .tdsl. */
+static char *output_stem(const Options *o) {
+  const char *src = o->out ? o->out : o->file;
+  if (!o->out) {
+    const char *slash = strrchr(src, '/');
+    if (slash) src = slash + 1;
+  }
+  char *stem = malloc(strlen(src) + 1);
+  if (!stem) ICE("out of memory");
+  strcpy(stem, src);
+  char *slash = strrchr(stem, '/'), *dot = strrchr(stem, '.');
+  if (dot && dot > (slash ? slash + 1 : stem)) *dot = '\0';
+  return stem;
+}
+
+static int write_ir(const Options *o, const IrModule *m, const char *stem) {
+  if (o->out && !strcmp(o->out, "-")) {
+    ir_print_module(stdout, m);
+    return fflush(stdout) ? 1 : 0;
+  }
+  size_t n = strlen(stem) + sizeof ".ir";
+  char *path = malloc(n);
+  if (!path) ICE("out of memory");
+  snprintf(path, n, "%s.ir", stem);
+  FILE *f = fopen(path, "w");
+  int status = 0;
+  if (f) ir_print_module(f, m);
+  if (!f || ferror(f) | fclose(f)) {
+    fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
+            strerror(errno));
+    status = 1;
+  }
+  free(path);
+  return status;
+}
+
+static int emit_all(const Options *o, IrModule *m) {
+  for (int e = 0; e < EM_COUNT; e++)
+    if ((o->emit >> e & 1) && emits[e].missing) {
+      fprintf(stderr, "tdslc: error: --emit=%s: %s\n", emits[e].name,
+              emits[e].missing);
+      return 2;
+    }
+  IrModule *sel = select_kernels(o, m);
+  if (!sel) return 1;
+  if (o->dump_after) {
+    fprintf(stderr, "tdslc: note: no optimization passes exist yet; the IR "
+            "after %s is the IR after semantic analysis:\n", o->dump_after);
+    ir_print_module(stderr, sel);
+  }
+  char *stem = output_stem(o);
+  int status = (o->emit >> EM_IR & 1) ? write_ir(o, sel, stem) : 0;
+  free(stem);
+  return status;
+}
+
+static int compile_or_run(const Options *o) {
+  char *src = read_source(o->file);
+  if (!src) return 1;
+  Arena *a = arena_new();
+  IrModule *m = front_end(o, a, src);
+  int status = 1;
+  if (m && o->run)
+    status = tdsl_run(m, o->kernels[0], o->ninputs, o->inputs, o->noutputs,
+                      o->outputs, stderr);
+  else if (m)
+    status = emit_all(o, m);
+  arena_free(a);
+  free(src);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  static Options o = {.opt_level = 2, .target = "host"};
+  int s = parse_args(&o, argc, argv);
+  if (s) return s < 0 ? 0 : s;
+  if (!o.file) return usage_error(o.run ? "tdslc run needs a .tdsl file"
+                                        : "no input file");
+  s = o.run ? check_run_options(&o) : check_compile_options(&o);
+  if (s) return s;
+  return compile_or_run(&o);
+}

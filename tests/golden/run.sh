@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# run.sh — golden tests: tests/golden/run.sh TDSLC GOLDEN_DIR
+#
+# For each X.tdsl in GOLDEN_DIR (run there, with the bare file name, so
+# messages read `X.tdsl:line:col: ...`):
+#   X.err exists: `TDSLC X.tdsl --emit=ir -o /dev/null` must exit 1 with
+#                 stderr byte-equal to X.err;
+#   else X.ir:    `TDSLC X.tdsl --emit=ir -o -` must exit 0 with stdout
+#                 byte-equal to X.ir;
+#   neither:      a failure (say which output it should have).
+# UPDATE=1 rewrites the expected file from the actual output (and creates
+# X.err or X.ir from the exit status when neither exists) as long as the
+# exit status is right.  Prints a diff per failure, then `N passed, M
+# failed`; exits 1 if anything failed.
+set -u
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 TDSLC GOLDEN_DIR" >&2
+  exit 2
+fi
+tdslc=$1
+dir=$2
+case $tdslc in /*) ;; */*) tdslc=$PWD/$tdslc ;; esac
+cd "$dir" || exit 2
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT
+update=${UPDATE:-0}
+timeout_cmd=()
+command -v timeout >/dev/null && timeout_cmd=(timeout 60)
+
+passed=0
+failed=0
+
+fail() {
+  echo "FAIL: $1"
+  failed=$((failed + 1))
+}
+
+# check NAME KIND EXPECTED ACTUAL STATUS WANT_STATUS
+check() {
+  local name=$1 expected=$2 actual=$3 status=$4 want=$5
+  if [[ $status -ne $want ]]; then
+    fail "$name: exit status $status, expected $want"
+    sed 's/^/  | /' "$tmp/err" | head -20
+    return
+  fi
+  if [[ -e $expected ]] && cmp -s "$expected" "$actual"; then
+    passed=$((passed + 1))
+    return
+  fi
+  if [[ $update == 1 ]]; then
+    cp "$actual" "$expected"
+    echo "updated $expected"
+    passed=$((passed + 1))
+    return
+  fi
+  fail "$name: output differs from $expected"
+  diff -u "$expected" "$actual" | sed 's/^/  /'
+}
+
+shopt -s nullglob
+for src in *.tdsl; do
+  base=${src%.tdsl}
+  if [[ -e $base.err ]]; then
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o /dev/null \
+      >/dev/null 2>"$tmp/err"
+    check "$src" "$base.err" "$tmp/err" $? 1
+  elif [[ -e $base.ir ]]; then
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - \
+      >"$tmp/out" 2>"$tmp/err"
+    check "$src" "$base.ir" "$tmp/out" $? 0
+  elif [[ $update == 1 ]]; then
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - \
+      >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [[ $status -eq 0 ]]; then
+      check "$src" "$base.ir" "$tmp/out" 0 0
+    else
+      check "$src" "$base.err" "$tmp/err" "$status" 1
+    fi
+  else
+    fail "$src: no $base.err or $base.ir (create one, or run with UPDATE=1)"
+  fi
+done
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

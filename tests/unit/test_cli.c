@@ -1,0 +1,361 @@
+/* test_cli.c — the tdslc command line, run as a process (TDSL_TDSLC):
+ * --version/--help, one-line usage errors with status 2, unreadable and
+ * NUL-containing files (status 1), the not-yet-available emits, --emit=ir,
+ * and `tdslc run` end to end: inputs written with npy_write, results read
+ * back with npy_read and compared with values worked out by hand, plus
+ * the input errors of spec §8 (status 1).  Each test works in a fresh
+ * temporary directory, which is also the current directory of tdslc. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver/npy.h"
+
+#ifndef TDSL_TDSLC
+#error "TDSL_TDSLC must name the tdslc binary"
+#endif
+
+static char dir[64];
+static char out_text[8192], err_text[8192];
+static char errbuf[512];
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/test_cli_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static const char *path_in(const char *name) {
+  static char p[4][160];
+  static int turn;
+  turn = (turn + 1) % 4;
+  snprintf(p[turn], sizeof p[turn], "%s/%s", dir, name);
+  return p[turn];
+}
+
+static void slurp(const char *name, char *buf, size_t cap) {
+  FILE *f = fopen(path_in(name), "rb");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+}
+
+/* Runs `tdslc ARGS` in the temp dir; returns its exit status and leaves
+ * its stdout and stderr in out_text and err_text. */
+static int tdslc(const char *args) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >stdout.txt 2>stderr.txt",
+           dir, TDSL_TDSLC, args);
+  int rc = system(cmd);
+  ck_assert_msg(rc != -1 && WIFEXITED(rc), "tdslc did not exit: %s", cmd);
+  slurp("stdout.txt", out_text, sizeof out_text);
+  slurp("stderr.txt", err_text, sizeof err_text);
+  return WEXITSTATUS(rc);
+}
+
+static void write_text(const char *name, const char *text, size_t n) {
+  FILE *f = fopen(path_in(name), "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(text, 1, n, f), n);
+  fclose(f);
+}
+
+static void write_f32(const char *name, int rank, const int64_t *shape,
+                      const float *v) {
+  HostTensor t;
+  ck_assert_int_eq(host_tensor_alloc(&t, DT_F32, rank, shape), 0);
+  memcpy(t.data, v, (size_t)host_tensor_numel(&t) * sizeof *v);
+  ck_assert_msg(npy_write(path_in(name), &t, errbuf, sizeof errbuf) == 0,
+                "%s", errbuf);
+  host_tensor_free(&t);
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static void expect_usage_error(const char *args, const char *fragment) {
+  int rc = tdslc(args);
+  ck_assert_msg(rc == 2, "'%s' gave %d, want 2; stderr: %s", args, rc,
+                err_text);
+  ck_assert_msg(count_lines(err_text) == 1 &&
+                    strncmp(err_text, "tdslc: error: ", 14) == 0,
+                "'%s': want one 'tdslc: error:' line, got: %s", args,
+                err_text);
+  ck_assert_msg(strstr(err_text, fragment), "'%s': '%s' not in: %s", args,
+                fragment, err_text);
+}
+
+START_TEST(version_and_help) {
+  ck_assert_int_eq(tdslc("--version"), 0);
+  ck_assert_int_eq(strncmp(out_text, "tdslc ", 6), 0);
+  ck_assert_int_eq(tdslc("--help"), 0);
+  ck_assert_ptr_nonnull(strstr(out_text, "usage: tdslc"));
+  ck_assert_ptr_nonnull(strstr(out_text, "tdslc run"));
+  ck_assert_str_eq(err_text, "");
+}
+END_TEST
+
+START_TEST(usage_errors) {
+  write_text("k.tdsl", "\n", 1);
+  expect_usage_error("", "no input file");
+  expect_usage_error("k.tdsl --bogus", "unknown option '--bogus'");
+  expect_usage_error("k.tdsl -x", "unknown option '-x'");
+  expect_usage_error("k.tdsl -O4", "bad optimization level '-O4'");
+  expect_usage_error("k.tdsl -O", "bad optimization level '-O'");
+  expect_usage_error("k.tdsl --target=arm", "unknown target 'arm'");
+  expect_usage_error("k.tdsl --target=cuda:sm_", "unknown target");
+  expect_usage_error("k.tdsl --emit=ir,foo", "unknown kind 'foo'");
+  expect_usage_error("k.tdsl --emit=", "unknown kind ''");
+  expect_usage_error("k.tdsl --emit=ir,llvm -o -", "single emit");
+  expect_usage_error("k.tdsl -o -", "single emit");
+  expect_usage_error("k.tdsl --emit=obj -o -", "binary");
+  expect_usage_error("k.tdsl --report-format=xml", "text or json");
+  expect_usage_error("k.tdsl --dump-after=nothing", "unknown pass 'nothing'");
+  expect_usage_error("k.tdsl --disable-pass=x", "unknown pass 'x'");
+  expect_usage_error("k.tdsl other.tdsl", "more than one input file");
+  expect_usage_error("k.tdsl -o", "-o needs a path");
+  expect_usage_error("k.tdsl --emit", "--emit needs a value");
+  expect_usage_error("k.tdsl --input x=1", "only for tdslc run");
+  expect_usage_error("run k.tdsl", "exactly one --kernel");
+  expect_usage_error("run k.tdsl --kernel=a --kernel=b", "exactly one");
+  expect_usage_error("run k.tdsl --kernel=a -O2", "'-O2' cannot be used");
+  expect_usage_error("run --kernel=a", "needs a .tdsl file");
+}
+END_TEST
+
+START_TEST(unreadable_and_binary_files) {
+  ck_assert_int_eq(tdslc("missing.tdsl --emit=ir"), 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "cannot read 'missing.tdsl'"));
+  ck_assert_int_eq(tdslc(". --emit=ir"), 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "cannot read '.'"));
+  write_text("nul.tdsl", "kernel f() -> f32[] {\0}\n", 24);
+  ck_assert_int_eq(tdslc("nul.tdsl --emit=ir"), 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "NUL byte (at offset 21)"));
+}
+END_TEST
+
+/* ---- with the front end --------------------------------------------- */
+
+static const char add_src[] =
+    "# elementwise add with a size symbol\n"
+    "kernel add(x: f32[N, 3], y: f32[N, 3]) -> f32[N, 3] {\n"
+    "    return x + y\n"
+    "}\n"
+    "kernel two(x: i32[4]) -> (i32[4], i64[]) {\n"
+    "    return x * 2, x.sum()\n"
+    "}\n"
+    "kernel cl(x: f32[1, 2, 2, 3] channels_last) -> f32[1, 2, 2, 3] {\n"
+    "    return x.contiguous()\n"
+    "}\n"
+    "kernel scale(x: f32[3], a: f32, n: i32, b: bool) -> f32[3] {\n"
+    "    return where(b, x * a + n, x)\n"
+    "}\n";
+
+static void write_program(void) {
+  write_text("k.tdsl", add_src, sizeof add_src - 1);
+}
+
+static HostTensor read_result(const char *name, DType dt, int rank) {
+  HostTensor t;
+  ck_assert_msg(npy_read(path_in(name), DT_NONE, &t, errbuf,
+                         sizeof errbuf) == 0, "%s", errbuf);
+  ck_assert_int_eq(t.dtype, dt);
+  ck_assert_int_eq(t.rank, rank);
+  return t;
+}
+
+START_TEST(emits) {
+  write_program();
+  ck_assert_int_eq(tdslc("k.tdsl"), 2);
+  ck_assert_str_eq(err_text, "tdslc: error: --emit=obj: code generation is "
+                             "not available in this build yet\n");
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir,llvm"), 2);
+  ck_assert_ptr_nonnull(strstr(err_text, "--emit=llvm"));
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir"), 0);
+  slurp("k.ir", out_text, sizeof out_text);
+  ck_assert_ptr_nonnull(strstr(out_text, "add"));
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir -o sub.o"), 0);
+  ck_assert_int_eq(access(path_in("sub.ir"), F_OK), 0);
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir -o - --kernel=two"), 0);
+  ck_assert_ptr_nonnull(strstr(out_text, "two"));
+  ck_assert_ptr_null(strstr(out_text, "scale"));
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir --kernel=nope"), 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "no kernel named 'nope'"));
+  static const char bad[] = "kernel f(x: f32[3]) -> f32[3] {\n  return y\n}\n";
+  write_text("bad.tdsl", bad, sizeof bad - 1);
+  ck_assert_int_eq(tdslc("bad.tdsl --emit=ir"), 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "bad.tdsl:2:"));
+}
+END_TEST
+
+START_TEST(run_add) {
+  write_program();
+  int64_t shape[2] = {2, 3};
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0.5f, -1, 10, 0, 0.25f, -6};
+  write_f32("x.npy", 2, shape, x);
+  write_f32("y.npy", 2, shape, y);
+  int rc = tdslc("run k.tdsl --kernel=add --input x=x.npy --input=y=y.npy "
+                 "--output out0=sum.npy");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  HostTensor r = read_result("sum.npy", DT_F32, 2);
+  ck_assert_int_eq(r.shape[0], 2);
+  for (int i = 0; i < 6; i++)
+    ck_assert_float_eq(((float *)r.data)[i], x[i] + y[i]);
+  host_tensor_free(&r);
+}
+END_TEST
+
+/* Two results: out0 named, out1 defaulting to out1.npy in the cwd. */
+START_TEST(run_default_output_names) {
+  write_program();
+  HostTensor x;
+  int64_t shape[1] = {4};
+  ck_assert_int_eq(host_tensor_alloc(&x, DT_I32, 1, shape), 0);
+  int32_t v[4] = {3, -7, 100, 2147483647};
+  memcpy(x.data, v, sizeof v);
+  ck_assert_int_eq(npy_write(path_in("x.npy"), &x, errbuf, sizeof errbuf), 0);
+  host_tensor_free(&x);
+  int rc = tdslc("run k.tdsl --kernel=two --input x=x.npy");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  HostTensor a = read_result("out0.npy", DT_I32, 1);
+  HostTensor s = read_result("out1.npy", DT_I64, 0);
+  /* i32 * 2 wraps in two's complement (spec §5.4); sum of i32 is i64 */
+  int32_t twice[4] = {6, -14, 200, -2};
+  ck_assert_mem_eq(a.data, twice, sizeof twice);
+  ck_assert_int_eq(*(int64_t *)s.data, 3 - 7 + 100 + 2147483647LL);
+  host_tensor_free(&a);
+  host_tensor_free(&s);
+}
+END_TEST
+
+/* The file holds logical NCHW values; the parameter gets them with
+ * channels-last strides and contiguous() gives them back unchanged. */
+START_TEST(run_channels_last) {
+  write_program();
+  int64_t shape[4] = {1, 2, 2, 3};
+  float v[12];
+  for (int i = 0; i < 12; i++) v[i] = (float)(i * i) - 5;
+  write_f32("x.npy", 4, shape, v);
+  int rc = tdslc("run k.tdsl --kernel=cl --input x=x.npy");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  HostTensor r = read_result("out0.npy", DT_F32, 4);
+  ck_assert_mem_eq(r.data, v, sizeof v);
+  host_tensor_free(&r);
+}
+END_TEST
+
+START_TEST(run_scalars) {
+  write_program();
+  int64_t shape[1] = {3};
+  float x[3] = {1, -2, 0.5f};
+  write_f32("x.npy", 1, shape, x);
+  int rc = tdslc("run k.tdsl --kernel=scale --input x=x.npy --input a=0.5 "
+                 "--input n=-3 --input b=true");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  HostTensor r = read_result("out0.npy", DT_F32, 1);
+  for (int i = 0; i < 3; i++)
+    ck_assert_float_eq(((float *)r.data)[i], x[i] * 0.5f - 3);
+  host_tensor_free(&r);
+  rc = tdslc("run k.tdsl --kernel=scale --input x=x.npy --input a=0.5 "
+             "--input n=-3 --input b=0");
+  ck_assert_int_eq(rc, 0);
+  r = read_result("out0.npy", DT_F32, 1);
+  ck_assert_mem_eq(r.data, x, sizeof x);
+  host_tensor_free(&r);
+}
+END_TEST
+
+/* `tdslc run ARGS` must fail with status 1 and say `fragment`. */
+static void expect_run_error(const char *args, const char *fragment) {
+  int rc = tdslc(args);
+  ck_assert_msg(rc == 1, "'%s' gave %d, want 1; stderr: %s", args, rc,
+                err_text);
+  ck_assert_msg(strstr(err_text, fragment), "'%s': '%s' not in: %s", args,
+                fragment, err_text);
+}
+
+START_TEST(run_input_errors) {
+  write_program();
+  int64_t s23[2] = {2, 3}, s33[2] = {3, 3}, s6[1] = {6};
+  float v[9] = {0};
+  write_f32("x.npy", 2, s23, v);
+  write_f32("y3.npy", 2, s33, v);
+  write_f32("flat.npy", 1, s6, v);
+  HostTensor d;
+  ck_assert_int_eq(host_tensor_alloc(&d, DT_F64, 2, s23), 0);
+  memset(d.data, 0, 48);
+  ck_assert_int_eq(npy_write(path_in("d.npy"), &d, errbuf, sizeof errbuf), 0);
+  host_tensor_free(&d);
+
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy",
+                   "missing input for parameter 'y' (f32[N, 3])");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=d.npy",
+                   "parameter 'y' is f32 but d.npy holds f64");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy "
+                   "--input y=flat.npy", "parameter 'y' is f32[N, 3] "
+                   "(rank 2) but flat.npy has shape (6,) (rank 1)");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=x.npy "
+                   "--input z=x.npy", "no parameter named 'z'");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=x.npy "
+                   "--input x=x.npy", "input 'x' is given twice");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=x.npy "
+                   "--output out1=o.npy", "no result named 'out1'");
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=no.npy",
+                   "no.npy: cannot open");
+  expect_run_error("run k.tdsl --kernel=nope", "no kernel named 'nope'");
+  /* N is bound to 2 by x and 3 by y: the interpreter refuses */
+  expect_run_error("run k.tdsl --kernel=add --input x=x.npy --input y=y3.npy",
+                   "kernel 'add': ");
+  ck_assert_int_eq(access(path_in("out0.npy"), F_OK), -1);
+  expect_run_error("run k.tdsl --kernel=scale --input x=flat.npy "
+                   "--input a=abc --input n=1 --input b=true",
+                   "parameter 'a' is a f32 scalar: expected a number");
+  expect_run_error("run k.tdsl --kernel=scale --input x=flat.npy "
+                   "--input a=1 --input n=3000000000 --input b=true",
+                   "parameter 'n' is a i32 scalar");
+  expect_run_error("run k.tdsl --kernel=scale --input x=flat.npy "
+                   "--input a=1 --input n=1 --input b=yes",
+                   "expected true, false, 1 or 0");
+  ck_assert_int_eq(tdslc("run k.tdsl --kernel=add --input x"), 2);
+  ck_assert_ptr_nonnull(strstr(err_text, "--input expects NAME=VALUE"));
+}
+END_TEST
+
+static Suite *cli_suite(void) {
+  Suite *s = suite_create("cli");
+  TCase *tc = tcase_create("usage");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, version_and_help);
+  tcase_add_test(tc, usage_errors);
+  tcase_add_test(tc, unreadable_and_binary_files);
+  suite_add_tcase(s, tc);
+  TCase *run = tcase_create("program");
+  tcase_add_checked_fixture(run, setup, teardown);
+  tcase_add_test(run, emits);
+  tcase_add_test(run, run_add);
+  tcase_add_test(run, run_default_output_names);
+  tcase_add_test(run, run_channels_last);
+  tcase_add_test(run, run_scalars);
+  tcase_add_test(run, run_input_errors);
+  suite_add_tcase(s, run);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(cli_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
