@@ -1038,9 +1038,18 @@ static SVal do_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
       emit_view(s, OP_EXPAND, x, &out, out.shape, out.rank, flags, loc), loc);
 }
 
+/* Ranks stay within MAX_DIMS (the interpreter's and the ABI's limit). */
+static bool rank_ok(Sema *s, int rank, Loc loc) {
+  if (rank <= MAX_DIMS) return true;
+  diag_error(s->d, loc, "tensors have at most %d dims; this one would have %d",
+             MAX_DIMS, rank);
+  return false;
+}
+
 static SVal do_unsqueeze(Sema *s, IrRef x, int64_t d, Loc loc) {
   GeomCtx c = sema_geom(s, loc);
   Geom in = sema_geom_of(s, x), out;
+  if (!rank_ok(s, in.rank + 1, loc)) return sv_error();
   const char *err = geom_unsqueeze(&c, &in, d, &out);
   if (err) return geom_fail(s, err, x, loc);
   int64_t w = wrap_ok(s, d, in.rank + 1);
@@ -2198,6 +2207,7 @@ static void sema_param(Sema *s, const AstKernel *ak, int pi) {
   p->is_tensor = ap->type.is_tensor;
   p->layout = ap->type.layout;
   p->rank = ap->type.is_tensor ? ap->type.rank : 0;
+  if (!rank_ok(s, p->rank, ap->type.loc)) p->rank = 0;
   p->loc = ap->loc;
   p->shape = arena_alloc(s->a, (size_t)(p->rank + 1) * sizeof *p->shape);
   for (int d = 0; d < p->rank; d++) p->shape[d] = param_dim(s, ak, pi, d);
@@ -2253,6 +2263,7 @@ static void sema_result(Sema *s, const AstKernel *ak, int ri) {
   r->rank = t->is_tensor ? t->rank : 0;
   r->loc = t->loc;
   r->value = -1;
+  if (!rank_ok(s, r->rank, t->loc)) return;
   if (!t->is_tensor) {
     diag_error(s->d, t->loc,
                "a kernel result must be a tensor; write %s[] for a 0-dim "

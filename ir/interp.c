@@ -653,6 +653,7 @@ static int reduce_plan(Ctx *c, const IrValue *v, const HostTensor *a,
   for (int i = 0; i < v->nattrs; i++) {
     int64_t d = attr(c, v, i);
     if (a->rank == 0 && (d == 0 || d == -1)) continue; /* 0-dim: no-op */
+    if (d < 0) d += a->rank;
     if (d < 0 || d >= a->rank) ICE("%s: dim %lld out of range", op_name(v->op), (long long)d);
     p->red[d] = true;
     p->dim = (int)d;
@@ -773,7 +774,8 @@ static int eval_softmax(Ctx *c, const IrValue *v, RtVal *rv) {
   const RtVal *a = &c->vals[v->args[0]];
   int64_t dim = attr(c, v, 0), outer, len, inner;
   if (a->t.rank == 0) dim = 0;
-  else if (dim < 0 || dim >= a->t.rank) ICE("softmax: bad dim");
+  else if (dim < 0) dim += a->t.rank;
+  if (dim < 0 || (dim >= a->t.rank && a->t.rank > 0)) ICE("softmax: bad dim");
   if (!dtype_is_float(v->dtype)) ICE("softmax on a non-float dtype");
   Scalar *x = gather(c, &a->t, a->numel);
   if (!x) return -1;

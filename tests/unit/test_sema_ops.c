@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "ast.h"
-#include "geometry.h"
-#include "ir.h"
+#include "ir/geometry.h"
+#include "ir/ir.h"
 
 static Arena *A;
 static IrModule *M;
