@@ -1152,6 +1152,7 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_where(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   /* x.where(cond, y) is where(cond, x, y). */
   const SVal *cond, *x, *y;
   if (c->method) {
@@ -1184,6 +1185,7 @@ static SVal h_where(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *lo = sema_arg(s, c, 1, "min");
@@ -1233,6 +1235,7 @@ static SVal h_view(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_flatten(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t st, en;
   if (!tensor_recv(s, c, &x) || !opt_int(s, c, 1, "start_dim", 0, &st) ||
@@ -1262,6 +1265,7 @@ static SVal h_flatten(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_unflatten(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t d;
   if (!tensor_recv(s, c, &x) || !req_int(s, c, 1, "dim", &d)) return sv_error();
@@ -1306,6 +1310,7 @@ static SVal h_unflatten(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_transpose(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t a, d;
   if (!tensor_recv(s, c, &x) || !req_int(s, c, 1, "dim0", &a) ||
@@ -1329,12 +1334,14 @@ static SVal do_t(Sema *s, IrRef x, Loc loc) {
 }
 
 static SVal h_t(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x) || !sema_args_done(s, c, 1)) return sv_error();
   return do_t(s, x, c->loc);
 }
 
 static SVal h_permute(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t p[MAX_DIMS];
   int n;
@@ -1345,6 +1352,7 @@ static SVal h_permute(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_expand(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   const Sym **sizes;
   int n;
@@ -1355,6 +1363,7 @@ static SVal h_expand(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_expand_as(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x, y;
   if (!tensor_recv(s, c, &x) || !req_tensor(s, c, 1, "other", &y) ||
       !sema_args_done(s, c, 2))
@@ -1364,6 +1373,7 @@ static SVal h_expand_as(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_unsqueeze(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t d;
   if (!tensor_recv(s, c, &x) || !req_int(s, c, 1, "dim", &d) ||
@@ -1373,6 +1383,7 @@ static SVal h_unsqueeze(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *dv = sema_arg(s, c, 1, "dim");
@@ -1400,6 +1411,7 @@ static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_narrow(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t d;
   const Sym *st, *len;
@@ -1420,6 +1432,7 @@ static SVal h_narrow(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_select(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t d;
   const Sym *i;
@@ -1430,6 +1443,7 @@ static SVal h_select(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_diagonal(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t o, d1, d2;
   if (!tensor_recv(s, c, &x) || !opt_int(s, c, 1, "offset", 0, &o) ||
@@ -1446,6 +1460,7 @@ static SVal h_diagonal(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_unfold(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   int64_t d;
   const Sym *size, *step;
@@ -1482,6 +1497,7 @@ static bool sym_list(Sema *s, const SVal *v, const char *what,
 }
 
 static SVal h_as_strided(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *sz = need_arg(s, c, 1, "size");
@@ -1552,6 +1568,7 @@ static bool layout_arg(Sema *s, const SVal *v, const char *what, Layout *out) {
 }
 
 static SVal h_contiguous(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *f = sema_arg(s, c, 1, "memory_format");
@@ -1563,6 +1580,7 @@ static SVal h_contiguous(Sema *s, CallArgs *c, const Builtin *b) {
 }
 
 static SVal h_clone(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x) || !sema_args_done(s, c, 1)) return sv_error();
   GeomCtx g = sema_geom(s, c->loc);
@@ -1578,6 +1596,7 @@ static SVal h_clone(Sema *s, CallArgs *c, const Builtin *b) {
 
 /* x.to(DTYPE), x.to(FORMAT), x.to(DTYPE, FORMAT), dtype=/memory_format=. */
 static SVal h_to(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *a1 = sema_arg(s, c, 1, NULL), *a2 = sema_arg(s, c, 2, NULL);
@@ -1628,18 +1647,22 @@ static SVal h_softmax(Sema *s, CallArgs *c, const Builtin *b) {
   return sema_softmax(s, b->op, c);
 }
 static SVal h_layer_norm(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   return sema_layer_norm(s, c);
 }
 static SVal h_conv2d(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   return sema_conv2d(s, c);
 }
 static SVal h_pool(Sema *s, CallArgs *c, const Builtin *b) {
   return sema_pool(s, b->op, c);
 }
 static SVal h_factory(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   return sema_factory(s, c);
 }
 static SVal h_matmul(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
   IrRef x, y;
   if (!tensor_recv(s, c, &x) || !req_tensor(s, c, 1, "other", &y) ||
       !sema_args_done(s, c, 2))

@@ -221,6 +221,10 @@ static bool reduce_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
 static bool check_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
                            const bool *mask) {
   for (int d = 0; d < xv->rank; d++) {
+    if (mask[d] && !sym_is_const(xv->shape[d], NULL))
+      add_check_le(s, K(s, 1), xv->shape[d],
+                   arena_printf(s->a, "%s(): cannot reduce a size-0 dim",
+                                c->name), c->loc);
     if (!mask[d] || !sym_is(xv->shape[d], 0)) continue;
     diag_error(s->d, c->loc,
                "%s(): cannot reduce dim %d of shape %s: it has size 0 and "
@@ -422,7 +426,7 @@ static bool ln_shape(Sema *s, CallArgs *c, const IrValue *xv,
   if (!ok)
     diag_error(s->d, c->loc,
                "layer_norm(): normalized_shape %s must match the trailing "
-               "dims of the input, i.e. an input of shape [*, %s], but the "
+               "dims of the input, i.e. an input of shape [*, %s, but the "
                "input has shape %s", shape_str(s, ns, nn),
                shape_str(s, ns, nn) + 1, shape_str(s, xv->shape, xv->rank));
   return ok;
@@ -525,10 +529,18 @@ static bool matmul_inner(Sema *s, const IrValue *a, const IrValue *b,
   return false;
 }
 
+static void matmul_notes(Sema *s, IrRef a, IrRef b) {
+  sema_note_origin(s, a);
+  sema_note_origin(s, b);
+}
+
 SVal sema_matmul(Sema *s, IrRef a, IrRef b, Loc loc) {
   IrValue av = *sema_val(s, a), bv = *sema_val(s, b);
-  if (!matmul_types(s, &av, &bv, loc) || !matmul_inner(s, &av, &bv, loc))
+  if (!matmul_types(s, &av, &bv, loc)) return sv_error();
+  if (!matmul_inner(s, &av, &bv, loc)) {
+    matmul_notes(s, a, b);
     return sv_error();
+  }
   /* 1-D operands become [1, K] and [K, 1]; squeezed off at the end. */
   if (av.rank == 1) a = emit_unsqueeze(s, a, 0, loc);
   if (bv.rank == 1) b = emit_unsqueeze(s, b, 1, loc);
@@ -609,17 +621,21 @@ static const Sym *window_out(Sema *s, const Sym *in, const Sym *k, int64_t st,
                                            sym_sub(s->st, k, K(s, 1))),
                             K(s, 1));
   const Sym *room = sym_sub(s->st, sym_add(s->st, in, K(s, 2 * pad)), span);
-  return sym_add(s->st, sym_floordiv(s->st, room, K(s, st)), K(s, 1));
+  /* a // s + 1 written as (a + s) // s, so that H//2 comes out as H//2 */
+  return sym_floordiv(s->st, sym_add(s->st, room, K(s, st)), K(s, st));
 }
 
 /* Output dims must be >= 1: static error, or a run-time check. */
 static bool window_fits(Sema *s, CallArgs *c, const IrValue *xv,
-                        const Sym *oh, const Sym *ow, const char *kernel) {
+                        const int64_t pad[2], const Sym *oh, const Sym *ow,
+                        const char *kernel) {
   int64_t h, w;
   bool sh = sym_is_const(oh, &h), sw = sym_is_const(ow, &w);
+  const Sym *ph = sym_add(s->st, xv->shape[2], K(s, 2 * pad[0]));
+  const Sym *pw = sym_add(s->st, xv->shape[3], K(s, 2 * pad[1]));
   const char *msg = arena_printf(
-      s->a, "%s(): the input %s after padding is smaller than the kernel %s",
-      c->name, shape_str(s, xv->shape, xv->rank), kernel);
+      s->a, "%s(): the input size (%sx%s) after padding is smaller than the "
+      "kernel %s", c->name, sym_text(s, ph), sym_text(s, pw), kernel);
   if ((sh && h < 1) || (sw && w < 1)) {
     diag_error(s->d, c->loc,
                "%s: the output would be %sx%s; use a smaller kernel, more "
@@ -812,6 +828,19 @@ static bool conv_bias(Sema *s, CallArgs *c, const SVal *v, const IrValue *wv,
   return true;
 }
 
+/* The kernel's extent as "KHxKW", dilated when dilation > 1. */
+static const char *conv_kernel_str(Sema *s, const IrValue *wv,
+                                   const ConvParams *cp) {
+  const Sym *e[2];
+  for (int i = 0; i < 2; i++)
+    e[i] = sym_add(s->st, sym_mul(s->st, K(s, cp->dil[i]),
+                                  sym_sub(s->st, wv->shape[2 + i], K(s, 1))),
+                   K(s, 1));
+  bool dilated = cp->dil[0] != 1 || cp->dil[1] != 1;
+  return arena_printf(s->a, "%s(%sx%s)", dilated ? "dilated " : "",
+                      sym_text(s, e[0]), sym_text(s, e[1]));
+}
+
 SVal sema_conv2d(Sema *s, CallArgs *c) {
   if (has_error_arg(c)) return sv_error();
   IrRef x, w, b;
@@ -831,12 +860,15 @@ SVal sema_conv2d(Sema *s, CallArgs *c) {
   bool unbatched;
   if (!batched_input(s, c, &x, &unbatched)) return sv_error();
   IrValue xv = *sema_val(s, x);
-  if (!conv_channels(s, c, &xv, &wv, cp.groups)) return sv_error();
+  if (!conv_channels(s, c, &xv, &wv, cp.groups)) {
+    sema_note_origin(s, x);
+    return sv_error();
+  }
   const Sym *oh = window_out(s, xv.shape[2], wv.shape[2], cp.stride[0],
                              cp.pad[0], cp.dil[0]);
   const Sym *ow = window_out(s, xv.shape[3], wv.shape[3], cp.stride[1],
                              cp.pad[1], cp.dil[1]);
-  if (!window_fits(s, c, &xv, oh, ow, shape_str(s, wv.shape + 2, 2)))
+  if (!window_fits(s, c, &xv, cp.pad, oh, ow, conv_kernel_str(s, &wv, &cp)))
     return sv_error();
   bool cl = (suggests_cl(s, x) || suggests_cl(s, w)) && xv.dtype != DT_F64;
   IrValue v = window_result(s, OP_CONV2D, xv.dtype, xv.shape[0], wv.shape[0],
@@ -974,7 +1006,7 @@ SVal sema_pool(Sema *s, Op op, CallArgs *c) {
       o[i] = window_out(s, xv.shape[2 + i], K(s, k[i]), st[i], pad[i], 1);
     const char *ks = arena_printf(s->a, "(%lldx%lld)", (long long)k[0],
                                   (long long)k[1]);
-    if (!window_fits(s, c, &xv, o[0], o[1], ks)) return sv_error();
+    if (!window_fits(s, c, &xv, pad, o[0], o[1], ks)) return sv_error();
   }
   /* A rank-3 input's result is contiguous in PyTorch (it never suggests
    * channels-last). */
@@ -1104,6 +1136,24 @@ static const SVal *pop_dtype(CallArgs *c, int min) {
   return NULL;
 }
 
+/* The dtype given positionally (tv) or as dtype= (kv), not both. */
+static bool pick_dtype(Sema *s, CallArgs *c, const SVal *tv, const SVal *kv,
+                       DType *dt) {
+  if (tv && kv) {
+    diag_error(s->d, c->loc, "%s(): dtype given twice", c->name);
+    return false;
+  }
+  return dtype_arg(s, tv ? tv : kv, c->name, dt);
+}
+
+/* Ends a factory call whose trailing dtype pop_dtype took off: at most
+ * maxpos other positionals (npos: the count before popping). */
+static bool factory_done(Sema *s, CallArgs *c, int npos, int maxpos) {
+  bool ok = sema_args_done(s, c, maxpos);
+  c->npos = npos;
+  return ok;
+}
+
 static bool check_sizes(Sema *s, CallArgs *c, const Sym *const *shape,
                         int n) {
   for (int i = 0; i < n; i++) {
@@ -1133,14 +1183,8 @@ static SVal factory_fill(Sema *s, CallArgs *c, int64_t value) {
   const Sym **shape;
   int n;
   DType dt;
-  bool ok = sema_sizes(s, c, 0, &shape, &n) &&
-            dtype_arg(s, tv ? tv : kv, c->name, &dt);
-  c->npos = npos;
-  if (!ok || !sema_args_done(s, c, npos)) return sv_error();
-  if (tv && kv) {
-    diag_error(s->d, c->loc, "%s(): dtype given twice", c->name);
-    return sv_error();
-  }
+  bool ok = sema_sizes(s, c, 0, &shape, &n) && pick_dtype(s, c, tv, kv, &dt);
+  if (!factory_done(s, c, npos, c->npos) || !ok) return sv_error();
   Scalar x = {.i = value};
   return emit_full(s, c, dt == DT_NONE ? DT_F32 : dt, shape, n, x, DT_I64);
 }
@@ -1173,15 +1217,14 @@ static SVal factory_full(Sema *s, CallArgs *c) {
   const SVal *sv = sema_arg(s, c, 0, "size");
   const SVal *fv = sema_arg(s, c, 1, "fill_value");
   const SVal *kv = sema_arg(s, c, KW_ONLY, "dtype");
-  c->npos = npos;
+  if (!factory_done(s, c, npos, 2)) return sv_error();
   if (!sv || !fv) {
     diag_error(s->d, c->loc, "full(): expected full(size, fill_value)");
     return sv_error();
   }
   Scalar x;
   DType from, dt;
-  if (!fill_value(s, c, fv, &x, &from) ||
-      !dtype_arg(s, tv ? tv : kv, "full", &dt) || !sema_args_done(s, c, npos))
+  if (!fill_value(s, c, fv, &x, &from) || !pick_dtype(s, c, tv, kv, &dt))
     return sv_error();
   /* Read the size through a call of its own: sema_sizes takes an int or a
    * list at positional 0. */
@@ -1277,10 +1320,8 @@ static SVal factory_arange(Sema *s, CallArgs *c) {
   Bound st, en, sp;
   DType dt;
   bool ok = arange_bounds(s, c, &st, &en, &sp) &&
-            dtype_arg(s, tv ? tv : sema_arg(s, c, KW_ONLY, "dtype"),
-                      "arange", &dt);
-  c->npos = npos;
-  if (!ok || !sema_args_done(s, c, npos)) return sv_error();
+            pick_dtype(s, c, tv, sema_arg(s, c, KW_ONLY, "dtype"), &dt);
+  if (!factory_done(s, c, npos, 3) || !ok) return sv_error();
   bool fl = st.is_float || en.is_float || sp.is_float;
   if (dt == DT_NONE) dt = fl ? DT_F32 : DT_I64;
   if (dt == DT_BOOL) {

@@ -352,7 +352,7 @@ static int64_t num_int(Reader *R, const Num *n) {
 /* The scalar of dtype t a number stands for. */
 static Scalar num_scalar(Reader *R, const Num *n, DType t) {
   Scalar s;
-  if (dtype_is_float(t)) s.f = n->is_int ? (double)n->i : n->f;
+  if (dtype_is_float(t)) s.f = n->f; /* "-0" stays negative zero */
   else s.i = num_int(R, n);
   return s;
 }
@@ -699,7 +699,7 @@ static void fattrs(Reader *R, IrValue *v) {
     next(R);
     expect(R, '=', "'='");
     Num n = number(R);
-    v->fattr[slot] = n.is_int ? (double)n.i : n.f;
+    v->fattr[slot] = n.f;
   } while (accept(R, ','));
   expect(R, '}', "'}'");
 }

@@ -1,6 +1,6 @@
 /* test_pytorch.c — differential test against PyTorch.
  *
- * tests/pytorch/manifest.txt lists kernels of tests/pytorch/cases/*.tdsl
+ * tests/pytorch/manifest.txt lists kernels of the .tdsl files of tests/pytorch/cases
  * with inputs and the outputs PyTorch computed for them (made once by
  * tests/pytorch/gen.py; PyTorch is not needed here).  Each kernel is run
  * through tdsl_run(), the code behind `tdslc run`, and every output is

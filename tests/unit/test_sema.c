@@ -406,7 +406,7 @@ START_TEST(err_views) {
   fails("kernel k(x: f32[2, 3]) -> f32[7] {\n  return x.view(7)\n}\n", 1,
         2, 12, "[7]");
   fails("kernel k(x: f32[2, 3]) -> f32[2, 3] {\n  return x.permute(0, 0)\n}\n",
-        1, 2, 12, "");
+        1, 2, 12, "permutation");
   fails("kernel k(x: f32[2, 3]) -> f32[2, 3] {\n  return x.foo()\n}\n", 1,
         2, 12, "unknown method 'foo' of a tensor");
   fails("kernel k(x: f32[2, 3]) -> f32[2, 3] {\n  return x.vew(6)\n}\n", 1,

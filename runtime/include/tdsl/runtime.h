@@ -1,0 +1,240 @@
+/* tdsl/runtime.h — public interface of libtdsl_runtime (spec §7).
+ *
+ * Needs: <dlpack/dlpack.h> (DLPack 0.6 or newer); links against libc,
+ * libm, pthreads and dlopen only.
+ * Provides: error codes and the thread-local error message, the CPU thread
+ * pool, aligned host allocation, tensor helpers for applications, the
+ * kernel description returned by K_info(), and the entry-check helpers that
+ * generated kernels call before touching any data (§7.4).
+ *
+ * Every function is thread-safe. Runtime functions never print and never
+ * exit: they return a code and leave a message for tdsl_last_error(). */
+#ifndef TDSL_RUNTIME_H
+#define TDSL_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+/* DLPack added kDLBool (code 6) in 0.8 as an enumerator of DLDataTypeCode.
+ * Older headers (Debian ships 0.6, DLPACK_VERSION 60) lack it. DLPack 1.x
+ * replaced DLPACK_VERSION by DLPACK_MAJOR_VERSION and always has it. */
+#if !defined(DLPACK_MAJOR_VERSION) &&                                     \
+    (!defined(DLPACK_VERSION) || DLPACK_VERSION < 80)
+#define kDLBool 6
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TDSL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TDSL_PRINTF(f, a)
+#endif
+
+/* ---- Errors (error.c) ------------------------------------------------ */
+
+/* One code per entry check of spec §7.4, plus runtime failures. */
+#define TDSL_OK 0
+#define TDSL_E_NULL (-1)      /* NULL descriptor, shape or data */
+#define TDSL_E_RANK (-2)      /* ndim differs from the declared rank */
+#define TDSL_E_DTYPE (-3)     /* code, bits or lanes != 1 differ */
+#define TDSL_E_DEVICE (-4)    /* device_type differs from the target's */
+#define TDSL_E_SHAPE (-5)     /* a static dim differs, or a dim < 0 */
+#define TDSL_E_SYMBOL (-6)    /* a size symbol seen with two values */
+#define TDSL_E_OVERFLOW (-7)  /* bytes addressed do not fit in int64 */
+#define TDSL_E_LAYOUT (-8)    /* strides contradict the declared layout */
+#define TDSL_E_ALIGN (-9)     /* data + byte_offset misaligned */
+#define TDSL_E_OVERLAP (-10)  /* an output overlaps an input or output */
+#define TDSL_E_SCALAR (-11)   /* a scalar is NaN where a size is expected */
+#define TDSL_E_CHECK (-12)    /* a run-time condition PyTorch checks */
+#define TDSL_E_NO_DEVICE (-13) /* no GPU / no driver on this machine */
+#define TDSL_E_CUDA (-14)     /* the CUDA driver reported an error */
+#define TDSL_E_NOMEM (-15)    /* an allocation failed */
+#define TDSL_E_INVALID (-16)  /* bad argument to a runtime function */
+
+/* The code's name ("TDSL_E_RANK"); "TDSL_E_UNKNOWN" for other values. */
+const char *tdsl_strerror(int code);
+/* Message of the last failure on the calling thread; "" when none. The
+ * pointer stays valid until the thread's next runtime call that fails. */
+const char *tdsl_last_error(void);
+/* Code of the last failure on the calling thread; TDSL_OK when none. */
+int tdsl_last_error_code(void);
+void tdsl_clear_error(void);
+/* Records code and a printf-style message for this thread; returns code.
+ * For generated code (TDSL_E_CHECK and friends). */
+int tdsl_set_error(int code, const char *fmt, ...) TDSL_PRINTF(2, 3);
+
+/* ---- Thread pool (threadpool.c) -------------------------------------- */
+
+/* n <= 0 restores the default: $TDSL_NUM_THREADS when it is a positive
+ * integer, else the number of online cores. Read at first use. */
+void tdsl_set_num_threads(int n);
+int tdsl_get_num_threads(void);
+
+typedef void (*tdsl_body_fn)(void *ctx, int64_t begin, int64_t end);
+
+/* Runs body over [0, n) split into contiguous chunks of at least grain
+ * iterations (grain <= 0 means 1), using min(threads, n / grain) chunks
+ * (at least one) whose bounds depend only on n, grain and the thread
+ * count. The caller runs chunks too and returns when all are done. A call
+ * made from inside a body runs body(ctx, 0, n) on the calling thread. */
+void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
+                       void *ctx);
+
+/* ---- Host allocation (alloc.c) --------------------------------------- */
+
+/* align == 0 means 64; align must be a power of two. Returns NULL and sets
+ * TDSL_E_INVALID or TDSL_E_NOMEM on failure. bytes == 0 gives a valid
+ * pointer. Free with tdsl_free. */
+void *tdsl_alloc(size_t bytes, size_t align);
+void tdsl_free(void *p);
+/* Routes tdsl_alloc/tdsl_free through the given functions (alloc gets the
+ * effective alignment and must honour it). NULL alloc or free restores the
+ * default. Change it only while no runtime allocation is live. */
+void tdsl_set_allocator(void *(*alloc)(size_t bytes, size_t align,
+                                       void *user),
+                        void (*free_fn)(void *p, void *user), void *user);
+
+/* ---- dtypes and tensors (tensor.c) ----------------------------------- */
+
+static inline DLDataType tdsl_dtype_make(uint8_t code, uint8_t bits) {
+  DLDataType d;
+  d.code = code;
+  d.bits = bits;
+  d.lanes = 1;
+  return d;
+}
+static inline DLDataType tdsl_dtype_bool(void) { return tdsl_dtype_make(kDLBool, 8); }
+static inline DLDataType tdsl_dtype_i8(void) { return tdsl_dtype_make(kDLInt, 8); }
+static inline DLDataType tdsl_dtype_u8(void) { return tdsl_dtype_make(kDLUInt, 8); }
+static inline DLDataType tdsl_dtype_i16(void) { return tdsl_dtype_make(kDLInt, 16); }
+static inline DLDataType tdsl_dtype_i32(void) { return tdsl_dtype_make(kDLInt, 32); }
+static inline DLDataType tdsl_dtype_i64(void) { return tdsl_dtype_make(kDLInt, 64); }
+static inline DLDataType tdsl_dtype_f16(void) { return tdsl_dtype_make(kDLFloat, 16); }
+static inline DLDataType tdsl_dtype_bf16(void) { return tdsl_dtype_make(kDLBfloat, 16); }
+static inline DLDataType tdsl_dtype_f32(void) { return tdsl_dtype_make(kDLFloat, 32); }
+static inline DLDataType tdsl_dtype_f64(void) { return tdsl_dtype_make(kDLFloat, 64); }
+#define TDSL_BOOL tdsl_dtype_bool()
+#define TDSL_I8 tdsl_dtype_i8()
+#define TDSL_U8 tdsl_dtype_u8()
+#define TDSL_I16 tdsl_dtype_i16()
+#define TDSL_I32 tdsl_dtype_i32()
+#define TDSL_I64 tdsl_dtype_i64()
+#define TDSL_F16 tdsl_dtype_f16()
+#define TDSL_BF16 tdsl_dtype_bf16()
+#define TDSL_F32 tdsl_dtype_f32()
+#define TDSL_F64 tdsl_dtype_f64()
+
+static inline int tdsl_dtype_equal(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+/* tdsl's name ("f32", "bool") or NULL when not one of the ten dtypes. */
+const char *tdsl_dtype_name(DLDataType d);
+/* Bytes per element: (bits * lanes + 7) / 8. */
+size_t tdsl_dtype_size(DLDataType d);
+
+/* Number of elements (1 for ndim 0); -1 if t is invalid or it overflows. */
+int64_t tdsl_tensor_numel(const DLTensor *t);
+/* Writes row-major strides for shape into strides (spec: strides == NULL). */
+void tdsl_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+
+/* Fill *t with a CPU tensor owning zeroed data (tdsl_alloc, 64-byte
+ * aligned) and shape/strides arrays (strides never NULL when ndim > 0).
+ * On failure *t is zeroed and TDSL_E_INVALID (NULL t, ndim < 0, negative
+ * dim, negative stride, rank != 4 for channels-last), TDSL_E_OVERFLOW or
+ * TDSL_E_NOMEM is returned. Release with tdsl_tensor_free. */
+int tdsl_tensor_alloc(DLTensor *t, DLDataType dtype, int ndim,
+                      const int64_t *shape);
+int tdsl_tensor_alloc_strided(DLTensor *t, DLDataType dtype, int ndim,
+                              const int64_t *shape, const int64_t *strides);
+/* NCHW shape with strides (H*W*C, 1, W*C, C); ndim must be 4. */
+int tdsl_tensor_alloc_channels_last(DLTensor *t, DLDataType dtype, int ndim,
+                                    const int64_t *shape);
+/* Frees what tdsl_tensor_alloc* allocated and zeroes *t. NULL is fine. */
+void tdsl_tensor_free(DLTensor *t);
+
+/* ---- Kernel description (spec §7.1, K_info) -------------------------- */
+
+#define TDSL_LAYOUT_CONTIGUOUS 0
+#define TDSL_LAYOUT_CHANNELS_LAST 1
+#define TDSL_LAYOUT_STRIDED 2
+
+typedef struct tdsl_param_info {
+  const char *name;          /* parameter name; results: "out0", ... */
+  int is_tensor;             /* 0: scalar passed by value */
+  DLDataType dtype;          /* element type (scalars: their type) */
+  int ndim;                  /* rank; 0 for scalars and 0-dim tensors */
+  const char *const *dims;   /* ndim texts: "3", "N", "C*H*W" */
+  int layout;                /* TDSL_LAYOUT_*; scalars: contiguous */
+} tdsl_param_info;
+
+typedef struct tdsl_kernel_info {
+  const char *name;               /* C function name */
+  int nparams;                    /* parameters in declaration order */
+  const tdsl_param_info *params;
+  int nresults;                   /* results, after the parameters */
+  const tdsl_param_info *results;
+  int device_type;                /* kDLCPU or kDLCUDA */
+} tdsl_kernel_info;
+
+/* ---- Entry checks for generated code (check.c) ----------------------- *
+ * Each returns TDSL_OK or sets a message naming the kernel, the argument,
+ * the dimension and the expected and actual values, and returns the code.
+ * Preconditions: t passed tdsl_check_tensor before the other checks. */
+
+/* NULL descriptor or shape (TDSL_E_NULL), rank, dtype (lanes must be 1),
+ * device type, and negative dims (TDSL_E_SHAPE). Data is not examined
+ * (outputs may have data == NULL in a shape query). */
+int tdsl_check_tensor(const char *kernel, const char *arg, const DLTensor *t,
+                      DLDataType dtype, int ndim, int device_type);
+/* data == NULL is TDSL_E_NULL unless the tensor has no elements (PyTorch
+ * exports empty tensors with a NULL data pointer). */
+int tdsl_check_data(const char *kernel, const char *arg, const DLTensor *t);
+/* shape[dim] == expected; expected_text ("3", "C*H*W") may be NULL. */
+int tdsl_check_dim(const char *kernel, const char *arg, const DLTensor *t,
+                   int dim, int64_t expected, const char *expected_text);
+/* First appearance (*bound == 0) stores shape[dim] in *slot and sets
+ * *bound; later ones must equal *slot (TDSL_E_SYMBOL). */
+int tdsl_bind_symbol(const char *kernel, const char *arg, const DLTensor *t,
+                     int dim, const char *sym, int64_t *slot, int *bound);
+/* strides == NULL means row-major. Contiguous and channels-last follow
+ * PyTorch's is_contiguous: size-1 dims are never checked and tensors with
+ * no elements always pass. Strided: every stride of a dim with size > 1
+ * is non-negative. */
+int tdsl_check_layout(const char *kernel, const char *arg, const DLTensor *t,
+                      int layout);
+/* A strided output must not map two elements to one address: sorted by
+ * stride, each stride is at least the extent of the smaller ones
+ * (conservative). TDSL_E_OVERLAP. */
+int tdsl_check_internal_overlap(const char *kernel, const char *arg,
+                                const DLTensor *t);
+/* (uintptr_t)data + byte_offset is a multiple of the element size. */
+int tdsl_check_align(const char *kernel, const char *arg, const DLTensor *t);
+/* Byte range addressed relative to data: [*first_byte, *end_byte), both
+ * including byte_offset; empty tensors give first == end == byte_offset.
+ * Returns TDSL_OK, TDSL_E_OVERFLOW when a value leaves int64, or
+ * TDSL_E_INVALID (NULL t or shape); sets no message. */
+int tdsl_tensor_extent(const DLTensor *t, int64_t *first_byte,
+                       int64_t *end_byte);
+int tdsl_check_extent(const char *kernel, const char *arg, const DLTensor *t);
+/* No output's byte range intersects an input's or another output's; empty
+ * tensors and NULL entries never overlap. Inputs may overlap each other.
+ * The names may be NULL ("output 0", "input 1" are used instead). */
+int tdsl_check_overlap(const char *kernel, const DLTensor *const *outs,
+                       int nout, const DLTensor *const *ins, int nin);
+int tdsl_check_overlap_named(const char *kernel, const DLTensor *const *outs,
+                             const char *const *out_names, int nout,
+                             const DLTensor *const *ins,
+                             const char *const *in_names, int nin);
+/* A scalar used as a size must not be NaN or infinite (TDSL_E_SCALAR). */
+int tdsl_check_size_scalar(const char *kernel, const char *arg, double v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TDSL_RUNTIME_H */
