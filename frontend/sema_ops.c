@@ -13,8 +13,10 @@
  *
  * Needs: the helpers of sema.c declared in sema.h (argument readers,
  * sema_new_dense, sema_emit, sema_cast, sema_expand_to), geometry.h.
- * Unbatched (rank-3) inputs of conv2d and the pools are handled as
- * PyTorch does: unsqueezed to rank 4, the result squeezed back. */
+ * Unbatched (rank-3) inputs of conv2d and the pools are unsqueezed to
+ * rank 4 and the result squeezed back (conv2d is written so in PyTorch;
+ * the pools give the same geometry, a rank-3 pool result being always
+ * contiguous), so the ops themselves only see rank 4. */
 #include <math.h>
 #include <string.h>
 
@@ -183,8 +185,8 @@ static IrRef emit_squeeze(Sema *s, IrRef r, const int64_t *dims, int n,
   return emit_view(s, OP_SQUEEZE, r, &g, dims, n, loc);
 }
 
-/* Emits a fresh op with operands args[0..n) and returns the value; the
- * caller fills dtype/shape through v beforehand. */
+/* Emits v (made by sema_new_dense, attrs and flags set) with operands
+ * args[0..n); returns its ref. */
 static IrRef emit_op(Sema *s, IrValue *v, const IrRef *args, int n) {
   set_args(s, v, args, n);
   return sema_emit(s, v);
@@ -755,11 +757,11 @@ static bool conv_params(Sema *s, CallArgs *c, const IrValue *wv,
 
 static bool conv_types(Sema *s, CallArgs *c, const IrValue *xv,
                        const IrValue *wv) {
-  if (!dtype_is_float(xv->dtype)) {
+  /* PyTorch's CPU convolution takes every dtype but bool. */
+  if (xv->dtype == DT_BOOL) {
     diag_error(s->d, c->loc,
-               "conv2d(): not implemented for dtype %s; convolution needs "
-               "floating-point tensors: convert with .to(f32)",
-               dtype_name(xv->dtype));
+               "conv2d(): not implemented for bool tensors; convert with "
+               ".to(f32)");
     return false;
   }
   if (wv->dtype != xv->dtype) {
@@ -1253,7 +1255,10 @@ static bool bound_arg(Sema *s, CallArgs *c, const SVal *v, const char *what,
   b->sym = NULL;
   if (b->is_float) return true;
   if (v->kind != SV_INT) {
-    diag_error(s->d, c->loc, "arange(): %s must be a number", what);
+    diag_error(s->d, c->loc,
+               "arange(): %s must be a number or a size symbol%s", what,
+               v->kind == SV_TENSOR ? " (a scalar parameter is only known "
+                                      "at run time)" : "");
     return false;
   }
   if (!sema_sym_arg(s, v, what, &b->sym)) return false;

@@ -46,8 +46,9 @@ static struct {
   int pending;           /* workers not yet checked in for this job */
   bool stop;             /* workers exit at their next wake-up */
   RtJob *job;
-} rt_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-             PTHREAD_COND_INITIALIZER};
+} rt_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+             .wake = PTHREAD_COND_INITIALIZER,
+             .done = PTHREAD_COND_INITIALIZER};
 
 static pthread_mutex_t rt_run_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int rt_requested;      /* tdsl_set_num_threads; 0: default */

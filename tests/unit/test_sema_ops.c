@@ -81,8 +81,12 @@ static const char *shape_of(const IrValue *v) {
   return geom_shape_str(A, v->shape, v->rank);
 }
 
+/* "(a, b)"; written here so the test does not depend on the printer */
 static const char *strides_of(const IrValue *v) {
-  return geom_stride_str(A, v->stride, v->rank);
+  char *s = arena_strdup(A, "(");
+  for (int i = 0; i < v->rank; i++)
+    s = arena_printf(A, "%s%s%s", s, i ? ", " : "", sym_str(A, v->stride[i]));
+  return arena_printf(A, "%s)", s);
 }
 
 static int count_op(const IrKernel *k, Op op) {
@@ -404,8 +408,11 @@ START_TEST(test_conv2d_errors) {
         " {\n  return conv2d(x, w)\n}\n", "conv2d", "3 channels");
   fails("kernel f(x: f32[1, 3, 5, 5], w: f32[2, 3, 7, 7]) -> f32[1, 2, 1, 1]"
         " {\n  return conv2d(x, w)\n}\n", "conv2d", "smaller than the kernel");
-  fails("kernel f(x: i64[1, 3, 5, 5], w: i64[2, 3, 3, 3]) -> i64[1, 2, 3, 3]"
-        " {\n  return conv2d(x, w)\n}\n", "conv2d", "i64");
+  fails("kernel f(x: bool[1, 3, 5, 5], w: bool[2, 3, 3, 3]) -> bool[1, 2, 3, 3]"
+        " {\n  return conv2d(x, w)\n}\n", "conv2d", "bool");
+  /* integer convolution is fine on PyTorch's CPU */
+  ok("kernel f(x: i64[1, 3, 5, 5], w: i64[2, 3, 3, 3]) -> i64[1, 2, 3, 3]"
+     " {\n  return conv2d(x, w)\n}\n");
   fails("kernel f(x: f32[1, 3, 5, 5], w: f64[2, 3, 3, 3]) -> f32[1, 2, 3, 3]"
         " {\n  return conv2d(x, w)\n}\n", "conv2d", "f64");
   fails("kernel f(x: f32[1, 3, 5, 5], w: f32[2, 3, 3, 3], b: f32[3])"
@@ -534,6 +541,81 @@ START_TEST(test_arange) {
 }
 END_TEST
 
+
+START_TEST(test_reduce_zero_dim_input) {
+  /* a 0-dim tensor accepts dim 0 and -1 */
+  IrKernel *k = ok("kernel f(x: f32[]) -> (f32[], i64[], f32[]) {\n"
+                   "  return x.sum(0), x.argmax(), x.softmax(-1)\n}\n");
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(result(k, i)->rank, 0);
+  ck_assert_int_eq(result(k, 0)->nattrs, 0);
+  fails("kernel f(x: f32[]) -> f32[] {\n  return x.sum(1)\n}\n", "sum",
+        "out of range");
+}
+END_TEST
+
+START_TEST(test_amax_symbolic_dim_checked) {
+  /* a symbolic reduced dim may be 0 at run time: PyTorch fails then */
+  IrKernel *k = ok("kernel f(x: f32[N, 5]) -> f32[5] {\n"
+                   "  return x.amax(0)\n}\n");
+  ck_assert_int_ge(k->nchecks, 1);
+  ck_assert(sym_is(k->checks[k->nchecks - 1].lhs, 1));
+}
+END_TEST
+
+START_TEST(test_matmul_symbolic_mismatch_fails) {
+  fails("kernel f(a: f32[M, K], b: f32[J, N]) -> f32[M, N] {\n"
+        "  return a @ b\n}\n", "@", "same expression");
+}
+END_TEST
+
+START_TEST(test_conv2d_padding_same) {
+  IrKernel *k = ok("kernel f(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 5])"
+                   " -> f32[1, 4, 8, 8] {\n"
+                   "  return conv2d(x, w, padding=\"same\")\n}\n");
+  IrValue *r = result(k, 0);
+  ck_assert_str_eq(shape_of(r), "[1, 4, 8, 8]");
+  ck_assert_int_eq(attr(r, 2), 1);
+  ck_assert_int_eq(attr(r, 3), 2);
+  fails("kernel f(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> f32[1, 4, 4, 4]"
+        " {\n  return conv2d(x, w, stride=2, padding=\"same\")\n}\n",
+        "conv2d", "stride 1");
+}
+END_TEST
+
+START_TEST(test_pool_symbolic) {
+  /* (H - 2) // 2 + 1 is written H//2, so it matches a declared H // 2 */
+  IrKernel *k = ok("kernel f(x: f32[N, 3, H, W]) -> f32[N, 3, H // 2, W // 2]"
+                   " {\n  return avg_pool2d(x, 2)\n}\n");
+  ck_assert_str_eq(shape_of(result(k, 0)), "[N, 3, H//2, W//2]");
+  k = ok("kernel f(x: f32[2, 3, H, 8]) -> f32[2, 3, 1, 4] {\n"
+         "  return adaptive_avg_pool2d(x, [1, 4])\n}\n");
+  ck_assert_str_eq(shape_of(result(k, 0)), "[2, 3, 1, 4]");
+  k = ok("kernel f(x: f32[2, 3, H, 8]) -> f32[2, 3, H, 4] {\n"
+         "  return adaptive_avg_pool2d(x, [None, 4])\n}\n");
+  ck_assert_str_eq(shape_of(result(k, 0)), "[2, 3, H, 4]");
+}
+END_TEST
+
+START_TEST(test_tensor_scalar_and_empty) {
+  IrKernel *k = ok("kernel f() -> (f32[], f32[0], f32[2, 0]) {\n"
+                   "  return tensor(2.5), tensor([]), tensor([[], []])\n}\n");
+  ck_assert_int_eq(result(k, 0)->rank, 0);
+  ck_assert(*(const float *)result(k, 0)->data == 2.5f);
+  ck_assert_int_eq(result(k, 1)->dtype, DT_F32);
+  ck_assert_str_eq(shape_of(result(k, 2)), "[2, 0]");
+}
+END_TEST
+
+START_TEST(test_factory_arg_errors) {
+  fails("kernel f() -> f32[2] {\n  return zeros(2, f16, dtype=f32)\n}\n",
+        "zeros", "twice");
+  fails("kernel f() -> f32[2] {\n  return arange(0, 2, 1, 7)\n}\n",
+        "7)", "positional");
+  fails("kernel f(x: f32[N]) -> f32[N] {\n  return full([N], N)\n}\n",
+        "full", "fill_value");
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("sema_ops");
   TCase *t = tcase_create("reduce");
@@ -549,6 +631,8 @@ static Suite *suite(void) {
   tcase_add_test(t, test_amax_empty_dim_fails);
   tcase_add_test(t, test_argmax);
   tcase_add_test(t, test_argmax_dim_list_fails);
+  tcase_add_test(t, test_reduce_zero_dim_input);
+  tcase_add_test(t, test_amax_symbolic_dim_checked);
   suite_add_tcase(s, t);
   t = tcase_create("norm");
   tcase_add_checked_fixture(t, setup, teardown);
@@ -565,6 +649,7 @@ static Suite *suite(void) {
   tcase_add_test(t, test_matmul_broadcast_batch);
   tcase_add_test(t, test_matmul_symbolic);
   tcase_add_test(t, test_matmul_errors);
+  tcase_add_test(t, test_matmul_symbolic_mismatch_fails);
   suite_add_tcase(s, t);
   t = tcase_create("conv_pool");
   tcase_add_checked_fixture(t, setup, teardown);
@@ -576,6 +661,8 @@ static Suite *suite(void) {
   tcase_add_test(t, test_max_pool);
   tcase_add_test(t, test_avg_pool_unbatched_and_adaptive);
   tcase_add_test(t, test_pool_errors);
+  tcase_add_test(t, test_conv2d_padding_same);
+  tcase_add_test(t, test_pool_symbolic);
   suite_add_tcase(s, t);
   t = tcase_create("factory");
   tcase_add_checked_fixture(t, setup, teardown);
@@ -583,6 +670,8 @@ static Suite *suite(void) {
   tcase_add_test(t, test_tensor_ragged_fails);
   tcase_add_test(t, test_fills);
   tcase_add_test(t, test_arange);
+  tcase_add_test(t, test_tensor_scalar_and_empty);
+  tcase_add_test(t, test_factory_arg_errors);
   suite_add_tcase(s, t);
   return s;
 }

@@ -139,7 +139,8 @@ size_t tdsl_dtype_size(DLDataType d);
 
 /* Number of elements (1 for ndim 0); -1 if t is invalid or it overflows. */
 int64_t tdsl_tensor_numel(const DLTensor *t);
-/* Writes row-major strides for shape into strides (spec: strides == NULL). */
+/* Writes row-major strides for shape (what strides == NULL means); size-0
+ * dims count as size 1, as in PyTorch; saturates at INT64_MAX. */
 void tdsl_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* Fill *t with a CPU tensor owning zeroed data (tdsl_alloc, 64-byte
