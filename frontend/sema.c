@@ -1210,6 +1210,15 @@ static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
                  sv_kind_name(&ops[i]));
       return sv_error();
     }
+  /* PyTorch's clamp has a Number-bounds and a Tensor-bounds overload:
+   * two bounds must both be numbers or both tensors. */
+  if (n == 3 && is_number(&ops[1]) != is_number(&ops[2])) {
+    diag_error(s->d, c->loc, "clamp() bounds must both be numbers or both "
+               "tensors, got %s and %s; convert the number with tensor() or "
+               "use maximum()/minimum()",
+               sv_kind_name(&ops[1]), sv_kind_name(&ops[2]));
+    return sv_error();
+  }
   DType dt = sema_result_type(s, ops, n);
   SVal r = sv_tensor(sema_cast(s, x, dt, c->loc), c->loc);
   for (int i = 1; i < n; i++) {
@@ -1890,6 +1899,9 @@ static SVal eval_attr(Sema *s, const Expr *e) {
   }
   int rank = sema_val(s, a.ref)->rank;
   if (is_mt) {
+    /* PyTorch keeps .mT of a 0-dim tensor as the identity (deprecated),
+     * but rejects it on 1-D tensors. */
+    if (rank == 0) return sv_tensor(a.ref, e->loc);
     if (rank < 2) {
       diag_error(s->d, e->loc,
                  ".mT needs a tensor with at least 2 dims, but this one has "

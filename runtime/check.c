@@ -194,6 +194,8 @@ int tdsl_check_layout(const char *kernel, const char *arg, const DLTensor *t,
                       int layout) {
   if (!t || (t->ndim > 0 && !t->shape))
     return rt_fail(TDSL_E_INVALID, kernel, arg, "invalid descriptor");
+  if (layout < TDSL_LAYOUT_CONTIGUOUS || layout > TDSL_LAYOUT_STRIDED)
+    return rt_fail(TDSL_E_INVALID, kernel, arg, "unknown layout %d", layout);
   if (tdsl_tensor_numel(t) == 0)
     return TDSL_OK; /* no element is addressed; PyTorch agrees */
   int order[4] = {1, 3, 2, 0}; /* channels-last: C, W, H, N */
@@ -215,10 +217,8 @@ int tdsl_check_layout(const char *kernel, const char *arg, const DLTensor *t,
     return bad < 0 ? TDSL_OK
                    : rt_layout_fail(kernel, arg, t, "channels_last", bad,
                                     want);
-  case TDSL_LAYOUT_STRIDED:
+  default: /* TDSL_LAYOUT_STRIDED */
     return rt_check_strided(kernel, arg, t);
-  default:
-    return rt_fail(TDSL_E_INVALID, kernel, arg, "unknown layout %d", layout);
   }
 }
 

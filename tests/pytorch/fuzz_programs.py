@@ -1,0 +1,765 @@
+#!/usr/bin/env python3
+"""Differential fuzzer: random tdsl programs, run by tdslc and by PyTorch.
+
+Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
+program is a kernel of a few statements mixing views, copies, broadcasting
+elementwise math over all ten dtypes, reductions, normalizations, matmul,
+conv2d, pooling and factories, over parameters with literal or symbolic
+sizes and contiguous, channels_last or strided layouts. Statements are
+built one at a time and evaluated with PyTorch (through gen.py's ENV) as
+they are generated, so most are valid; some deliberately are not, and a
+program whose last statement PyTorch rejects must be rejected by tdslc
+with exit status 1 and a diagnostic.
+
+    venv/bin/python tests/pytorch/fuzz_programs.py --tdslc build/tdslc \
+        --count 500 --seed 1 --keep /tmp/fuzz_fail
+
+Prints a summary by class (value mismatch, dtype/shape mismatch, tdsl
+rejects what PyTorch accepts, tdsl accepts what PyTorch rejects,
+crash/ICE/timeout) and keeps every failing program (kernel, inputs, a
+shell line to rerun it, the expected outputs) under --keep.
+
+Avoided on purpose (spec differences, not bugs): float->int casts of
+out-of-range or NaN values, integer division by zero, negative integer
+powers, size symbols equal to 0 or 1 (symbols are 7, 11 or 13, never a
+product of literal dims).
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen  # noqa: E402  (ENV, DT, make_input, to_numpy)
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(1)
+
+DTYPES = list(gen.DT)
+FLOATS = ["f16", "bf16", "f32", "f64"]
+INTS = ["i8", "u8", "i16", "i32", "i64"]
+NAME_OF = {v: k for k, v in gen.DT.items()}
+REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
+              "softmax", "log_softmax", "layer_norm", "matmul", "@",
+              "conv2d", "pool2d")
+UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
+           "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
+           "floor", "ceil", "round", "sign", "reciprocal", "logical_not"]
+BIN_OPS = ["+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=",
+           ">", ">=", "&", "|", "^"]
+
+
+class _SafeDims(list):
+    """Sizes indexed by possibly out-of-range dims (deliberate errors)."""
+
+    def __getitem__(self, d):
+        if isinstance(d, int) and not -len(self) <= d < len(self):
+            return 6
+        return list.__getitem__(self, d)
+
+
+class Var:
+    def __init__(self, name, val):
+        self.name, self.val = name, val
+
+
+class Gen:
+    """Builds one program; every statement is evaluated with torch."""
+
+    def __init__(self, rng):
+        self.r = rng
+        self.env = dict(gen.ENV)
+        self.sizes = {}
+        self.params = []   # (name, dtype, dims tokens or None, layout)
+        self.vars = []     # Var: tensors usable as operands
+        self.stmts = []
+        self.error = None  # the torch exception of a rejected last stmt
+        self.nrng = np.random.default_rng(rng.randrange(1 << 30))
+
+    # ---- helpers ---------------------------------------------------------
+    def tok(self, v):
+        """A dim value as source: a symbol when it is one's value."""
+        for k, s in self.sizes.items():
+            if s == v:
+                return k
+        return str(v)
+
+    def dims_src(self, shape):
+        return ", ".join(self.tok(v) for v in shape)
+
+    def pick(self, pred=lambda v: True):
+        c = [v for v in self.vars if isinstance(v.val, torch.Tensor) and pred(v.val)]
+        return self.r.choice(c) if c else None
+
+    def dim(self, n, allow_bad=True):
+        """A dim index for rank n, sometimes negative, rarely out of range."""
+        if n == 0 or (allow_bad and self.r.random() < 0.03):
+            return self.r.choice([n, -n - 1, 0])
+        d = self.r.randrange(n)
+        return d - n if self.r.random() < 0.4 else d
+
+    # ---- parameters ------------------------------------------------------
+    def make_params(self):
+        nsym = self.r.choice([0, 0, 1, 2])
+        names = self.r.sample(["N", "C", "H", "W"], nsym)
+        vals = self.r.sample([7, 11, 13], nsym)
+        symset = dict(zip(names, vals))
+        for i in range(self.r.randint(1, 3)):
+            dt = self.r.choice(DTYPES + ["f32", "f32", "f64", "i64"])
+            kind = self.r.random()
+            pname = f"p{i}"
+            if kind < 0.12:  # scalar
+                if dt in FLOATS:
+                    v = repr(round(self.r.uniform(-2, 2), 3))
+                elif dt == "bool":
+                    v = self.r.choice(["true", "false"])
+                else:
+                    v = str(self.r.randint(1, 4))
+                pyv = {"true": True, "false": False}.get(v)
+                if pyv is None:
+                    pyv = float(v) if dt in FLOATS else int(v)
+                self.params.append((pname, dt, None, None, v))
+                self.env[pname] = torch.tensor(pyv, dtype=gen.DT[dt])
+                self.vars.append(Var(pname, self.env[pname]))
+                continue
+            rank = self.r.choice([0, 1, 2, 2, 3, 3, 4, 4])
+            dims = []
+            for _ in range(rank):
+                if symset and self.r.random() < 0.4:
+                    s = self.r.choice(list(symset))
+                    self.sizes[s] = symset[s]
+                    dims.append(s)
+                else:
+                    dims.append(str(self.r.choice([1, 2, 3, 4, 5, 2, 3])))
+            layout = None
+            if rank == 4 and self.r.random() < 0.4:
+                layout = "channels_last"
+            elif rank >= 1 and self.r.random() < 0.12:
+                layout = "strided"
+            shape = [int(d) if d.isdigit() else symset[d] for d in dims]
+            t = gen.make_input(self.nrng, dt, shape or [1], None).reshape(shape)
+            if layout == "channels_last":
+                t = t.contiguous(memory_format=torch.channels_last)
+            self.params.append((pname, dt, dims, layout, t))
+            self.env[pname] = t
+            self.vars.append(Var(pname, t))
+        self.env.update(self.sizes)
+
+    # ---- statement generators -------------------------------------------
+    def g_view(self):
+        v = self.pick(lambda t: t.dim() > 0)
+        if not v:
+            return None
+        s = list(v.val.shape)
+        op = self.r.choice(["view", "reshape"])
+        kind = self.r.random()
+        if kind < 0.3 and len(s) >= 2:  # merge adjacent dims
+            i = self.r.randrange(len(s) - 1)
+            merged = " * ".join(self.tok(x) for x in s[i:i + 2])
+            new = [self.tok(x) for x in s[:i]] + [merged] + [self.tok(x) for x in s[i + 2:]]
+        elif kind < 0.6:  # split a dim
+            i = self.r.randrange(len(s))
+            f = [a for a in (2, 3, 5) if s[i] % a == 0]
+            a = self.r.choice(f) if f else 1
+            new = [self.tok(x) for x in s[:i]] + [str(a), self.tok(s[i] // a)] + [self.tok(x) for x in s[i + 1:]]
+        elif kind < 0.75:
+            new = ["-1"]
+        elif kind < 0.85:  # deliberately wrong numel
+            new = [str(v.val.numel() + 1)]
+        else:
+            new = [self.tok(x) for x in s]
+            self.r.shuffle(new)
+        if len(new) > 1 and self.r.random() < 0.3:
+            new[self.r.randrange(len(new))] = "-1"
+        args = ", ".join(new)
+        if self.r.random() < 0.2:
+            args = "[" + args + "]"
+        return f"{v.name}.{op}({args})"
+
+    def g_permute(self):
+        v = self.pick(lambda t: t.dim() > 0)
+        if not v:
+            return None
+        n = v.val.dim()
+        k = self.r.random()
+        if k < 0.35:
+            p = list(range(n))
+            self.r.shuffle(p)
+            if self.r.random() < 0.05 and n:
+                p[0] = p[-1]
+            p = [x - n if self.r.random() < 0.3 else x for x in p]
+            return f"{v.name}.permute({', '.join(map(str, p))})"
+        if k < 0.65:
+            return f"{v.name}.transpose({self.dim(n)}, {self.dim(n)})"
+        return v.name + self.r.choice([".t()", ".T", ".mT"])
+
+    def g_index(self):
+        v = self.pick(lambda t: t.dim() > 0)
+        if not v:
+            return None
+        s = list(v.val.shape)
+        items, d = [], 0
+        ell = False
+        while d < len(s) and self.r.random() < 0.8:
+            k = self.r.random()
+            if k < 0.2:
+                i = self.r.randrange(-s[d], s[d]) if s[d] else 0
+                if self.r.random() < 0.03:
+                    i = s[d]
+                items.append(str(i))
+                d += 1
+            elif k < 0.65:
+                def b():
+                    x = self.r.randint(-s[d] - 2, s[d] + 2)
+                    if self.r.random() < 0.15 and self.tok(s[d]) != str(s[d]):
+                        return self.tok(s[d]) + self.r.choice(["", " - 1", " - 2"])
+                    return str(x)
+                a = b() if self.r.random() < 0.6 else ""
+                e = b() if self.r.random() < 0.6 else ""
+                st = str(self.r.choice([1, 2, 3])) if self.r.random() < 0.5 else ""
+                if self.r.random() < 0.02:
+                    st = "-1"
+                items.append(f"{a}:{e}" + (f":{st}" if st else ""))
+                d += 1
+            elif k < 0.8:
+                items.append("None")
+            elif k < 0.88 and not ell:
+                items.append("...")
+                ell = True
+                d = len(s) - self.r.randint(0, len(s) - d)
+            else:
+                items.append(":")
+                d += 1
+        if not items:
+            items = [":"]
+        return f"{v.name}[{', '.join(items)}]"
+
+    def g_misc_view(self):
+        v = self.pick()
+        if not v:
+            return None
+        s, n = list(v.val.shape), v.val.dim()
+        s = _SafeDims(s)
+        k = self.r.choice(["select", "narrow", "expand", "expand_as",
+                           "unsqueeze", "squeeze", "flatten", "unflatten",
+                           "diagonal", "unfold"])
+        if k == "select" and n:
+            d = self.dim(n)
+            return f"{v.name}.select({d}, {self.r.randint(-3, 3)})"
+        if k == "narrow" and n:
+            d = self.r.randrange(n)
+            st = self.r.randint(-s[d], max(s[d] - 1, 0))
+            ln = self.r.randint(0, max(s[d] - (st % max(s[d], 1)), 0))
+            if self.r.random() < 0.05:
+                ln += 1
+            return f"{v.name}.narrow({d}, {st}, {ln})"
+        if k == "expand":
+            new = [self.tok(x) if x != 1 else str(self.r.choice([1, 2, 3])) for x in s]
+            new = ["-1" if self.r.random() < 0.2 and x != "1" else x for x in new]
+            lead = [str(self.r.choice([1, 2, 3])) for _ in range(self.r.choice([0, 0, 1, 2]))]
+            if self.r.random() < 0.05 and new:
+                new[0] = "4"
+            return f"{v.name}.expand({', '.join(lead + new) or ''})"
+        if k == "expand_as":
+            o = self.pick()
+            return f"{v.name}.expand_as({o.name})"
+        if k == "unsqueeze":
+            return f"{v.name}.unsqueeze({self.r.randint(-n - 1, n)})"
+        if k == "squeeze":
+            if n and self.r.random() < 0.6:
+                return f"{v.name}.squeeze({self.dim(n)})"
+            return f"{v.name}.squeeze()"
+        if k == "flatten":
+            if n and self.r.random() < 0.7:
+                a, b = sorted([self.dim(n), self.dim(n)], key=lambda x: x % max(n, 1))
+                return f"{v.name}.flatten({a}, {b})"
+            return f"{v.name}.flatten()"
+        if k == "unflatten" and n:
+            d = self.dim(n)
+            sz = s[d] if -n <= d < n else 6
+            f = [a for a in (2, 3, 5) if sz % a == 0]
+            a = self.r.choice(f) if f else 1
+            parts = [str(a), self.r.choice([self.tok(sz // a), "-1"])]
+            return f"{v.name}.unflatten({d}, [{', '.join(parts)}])"
+        if k == "diagonal" and n >= 2:
+            return f"{v.name}.diagonal({self.r.randint(-2, 2)}, {self.dim(n)}, {self.dim(n)})"
+        if k == "unfold" and n:
+            d = self.dim(n)
+            size = self.r.randint(1, max(s[d], 1) + (1 if self.r.random() < 0.05 else 0))
+            return f"{v.name}.unfold({d}, {size}, {self.r.randint(1, 3)})"
+        return None
+
+    def g_copy(self):
+        v = self.pick()
+        if not v:
+            return None
+        k = self.r.random()
+        if k < 0.25:
+            return f"{v.name}.contiguous()"
+        if k < 0.4:
+            return f"{v.name}.contiguous(channels_last)"
+        if k < 0.55:
+            return f"{v.name}.clone()"
+        if k < 0.62:
+            return f"{v.name}.to(channels_last)"
+        dt = self.r.choice(DTYPES)
+        t = v.val
+        if t.dtype.is_floating_point and not gen.DT[dt].is_floating_point and dt != "bool":
+            if torch.isnan(t).any() or torch.isinf(t).any():
+                return None
+            lim = {"u8": (0, 200), "i8": (-100, 100)}.get(dt, (-1000, 1000))
+            return f"{v.name}.clamp({lim[0]}, {lim[1]}).to({dt})"
+        return f"{v.name}.to({dt})"
+
+    def operand(self, like=None):
+        """A second operand: a tensor, a literal, a scalar or a symbol."""
+        k = self.r.random()
+        if k < 0.6:
+            o = self.pick()
+            if o is not None:
+                return o.name, o.val
+        if k < 0.75:
+            x = self.r.choice(["2", "3", "0.5", "-1.5", "true", "1"])
+            return x, eval(x, self.env)
+        if k < 0.85 and self.sizes:
+            s = self.r.choice(list(self.sizes))
+            return s, self.sizes[s]
+        o = self.pick()
+        return (o.name, o.val) if o else ("2", 2)
+
+    def g_binary(self):
+        a = self.pick()
+        if not a:
+            return None
+        bs, bv = self.operand()
+        op = self.r.choice(BIN_OPS)
+        at = a.val.dtype
+        bt = bv.dtype if isinstance(bv, torch.Tensor) else None
+        isint = lambda t: t is not None and not t.is_floating_point
+        if op in ("//", "%"):
+            if isint(at) and (bt is None and isinstance(bv, (int, bool)) or isint(bt)):
+                bs = f"({bs} * {bs} + 1)" if not isinstance(bv, (int, bool)) else "3"
+        if op == "**":
+            if not (bt is not None and bt.is_floating_point) and not at.is_floating_point:
+                bs = self.r.choice(["2", "0", "1"])
+            elif at.is_floating_point:
+                a2 = f"{a.name}.abs()"
+                if self.r.random() < 0.5:
+                    return f"{a2} ** {bs}"
+        if self.r.random() < 0.5:
+            return f"{a.name} {op} {bs}"
+        return f"{bs} {op} {a.name}" if op not in ("//", "%", "**") else f"{a.name} {op} {bs}"
+
+    def g_func(self):
+        a = self.pick()
+        if not a:
+            return None
+        k = self.r.random()
+        if k < 0.45:
+            f = self.r.choice(UNARY_F)
+            if f == "gelu" and self.r.random() < 0.3:
+                return f'gelu({a.name}, approximate="tanh")'
+            return f"{a.name}.{f}()" if self.r.random() < 0.4 else f"{f}({a.name})"
+        bs, _ = self.operand()
+        if k < 0.6:
+            return f"{self.r.choice(['maximum', 'minimum'])}({a.name}, {bs})"
+        if k < 0.75:
+            c = self.pick(lambda t: t.dtype == torch.bool) or a
+            cs = c.name if c.val.dtype == torch.bool else f"{c.name} > 0"
+            return f"where({cs}, {a.name}, {bs})"
+        if k < 0.88:
+            lo = self.r.choice(["None", "-1", "0.5", "0", bs])
+            hi = self.r.choice(["None", "2", "3.5", bs])
+            return f"clamp({a.name}, {lo}, {hi})"
+        if k < 0.94:
+            return f"~{a.name}"
+        return f"-{a.name}"
+
+    def g_reduce(self):
+        a = self.pick()
+        if not a:
+            return None
+        n = a.val.dim()
+        f = self.r.choice(["sum", "mean", "amax", "amin", "prod", "argmax", "argmin"])
+        args = []
+        if n and self.r.random() < 0.7:
+            if f in ("argmax", "argmin", "prod") or self.r.random() < 0.5:
+                args.append(f"dim={self.dim(n)}" if self.r.random() < 0.5 else str(self.dim(n)))
+            else:
+                ds = [self.dim(n) for _ in range(self.r.randint(1, min(n, 3)))]
+                args.append(f"dim=[{', '.join(map(str, ds))}]")
+            if self.r.random() < 0.4:
+                args.append("keepdim=true")
+        if f in ("amax", "amin") and not args and self.r.random() < 0.7:
+            return None  # torch.amax needs dim=() for all; avoid ambiguity
+        if self.r.random() < 0.5:
+            return f"{a.name}.{f}({', '.join(args)})"
+        return f"{f}({', '.join([a.name] + args)})"
+
+    def g_norm(self):
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        n = a.val.dim()
+        k = self.r.random()
+        if k < 0.6:
+            f = self.r.choice(["softmax", "log_softmax"])
+            return f"{f}({a.name}, {self.dim(n)})" if self.r.random() < 0.5 else f"{f}({a.name}, dim={self.dim(n)})"
+        s = list(a.val.shape)
+        m = self.r.randint(1, n)
+        ns = [self.tok(x) for x in s[n - m:]]
+        if self.r.random() < 0.05:
+            ns[0] = "9"
+        w = self.pick(lambda t: list(t.shape) == s[n - m:])
+        extra = ""
+        if w is not None and self.r.random() < 0.6:
+            extra = f", {w.name}, {w.name}"
+        return f"layer_norm({a.name}, [{', '.join(ns)}]{extra})"
+
+    def g_matmul(self):
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        s = list(a.val.shape)
+        b = self.pick(lambda t: t.dim() > 0 and (t.shape[-2 if t.dim() > 1 else 0] == s[-1]))
+        if b is None or self.r.random() < 0.1:
+            b = self.pick(lambda t: t.dim() > 0)
+        return f"{a.name} @ {b.name}" if self.r.random() < 0.6 else f"matmul({a.name}, {b.name})"
+
+    def g_conv(self):
+        x = self.pick(lambda t: t.dim() == 4)
+        if not x:
+            return None
+        s = list(x.val.shape)
+        g = self.r.choice([1, 1, 2, 3])
+        if s[1] % g:
+            g = 1
+        kh, kw = self.r.randint(1, 3), self.r.randint(1, 3)
+        o = g * self.r.randint(1, 2)
+        dt = NAME_OF[x.val.dtype]
+        if self.r.random() < 0.15:
+            dt = self.r.choice(DTYPES)
+        wname = self.new_weight(dt, [o, s[1] // g, kh, kw])
+        args = [x.name, wname]
+        if self.r.random() < 0.4:
+            args.append(self.new_weight(dt, [o]))
+        opts = {"stride": [1, 2, "[1, 2]"], "padding": [0, 1, "[1, 0]"],
+                "dilation": [1, 2]}
+        for key, vals in opts.items():
+            if self.r.random() < 0.4:
+                args.append(f"{key}={self.r.choice(vals)}")
+        if g > 1 or self.r.random() < 0.05:
+            args.append(f"groups={g if self.r.random() > 0.05 else 2}")
+        return f"conv2d({', '.join(args)})"
+
+    def new_weight(self, dt, shape):
+        name = f"p{len(self.params)}"
+        t = gen.make_input(self.nrng, dt, shape, None)
+        layout = None
+        if len(shape) == 4 and self.r.random() < 0.3:
+            layout = "channels_last"
+            t = t.contiguous(memory_format=torch.channels_last)
+        self.params.append((name, dt, [self.tok(x) for x in shape], layout, t))
+        self.env[name] = t
+        return name
+
+    def g_pool(self):
+        x = self.pick(lambda t: t.dim() in (3, 4))
+        if not x:
+            return None
+        f = self.r.choice(["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"])
+        if f == "adaptive_avg_pool2d":
+            return f"{f}({x.name}, 1)"
+        k = self.r.choice([1, 2, 3, "[2, 1]"])
+        args = [x.name, str(k)]
+        if self.r.random() < 0.4:
+            args.append(f"stride={self.r.choice([1, 2, '[1, 2]'])}")
+        if self.r.random() < 0.3:
+            args.append(f"padding={self.r.choice([0, 1])}")
+        return f"{f}({', '.join(args)})"
+
+    def g_factory(self):
+        k = self.r.random()
+        sym = list(self.sizes)
+        d = [self.r.choice([str(self.r.randint(1, 4))] + sym) for _ in range(self.r.randint(0, 3))]
+        dt = self.r.choice(DTYPES)
+        if k < 0.25:
+            return f"{self.r.choice(['zeros', 'ones'])}([{', '.join(d)}], {dt})"
+        if k < 0.45:
+            val = self.r.choice(["2", "1.5", "-3", "true"])
+            if val in ("1.5", "-3") and dt in ("bool", "u8"):
+                dt = "f32"
+            return f"full([{', '.join(d)}], {val}, {dt})"
+        if k < 0.7:
+            a = self.r.randint(-3, 3)
+            b = a + self.r.randint(1, 8)
+            st = self.r.choice([1, 2, 3])
+            if self.r.random() < 0.5:
+                return f"arange({b})"
+            return f"arange({a}, {b}, {st})"
+        n = self.r.randint(1, 3)
+        m = self.r.randint(1, 3)
+        fl = self.r.random() < 0.5
+        rows = ["[" + ", ".join(str(self.r.randint(-5, 5)) + (".5" if fl else "") for _ in range(m)) + "]" for _ in range(n)]
+        return f"tensor([{', '.join(rows)}])"
+
+    GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
+            ("g_copy", 2), ("g_binary", 5), ("g_func", 4), ("g_reduce", 2),
+            ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
+            ("g_factory", 1)]
+
+    def statement(self, allow_error):
+        names = [g for g, w in self.GENS for _ in range(w)]
+        for _ in range(30):
+            nparams = len(self.params)
+            expr = getattr(self, self.r.choice(names))()
+            if expr is None:
+                del self.params[nparams:]
+                continue
+            try:
+                val = eval(expr, self.env)
+            except Exception as e:  # torch rejects it
+                if allow_error:
+                    self.stmts.append(f"e = {expr}")
+                    self.error = e
+                    return
+                del self.params[nparams:]
+                continue
+            if not isinstance(val, torch.Tensor) or val.numel() > 20000:
+                del self.params[nparams:]
+                continue
+            if val.dtype in (torch.complex64, torch.complex128):
+                del self.params[nparams:]
+                continue
+            name = f"v{len(self.stmts)}"
+            self.stmts.append(f"{name} = {expr}")
+            self.env[name] = val
+            self.vars.append(Var(name, val))
+            return
+
+    def build(self):
+        self.make_params()
+        nstmt = self.r.randint(1, 6)
+        want_err = self.r.random() < 0.25
+        for i in range(nstmt):
+            self.statement(allow_error=want_err and i == nstmt - 1)
+            if self.error is not None:
+                break
+        outs = [v for v in self.vars if v.name.startswith("v")]
+        if self.error is not None or not outs:
+            tp = [n for n, _, dims, _, _ in self.params if dims is not None]
+            if not tp:
+                return False
+            self.rets = [Var(tp[0], self.env[tp[0]])]
+        else:
+            self.rets = [outs[-1]] + self.r.sample(outs[:-1], min(len(outs) - 1, self.r.randint(0, 2)))
+        return True
+
+    # ---- rendering -------------------------------------------------------
+    def param_src(self, concrete=False):
+        out = []
+        for name, dt, dims, layout, _ in self.params:
+            if dims is not None and concrete:
+                dims = [str(self.sizes.get(d, d)) for d in dims]
+            if dims is None:
+                out.append(f"{name}: {dt}")
+            else:
+                out.append(f"{name}: {dt}[{', '.join(dims)}]" + (f" {layout}" if layout else ""))
+        return ", ".join(out)
+
+    def render(self, decl, concrete=False):
+        """The kernel; concrete: every size symbol replaced by its value."""
+        body = "\n".join("  " + s for s in self.stmts)
+        if concrete:
+            for k, v in self.sizes.items():
+                body = re.sub(r"\b%s\b" % k, str(v), body)
+        ret = ", ".join(v.name for v in self.rets)
+        res = decl[0] if len(decl) == 1 else "(" + ", ".join(decl) + ")"
+        return f"kernel k({self.param_src(concrete)}) -> {res} {{\n{body}\n  return {ret}\n}}\n"
+
+
+SHAPE_MSG = re.compile(r"return value (\d+) has shape \[(.*)\] but the result is declared")
+
+
+def eval_dims(text, sizes):
+    if not text.strip():
+        return []
+    env = dict(sizes)
+    env.update(min=min, max=max)
+    return list(eval("[" + text + "]", {}, env))
+
+
+def load_npy(path, dtname):
+    a = np.load(path)
+    if dtname == "bf16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def close(got, want, tolclass):
+    if got.dtype != want.dtype or list(got.shape) != list(want.shape):
+        return False
+    if not want.dtype.is_floating_point:
+        return torch.equal(got, want)
+    g, w = got.double(), want.double()
+    if want.dtype == torch.float64:
+        rt, at = 1e-10, 1e-12
+    elif want.dtype == torch.float32:
+        rt, at = (1e-4, 1e-5) if tolclass == "reduce" else (1e-5, 1e-6)
+    else:
+        rt, at = 1e-2, 1e-2
+    return bool(torch.isclose(g, w, rtol=rt, atol=at, equal_nan=True).all())
+
+
+class Runner:
+    def __init__(self, tdslc, keep):
+        self.tdslc, self.keep = tdslc, keep
+        self.stats = {}
+        self.nfail = 0
+
+    def tdsl(self, wd, src, g, outs):
+        path = os.path.join(wd, "k.tdsl")
+        with open(path, "w") as f:
+            f.write(src)
+        cmd = [self.tdslc, "run", path, "--kernel=k"]
+        for name, dt, dims, layout, t in g.params:
+            if dims is None:
+                cmd += ["--input", f"{name}={t}"]
+            else:
+                p = os.path.join(wd, f"{name}.npy")
+                np.save(p, gen.to_numpy(t))
+                cmd += ["--input", f"{name}={p}"]
+        for i in range(outs):
+            cmd += ["--output", f"out{i}={os.path.join(wd, f'out{i}.npy')}"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            return cmd, 124, "timeout"
+        return cmd, p.returncode, p.stderr + p.stdout
+
+    def one(self, seed):
+        g = Gen(random.Random(seed))
+        if not g.build():
+            return "skip", ""
+        wd = tempfile.mkdtemp(prefix="tdslfz")
+        try:
+            cls, detail, src, cmd = self.check(g, wd)
+            if cls not in ("ok", "ok-error", "skip", "unexpressible", "sym-limit"):
+                self.save(seed, cls, detail, src, cmd, g, wd)
+            return cls, detail
+        finally:
+            shutil.rmtree(wd, ignore_errors=True)
+
+    def check(self, g, wd):
+        r = self.check1(g, wd, False)
+        if r[0] in ("rejects-good", "shape") and g.sizes:
+            # A symbolic program may fail only for want of a proof; the
+            # same program with literal sizes must then work.
+            r2 = self.check1(g, wd, True)
+            if r2[0] == "ok":
+                return ("sym-limit",) + r[1:]
+            return r2
+        return r
+
+    def check1(self, g, wd, concrete):
+        tolclass = "reduce" if any(op in s for s in g.stmts for op in REDUCE_OPS) else "elementwise"
+        vals = [v.val for v in g.rets]
+        decl = []
+        for v in vals:
+            dims = ", ".join(map(str, v.shape)) if concrete else g.dims_src(v.shape)
+            decl.append(f"{NAME_OF[v.dtype]}[{dims}]")
+        src = g.render(decl, concrete)
+        cmd, rc, err = self.tdsl(wd, src, g, len(vals))
+        if rc not in (0, 1) or "Sanitizer" in err or "runtime error" in err:
+            return "crash", f"rc={rc}: {err[-800:]}", src, cmd
+        if g.error is not None:
+            if rc == 1 and "error" in err:
+                return "ok-error", "", src, cmd
+            return "accepts-bad", f"torch: {g.error!r}", src, cmd
+        # Fix up declared shapes with tdsl's own symbolic expressions.
+        fixed = False
+        for m in SHAPE_MSG.finditer(err):
+            i, shp = int(m.group(1)), m.group(2)
+            try:
+                got = eval_dims(shp, g.sizes)
+            except Exception:
+                return "rejects-good", f"unparsable shape {shp}", src, cmd
+            if got != list(vals[i].shape):
+                return "shape", f"result {i}: tdsl [{shp}] = {got}, torch {list(vals[i].shape)}", src, cmd
+            if "min(" in shp or "max(" in shp or "%" in shp:
+                return "unexpressible", shp, src, cmd
+            decl[i] = f"{NAME_OF[vals[i].dtype]}[{shp}]"
+            fixed = True
+        if fixed:
+            src = g.render(decl, concrete)
+            cmd, rc, err = self.tdsl(wd, src, g, len(vals))
+            if rc not in (0, 1) or "Sanitizer" in err or "runtime error" in err:
+                return "crash", f"rc={rc}: {err[-800:]}", src, cmd
+        if rc != 0:
+            if "has dtype" in err and "declared" in err:
+                return "dtype", err[:600], src, cmd
+            if ".stride(" in err:  # view of a strided parameter: README
+                return "sym-limit", err[:300], src, cmd
+            return "rejects-good", err[:800], src, cmd
+        for i, v in enumerate(vals):
+            try:
+                got = load_npy(os.path.join(wd, f"out{i}.npy"), NAME_OF[v.dtype])
+            except Exception as e:
+                return "crash", f"output {i} unreadable: {e}", src, cmd
+            want = v.contiguous()
+            if want.dtype == torch.bfloat16:
+                pass
+            if not close(got, want, tolclass):
+                return "value", f"result {i} ({NAME_OF[v.dtype]}{list(v.shape)}, {tolclass}): got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}", src, cmd
+        return "ok", "", src, cmd
+
+    def save(self, seed, cls, detail, src, cmd, g, wd):
+        self.nfail += 1
+        if not self.keep:
+            return
+        d = os.path.join(self.keep, f"{cls}-{seed}")
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(wd):
+            shutil.copy(os.path.join(wd, f), d)
+        with open(os.path.join(d, "k.tdsl"), "w") as f:
+            f.write(src)
+        with open(os.path.join(d, "info.txt"), "w") as f:
+            f.write(f"class: {cls}\nseed: {seed}\nsizes: {g.sizes}\n{detail}\n")
+            f.write(" ".join(c.replace(wd, d) for c in cmd) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tdslc", default=os.environ.get("TDSLC", "build/tdslc"))
+    ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", default="/tmp/tdsl_fuzz_fail")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    run = Runner(os.path.abspath(args.tdslc), args.keep)
+    stats = {}
+    for i in range(args.count):
+        seed = args.seed * 1_000_003 + i
+        cls, detail = run.one(seed)
+        stats[cls] = stats.get(cls, 0) + 1
+        if args.verbose and cls not in ("ok", "ok-error", "skip"):
+            print(f"{seed}: {cls}: {detail[:300]}")
+    print(f"{args.count} programs:", ", ".join(f"{k}={v}" for k, v in sorted(stats.items())))
+    bad = sum(v for k, v in stats.items() if k not in ("ok", "ok-error", "skip", "unexpressible", "sym-limit"))
+    if bad and args.keep:
+        print(f"failing programs kept under {args.keep}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
