@@ -1211,8 +1211,10 @@ static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
       return sv_error();
     }
   /* PyTorch's clamp has a Number-bounds and a Tensor-bounds overload:
-   * two bounds must both be numbers or both tensors. */
-  if (n == 3 && is_number(&ops[1]) != is_number(&ops[2])) {
+   * two bounds must both be numbers or both tensors (a 0-dim tensor also
+   * passes as a number). */
+  if (n == 3 && is_number(&ops[1]) != is_number(&ops[2]) &&
+      sema_val(s, (is_number(&ops[1]) ? ops[2] : ops[1]).ref)->rank > 0) {
     diag_error(s->d, c->loc, "clamp() bounds must both be numbers or both "
                "tensors, got %s and %s; convert the number with tensor() or "
                "use maximum()/minimum()",

@@ -1,22 +1,29 @@
 /* print.c — the textual form of the IR, read back by ir_read() (read.c).
  *
  * Needs: ir.h, sym_print() for expressions.  Produces text that carries
- * every field of an IrModule, so read(print(m)) prints identically.
+ * every field of an IrModule, so read(print(m)) prints identically.  (Not
+ * carried, being unused: `value` of ops other than PARAM/CONST/FULL, flag
+ * bits above IRF_BIAS, a scalar parameter's layout; a NULL check message
+ * prints as "".)
  *
  *   module "mlp.tdsl"
  *
- *   kernel mlp(x: f32[N, 784] contiguous %0 @1:8:1, s: f32 %1 @1:30:1)
- *       -> (f32[N, 784] contiguous @1:40:13) @1:1:6 {
- *     sym N = size x.0 @1:17:1
- *     sym x.stride(0) = stride x.0
+ *   kernel mlp(x: f32[N, 784] contiguous %0 @1:12:1, w: f32[128, 784]
+ *       strided %1 @1:31:1, s: f32 %2 @1:58:1) -> (f32[N, 128] contiguous
+ *       @1:68:3) @1:8:3 {
+ *     sym N = size x.0 @1:19:1
+ *     sym w.stride(0) = stride w.0
  *     check N <= 4 "select(): index 4 is out of range" @3:9:6
- *     %0 = param 0 : f32[N, 784] (784, 1) +0 @1:8:1 "x"
- *     %1 = param 1 : f32[] () +0 @1:30:1 "s"
- *     %2 = permute %0 [1, 0] : f32[784, N] (1, 784) +0 @2:9:1 "t"
- *     %3 = const 2.5 wrapped : f32[] () +0 @2:15:3
- *     %4 = layer_norm %0 [1] {eps=1.0000000000000001e-05} : ...
- *     %5 = tensor data [1, 2, 3] : i64[3] (1) +0
- *     return %0
+ *     %0 = param 0 : f32[N, 784] (784, 1) +0 @1:12:1 "x"
+ *     %1 = param 1 : f32[128, 784] (w.stride(0), 1) +0 @1:31:1 "w"
+ *     %2 = param 2 : f32[] () +0 @1:58:1 "s"
+ *     %3 = permute %1 [1, 0] : f32[784, 128] (1, w.stride(0)) +0 @2:9:1 "wt"
+ *     %4 = matmul %0, %3 : f32[N, 128] (128, 1) +0 @2:15:1
+ *     %5 = const 2.5 wrapped : f32[] () +0 @3:15:3
+ *     %6 = expand %5 [N, 128] implicit : f32[N, 128] (0, 0) +0 @3:13:1
+ *     %7 = layer_norm %4 [1] {eps=1e-05} : f32[N, 128] (128, 1) +0 @4:7:10
+ *     %8 = tensor data [1, 2, 3] : i64[3] (1) +0 @5:7:6
+ *     return %7
  *   }
  *
  * (The kernel line is one line; it is wrapped here only for width.)
@@ -37,13 +44,16 @@
  *   loc      := '@' LINE ':' COL (':' LEN)?   (omitted when all zero)
  *
  * NUMBER is the value of PARAM (parameter index), CONST and FULL: an
- * integer, or for float dtypes a float printed exactly ('nan', 'inf' and
- * '-inf' spelled out).  Float attributes are `start`, `step` (ARANGE),
- * `eps` (LAYER_NORM), or `f0`, `f1` on other ops when nonzero.  FLAGs are
- * wrapped implicit keepdim tanh cl clone weight bias.  Expressions are
- * sym_print()'s: integers, symbol names of the kernel (`x.stride(1)`
- * included), + - * // % min() max() and parentheses.  Strings escape
- * `"`, `\` and non-printing bytes (\n, \t, \xHH).  `#` starts a comment. */
+ * integer, or for float dtypes the shortest of %.15g..%.17g that reads
+ * back to the same double ('nan', 'inf', '-inf' spelled out; a NaN's sign
+ * and payload are not kept).  Float attributes are `start`, `step`
+ * (ARANGE), `eps` (LAYER_NORM), or `f0`, `f1` on other ops when nonzero.
+ * FLAGs are wrapped implicit keepdim tanh cl clone weight bias.
+ * Expressions are sym_print()'s: integers, symbol names of the kernel
+ * (`x.stride(1)` included), + - * // % min() max() and parentheses.
+ * Strings escape `"`, `\` and non-printing bytes (\n, \t, \xHH).  `#`
+ * starts a comment.  Newlines matter in one place: a '%' that starts a
+ * line begins a value, never a modulo continuing the previous line. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>

@@ -121,6 +121,13 @@ static bool mod_ok(int64_t a, int64_t b, int64_t *r) {
 
 static int sym_cmp(const Sym *a, const Sym *b);
 
+/* A variable is identified by its id and its name: ids are numbered per
+ * kernel while one SymTab serves the whole module, so kernel b's `M` must
+ * not collapse into kernel a's `N` of the same id. */
+static const char *var_name(const Sym *s) {
+  return s->u.var.name ? s->u.var.name : "";
+}
+
 static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
 
 /* Higher degree first, then atom by atom. */
@@ -151,7 +158,10 @@ static int sym_cmp(const Sym *a, const Sym *b) {
   int c = 0;
   switch (a->kind) {
   case SK_CONST: c = cmp_i64(a->u.value, b->u.value); break;
-  case SK_VAR: c = (a->u.var.id > b->u.var.id) - (a->u.var.id < b->u.var.id); break;
+  case SK_VAR:
+    c = (a->u.var.id > b->u.var.id) - (a->u.var.id < b->u.var.id);
+    if (!c) c = strcmp(var_name(a), var_name(b));
+    break;
   case SK_POLY: c = poly_cmp(a, b); break;
   default:
     c = sym_cmp(a->u.op.a, b->u.op.a);
@@ -175,7 +185,10 @@ static uint32_t node_hash(const Sym *s) {
   uint32_t h = mix(0x5bd1e995u, (uint64_t)s->kind);
   switch (s->kind) {
   case SK_CONST: return mix(h, (uint64_t)s->u.value);
-  case SK_VAR: return mix(h, (uint64_t)(int64_t)s->u.var.id);
+  case SK_VAR:
+    h = mix(h, (uint64_t)(int64_t)s->u.var.id);
+    for (const char *p = var_name(s); *p; p++) h = mix(h, (unsigned char)*p);
+    return h;
   case SK_POLY:
     h = mix(h, (uint64_t)s->u.poly.c0);
     for (int i = 0; i < s->u.poly.nterms; i++) {
@@ -193,7 +206,8 @@ static bool node_eq(const Sym *a, const Sym *b) {
   if (a->kind != b->kind || a->hash != b->hash) return false;
   switch (a->kind) {
   case SK_CONST: return a->u.value == b->u.value;
-  case SK_VAR: return a->u.var.id == b->u.var.id;
+  case SK_VAR:
+    return a->u.var.id == b->u.var.id && strcmp(var_name(a), var_name(b)) == 0;
   case SK_POLY:
     if (a->u.poly.c0 != b->u.poly.c0 || a->u.poly.nterms != b->u.poly.nterms) return false;
     for (int i = 0; i < a->u.poly.nterms; i++) {

@@ -389,6 +389,36 @@ START_TEST(test_values_and_data) {
 }
 END_TEST
 
+/* Several kernels in one module, each with its own symbol table.  (They
+ * share the module's SymTab, where a variable is known by its id, so the
+ * kernels here use the same names for the same ids.) */
+START_TEST(test_two_kernels) {
+  IrRef x;
+  for (int i = 0; i < 2; i++) {
+    IrKernel *k = ir_kernel_new(M, i ? "second" : "first", (Loc){i + 1, 1, 0});
+    IrSymVar s = symvar("N", SYMK_SIZE, 0, 0, (Loc){0, 0, 0});
+    const Sym *N = sym_var(M->st, ir_add_sym(M, k, &s), s.name);
+    k->nparams = 1;
+    k->params = arena_alloc(A, sizeof *k->params);
+    k->params[0] = tparam("x", DT_BF16, LAYOUT_CONTIGUOUS, 1, S(1, N),
+                          (Loc){0, 0, 0}, 0);
+    x = mk(k, OP_PARAM, DT_BF16, 1, k->params[0].shape, NULL, NULL, 0);
+    IrRef e = mk(k, OP_EXP, DT_BF16, 1, S(1, N), NULL, NULL, 1, x);
+    k->nresults = 1;
+    k->results = arena_alloc(A, sizeof *k->results);
+    k->results[0] = (IrResult){DT_BF16, LAYOUT_CONTIGUOUS, 1, S(1, N),
+                               (Loc){0, 0, 0}, i ? e : x};
+  }
+  ck_assert_int_eq(verify(M), 0);
+  IrModule *m2 = round_trip(print_module(M));
+  ck_assert_int_eq(m2->nkernels, 2);
+  ck_assert_str_eq(m2->kernels[1]->name, "second");
+  ck_assert_int_eq(m2->kernels[1]->results[0].value, 1);
+  ck_assert_int_eq(m2->kernels[0]->results[0].value, 0);
+  ck_assert_int_eq(verify(m2), 0);
+}
+END_TEST
+
 /* Hand-written text (free spacing, comments) reads as printed form. */
 START_TEST(test_read_handwritten) {
   const char *text =
@@ -692,6 +722,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, test_syms_pointer_equal);
   tcase_add_test(tc, test_expressions);
   tcase_add_test(tc, test_values_and_data);
+  tcase_add_test(tc, test_two_kernels);
   tcase_add_test(tc, test_read_handwritten);
   tcase_add_test(tc, test_read_errors);
   tcase_add_test(tc, test_read_deep_nesting);

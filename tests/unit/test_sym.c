@@ -86,7 +86,8 @@ START_TEST(test_queries) {
   ck_assert(sym_is(K(7), 7));
   ck_assert(!sym_is(K(7), 8));
   ck_assert(!sym_is(N, 0));
-  ck_assert_ptr_eq(sym_var(T, 0, "other"), N); /* same id, same node */
+  ck_assert_ptr_eq(sym_var(T, 0, "N"), N);         /* same id and name */
+  ck_assert_ptr_ne(sym_var(T, 0, "other"), N);     /* another kernel's symbol */
   ck_assert_int_eq(sym_max_var(K(3)), 0);
   ck_assert_int_eq(sym_max_var(N), 1);
   ck_assert_int_eq(sym_max_var(add(mul(C, W), N)), 4);
