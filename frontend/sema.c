@@ -533,7 +533,12 @@ bool sema_int_list(Sema *s, const SVal *v, const char *what, int64_t *out,
 
 bool sema_sizes(Sema *s, CallArgs *c, int first, const Sym ***out, int *n) {
   int np = c->npos - first;
-  const SVal *items = np > 0 ? &c->pos[first] : NULL;
+  if (np <= 0) {  /* PyTorch: "missing 1 required positional argument" */
+    diag_error(s->d, c->loc, "%s() needs sizes (as several ints or one "
+               "list; [] for a 0-dim tensor)", c->name);
+    return false;
+  }
+  const SVal *items = &c->pos[first];
   if (np == 1 && items[0].kind == SV_LIST) {
     np = items[0].nitems;
     items = items[0].items;
@@ -1148,6 +1153,18 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
+  /* torch.maximum/minimum take tensors only (no Number overload). */
+  if (b->op != OP_POW)
+    for (int i = 0; i < 2; i++) {
+      const SVal *v = i ? y : x;
+      if (v->kind == SV_ERROR) return sv_error();
+      if (v->kind != SV_TENSOR) {
+        diag_error(s->d, v->loc, "%s() needs tensors, got %s; use "
+                   "clamp(x, min=...) or clamp(x, max=...) with a number",
+                   c->name, sv_kind_name(v));
+        return sv_error();
+      }
+    }
   return ew_binary(s, b->op, x, y, c->loc);
 }
 

@@ -367,6 +367,8 @@ class Gen:
             f = self.r.choice(UNARY_F)
             if f == "gelu" and self.r.random() < 0.3:
                 return f'gelu({a.name}, approximate="tanh")'
+            if f in ("gelu", "silu"):  # not methods in PyTorch (tdsl allows)
+                return f"{f}({a.name})"
             return f"{a.name}.{f}()" if self.r.random() < 0.4 else f"{f}({a.name})"
         bs, _ = self.operand()
         if k < 0.6:
@@ -489,7 +491,8 @@ class Gen:
     def g_factory(self):
         k = self.r.random()
         sym = list(self.sizes)
-        d = [self.r.choice([str(self.r.randint(1, 4))] + sym) for _ in range(self.r.randint(0, 3))]
+        # at least one size: gen.py's zeros/ones helpers mishandle []
+        d = [self.r.choice([str(self.r.randint(1, 4))] + sym) for _ in range(self.r.randint(1, 3))]
         dt = self.r.choice(DTYPES)
         if k < 0.25:
             return f"{self.r.choice(['zeros', 'ones'])}([{', '.join(d)}], {dt})"
