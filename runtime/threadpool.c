@@ -5,12 +5,14 @@
  * changed; the calling thread is the remaining participant.
  *
  * Invariants: one job runs at a time (rt_run_lock, held by the caller for
- * the whole job). A job is published by bumping rt_pool.generation under
- * rt_pool.lock; every worker wakes, takes chunks from the atomic counter
- * until none are left and then checks in (rt_pool.pending--). The caller
- * returns only after all workers checked in, so no worker touches a job
- * after its caller returned. Chunk bounds depend only on n, grain and the
- * thread count, never on timing. */
+ * the whole job). The caller publishes a job with nchunks - 1 helper
+ * slots; a worker takes a slot under rt_pool.lock, pulls chunks from the
+ * job's atomic counter until none are left, then checks out
+ * (rt_pool.pending--). When the caller runs out of chunks it withdraws the
+ * slots nobody took and waits for pending == 0, so it never waits for a
+ * sleeping worker and no worker touches a job after its caller returned.
+ * Chunk bounds depend only on n, grain and the thread count; which thread
+ * runs which chunk depends on timing. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -29,21 +31,18 @@ typedef struct RtJob {
   tdsl_body_fn body;
   void *ctx;
   int64_t n;       /* iterations */
-  int64_t nchunks; /* chunk i is [i*n/nchunks, (i+1)*n/nchunks) */
+  int64_t nchunks; /* in [2, threads]; see rt_run_chunks for the bounds */
   atomic_llong next; /* next chunk to hand out */
 } RtJob;
 
 static struct {
   pthread_mutex_t lock;
-  pthread_cond_t wake;   /* workers wait here for a new generation */
+  pthread_cond_t wake;   /* workers wait here for slots > 0 */
   pthread_cond_t done;   /* the caller waits here for pending == 0 */
   pthread_t *workers;
   int nworkers;
-  unsigned long generation; /* bumped per job; workers compare to theirs */
-  unsigned long spawn_gen; /* generation when the current workers were
-                            * created: a worker that starts late still
-                            * sees every job published after that */
-  int pending;           /* workers not yet checked in for this job */
+  int slots;             /* helpers the current job still wants */
+  int pending;           /* helpers still running, plus open slots */
   bool stop;             /* workers exit at their next wake-up */
   RtJob *job;
 } rt_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -104,13 +103,12 @@ static void *rt_worker(void *arg) {
   (void)arg;
   rt_in_body = true;
   pthread_mutex_lock(&rt_pool.lock);
-  unsigned long seen = rt_pool.spawn_gen;
   for (;;) {
-    while (rt_pool.generation == seen && !rt_pool.stop)
+    while (rt_pool.slots == 0 && !rt_pool.stop)
       pthread_cond_wait(&rt_pool.wake, &rt_pool.lock);
     if (rt_pool.stop)
       break;
-    seen = rt_pool.generation;
+    rt_pool.slots--;
     RtJob *job = rt_pool.job;
     pthread_mutex_unlock(&rt_pool.lock);
     rt_run_chunks(job);
@@ -133,7 +131,7 @@ static void rt_atfork_child(void) {
   free(rt_pool.workers);
   rt_pool.workers = NULL;
   rt_pool.nworkers = 0;
-  rt_pool.pending = 0;
+  rt_pool.pending = rt_pool.slots = 0;
   rt_pool.stop = false;
   rt_pool.job = NULL;
 }
@@ -170,7 +168,6 @@ static void rt_pool_resize(int want) {
   if (!rt_pool.workers)
     return;
   pthread_mutex_lock(&rt_pool.lock);
-  rt_pool.spawn_gen = rt_pool.generation;
   for (int i = 0; i < want; i++) {
     if (pthread_create(&rt_pool.workers[i], NULL, rt_worker, NULL) != 0)
       break;
@@ -182,14 +179,18 @@ static void rt_pool_resize(int want) {
 static void rt_run_on_pool(RtJob *job) {
   pthread_mutex_lock(&rt_pool.lock);
   rt_pool.job = job;
-  rt_pool.pending = rt_pool.nworkers;
-  rt_pool.generation++;
-  pthread_cond_broadcast(&rt_pool.wake);
+  int helpers = job->nchunks - 1 < rt_pool.nworkers ? (int)job->nchunks - 1
+                                                    : rt_pool.nworkers;
+  rt_pool.slots = rt_pool.pending = helpers;
+  for (int i = 0; i < helpers; i++)
+    pthread_cond_signal(&rt_pool.wake);
   pthread_mutex_unlock(&rt_pool.lock);
 
   rt_run_chunks(job);
 
   pthread_mutex_lock(&rt_pool.lock);
+  rt_pool.pending -= rt_pool.slots; /* withdraw slots nobody took */
+  rt_pool.slots = 0;
   while (rt_pool.pending > 0)
     pthread_cond_wait(&rt_pool.done, &rt_pool.lock);
   rt_pool.job = NULL;
@@ -220,5 +221,11 @@ void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
   rt_in_body = true;
   rt_run_on_pool(&job);
   rt_in_body = false;
+  pthread_mutex_unlock(&rt_run_lock);
+}
+
+void tdsl_shutdown(void) {
+  pthread_mutex_lock(&rt_run_lock);
+  rt_pool_stop();
   pthread_mutex_unlock(&rt_run_lock);
 }

@@ -84,6 +84,10 @@ typedef void (*tdsl_body_fn)(void *ctx, int64_t begin, int64_t end);
  * made from inside a body runs body(ctx, 0, n) on the calling thread. */
 void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
                        void *ctx);
+/* Stops and joins the pool's workers (the next parallel call starts new
+ * ones). Call it before dlclose() of a shared object that contains the
+ * runtime, and never from inside a body. */
+void tdsl_shutdown(void);
 
 /* ---- Host allocation (alloc.c) --------------------------------------- */
 
