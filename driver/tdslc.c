@@ -10,9 +10,9 @@
  * reads the file, parses, checks and verifies it (program errors: exit 1
  * after the diagnostics; a verifier failure is an internal error, exit 3),
  * then either runs a kernel with the interpreter (run.c) or writes the
- * requested emits.  Only `ir` can be emitted so far; code generation and
- * reports are refused with exit 2 until they exist.
- * Needs: the whole front end (ast.h), ir.h, run.h. */
+ * requested emits: `ir` here, obj/header/llvm/asm through codegen.h; ptx
+ * and reports are refused with exit 2 until they exist.
+ * Needs: the whole front end (ast.h), ir.h, run.h, codegen/codegen.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "../frontend/ast.h"
+#include "../codegen/codegen.h"
 #include "../ir/ir.h"
 #include "run.h"
 
@@ -43,10 +44,10 @@ static const struct {
   bool textual;     /* may go to stdout with -o - */
   const char *missing; /* why it cannot be produced yet, or NULL */
 } emits[EM_COUNT] = {
-    {"obj", ".o", false, "code generation is not available in this build yet"},
-    {"header", ".h", true, "code generation is not available in this build yet"},
-    {"llvm", ".ll", true, "code generation is not available in this build yet"},
-    {"asm", ".s", true, "code generation is not available in this build yet"},
+    {"obj", ".o", false, NULL},
+    {"header", ".h", true, NULL},
+    {"llvm", ".ll", true, NULL},
+    {"asm", ".s", true, NULL},
     {"ptx", ".ptx", true, "code generation is not available in this build yet"},
     {"ir", ".ir", true, NULL},
     {"report", ".report.txt", true,
@@ -468,6 +469,13 @@ static int emit_all(const Options *o, IrModule *m) {
   }
   char *stem = output_stem(o);
   int status = (o->emit >> EM_IR & 1) ? write_ir(o, sel, stem) : 0;
+  CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
+                  .stem = stem, .to_stdout = o->out && !strcmp(o->out, "-")};
+  cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |
+            (o->emit >> EM_ASM & 1 ? CG_ASM : 0) |
+            (o->emit >> EM_LLVM & 1 ? CG_LLVM : 0) |
+            (o->emit >> EM_HEADER & 1 ? CG_HEADER : 0);
+  if (!status && cg.emit) status = cg_emit(sel, &cg);
   free(stem);
   return status;
 }

@@ -548,6 +548,34 @@ bool sym_is_var(const Sym *s, int *id) {
 
 int sym_max_var(const Sym *s) { return s->maxvar; }
 
+SymForm sym_form(const Sym *s, int64_t *value, int *id, const Sym **a,
+                 const Sym **b, int *nterms) {
+  static const SymForm forms[] = {
+      [SK_VAR] = SYMF_VAR, [SK_FLOORDIV] = SYMF_FLOORDIV, [SK_MOD] = SYMF_MOD,
+      [SK_MIN] = SYMF_MIN, [SK_MAX] = SYMF_MAX, [SK_XADD] = SYMF_ADD,
+      [SK_XMUL] = SYMF_MUL, [SK_POLY] = SYMF_POLY, [SK_CONST] = SYMF_CONST};
+  if (s->kind == SK_CONST && value) *value = s->u.value;
+  if (s->kind == SK_VAR && id) *id = s->u.var.id;
+  if (s->kind == SK_POLY) {
+    if (value) *value = s->u.poly.c0;
+    if (nterms) *nterms = s->u.poly.nterms;
+  }
+  if (s->kind != SK_CONST && s->kind != SK_VAR && s->kind != SK_POLY) {
+    if (a) *a = s->u.op.a;
+    if (b) *b = s->u.op.b;
+  }
+  return forms[s->kind];
+}
+
+void sym_term(const Sym *s, int i, int64_t *coef, int *natoms,
+              const Sym *const **atoms) {
+  if (s->kind != SK_POLY || i < 0 || i >= s->u.poly.nterms)
+    ICE("sym_term: not a polynomial term");
+  *coef = s->u.poly.terms[i].coef;
+  *natoms = s->u.poly.terms[i].natoms;
+  *atoms = s->u.poly.terms[i].atoms;
+}
+
 static bool eval_term(const Term *x, const int64_t *env, int64_t *out) {
   int64_t p = x->coef, v;
   for (int i = 0; i < x->natoms; i++)

@@ -64,4 +64,19 @@ int sym_max_var(const Sym *s);
 void sym_print(FILE *f, const Sym *s);
 char *sym_str(Arena *a, const Sym *s);
 
+/* Read-only structure, for code generators (additive API).  sym_form
+ * returns the expression's form and sets: *value for SYMF_CONST, *id for
+ * SYMF_VAR, *a and *b for the binary forms, *value (the constant term)
+ * and *nterms for SYMF_POLY (c0 + sum of terms, see sym_term).  Any
+ * output pointer may be NULL. */
+typedef enum SymForm {
+  SYMF_CONST, SYMF_VAR, SYMF_FLOORDIV, SYMF_MOD, SYMF_MIN, SYMF_MAX,
+  SYMF_ADD, SYMF_MUL, SYMF_POLY
+} SymForm;
+SymForm sym_form(const Sym *s, int64_t *value, int *id, const Sym **a,
+                 const Sym **b, int *nterms);
+/* Term i of a SYMF_POLY: coef * atoms[0] * ... * atoms[natoms-1]. */
+void sym_term(const Sym *s, int i, int64_t *coef, int *natoms,
+              const Sym *const **atoms);
+
 #endif

@@ -1,0 +1,37 @@
+/* codegen.h — the interface the driver calls to generate code (spec §7).
+ *
+ * cg_emit lowers every kernel of a module (lower.h), generates LLVM IR for
+ * the CPU (llvm.c), optimizes it and writes the requested files; the
+ * header (header.c) is written from the IR alone.
+ * Needs: ir.h.  Messages go to stderr as "tdslc: error: ...". */
+#ifndef TDSL_CODEGEN_H
+#define TDSL_CODEGEN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../ir/ir.h"
+
+/* What to write (bit set). */
+enum { CG_OBJ = 1, CG_ASM = 2, CG_LLVM = 4, CG_HEADER = 8 };
+
+typedef struct CgOptions {
+  const char *target;  /* host, x86-64, x86-64-v2, -v3, -v4 */
+  int opt_level;       /* 0..3 */
+  unsigned emit;       /* CG_* */
+  const char *stem;    /* output path without extension */
+  bool to_stdout;      /* -o -: the single textual emit goes to stdout */
+} CgOptions;
+
+/* Generates and writes the requested emits.  Returns the exit status:
+ * 0, 1 (a kernel uses an op the backend cannot compile yet, or a file
+ * cannot be written), or 2 (a target this backend does not serve). */
+int cg_emit(IrModule *m, const CgOptions *o);
+
+/* Writes the C header for m (header.c).  Returns 0, or -1 on I/O error. */
+int cg_write_header(const IrModule *m, FILE *f, const char *stem);
+
+/* The C type of a scalar parameter of dtype t ("float", "uint16_t"). */
+const char *cg_scalar_ctype(DType t);
+
+#endif

@@ -1,0 +1,1323 @@
+/* llvm.c — the CPU backend: loop form (lower.h) to LLVM IR through the
+ * LLVM C API, then "default<On>" and object/assembly emission.
+ *
+ * Each kernel K becomes `i32 K(ptr..., scalars..., ptr...)` that
+ *  1. runs the entry checks of spec §7.4 by calling the runtime's helpers
+ *     (tdsl_check_*, tdsl_bind_symbol), binding symbols into an env array;
+ *     every failure branches to one exit that frees scratch and returns
+ *     the code, before any output byte is written;
+ *  2. answers a shape query (every output's data NULL) by writing shapes
+ *     (and strides when the caller gave a strides array);
+ *  3. allocates scratch (tdsl_alloc), runs the nests, frees scratch.
+ * Values are computed in a "compute type": bool as i8 holding 0/1,
+ * integers in their width, f16/bf16/f32 in float, f64 in double; half
+ * types are rounded (fptrunc, nearest even) when stored or cast.
+ * `K_info` returns a constant tdsl_kernel_info.
+ *
+ * Needs: lower.h, codegen.h, llvm-c (LLVM 19), the runtime ABI of
+ * <tdsl/runtime.h> (declared here by hand: generated code only links to
+ * it).  Produces: object, assembly or textual IR. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "codegen.h"
+#include "lower.h"
+
+#define MAXL (2 * TDSL_LF_MAX_RANK)
+#define E_NOMEM (-15)
+#define E_CHECK (-12)
+#define E_OVERFLOW (-7)
+#define DL_CPU 1
+
+typedef struct Loop {
+  LLVMBasicBlockRef pre, header, exit;
+  LLVMValueRef iv;
+} Loop;
+
+typedef struct Cg {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
+  IrModule *m;
+  const IrKernel *k;
+  const LfKernel *lk;
+  LLVMValueRef fn, kname;
+  LLVMBasicBlockRef entry, fail;
+  LLVMValueRef rcphi;
+  LLVMValueRef *args;    /* function parameters */
+  LLVMValueRef envp, boundp;
+  LLVMValueRef *env;     /* symbol values (SSA) once all are bound */
+  LLVMValueRef *base;    /* per buffer: element 0 */
+  LLVMValueRef *slot;    /* per scratch buffer: alloca of its pointer */
+  Loop loops[MAXL];
+  int nloops;
+} Cg;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static LLVMValueRef ci(LLVMTypeRef t, long long v) {
+  return LLVMConstInt(t, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef i64c(Cg *c, long long v) { return ci(c->i64, v); }
+static LLVMValueRef i32c(Cg *c, long long v) { return ci(c->i32, v); }
+
+static LLVMValueRef str(Cg *c, const char *s) {
+  return LLVMBuildGlobalStringPtr(c->b, s, ".str");
+}
+
+/* Declares (once) an external function. */
+static LLVMValueRef fdecl(Cg *c, const char *name, LLVMTypeRef ret,
+                          LLVMTypeRef *ps, unsigned n, int vararg) {
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, name);
+  if (!f) f = LLVMAddFunction(c->mod, name, LLVMFunctionType(ret, ps, n, vararg));
+  return f;
+}
+
+static LLVMValueRef call(Cg *c, LLVMValueRef f, LLVMValueRef *a, unsigned n) {
+  return LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f), f, a, n, "");
+}
+
+/* Runtime check helper `int name(kernel, arg, t, extra...)`. */
+static LLVMValueRef rt_check(Cg *c, const char *name, LLVMValueRef *a,
+                             unsigned n) {
+  LLVMTypeRef ps[8];
+  for (unsigned i = 0; i < n; i++) ps[i] = LLVMTypeOf(a[i]);
+  return call(c, fdecl(c, name, c->i32, ps, n, 0), a, n);
+}
+
+static LLVMValueRef intrinsic(Cg *c, const char *name, LLVMTypeRef *tys,
+                              size_t nty, LLVMValueRef *a, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (!id) ICE("unknown intrinsic %s", name);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(c->mod, id, tys, nty);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(c->ctx, id, tys, nty);
+  return LLVMBuildCall2(c->b, ft, f, a, n, "");
+}
+
+static LLVMValueRef unary_intr(Cg *c, const char *name, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return intrinsic(c, name, &t, 1, &x, 1);
+}
+
+static LLVMValueRef libm(Cg *c, const char *name, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  char buf[32];
+  snprintf(buf, sizeof buf, "%s%s", name, t == c->f32 ? "f" : "");
+  return call(c, fdecl(c, buf, t, &t, 1, 0), &x, 1);
+}
+
+/* An alloca in the entry block (promotable by mem2reg). */
+static LLVMValueRef entry_alloca(Cg *c, LLVMTypeRef t, LLVMValueRef n) {
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(c->entry);
+  if (first) LLVMPositionBuilderBefore(b, first);
+  else LLVMPositionBuilderAtEnd(b, c->entry);
+  LLVMValueRef a = n ? LLVMBuildArrayAlloca(b, t, n, "") : LLVMBuildAlloca(b, t, "");
+  LLVMDisposeBuilder(b);
+  return a;
+}
+
+static LLVMBasicBlockRef block(Cg *c, const char *name) {
+  return LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+}
+
+/* Branches to the failure exit with rc when rc != 0. */
+static void check_rc(Cg *c, LLVMValueRef rc) {
+  LLVMBasicBlockRef ok = block(c, "ok");
+  LLVMValueRef bad = LLVMBuildICmp(c->b, LLVMIntNE, rc, i32c(c, 0), "");
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(c->b);
+  LLVMBuildCondBr(c->b, bad, c->fail, ok);
+  LLVMAddIncoming(c->rcphi, &rc, &here, 1);
+  LLVMPositionBuilderAtEnd(c->b, ok);
+}
+
+/* ---- types ------------------------------------------------------------- */
+
+static LLVMTypeRef storage_type(Cg *c, DType t) {
+  switch (t) {
+  case DT_BOOL: case DT_I8: case DT_U8: return c->i8;
+  case DT_I16: return c->i16;
+  case DT_I32: return c->i32;
+  case DT_I64: return c->i64;
+  case DT_F16: return c->f16;
+  case DT_BF16: return c->i16; /* bits: converted by hand (no libcalls) */
+  case DT_F32: return c->f32;
+  default: return c->f64;
+  }
+}
+
+/* bf16 bits -> float: the high half of an f32. */
+static LLVMValueRef bf16_to_f32v(Cg *c, LLVMValueRef bits) {
+  LLVMValueRef w = LLVMBuildShl(c->b, LLVMBuildZExt(c->b, bits, c->i32, ""),
+                                LLVMConstInt(c->i32, 16, 0), "");
+  return LLVMBuildBitCast(c->b, w, c->f32, "");
+}
+
+/* float -> bf16 bits, round to nearest even; NaN stays a quiet NaN. */
+static LLVMValueRef f32_to_bf16v(Cg *c, LLVMValueRef f) {
+  LLVMValueRef u = LLVMBuildBitCast(c->b, f, c->i32, "");
+  LLVMValueRef lsb = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, LLVMConstInt(c->i32, 16, 0), ""),
+                                  LLVMConstInt(c->i32, 1, 0), "");
+  LLVMValueRef r = LLVMBuildAdd(c->b, u, LLVMBuildAdd(c->b, lsb, LLVMConstInt(c->i32, 0x7FFF, 0), ""), "");
+  r = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, r, LLVMConstInt(c->i32, 16, 0), ""), c->i16, "");
+  LLVMValueRef nan = LLVMBuildFCmp(c->b, LLVMRealUNO, f, f, "");
+  LLVMValueRef q = LLVMBuildOr(c->b, LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, u, LLVMConstInt(c->i32, 16, 0), ""), c->i16, ""),
+                               LLVMConstInt(c->i16, 0x40, 0), "");
+  return LLVMBuildSelect(c->b, nan, q, r, "");
+}
+
+/* double -> float rounded to odd, so that a later rounding to bf16 is
+ * the single correctly rounded double -> bf16 conversion. */
+static LLVMValueRef f64_to_f32_odd(Cg *c, LLVMValueRef d) {
+  LLVMValueRef f = LLVMBuildFPTrunc(c->b, d, c->f32, "");
+  LLVMValueRef back = LLVMBuildFPExt(c->b, f, c->f64, "");
+  LLVMValueRef inexact = LLVMBuildFCmp(c->b, LLVMRealONE, back, d, "");
+  LLVMValueRef ab = unary_intr(c, "llvm.fabs", back), ad = unary_intr(c, "llvm.fabs", d);
+  LLVMValueRef u = LLVMBuildBitCast(c->b, f, c->i32, "");
+  LLVMValueRef down = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, ab, ad, ""),
+                                      LLVMBuildSub(c->b, u, LLVMConstInt(c->i32, 1, 0), ""), u, "");
+  LLVMValueRef odd = LLVMBuildOr(c->b, down, LLVMConstInt(c->i32, 1, 0), "");
+  return LLVMBuildBitCast(c->b, LLVMBuildSelect(c->b, inexact, odd, u, ""), c->f32, "");
+}
+
+static LLVMTypeRef compute_type(Cg *c, DType t) {
+  if (t == DT_F16 || t == DT_BF16) return c->f32;
+  return storage_type(c, t);
+}
+
+static bool is_unsigned(DType t) { return t == DT_BOOL || t == DT_U8; }
+
+static LLVMValueRef to_bool(Cg *c, LLVMValueRef v) {
+  LLVMValueRef nz = LLVMTypeOf(v) == c->f32 || LLVMTypeOf(v) == c->f64
+                        ? LLVMBuildFCmp(c->b, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "")
+                        : LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+  return LLVMBuildZExt(c->b, nz, c->i8, "");
+}
+
+/* Converts v (compute type of `from`) to the compute type of `to` with
+ * the cast rules of spec §5.4. */
+static LLVMValueRef convert(Cg *c, LLVMValueRef v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DT_BOOL) return to_bool(c, v);
+  if (to == DT_BF16) {
+    LLVMValueRef f = v;
+    if (!dtype_is_float(from))
+      f = is_unsigned(from) ? LLVMBuildUIToFP(c->b, v, c->f64, "") : LLVMBuildSIToFP(c->b, v, c->f64, "");
+    if (LLVMTypeOf(f) == c->f64) f = f64_to_f32_odd(c, f);
+    return bf16_to_f32v(c, f32_to_bf16v(c, f));
+  }
+  LLVMTypeRef st = storage_type(c, to), ct = compute_type(c, to);
+  if (dtype_is_float(from)) {
+    if (dtype_is_float(to)) {
+      LLVMTypeRef ft = LLVMTypeOf(v);
+      if (st == ft) return v;
+      LLVMValueRef r = st == c->f64 ? LLVMBuildFPExt(c->b, v, st, "")
+                                    : LLVMBuildFPTrunc(c->b, v, st, "");
+      return st == ct ? r : LLVMBuildFPExt(c->b, r, ct, "");
+    }
+    LLVMTypeRef tys[2] = {st, LLVMTypeOf(v)};
+    return intrinsic(c, is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat",
+                     tys, 2, &v, 1);
+  }
+  if (dtype_is_float(to)) {
+    LLVMValueRef r = is_unsigned(from) ? LLVMBuildUIToFP(c->b, v, st, "")
+                                       : LLVMBuildSIToFP(c->b, v, st, "");
+    return st == ct ? r : LLVMBuildFPExt(c->b, r, ct, "");
+  }
+  unsigned fw = LLVMGetIntTypeWidth(LLVMTypeOf(v)), tw = LLVMGetIntTypeWidth(st);
+  if (fw == tw) return v;
+  if (fw > tw) return LLVMBuildTrunc(c->b, v, st, "");
+  return is_unsigned(from) ? LLVMBuildZExt(c->b, v, st, "")
+                           : LLVMBuildSExt(c->b, v, st, "");
+}
+
+/* ---- symbolic integers ------------------------------------------------- */
+
+static LLVMValueRef smin(Cg *c, LLVMValueRef a, LLVMValueRef b, bool max) {
+  LLVMValueRef lt = LLVMBuildICmp(c->b, max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
+  return LLVMBuildSelect(c->b, lt, a, b, "");
+}
+
+/* Python // and % on signed integers of any width; x // 0 and x % 0 give
+ * 0 (no trap), x // -1 wraps. */
+static LLVMValueRef py_divmod(Cg *c, LLVMValueRef a, LLVMValueRef b, bool mod) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0);
+  LLVMValueRef m1 = LLVMConstAllOnes(t);
+  LLVMValueRef b0 = LLVMBuildICmp(c->b, LLVMIntEQ, b, zero, "");
+  LLVMValueRef bm1 = LLVMBuildICmp(c->b, LLVMIntEQ, b, m1, "");
+  LLVMValueRef safe = LLVMBuildSelect(c->b, LLVMBuildOr(c->b, b0, bm1, ""), one, b, "");
+  LLVMValueRef q = LLVMBuildSDiv(c->b, a, safe, ""), r = LLVMBuildSRem(c->b, a, safe, "");
+  LLVMValueRef adj = LLVMBuildAnd(
+      c->b, LLVMBuildICmp(c->b, LLVMIntNE, r, zero, ""),
+      LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildICmp(c->b, LLVMIntSLT, r, zero, ""),
+                    LLVMBuildICmp(c->b, LLVMIntSLT, b, zero, ""), ""), "");
+  if (mod) {
+    LLVMValueRef res = LLVMBuildSelect(c->b, adj, LLVMBuildAdd(c->b, r, b, ""), r, "");
+    return LLVMBuildSelect(c->b, LLVMBuildOr(c->b, b0, bm1, ""), zero, res, "");
+  }
+  LLVMValueRef res = LLVMBuildSelect(c->b, adj, LLVMBuildSub(c->b, q, one, ""), q, "");
+  res = LLVMBuildSelect(c->b, bm1, LLVMBuildSub(c->b, zero, a, ""), res, "");
+  return LLVMBuildSelect(c->b, b0, zero, res, "");
+}
+
+static LLVMValueRef sym_val(Cg *c, const Sym *s) {
+  int64_t v;
+  int id, n;
+  const Sym *a, *b;
+  switch (sym_form(s, &v, &id, &a, &b, &n)) {
+  case SYMF_CONST: return i64c(c, v);
+  case SYMF_VAR:
+    if (!c->env || id < 0 || id >= c->k->nsyms) ICE("symbol %d used before it is bound", id);
+    return c->env[id];
+  case SYMF_FLOORDIV: return py_divmod(c, sym_val(c, a), sym_val(c, b), false);
+  case SYMF_MOD: return py_divmod(c, sym_val(c, a), sym_val(c, b), true);
+  case SYMF_MIN: return smin(c, sym_val(c, a), sym_val(c, b), false);
+  case SYMF_MAX: return smin(c, sym_val(c, a), sym_val(c, b), true);
+  case SYMF_ADD: return LLVMBuildAdd(c->b, sym_val(c, a), sym_val(c, b), "");
+  case SYMF_MUL: return LLVMBuildMul(c->b, sym_val(c, a), sym_val(c, b), "");
+  case SYMF_POLY: break;
+  }
+  LLVMValueRef acc = i64c(c, v);
+  for (int i = 0; i < n; i++) {
+    int64_t coef;
+    int na;
+    const Sym *const *atoms;
+    sym_term(s, i, &coef, &na, &atoms);
+    LLVMValueRef t = i64c(c, coef);
+    for (int j = 0; j < na; j++) t = LLVMBuildMul(c->b, t, sym_val(c, atoms[j]), "");
+    acc = LLVMBuildAdd(c->b, acc, t, "");
+  }
+  return acc;
+}
+
+/* The same expression in double: only a magnitude, used to refuse scratch
+ * sizes whose int64 arithmetic would wrap. */
+static LLVMValueRef sym_mag(Cg *c, const Sym *s) {
+  int64_t v;
+  int id, n;
+  const Sym *a, *b;
+  LLVMValueRef x, y;
+  switch (sym_form(s, &v, &id, &a, &b, &n)) {
+  case SYMF_CONST: return LLVMConstReal(c->f64, (double)v);
+  case SYMF_VAR: return LLVMBuildSIToFP(c->b, sym_val(c, s), c->f64, "");
+  case SYMF_POLY: break;
+  default:
+    x = sym_mag(c, a), y = sym_mag(c, b);
+    switch (sym_form(s, NULL, NULL, NULL, NULL, NULL)) {
+    case SYMF_ADD: return LLVMBuildFAdd(c->b, x, y, "");
+    case SYMF_MUL: return LLVMBuildFMul(c->b, x, y, "");
+    case SYMF_MOD: return y; /* |a % b| < |b| */
+    case SYMF_FLOORDIV: return x; /* sizes: b >= 1 */
+    default: return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, x, y, ""), x, y, "");
+    }
+  }
+  LLVMValueRef acc = LLVMConstReal(c->f64, (double)v);
+  for (int i = 0; i < n; i++) {
+    int64_t coef;
+    int na;
+    const Sym *const *atoms;
+    sym_term(s, i, &coef, &na, &atoms);
+    LLVMValueRef t = LLVMConstReal(c->f64, (double)coef);
+    for (int j = 0; j < na; j++) t = LLVMBuildFMul(c->b, t, sym_mag(c, atoms[j]), "");
+    acc = LLVMBuildFAdd(c->b, acc, t, "");
+  }
+  return acc;
+}
+
+/* ---- DLTensor fields (x86-64 / AArch64 LP64 layout) --------------------- */
+
+static LLVMValueRef field(Cg *c, LLVMValueRef t, int off, LLVMTypeRef ty) {
+  LLVMValueRef o = i64c(c, off);
+  LLVMValueRef p = LLVMBuildGEP2(c->b, c->i8, t, &o, 1, "");
+  return LLVMBuildLoad2(c->b, ty, p, "");
+}
+
+static LLVMValueRef dl_data(Cg *c, LLVMValueRef t) { return field(c, t, 0, c->ptr); }
+static LLVMValueRef dl_shape(Cg *c, LLVMValueRef t) { return field(c, t, 24, c->ptr); }
+static LLVMValueRef dl_strides(Cg *c, LLVMValueRef t) { return field(c, t, 32, c->ptr); }
+
+static LLVMValueRef idx_load(Cg *c, LLVMValueRef arr, int i) {
+  LLVMValueRef o = i64c(c, i);
+  return LLVMBuildLoad2(c->b, c->i64, LLVMBuildGEP2(c->b, c->i64, arr, &o, 1, ""), "");
+}
+
+/* data + byte_offset. */
+static LLVMValueRef dl_base(Cg *c, LLVMValueRef t) {
+  LLVMValueRef off = field(c, t, 40, c->i64);
+  return LLVMBuildGEP2(c->b, c->i8, dl_data(c, t), &off, 1, "");
+}
+
+/* Stride of dim d: strides[d], or row-major when strides == NULL (size-0
+ * dims count as 1). */
+static LLVMValueRef dl_stride(Cg *c, LLVMValueRef t, int rank, int d) {
+  LLVMValueRef st = dl_strides(c, t);
+  LLVMBasicBlockRef given = block(c, "strides"), dflt = block(c, "rowmajor"),
+                    join = block(c, "stride");
+  LLVMBuildCondBr(c->b, LLVMBuildIsNull(c->b, st, ""), dflt, given);
+  LLVMPositionBuilderAtEnd(c->b, given);
+  LLVMValueRef a = idx_load(c, st, d);
+  LLVMBuildBr(c->b, join);
+  LLVMPositionBuilderAtEnd(c->b, dflt);
+  LLVMValueRef sh = dl_shape(c, t), p = i64c(c, 1);
+  for (int j = d + 1; j < rank; j++)
+    p = LLVMBuildMul(c->b, p, smin(c, idx_load(c, sh, j), i64c(c, 1), true), "");
+  LLVMBuildBr(c->b, join);
+  LLVMPositionBuilderAtEnd(c->b, join);
+  LLVMValueRef phi = LLVMBuildPhi(c->b, c->i64, "");
+  LLVMValueRef vals[2] = {a, p};
+  LLVMBasicBlockRef bbs[2] = {given, dflt};
+  LLVMAddIncoming(phi, vals, bbs, 2);
+  return phi;
+}
+
+/* DLDataType passed by value: {code, bits, lanes} packed in an i32. */
+static LLVMValueRef dl_dtype(Cg *c, DType t) {
+  int code = t == DT_BOOL ? 6 : t == DT_BF16 ? 4 : dtype_is_float(t) ? 2
+           : t == DT_U8 ? 1 : 0;
+  return i32c(c, code | (8 * dtype_size(t)) << 8 | 1 << 16);
+}
+
+/* ---- entry checks --------------------------------------------------------- */
+
+typedef struct Arg {
+  const char *cname;
+  LLVMValueRef t, name;
+  DType dtype;
+  int rank, layout;
+  const Sym **shape;
+} Arg;
+
+static Arg param_arg(Cg *c, int i) {
+  const IrParam *p = &c->k->params[i];
+  return (Arg){p->name, c->args[i], str(c, p->name), p->dtype, p->rank, (int)p->layout,
+               p->shape};
+}
+
+static Arg result_arg(Cg *c, int i) {
+  const IrResult *r = &c->k->results[i];
+  char name[32];
+  snprintf(name, sizeof name, "out%d", i);
+  return (Arg){"result", c->args[c->k->nparams + i], str(c, name), r->dtype, r->rank,
+               (int)r->layout, r->shape};
+}
+
+static void check3(Cg *c, const char *fn, const Arg *a) {
+  LLVMValueRef v[3] = {c->kname, a->name, a->t};
+  check_rc(c, rt_check(c, fn, v, 3));
+}
+
+static void check_tensor(Cg *c, const Arg *a) {
+  LLVMValueRef v[6] = {c->kname, a->name, a->t, dl_dtype(c, a->dtype),
+                       i32c(c, a->rank), i32c(c, DL_CPU)};
+  check_rc(c, rt_check(c, "tdsl_check_tensor", v, 6));
+}
+
+static void check_dim(Cg *c, const Arg *a, int d, LLVMValueRef want, const Sym *text) {
+  LLVMValueRef v[6] = {c->kname, a->name, a->t, i32c(c, d), want,
+                       str(c, sym_str(c->m->arena, text))};
+  check_rc(c, rt_check(c, "tdsl_check_dim", v, 6));
+}
+
+/* Binds size symbols from parameter dims, checks the static ones. */
+static void bind_param_dims(Cg *c, const Arg *a) {
+  for (int d = 0; d < a->rank; d++) {
+    int id;
+    if (sym_is_var(a->shape[d], &id) && c->k->syms[id].kind == SYMK_SIZE) {
+      LLVMValueRef o = i64c(c, id);
+      LLVMValueRef v[7] = {c->kname, a->name, a->t, i32c(c, d),
+                           str(c, c->k->syms[id].name),
+                           LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""),
+                           LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, "")};
+      check_rc(c, rt_check(c, "tdsl_bind_symbol", v, 7));
+    } else {
+      int64_t want;
+      if (!sym_is_const(a->shape[d], &want))
+        ICE("parameter '%s' dim %d is neither a constant nor a symbol", a->cname, d);
+      check_dim(c, a, d, i64c(c, want), a->shape[d]);
+    }
+  }
+}
+
+/* Stride symbols, then every symbol loaded into SSA values. */
+static void bind_strides(Cg *c) {
+  for (int s = 0; s < c->k->nsyms; s++) {
+    const IrSymVar *sv = &c->k->syms[s];
+    if (sv->kind != SYMK_STRIDE) continue;
+    const IrParam *p = &c->k->params[sv->param];
+    LLVMValueRef o = i64c(c, s);
+    LLVMBuildStore(c->b, dl_stride(c, c->args[sv->param], p->rank, sv->dim),
+                   LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""));
+  }
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int s = 0; s < c->k->nsyms; s++) c->env[s] = idx_load(c, c->envp, s);
+}
+
+static void run_ir_checks(Cg *c) {
+  for (int i = 0; i < c->k->nchecks; i++) {
+    const IrCheck *ck = &c->k->checks[i];
+    LLVMValueRef l = sym_val(c, ck->lhs), r = sym_val(c, ck->rhs);
+    LLVMIntPredicate pr = ck->op == CHK_EQ ? LLVMIntEQ : ck->op == CHK_LE ? LLVMIntSLE : LLVMIntSLT;
+    LLVMValueRef ok = LLVMBuildICmp(c->b, pr, l, r, "");
+    LLVMBasicBlockRef bad = block(c, "check_failed"), next = block(c, "checked");
+    LLVMBuildCondBr(c->b, ok, next, bad);
+    LLVMPositionBuilderAtEnd(c->b, bad);
+    LLVMTypeRef ps[2] = {c->i32, c->ptr};
+    LLVMValueRef f = fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1);
+    LLVMValueRef a[4] = {i32c(c, E_CHECK), str(c, "kernel '%s': %s"), c->kname,
+                         str(c, ck->msg ? ck->msg : "run-time check failed")};
+    LLVMValueRef rc = call(c, f, a, 4);
+    LLVMBuildBr(c->b, c->fail);
+    LLVMAddIncoming(c->rcphi, &rc, &bad, 1);
+    LLVMPositionBuilderAtEnd(c->b, next);
+  }
+}
+
+static LLVMValueRef ptr_array(Cg *c, LLVMValueRef *v, int n) {
+  if (n == 0) return LLVMConstNull(c->ptr);
+  LLVMValueRef a = entry_alloca(c, c->ptr, i32c(c, n));
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef o = i64c(c, i);
+    LLVMBuildStore(c->b, v[i], LLVMBuildGEP2(c->b, c->ptr, a, &o, 1, ""));
+  }
+  return a;
+}
+
+static void check_overlap(Cg *c, Arg *in, int nin, Arg *out, int nout) {
+  LLVMValueRef t[2][64], nm[2][64];
+  if (nin > 64 || nout > 64) ICE("too many arguments");
+  for (int i = 0; i < nin; i++) t[0][i] = in[i].t, nm[0][i] = in[i].name;
+  for (int i = 0; i < nout; i++) t[1][i] = out[i].t, nm[1][i] = out[i].name;
+  LLVMValueRef v[7] = {c->kname, ptr_array(c, t[1], nout), ptr_array(c, nm[1], nout),
+                       i32c(c, nout), ptr_array(c, t[0], nin),
+                       ptr_array(c, nm[0], nin), i32c(c, nin)};
+  check_rc(c, rt_check(c, "tdsl_check_overlap_named", v, 7));
+}
+
+/* Writes output shapes (and strides when given): the shape query. */
+static void write_shapes(Cg *c, const Arg *a) {
+  LLVMValueRef sh = dl_shape(c, a->t), dims[TDSL_LF_MAX_RANK];
+  for (int d = 0; d < a->rank; d++) {
+    dims[d] = sym_val(c, a->shape[d]);
+    LLVMValueRef o = i64c(c, d);
+    LLVMBuildStore(c->b, dims[d], LLVMBuildGEP2(c->b, c->i64, sh, &o, 1, ""));
+  }
+  LLVMValueRef st = dl_strides(c, a->t);
+  LLVMBasicBlockRef wr = block(c, "write_strides"), done = block(c, "strides_done");
+  LLVMBuildCondBr(c->b, LLVMBuildIsNull(c->b, st, ""), done, wr);
+  LLVMPositionBuilderAtEnd(c->b, wr);
+  int order[TDSL_LF_MAX_RANK] = {0, 1, 2, 3};
+  bool cl = a->layout == LAYOUT_CHANNELS_LAST && a->rank == 4;
+  if (cl) order[1] = 2, order[2] = 3, order[3] = 1; /* N H W C */
+  else for (int d = 0; d < a->rank; d++) order[d] = d;
+  LLVMValueRef acc = i64c(c, 1);
+  for (int j = a->rank - 1; j >= 0; j--) {
+    LLVMValueRef o = i64c(c, order[j]);
+    LLVMBuildStore(c->b, acc, LLVMBuildGEP2(c->b, c->i64, st, &o, 1, ""));
+    acc = LLVMBuildMul(c->b, acc, smin(c, dims[order[j]], i64c(c, 1), true), "");
+  }
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+/* Emits every check; leaves the builder where computing starts, after a
+ * shape query has returned. */
+static void emit_entry_checks(Cg *c) {
+  Arg in[64], out[64];
+  int nin = 0, nout = c->k->nresults;
+  if (c->k->nparams > 64 || nout > 64) ICE("too many parameters");
+  for (int i = 0; i < c->k->nparams; i++)
+    if (c->k->params[i].is_tensor) in[nin++] = param_arg(c, i);
+  for (int i = 0; i < nout; i++) out[i] = result_arg(c, i);
+  for (int i = 0; i < nin; i++) check_tensor(c, &in[i]);
+  for (int i = 0; i < nout; i++) check_tensor(c, &out[i]);
+  for (int i = 0; i < nin; i++) bind_param_dims(c, &in[i]);
+  bind_strides(c);
+  run_ir_checks(c);
+  for (int i = 0; i < nin; i++) {
+    LLVMValueRef v[4] = {c->kname, in[i].name, in[i].t, i32c(c, in[i].layout)};
+    check_rc(c, rt_check(c, "tdsl_check_layout", v, 4));
+    check3(c, "tdsl_check_data", &in[i]);
+    check3(c, "tdsl_check_align", &in[i]);
+    check3(c, "tdsl_check_extent", &in[i]);
+  }
+  /* shape query: every output's data is NULL */
+  LLVMValueRef all = LLVMConstInt(c->i1, 1, 0);
+  for (int i = 0; i < nout; i++)
+    all = LLVMBuildAnd(c->b, all, LLVMBuildIsNull(c->b, dl_data(c, out[i].t), ""), "");
+  LLVMBasicBlockRef q = block(c, "shape_query"), run = block(c, "run");
+  LLVMBuildCondBr(c->b, all, q, run);
+  LLVMPositionBuilderAtEnd(c->b, q);
+  for (int i = 0; i < nout; i++) write_shapes(c, &out[i]);
+  LLVMBuildRet(c->b, i32c(c, 0));
+  LLVMPositionBuilderAtEnd(c->b, run);
+  for (int i = 0; i < nout; i++) {
+    for (int d = 0; d < out[i].rank; d++)
+      check_dim(c, &out[i], d, sym_val(c, out[i].shape[d]), out[i].shape[d]);
+    LLVMValueRef v[4] = {c->kname, out[i].name, out[i].t, i32c(c, out[i].layout)};
+    check_rc(c, rt_check(c, "tdsl_check_layout", v, 4));
+    if (out[i].layout == LAYOUT_STRIDED)
+      check3(c, "tdsl_check_internal_overlap", &out[i]);
+    check3(c, "tdsl_check_data", &out[i]);
+    check3(c, "tdsl_check_align", &out[i]);
+    check3(c, "tdsl_check_extent", &out[i]);
+  }
+  check_overlap(c, in, nin, out, nout);
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+
+static LLVMValueRef const_buffer(Cg *c, const LfBuf *b) {
+  int64_t n;
+  if (!sym_is_const(b->size, &n)) ICE("tensor constant of symbolic size");
+  size_t bytes = (size_t)n * (size_t)dtype_size(b->dtype);
+  LLVMValueRef init = LLVMConstStringInContext(c->ctx, b->data, (unsigned)bytes, 1);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), ".tensor");
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetAlignment(g, 16);
+  return g;
+}
+
+static void setup_buffers(Cg *c) {
+  const LfKernel *lk = c->lk;
+  for (int i = 0; i < lk->nbufs; i++) {
+    const LfBuf *b = &lk->bufs[i];
+    switch (b->kind) {
+    case LFB_PARAM: c->base[i] = dl_base(c, c->args[b->index]); break;
+    case LFB_OUTPUT: c->base[i] = dl_base(c, c->args[c->k->nparams + b->index]); break;
+    case LFB_CONST: c->base[i] = const_buffer(c, b); break;
+    case LFB_SCALAR: {
+      LLVMValueRef a = c->args[b->index];
+      c->base[i] = entry_alloca(c, LLVMTypeOf(a), NULL);
+      if (b->dtype == DT_BOOL) a = to_bool(c, a);
+      LLVMBuildStore(c->b, a, c->base[i]);
+      break;
+    }
+    case LFB_SCRATCH: {
+      LLVMValueRef mag = LLVMBuildFMul(c->b, sym_mag(c, b->size),
+                                       LLVMConstReal(c->f64, dtype_size(b->dtype)), "");
+      LLVMBasicBlockRef big = block(c, "scratch_overflow"), fits = block(c, "scratch_fits");
+      LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealOLT, mag, LLVMConstReal(c->f64, 0x1p62), ""),
+                      fits, big);
+      LLVMPositionBuilderAtEnd(c->b, big);
+      LLVMTypeRef ps[2] = {c->i32, c->ptr};
+      LLVMValueRef ea[3] = {i32c(c, E_OVERFLOW), str(c, "kernel '%s': an intermediate "
+                            "tensor is too large (its size overflows int64)"), c->kname};
+      LLVMValueRef erc = call(c, fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1), ea, 3);
+      LLVMBuildBr(c->b, c->fail);
+      LLVMAddIncoming(c->rcphi, &erc, &big, 1);
+      LLVMPositionBuilderAtEnd(c->b, fits);
+      LLVMValueRef bytes = LLVMBuildMul(c->b, sym_val(c, b->size),
+                                        i64c(c, dtype_size(b->dtype)), "");
+      LLVMTypeRef ps2[2] = {c->i64, c->i64};
+      LLVMValueRef a[2] = {bytes, i64c(c, 64)};
+      LLVMValueRef p = call(c, fdecl(c, "tdsl_alloc", c->ptr, ps2, 2, 0), a, 2);
+      LLVMBuildStore(c->b, p, c->slot[i]);
+      LLVMValueRef rc = LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""),
+                                        i32c(c, E_NOMEM), i32c(c, 0), "");
+      check_rc(c, rc);
+      c->base[i] = p;
+      break;
+    }
+    }
+  }
+}
+
+static void free_scratch(Cg *c) {
+  for (int i = 0; i < c->lk->nbufs; i++)
+    if (c->lk->bufs[i].kind == LFB_SCRATCH) {
+      LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->slot[i], "");
+      call(c, fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
+    }
+}
+
+/* ---- loops ------------------------------------------------------------ */
+
+static LLVMValueRef open_loop(Cg *c, LLVMValueRef n) {
+  Loop *l = &c->loops[c->nloops++];
+  l->pre = LLVMGetInsertBlock(c->b);
+  l->header = block(c, "loop");
+  LLVMBasicBlockRef body = block(c, "body");
+  l->exit = block(c, "endloop");
+  LLVMBuildBr(c->b, l->header);
+  LLVMPositionBuilderAtEnd(c->b, l->header);
+  l->iv = LLVMBuildPhi(c->b, c->i64, "i");
+  LLVMValueRef z = i64c(c, 0);
+  LLVMAddIncoming(l->iv, &z, &l->pre, 1);
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, l->iv, n, ""), body, l->exit);
+  LLVMPositionBuilderAtEnd(c->b, body);
+  return l->iv;
+}
+
+static void close_loop(Cg *c) {
+  Loop *l = &c->loops[--c->nloops];
+  LLVMValueRef next = LLVMBuildAdd(c->b, l->iv, i64c(c, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+  LLVMBuildBr(c->b, l->header);
+  LLVMAddIncoming(l->iv, &next, &latch, 1);
+  LLVMPositionBuilderAtEnd(c->b, l->exit);
+}
+
+/* ---- expressions -------------------------------------------------------- */
+
+typedef struct NestCtx {
+  const LfNest *n;
+  LLVMValueRef iv[MAXL];
+  LLVMValueRef ub[MAXL];
+  LLVMValueRef rt_stride[TDSL_LF_MAX_RANK]; /* output strides */
+} NestCtx;
+
+/* Address of a's element at the current loop variables; n: how many loop
+ * variables a's strides cover (loads: all, stores: the outer ones). */
+static LLVMValueRef address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
+  LLVMValueRef idx = sym_val(c, a->offset);
+  if (a->rt_strides) {
+    for (int l = 0; l < x->n->rank; l++)
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], x->rt_stride[l], ""), "");
+  } else if (a->lin_rank) {
+    LLVMValueRef lin = i64c(c, 0);
+    for (int l = 0; l < x->n->rank; l++)
+      lin = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lin, x->ub[l], ""), x->iv[l], "");
+    for (int e = a->lin_rank - 1; e >= 0; e--) {
+      LLVMValueRef sz = smin(c, sym_val(c, a->lin_shape[e]), i64c(c, 1), true);
+      LLVMValueRef co = e ? LLVMBuildURem(c->b, lin, sz, "") : lin;
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, co, sym_val(c, a->stride[e]), ""), "");
+      if (e) lin = LLVMBuildUDiv(c->b, lin, sz, "");
+    }
+  } else {
+    for (int l = 0; l < n; l++)
+      if (!sym_is(a->stride[l], 0))
+        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], sym_val(c, a->stride[l]), ""), "");
+  }
+  return LLVMBuildGEP2(c->b, storage_type(c, dt), c->base[a->buf], &idx, 1, "");
+}
+
+static LLVMValueRef load_el(Cg *c, LLVMValueRef p, DType dt) {
+  LLVMValueRef v = LLVMBuildLoad2(c->b, storage_type(c, dt), p, "");
+  if (dt == DT_BOOL) return to_bool(c, v);
+  if (dt == DT_BF16) return bf16_to_f32v(c, v);
+  if (dt == DT_F16) return LLVMBuildFPExt(c->b, v, c->f32, "");
+  return v;
+}
+
+static void store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
+  if (dt == DT_BOOL) v = to_bool(c, v);
+  if (dt == DT_BF16) v = f32_to_bf16v(c, v);
+  if (dt == DT_F16) v = LLVMBuildFPTrunc(c->b, v, storage_type(c, dt), "");
+  LLVMBuildStore(c->b, v, p);
+}
+
+static LLVMValueRef fconst(LLVMValueRef like, double v) {
+  return LLVMConstReal(LLVMTypeOf(like), v);
+}
+
+static LLVMValueRef sel(Cg *c, LLVMValueRef cond, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(c->b, cond, a, b, "");
+}
+
+static LLVMValueRef fcmp(Cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFCmp(c->b, p, a, b, "");
+}
+
+static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
+  switch (op) {
+  case OP_NEG: return LLVMBuildFNeg(b, x, "");
+  case OP_ABS: return unary_intr(c, "llvm.fabs", x);
+  case OP_EXP: return unary_intr(c, "llvm.exp", x);
+  case OP_LOG: return unary_intr(c, "llvm.log", x);
+  case OP_LOG1P: return libm(c, "log1p", x);
+  case OP_EXPM1: return libm(c, "expm1", x);
+  case OP_SQRT: return unary_intr(c, "llvm.sqrt", x);
+  case OP_RSQRT: return LLVMBuildFDiv(b, one, unary_intr(c, "llvm.sqrt", x), "");
+  case OP_SIN: return unary_intr(c, "llvm.sin", x);
+  case OP_COS: return unary_intr(c, "llvm.cos", x);
+  case OP_TANH: return libm(c, "tanh", x);
+  case OP_SIGMOID:
+  case OP_SILU: {
+    LLVMValueRef d = LLVMBuildFAdd(b, one, unary_intr(c, "llvm.exp", LLVMBuildFNeg(b, x, "")), "");
+    return LLVMBuildFDiv(b, op == OP_SILU ? x : one, d, "");
+  }
+  case OP_RELU: return sel(c, fcmp(c, LLVMRealUGT, x, zero), x, zero);
+  case OP_GELU: {
+    LLVMValueRef t;
+    if (flags & IRF_TANH) {
+      LLVMValueRef x3 = LLVMBuildFMul(b, x, LLVMBuildFMul(b, x, x, ""), "");
+      LLVMValueRef in = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(x, 0.044715), x3, ""), "");
+      t = libm(c, "tanh", LLVMBuildFMul(b, fconst(x, 0.79788456080286535588), in, ""));
+    } else {
+      t = libm(c, "erf", LLVMBuildFMul(b, x, fconst(x, 0.70710678118654752440), ""));
+    }
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, x, fconst(x, 0.5), ""),
+                         LLVMBuildFAdd(b, one, t, ""), "");
+  }
+  case OP_ERF: return libm(c, "erf", x);
+  case OP_FLOOR: return unary_intr(c, "llvm.floor", x);
+  case OP_CEIL: return unary_intr(c, "llvm.ceil", x);
+  case OP_ROUND: return unary_intr(c, "llvm.roundeven", x);
+  case OP_SIGN:
+    return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
+               sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
+  case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
+  default: ICE("unary %s on a float dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+  bool u = is_unsigned(dt);
+  switch (op) {
+  case OP_NEG: return LLVMBuildSub(c->b, zero, x, "");
+  case OP_ABS:
+    return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSLT, x, zero, ""),
+                       LLVMBuildSub(c->b, zero, x, ""), x);
+  case OP_RELU:
+    return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: return x;
+  case OP_SIGN: {
+    LLVMValueRef gt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, x, zero, ""), t, "");
+    if (u) return gt;
+    LLVMValueRef lt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, x, zero, ""), t, "");
+    return LLVMBuildSub(c->b, gt, lt, "");
+  }
+  case OP_BITNOT:
+    return LLVMBuildXor(c->b, x, dt == DT_BOOL ? LLVMConstInt(t, 1, 0) : LLVMConstAllOnes(t), "");
+  default: ICE("unary %s on an integer dtype", op_name(op));
+  }
+}
+
+/* Python // and % of floats, as PyTorch computes them. */
+static LLVMValueRef floordiv_f(Cg *c, LLVMValueRef a, LLVMValueRef b, bool mod) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef zero = fconst(a, 0), m = LLVMBuildFRem(B, a, b, "");
+  LLVMValueRef adj = LLVMBuildAnd(B, fcmp(c, LLVMRealUNE, m, zero),
+                                  LLVMBuildXor(B, fcmp(c, LLVMRealOLT, b, zero),
+                                               fcmp(c, LLVMRealOLT, m, zero), ""), "");
+  if (mod) return sel(c, adj, LLVMBuildFAdd(B, m, b, ""), m);
+  LLVMValueRef q = LLVMBuildFDiv(B, a, b, "");
+  LLVMValueRef div = LLVMBuildFDiv(B, LLVMBuildFSub(B, a, m, ""), b, "");
+  div = sel(c, adj, LLVMBuildFSub(B, div, fconst(a, 1), ""), div);
+  LLVMValueRef fl = unary_intr(c, "llvm.floor", div);
+  LLVMValueRef up = fcmp(c, LLVMRealOGT, LLVMBuildFSub(B, div, fl, ""), fconst(a, 0.5));
+  LLVMValueRef r = sel(c, up, LLVMBuildFAdd(B, fl, fconst(a, 1), ""), fl);
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef cs[2] = {zero, q};
+  r = sel(c, fcmp(c, LLVMRealOEQ, div, zero), intrinsic(c, "llvm.copysign", &t, 1, cs, 2), r);
+  return sel(c, fcmp(c, LLVMRealOEQ, b, zero), q, r);
+}
+
+/* PyTorch's integer pow: a private i64 function, exponentiation by
+ * squaring unrolled over the 64 exponent bits. */
+static LLVMValueRef powi_fn(Cg *c) {
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, "tdsl.powi");
+  if (f) return f;
+  LLVMTypeRef ps[2] = {c->i64, c->i64};
+  f = LLVMAddFunction(c->mod, "tdsl.powi", LLVMFunctionType(c->i64, ps, 2, 0));
+  LLVMSetLinkage(f, LLVMPrivateLinkage);
+  LLVMBuilderRef saved = c->b;
+  c->b = LLVMCreateBuilderInContext(c->ctx);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f, "entry"));
+  LLVMValueRef a = LLVMGetParam(f, 0), e = LLVMGetParam(f, 1), r = i64c(c, 1), x = a;
+  for (int i = 0; i < 64; i++) {
+    LLVMValueRef bit = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, e, i64c(c, i), ""), c->i1, "");
+    r = sel(c, bit, LLVMBuildMul(c->b, r, x, ""), r);
+    x = LLVMBuildMul(c->b, x, x, "");
+  }
+  LLVMValueRef odd = LLVMBuildTrunc(c->b, e, c->i1, "");
+  LLVMValueRef neg = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, a, i64c(c, 1), ""), i64c(c, 1),
+                         sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, a, i64c(c, -1), ""),
+                             sel(c, odd, i64c(c, -1), i64c(c, 1)), i64c(c, 0)));
+  LLVMBuildRet(c->b, sel(c, LLVMBuildICmp(c->b, LLVMIntSLT, e, i64c(c, 0), ""), neg, r));
+  LLVMDisposeBuilder(c->b);
+  c->b = saved;
+  return f;
+}
+
+static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  bool u = is_unsigned(dt);
+  LLVMTypeRef t = LLVMTypeOf(a);
+  switch (op) {
+  case OP_ADD: return LLVMBuildAdd(B, a, b, "");
+  case OP_SUB: return LLVMBuildSub(B, a, b, "");
+  case OP_MUL: return LLVMBuildMul(B, a, b, "");
+  case OP_AND: return LLVMBuildAnd(B, a, b, "");
+  case OP_OR: return LLVMBuildOr(B, a, b, "");
+  case OP_XOR: return LLVMBuildXor(B, a, b, "");
+  case OP_MAXIMUM:
+  case OP_MINIMUM: {
+    LLVMIntPredicate p = op == OP_MAXIMUM ? (u ? LLVMIntUGT : LLVMIntSGT) : (u ? LLVMIntULT : LLVMIntSLT);
+    return sel(c, LLVMBuildICmp(B, p, a, b, ""), a, b);
+  }
+  case OP_FLOORDIV:
+  case OP_MOD:
+    if (!u) return py_divmod(c, a, b, op == OP_MOD);
+    {
+      LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+      LLVMValueRef b0 = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+      LLVMValueRef safe = sel(c, b0, LLVMConstInt(t, 1, 0), b);
+      LLVMValueRef r = op == OP_MOD ? LLVMBuildURem(B, a, safe, "") : LLVMBuildUDiv(B, a, safe, "");
+      return sel(c, b0, zero, r);
+    }
+  case OP_POW: {
+    LLVMValueRef x[2] = {u ? LLVMBuildZExt(B, a, c->i64, "") : LLVMBuildSExt(B, a, c->i64, ""),
+                         u ? LLVMBuildZExt(B, b, c->i64, "") : LLVMBuildSExt(B, b, c->i64, "")};
+    if (t == c->i64) x[0] = a, x[1] = b;
+    LLVMValueRef r = call(c, powi_fn(c), x, 2);
+    return t == c->i64 ? r : LLVMBuildTrunc(B, r, t, "");
+  }
+  default: ICE("binary %s on an integer dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef ab[2] = {a, b};
+  switch (op) {
+  case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+  case OP_SUB: return LLVMBuildFSub(B, a, b, "");
+  case OP_MUL: return LLVMBuildFMul(B, a, b, "");
+  case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+  case OP_FLOORDIV: return floordiv_f(c, a, b, false);
+  case OP_MOD: return floordiv_f(c, a, b, true);
+  case OP_POW: return intrinsic(c, "llvm.pow", &t, 1, ab, 2);
+  case OP_MAXIMUM:
+  case OP_MINIMUM: {
+    LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);
+    return sel(c, fcmp(c, LLVMRealUNO, a, b), fconst(a, NAN), r);
+  }
+  default: ICE("binary %s on a float dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef compare(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef r;
+  int i = op - OP_EQ; /* EQ NE LT LE GT GE */
+  if (dtype_is_float(dt)) {
+    static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                           LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+    r = fcmp(c, fp[i], a, b);
+  } else {
+    static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
+                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    r = LLVMBuildICmp(c->b, is_unsigned(dt) ? up[i] : sp[i], a, b, "");
+  }
+  return LLVMBuildZExt(c->b, r, c->i8, "");
+}
+
+static LLVMValueRef eval(Cg *c, NestCtx *x, const LfExpr *e);
+
+static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
+  LLVMValueRef a[3];
+  for (int j = 0; j < e->nargs; j++) a[j] = eval(c, x, e->args[j]);
+  DType in = e->args[e->op == OP_WHERE ? 1 : 0]->dtype;
+  bool isf = dtype_is_float(in);
+  LLVMValueRef r;
+  switch (op_kind(e->op)) {
+  case IRK_UNARY:
+    if (e->op == OP_LOGICAL_NOT)
+      return LLVMBuildZExt(c->b, isf ? fcmp(c, LLVMRealOEQ, a[0], fconst(a[0], 0))
+                                     : LLVMBuildICmp(c->b, LLVMIntEQ, a[0], LLVMConstInt(LLVMTypeOf(a[0]), 0, 0), ""),
+                           c->i8, "");
+    r = isf ? unary_f(c, e->op, e->flags, a[0]) : unary_i(c, e->op, in, a[0]);
+    break;
+  case IRK_BINARY:
+    r = isf ? binary_f(c, e->op, a[0], a[1]) : binary_i(c, e->op, in, a[0], a[1]);
+    break;
+  case IRK_COMPARE: return compare(c, e->op, in, a[0], a[1]);
+  case IRK_TERNARY:
+    return sel(c, LLVMBuildICmp(c->b, LLVMIntNE, a[0], ci(c->i8, 0), ""), a[1], a[2]);
+  default: ICE("op %s in an elementwise expression", op_name(e->op));
+  }
+  if (e->dtype == DT_BOOL && !isf) r = to_bool(c, r);
+  return convert(c, r, in, e->dtype);
+}
+
+static LLVMValueRef eval(Cg *c, NestCtx *x, const LfExpr *e) {
+  switch (e->kind) {
+  case LFE_LOAD:
+    return load_el(c, address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,
+                              x->n->rank + x->n->nred),
+                   c->lk->bufs[e->acc.buf].dtype);
+  case LFE_CONST:
+    return e->dtype == DT_F64 ? LLVMConstReal(c->f64, e->value.f) : i64c(c, e->value.i);
+  case LFE_SYM: return sym_val(c, e->sym);
+  case LFE_ARANGE:
+    return LLVMBuildFAdd(c->b, LLVMConstReal(c->f64, e->start),
+                         LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, x->iv[e->loop], c->f64, ""),
+                                       LLVMConstReal(c->f64, e->step), ""), "");
+  case LFE_CAST: return convert(c, eval(c, x, e->args[0]), e->args[0]->dtype, e->dtype);
+  case LFE_OP: return eval_op(c, x, e);
+  }
+  ICE("bad loop-form expression");
+}
+
+/* ---- nests -------------------------------------------------------------- */
+
+static DType acc_dtype(DType in) {
+  return in == DT_F64 ? DT_F64 : dtype_is_float(in) ? DT_F32 : DT_I64;
+}
+
+/* The reduction's value for the current outer index. */
+static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
+  const LfNest *n = x->n;
+  Op op = n->reduce;
+  DType in = n->value->dtype, ad = acc_dtype(in);
+  bool isf = dtype_is_float(ad), mx = op == OP_AMAX || op == OP_ARGMAX;
+  bool ext = mx || op == OP_AMIN || op == OP_ARGMIN;
+  LLVMTypeRef t = compute_type(c, ad);
+  LLVMValueRef init = op == OP_PROD ? (isf ? LLVMConstReal(t, 1) : i64c(c, 1))
+                      : !ext ? LLVMConstNull(t)
+                      : isf ? LLVMConstReal(t, mx ? -INFINITY : INFINITY)
+                      : i64c(c, mx ? INT64_MIN : INT64_MAX);
+  LLVMValueRef acc = entry_alloca(c, t, NULL), arg = entry_alloca(c, c->i64, NULL),
+               pos = entry_alloca(c, c->i64, NULL);
+  LLVMBuildStore(c->b, init, acc);
+  LLVMBuildStore(c->b, i64c(c, 0), arg);
+  LLVMBuildStore(c->b, i64c(c, 0), pos);
+  LLVMValueRef total = i64c(c, 1);
+  for (int l = n->rank; l < n->rank + n->nred; l++)
+    total = LLVMBuildMul(c->b, total, x->ub[l], "");
+  for (int l = n->rank; l < n->rank + n->nred; l++) x->iv[l] = open_loop(c, x->ub[l]);
+  LLVMValueRef v = convert(c, eval(c, x, n->value), in, ad);
+  LLVMValueRef a = LLVMBuildLoad2(c->b, t, acc, ""), p = LLVMBuildLoad2(c->b, c->i64, pos, "");
+  LLVMValueRef r;
+  if (op == OP_SUM || op == OP_MEAN) r = isf ? LLVMBuildFAdd(c->b, a, v, "") : LLVMBuildAdd(c->b, a, v, "");
+  else if (op == OP_PROD) r = isf ? LLVMBuildFMul(c->b, a, v, "") : LLVMBuildMul(c->b, a, v, "");
+  else {
+    LLVMValueRef take;
+    if (isf) {
+      LLVMValueRef better = LLVMBuildOr(c->b, fcmp(c, LLVMRealUNO, v, v),
+                                        fcmp(c, mx ? LLVMRealOGT : LLVMRealOLT, v, a), "");
+      take = LLVMBuildAnd(c->b, fcmp(c, LLVMRealORD, a, a), better, "");
+    } else {
+      take = LLVMBuildICmp(c->b, mx ? LLVMIntSGT : LLVMIntSLT, v, a, "");
+    }
+    r = sel(c, take, v, a);
+    LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, arg, "")), arg);
+  }
+  LLVMBuildStore(c->b, r, acc);
+  LLVMBuildStore(c->b, LLVMBuildAdd(c->b, p, i64c(c, 1), ""), pos);
+  for (int l = 0; l < n->nred; l++) close_loop(c);
+  if (op == OP_ARGMAX || op == OP_ARGMIN)
+    return convert(c, LLVMBuildLoad2(c->b, c->i64, arg, ""), DT_I64, n->dtype);
+  r = LLVMBuildLoad2(c->b, t, acc, "");
+  if (op == OP_MEAN)
+    r = LLVMBuildFDiv(c->b, r, LLVMBuildSIToFP(c->b, total, t, ""), "");
+  return convert(c, r, ad, n->dtype);
+}
+
+static void emit_nest(Cg *c, const LfNest *n) {
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) x.ub[l] = sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = sym_val(c, n->red[l]);
+  if (n->store.rt_strides) {
+    const LfBuf *b = &c->lk->bufs[n->store.buf];
+    for (int l = 0; l < n->rank; l++)
+      x.rt_stride[l] = dl_stride(c, c->args[c->k->nparams + b->index], n->rank, l);
+  }
+  for (int l = 0; l < n->rank; l++) x.iv[l] = open_loop(c, x.ub[l]);
+  LLVMValueRef v = n->reduce == OP_COUNT ? eval(c, &x, n->value) : emit_reduce(c, &x);
+  store_el(c, v, address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+  for (int l = 0; l < n->rank; l++) close_loop(c);
+}
+
+/* ---- kernels ------------------------------------------------------------ */
+
+static LLVMTypeRef scalar_arg_type(Cg *c, DType t) {
+  if (t == DT_F16 || t == DT_BF16) return c->i16;
+  return storage_type(c, t);
+}
+
+static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
+  int na = k->nparams + k->nresults;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
+  for (int i = 0; i < k->nparams; i++)
+    ps[i] = k->params[i].is_tensor ? c->ptr : scalar_arg_type(c, k->params[i].dtype);
+  for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
+  c->k = k;
+  c->lk = lk;
+  c->env = NULL;
+  c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
+  c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
+  for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  c->fail = block(c, "fail");
+  LLVMPositionBuilderAtEnd(c->b, c->fail);
+  c->rcphi = LLVMBuildPhi(c->b, c->i32, "rc");
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(lk->nbufs + 1));
+  c->slot = arena_alloc(c->m->arena, sizeof *c->slot * (size_t)(lk->nbufs + 1));
+  for (int i = 0; i < lk->nbufs; i++)
+    if (lk->bufs[i].kind == LFB_SCRATCH) {
+      c->slot[i] = LLVMBuildAlloca(c->b, c->ptr, "scratch");
+      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->slot[i]);
+    }
+  int ns = k->nsyms ? k->nsyms : 1;
+  c->envp = LLVMBuildArrayAlloca(c->b, c->i64, i32c(c, ns), "env");
+  c->boundp = LLVMBuildArrayAlloca(c->b, c->i32, i32c(c, ns), "bound");
+  for (int s = 0; s < ns; s++) {
+    LLVMValueRef o = i64c(c, s);
+    LLVMBuildStore(c->b, i64c(c, 0), LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""));
+    LLVMBuildStore(c->b, i32c(c, 0), LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, ""));
+  }
+  LLVMBuildBr(c->b, start);
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->kname = str(c, k->name);
+  emit_entry_checks(c);
+  setup_buffers(c);
+  for (int i = 0; i < lk->nnests; i++) emit_nest(c, &lk->nests[i]);
+  free_scratch(c);
+  LLVMBuildRet(c->b, i32c(c, 0));
+  LLVMPositionBuilderAtEnd(c->b, c->fail);
+  free_scratch(c);
+  LLVMBuildRet(c->b, c->rcphi);
+}
+
+/* ---- K_info ------------------------------------------------------------- */
+
+static LLVMValueRef cstr(Cg *c, const char *s) {
+  LLVMValueRef init = LLVMConstStringInContext(c->ctx, s, (unsigned)strlen(s), 0);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), ".info.str");
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  return g;
+}
+
+static LLVMValueRef const_array_global(Cg *c, LLVMTypeRef t, LLVMValueRef *v, int n,
+                                       const char *name) {
+  if (n == 0) return LLVMConstNull(c->ptr);
+  LLVMValueRef init = LLVMConstArray2(t, v, (uint64_t)n);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  return g;
+}
+
+/* One tdsl_param_info {name, is_tensor, dtype, ndim, dims, layout}. */
+static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool tensor,
+                               DType dt, int rank, const Sym **shape, int layout) {
+  LLVMValueRef dims[TDSL_LF_MAX_RANK];
+  for (int d = 0; d < rank; d++) dims[d] = cstr(c, sym_str(c->m->arena, shape[d]));
+  LLVMValueRef code = dl_dtype(c, dt);
+  unsigned long long pk = LLVMConstIntGetZExtValue(code);
+  LLVMValueRef dv[3] = {ci(c->i8, (long long)(pk & 255)), ci(c->i8, (long long)(pk >> 8 & 255)),
+                        ci(c->i16, 1)};
+  LLVMValueRef f[6] = {cstr(c, name), i32c(c, tensor), LLVMConstStructInContext(c->ctx, dv, 3, 0),
+                       i32c(c, tensor ? rank : 0),
+                       const_array_global(c, c->ptr, dims, tensor ? rank : 0, ".info.dims"),
+                       i32c(c, tensor ? layout : 0)};
+  return LLVMConstNamedStruct(pt, f, 6);
+}
+
+static void emit_info(Cg *c, const IrKernel *k) {
+  LLVMTypeRef dlt[3] = {c->i8, c->i8, c->i16};
+  LLVMTypeRef pf[6] = {c->ptr, c->i32, LLVMStructTypeInContext(c->ctx, dlt, 3, 0), c->i32,
+                       c->ptr, c->i32};
+  LLVMTypeRef pt = LLVMGetTypeByName2(c->ctx, "tdsl_param_info");
+  if (!pt) {
+    pt = LLVMStructCreateNamed(c->ctx, "tdsl_param_info");
+    LLVMStructSetBody(pt, pf, 6, 0);
+  }
+  LLVMValueRef *p = arena_alloc(c->m->arena, sizeof *p * (size_t)(k->nparams + k->nresults + 1));
+  for (int i = 0; i < k->nparams; i++) {
+    const IrParam *q = &k->params[i];
+    p[i] = param_info(c, pt, q->name, q->is_tensor, q->dtype, q->rank, q->shape, (int)q->layout);
+  }
+  for (int i = 0; i < k->nresults; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "out%d", i);
+    const IrResult *r = &k->results[i];
+    p[k->nparams + i] = param_info(c, pt, name, true, r->dtype, r->rank, r->shape, (int)r->layout);
+  }
+  LLVMValueRef f[6] = {cstr(c, k->name), i32c(c, k->nparams),
+                       const_array_global(c, pt, p, k->nparams, ".info.params"),
+                       i32c(c, k->nresults),
+                       const_array_global(c, pt, p + k->nparams, k->nresults, ".info.results"),
+                       i32c(c, DL_CPU)};
+  LLVMValueRef init = LLVMConstStructInContext(c->ctx, f, 6, 0);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), ".info");
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  char name[512];
+  snprintf(name, sizeof name, "%s_info", k->name);
+  LLVMValueRef fn = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->ptr, NULL, 0, 0));
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, fn, "entry"));
+  LLVMBuildRet(c->b, g);
+}
+
+/* ---- module, target, output ---------------------------------------------- */
+
+static void init_types(Cg *c) {
+  c->i1 = LLVMInt1TypeInContext(c->ctx);
+  c->i8 = LLVMInt8TypeInContext(c->ctx);
+  c->i16 = LLVMInt16TypeInContext(c->ctx);
+  c->i32 = LLVMInt32TypeInContext(c->ctx);
+  c->i64 = LLVMInt64TypeInContext(c->ctx);
+  c->f16 = LLVMHalfTypeInContext(c->ctx);
+  c->f32 = LLVMFloatTypeInContext(c->ctx);
+  c->f64 = LLVMDoubleTypeInContext(c->ctx);
+  c->ptr = LLVMPointerTypeInContext(c->ctx, 0);
+  c->vd = LLVMVoidTypeInContext(c->ctx);
+}
+
+static LLVMTargetMachineRef target_machine(const CgOptions *o, char **triple) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  bool host = !strcmp(o->target, "host");
+  *triple = host ? LLVMGetDefaultTargetTriple() : LLVMCreateMessage("x86_64-unknown-linux-gnu");
+  char *cpu = host ? LLVMGetHostCPUName() : LLVMCreateMessage(o->target);
+  char *feat = host ? LLVMGetHostCPUFeatures() : LLVMCreateMessage("");
+  LLVMTargetRef t;
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(*triple, &t, &err)) {
+    fprintf(stderr, "tdslc: error: --target=%s: %s\n", o->target, err);
+    LLVMDisposeMessage(err);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(feat);
+    return NULL;
+  }
+  LLVMCodeGenOptLevel lv = o->opt_level == 0 ? LLVMCodeGenLevelNone
+                         : o->opt_level == 1 ? LLVMCodeGenLevelLess
+                         : o->opt_level == 2 ? LLVMCodeGenLevelDefault
+                                             : LLVMCodeGenLevelAggressive;
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, *triple, cpu, feat, lv,
+                                                    LLVMRelocPIC, LLVMCodeModelDefault);
+  LLVMDisposeMessage(cpu);
+  LLVMDisposeMessage(feat);
+  return tm;
+}
+
+static int write_file(const char *stem, const char *ext, const char *data, size_t n,
+                      bool to_stdout) {
+  if (to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
+  size_t len = strlen(stem) + strlen(ext) + 1;
+  char *path = malloc(len);
+  if (!path) ICE("out of memory");
+  snprintf(path, len, "%s%s", stem, ext);
+  FILE *f = fopen(path, "wb");
+  int bad = !f || fwrite(data, 1, n, f) != n;
+  if (f && fclose(f)) bad = 1;
+  if (bad) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
+  free(path);
+  return bad;
+}
+
+static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOptions *o,
+                        LLVMCodeGenFileType ft, const char *ext) {
+  LLVMMemoryBufferRef buf;
+  char *err = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, ft, &err, &buf))
+    ICE("LLVM code emission failed: %s", err);
+  int s = write_file(o->stem, ext, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf),
+                     o->to_stdout);
+  LLVMDisposeMemoryBuffer(buf);
+  return s;
+}
+
+static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
+  char *triple = NULL, *err = NULL;
+  LLVMTargetMachineRef tm = target_machine(o, &triple);
+  if (!tm) return 2;
+  LLVMSetTarget(mod, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(mod, td);
+  if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &err))
+    ICE("generated LLVM IR is invalid: %s", err);
+  LLVMDisposeMessage(err);
+  char passes[32];
+  snprintf(passes, sizeof passes, "default<O%d>", o->opt_level);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
+  if (e) {
+    char *msg = LLVMGetErrorMessage(e);
+    ICE("LLVM passes failed: %s", msg);
+  }
+  LLVMDisposePassBuilderOptions(po);
+  int s = 0;
+  if (o->emit & CG_LLVM) {
+    char *ir = LLVMPrintModuleToString(mod);
+    s |= write_file(o->stem, ".ll", ir, strlen(ir), o->to_stdout);
+    LLVMDisposeMessage(ir);
+  }
+  if (o->emit & CG_ASM) s |= emit_machine(tm, mod, o, LLVMAssemblyFile, ".s");
+  if (o->emit & CG_OBJ) s |= emit_machine(tm, mod, o, LLVMObjectFile, ".o");
+  LLVMDisposeTargetData(td);
+  LLVMDisposeTargetMachine(tm);
+  LLVMDisposeMessage(triple);
+  return s;
+}
+
+int cg_emit(IrModule *m, const CgOptions *o) {
+  if (!strncmp(o->target, "cuda", 4)) {
+    fprintf(stderr, "tdslc: error: --target=%s: the CUDA backend is not "
+            "available in this build yet\n", o->target);
+    return 2;
+  }
+  LfKernel **lks = arena_alloc(m->arena, sizeof *lks * (size_t)(m->nkernels + 1));
+  int bad = 0;
+  for (int i = 0; i < m->nkernels; i++) {
+    Op op = OP_COUNT;
+    lks[i] = lf_lower(m, m->kernels[i], &op);
+    if (!lks[i]) {
+      fprintf(stderr, "tdslc: error: kernel '%s': op '%s' is not supported by "
+              "the CPU backend yet\n", m->kernels[i]->name, op_name(op));
+      bad = 1;
+    }
+  }
+  if (bad) return 1;
+  if (o->emit & CG_HEADER) {
+    int s;
+    if (o->to_stdout) {
+      s = cg_write_header(m, stdout, o->stem);
+    } else {
+      size_t len = strlen(o->stem) + 3;
+      char *path = malloc(len);
+      if (!path) ICE("out of memory");
+      snprintf(path, len, "%s.h", o->stem);
+      FILE *f = fopen(path, "w");
+      s = f ? cg_write_header(m, f, o->stem) : -1;
+      if (f && fclose(f)) s = -1;
+      if (s) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
+      free(path);
+    }
+    if (s) return 1;
+  }
+  if (!(o->emit & (CG_OBJ | CG_ASM | CG_LLVM))) return 0;
+  Cg c = {.m = m};
+  c.ctx = LLVMContextCreate();
+  c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
+  c.b = LLVMCreateBuilderInContext(c.ctx);
+  init_types(&c);
+  for (int i = 0; i < m->nkernels; i++) {
+    emit_kernel(&c, m->kernels[i], lks[i]);
+    emit_info(&c, m->kernels[i]);
+  }
+  int s = optimize_and_write(c.mod, o);
+  LLVMDisposeBuilder(c.b);
+  LLVMDisposeModule(c.mod);
+  LLVMContextDispose(c.ctx);
+  return s;
+}

@@ -1,0 +1,671 @@
+/* test_codegen.c — the CPU backend end to end: tdslc --emit=obj,header on
+ * small kernels, the object linked with the runtime sources into a shared
+ * object (plus a C file that includes the generated header, so the header
+ * must compile), dlopen'ed, called on random inputs with real strides and
+ * byte offsets, and compared with the reference interpreter (interp_run)
+ * on the same storage, with spec §9's tolerances.  Also: entry-check
+ * error codes with outputs left untouched, the shape query, and the clean
+ * refusal of ops the backend does not compile yet.
+ * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources,
+ * the front end and interpreter (tdslc_core), dlopen. */
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tdsl/runtime.h>
+
+#include "frontend/ast.h"
+#include "ir/interp.h"
+
+#ifndef TDSL_CC
+#define TDSL_CC "cc"
+#endif
+
+/* ---- compiling a kernel --------------------------------------------------- */
+
+typedef struct Lib {
+  void *so;
+  Arena *arena;
+  IrModule *m;
+  char dir[64];
+} Lib;
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int sh(const char *cmd) {
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Compiles src with tdslc, builds k.so, parses src for the interpreter. */
+static void build(Lib *L, const char *src, const char *kernel) {
+  char cmd[4096], path[128];
+  snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_cg_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(L->dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
+  write_text(path, src);
+  snprintf(path, sizeof path, "%s/use.c", L->dir);
+  char use[256];
+  snprintf(use, sizeof use, "#include \"k.h\"\nvoid *tdsl_test_use(void);\n"
+           "void *tdsl_test_use(void) { return (void *)%s_info(); }\n", kernel);
+  write_text(path, use);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header", TDSL_TDSLC,
+           L->dir, L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd,
+           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
+           "-I%s/runtime/include -I%s/runtime -I%s %s/use.c %s/k.o %s/runtime/*.c "
+           "-o %s/k.so -lm -lpthread",
+           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, L->dir, L->dir,
+           TDSL_SOURCE_DIR, L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(path, sizeof path, "%s/k.so", L->dir);
+  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
+  L->arena = arena_new();
+  Diag d;
+  diag_init(&d, "k.tdsl", src, stderr);
+  AstProgram *p = parse_program(L->arena, &d, src);
+  ck_assert_ptr_nonnull(p);
+  L->m = sema_program(L->arena, &d, p, "k.tdsl");
+  ck_assert_ptr_nonnull(L->m);
+}
+
+static void unbuild(Lib *L) {
+  char cmd[256];
+  dlclose(L->so);
+  arena_free(L->arena);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", L->dir);
+  sh(cmd);
+}
+
+static void *sym(Lib *L, const char *name) {
+  void *p = dlsym(L->so, name);
+  ck_assert_msg(p != NULL, "no symbol %s", name);
+  return p;
+}
+
+static const IrKernel *kernel_of(Lib *L, const char *name) {
+  for (int i = 0; i < L->m->nkernels; i++)
+    if (!strcmp(L->m->kernels[i]->name, name)) return L->m->kernels[i];
+  ck_abort_msg("no kernel %s", name);
+  return NULL;
+}
+
+/* Calls a kernel whose parameters are all tensors (exact arities). */
+#define P void *
+static int call(void *fn, void **x, int n) {
+  switch (n) {
+  case 2: return ((int (*)(P, P))fn)(x[0], x[1]);
+  case 3: return ((int (*)(P, P, P))fn)(x[0], x[1], x[2]);
+  case 4: return ((int (*)(P, P, P, P))fn)(x[0], x[1], x[2], x[3]);
+  case 6: return ((int (*)(P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5]);
+  case 9:
+    return ((int (*)(P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4],
+                                                     x[5], x[6], x[7], x[8]);
+  case 13:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12]);
+  default: ck_abort_msg("unsupported arity %d", n);
+  }
+  return 0;
+}
+#undef P
+
+/* ---- tensors -------------------------------------------------------------- */
+
+typedef struct Ten {
+  DLTensor t;
+  HostTensor h;
+  int64_t shape[8], stride[8];
+  void *store;
+  size_t bytes;
+} Ten;
+
+static DLDataType dl_of(DType d) {
+  static const uint8_t code[] = {6, 0, 1, 0, 0, 0, 2, 4, 2, 2};
+  return tdsl_dtype_make(code[d], (uint8_t)(8 * dtype_size(d)));
+}
+
+static unsigned long long rng = 88172645463325252ULL;
+static double urand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void fill_random(DType d, void *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    Scalar v;
+    if (dtype_is_float(d)) v.f = 4 * urand() - 2;
+    else if (d == DT_BOOL) v.i = urand() < 0.5;
+    else if (d == DT_U8) v.i = (int64_t)(urand() * 256);
+    else v.i = (int64_t)(urand() * 201) - 100;
+    if (d == DT_F16) v.f = f16_to_f32(f32_to_f16((float)v.f));
+    if (d == DT_BF16) v.f = bf16_to_f32(f32_to_bf16((float)v.f));
+    scalar_store(d, (char *)p + i * dtype_size(d), v);
+  }
+}
+
+/* A tensor over fresh random storage; strides NULL: row-major (and the
+ * descriptor's strides pointer is NULL too when null_strides). */
+static void ten(Ten *x, DType d, int rank, const int64_t *shape,
+                const int64_t *strides, int64_t off, bool null_strides) {
+  memset(x, 0, sizeof *x);
+  int64_t st = 1, ext = off;
+  for (int i = rank - 1; i >= 0; i--) {
+    x->shape[i] = shape[i];
+    x->stride[i] = strides ? strides[i] : st;
+    st *= shape[i] > 1 ? shape[i] : 1;
+    if (shape[i] > 0) ext += (shape[i] - 1) * x->stride[i];
+  }
+  x->bytes = (size_t)(ext + 1) * (size_t)dtype_size(d);
+  x->store = malloc(x->bytes + 64);
+  fill_random(d, x->store, ext + 1);
+  x->t.data = x->store;
+  x->t.device.device_type = kDLCPU;
+  x->t.ndim = rank;
+  x->t.dtype = dl_of(d);
+  x->t.shape = x->shape;
+  x->t.strides = null_strides ? NULL : x->stride;
+  x->t.byte_offset = (uint64_t)(off * dtype_size(d));
+  x->h.dtype = d;
+  x->h.rank = rank;
+  memcpy(x->h.shape, x->shape, sizeof x->shape);
+  memcpy(x->h.stride, x->stride, sizeof x->stride);
+  x->h.offset = off;
+  x->h.data = x->store;
+}
+
+/* An output: row-major, filled with the byte 0x5A. */
+static void out_ten(Ten *x, DType d, int rank, const int64_t *shape) {
+  ten(x, d, rank, shape, NULL, 0, false);
+  memset(x->store, 0x5A, x->bytes);
+}
+
+static void ten_free(Ten *x) { free(x->store); }
+
+static bool untouched(const Ten *x) {
+  for (size_t i = 0; i < x->bytes; i++)
+    if (((unsigned char *)x->store)[i] != 0x5A) return false;
+  return true;
+}
+
+/* Compares out (row-major) with the interpreter's ref, tolerance by dtype. */
+static void compare(const Ten *out, const HostTensor *ref, bool reduction,
+                    const char *what) {
+  DType d = ref->dtype;
+  int64_t n = host_tensor_numel(ref);
+  ck_assert_int_eq(out->h.dtype, d);
+  double rtol = 0, atol = 0;
+  if (d == DT_F64) rtol = 1e-10, atol = 1e-12;
+  if (d == DT_F32) rtol = reduction ? 1e-4 : 1e-5, atol = reduction ? 1e-5 : 1e-6;
+  if (d == DT_F16 || d == DT_BF16) rtol = atol = 1e-2;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t addr = out->h.offset, rest = i;
+    for (int k = ref->rank - 1; k >= 0; k--) {
+      addr += rest % ref->shape[k] * out->stride[k];
+      rest /= ref->shape[k];
+    }
+    Scalar a = scalar_load(d, (char *)out->store + addr * dtype_size(d));
+    Scalar b = scalar_load(d, (char *)ref->data + i * dtype_size(d));
+    if (dtype_is_float(d)) {
+      bool ok = (isnan(a.f) && isnan(b.f)) || a.f == b.f ||
+                fabs(a.f - b.f) <= atol + rtol * fabs(b.f);
+      ck_assert_msg(ok, "%s: element %lld: got %.9g, want %.9g", what,
+                    (long long)i, a.f, b.f);
+    } else {
+      ck_assert_msg(a.i == b.i, "%s: element %lld: got %lld, want %lld", what,
+                    (long long)i, (long long)a.i, (long long)b.i);
+    }
+  }
+}
+
+/* Runs kernel `name` (tensor parameters only) on ins and checks every
+ * output against the interpreter. */
+static void run_and_compare(Lib *L, const char *name, Ten *ins, int nin,
+                            Ten *outs, int nout, bool reduction) {
+  const IrKernel *k = kernel_of(L, name);
+  void *a[16];
+  InterpArg ia[16];
+  HostTensor ref[16];
+  memset(ia, 0, sizeof ia);
+  for (int i = 0; i < nin; i++) a[i] = &ins[i].t, ia[i].t = ins[i].h;
+  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
+  int rc = call(sym(L, name), a, nin + nout);
+  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
+  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
+  char err[256];
+  ck_assert_int_eq(interp_run(L->m, k, ia, ref, err, sizeof err), 0);
+  for (int i = 0; i < nout; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s out%d", name, i);
+    compare(&outs[i], &ref[i], reduction, what);
+    host_tensor_free(&ref[i]);
+  }
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+static const char *EW =
+    "kernel ew(x: f32[N, 4], y: i32[4], z: f16[N, 1]) -> (f32[N, 4], f16[N, 4], bool[N, 4]) {\n"
+    "  a = x * y + z.exp()\n"
+    "  b = where(a > 0.5, a.sqrt(), -a) // 0.25 + x % 3.0 - maximum(x, a)\n"
+    "  c = z.sigmoid() + z.tanh() - z.abs().log1p() * z.gelu() + z.gelu(approximate=\"tanh\") * y.to(f16)\n"
+    "  return b + x.sin() * a.cos() + x.relu().expm1() + x.erf() - x.floor(), c, (a <= x) ^ (y > 0)\n"
+    "}\n";
+
+START_TEST(elementwise_broadcast_mixed) {
+  Lib L;
+  build(&L, EW, "ew");
+  for (int trial = 0; trial < 3; trial++) {
+    int64_t n = trial == 2 ? 0 : 5 + trial * 7;
+    int64_t sx[2] = {n, 4}, sy[1] = {4}, sz[2] = {n, 1};
+    Ten in[3], out[3];
+    ten(&in[0], DT_F32, 2, sx, NULL, 3, trial == 1);
+    ten(&in[1], DT_I32, 1, sy, NULL, 1, false);
+    ten(&in[2], DT_F16, 2, sz, NULL, 0, false);
+    out_ten(&out[0], DT_F32, 2, sx);
+    out_ten(&out[1], DT_F16, 2, sx);
+    out_ten(&out[2], DT_BOOL, 2, sx);
+    run_and_compare(&L, "ew", in, 3, out, 3, false);
+    for (int i = 0; i < 3; i++) ten_free(&in[i]), ten_free(&out[i]);
+  }
+  unbuild(&L);
+}
+END_TEST
+
+START_TEST(integer_ops_and_casts) {
+  Lib L;
+  const char *src =
+      "kernel ints(a: i32[N], b: u8[N], c: bool[N]) -> (i32[N], u8[N], bool[N], i16[N], i8[N], i64[N]) {\n"
+      "  d = b.to(i32) - 128\n"
+      "  return a // (d % 7 - 3) + a % (d // 9 - 2) + a ** 3 - (-a).abs() * a.sign(), "
+      "b * 7 + b % 5 - (b // 3) * (b // 3), c ^ (a > 0) | ~c & (b < 100), "
+      "(a.to(f32) * 1000.7).to(i16), (a.to(f64) * 3.9).to(i8) + c.to(i8), "
+      "maximum(a.to(i64), d.to(i64)) * minimum(a, d) + ~a\n"
+      "}\n";
+  build(&L, src, "ints");
+  int64_t s[1] = {37};
+  Ten in[3], out[6];
+  ten(&in[0], DT_I32, 1, s, NULL, 2, false);
+  ten(&in[1], DT_U8, 1, s, NULL, 0, false);
+  ten(&in[2], DT_BOOL, 1, s, NULL, 5, false);
+  DType od[6] = {DT_I32, DT_U8, DT_BOOL, DT_I16, DT_I8, DT_I64};
+  for (int i = 0; i < 6; i++) out_ten(&out[i], od[i], 1, s);
+  run_and_compare(&L, "ints", in, 3, out, 6, false);
+  for (int i = 0; i < 3; i++) ten_free(&in[i]);
+  for (int i = 0; i < 6; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
+static const char *VIEWS =
+    "kernel views(x: f32[6, N] strided, y: f64[N, 6], w: bf16[2, N, 3]) -> (f64[N, 2], bf16[N, 2], f32[3, N]) {\n"
+    "  a = x.t()[:, 1:5:2]\n"
+    "  b = w.permute(1, 0, 2).select(2, 1) * w[:, :, 2].T\n"
+    "  return a.to(f64) + y[:, 0:4:2] * y.diagonal(0, 0, 1)[0], b, x[1:4].T.unsqueeze(0).squeeze(0).T\n"
+    "}\n";
+
+START_TEST(views_of_params_with_strides_and_offsets) {
+  Lib L;
+  build(&L, VIEWS, "views");
+  for (int trial = 0; trial < 2; trial++) {
+    int64_t n = 5 + trial;
+    int64_t sx[2] = {6, n}, stx[2] = {1, 7}; /* transposed storage, padded */
+    int64_t sy[2] = {n, 6}, sw[3] = {2, n, 3}, so1[2] = {n, 2}, so2[2] = {3, n};
+    Ten in[3], out[3];
+    ten(&in[0], DT_F32, 2, sx, trial ? stx : NULL, 4, false);
+    ten(&in[1], DT_F64, 2, sy, NULL, 2, false);
+    ten(&in[2], DT_BF16, 3, sw, NULL, 1, true);
+    out_ten(&out[0], DT_F64, 2, so1);
+    out_ten(&out[1], DT_BF16, 2, so1);
+    out_ten(&out[2], DT_F32, 2, so2);
+    run_and_compare(&L, "views", in, 3, out, 3, false);
+    for (int i = 0; i < 3; i++) ten_free(&in[i]), ten_free(&out[i]);
+  }
+  unbuild(&L);
+}
+END_TEST
+
+static const char *RED =
+    "kernel red(x: f32[B, N], h: f16[B, N], k: i32[B, N], d: f64[B, N]) -> "
+    "(f32[B], f32[B, 1], f16[N], i64[B], i64[], i64[B], f32[], f64[N], bf16[B]) {\n"
+    "  return x.sum(1), x.amax(1, keepdim=true), h.mean(0), k.sum(1), x.argmax(), "
+    "k.argmin(1), (x * 0.1 + 1.0).prod(), d.amin(0) + d.mean(0), h.to(bf16).amax(1)\n"
+    "}\n";
+
+START_TEST(reductions) {
+  Lib L;
+  build(&L, RED, "red");
+  int64_t s[2] = {4, 9}, sb[1] = {4}, sb1[2] = {4, 1}, sn[1] = {9};
+  Ten in[4], out[9];
+  ten(&in[0], DT_F32, 2, s, NULL, 0, false);
+  ten(&in[1], DT_F16, 2, s, NULL, 0, false);
+  ten(&in[2], DT_I32, 2, s, NULL, 0, false);
+  ten(&in[3], DT_F64, 2, s, NULL, 0, false);
+  out_ten(&out[0], DT_F32, 1, sb);
+  out_ten(&out[1], DT_F32, 2, sb1);
+  out_ten(&out[2], DT_F16, 1, sn);
+  out_ten(&out[3], DT_I64, 1, sb);
+  out_ten(&out[4], DT_I64, 0, NULL);
+  out_ten(&out[5], DT_I64, 1, sb);
+  out_ten(&out[6], DT_F32, 0, NULL);
+  out_ten(&out[7], DT_F64, 1, sn);
+  out_ten(&out[8], DT_BF16, 1, sb);
+  run_and_compare(&L, "red", in, 4, out, 9, true);
+  for (int i = 0; i < 4; i++) ten_free(&in[i]);
+  for (int i = 0; i < 9; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
+static const char *SRC =
+    "kernel src(x: f32[N, 3]) -> (f32[3, N], f32[N], i64[N, 2]) {\n"
+    "  r = x.t().reshape(3 * N)\n"
+    "  return r.view(3, N) + tensor([[1.0], [2.0], [3.0]]), arange(N).to(f32) * 0.5 + N, "
+    "full([N, 2], 7, i64) + zeros([1, 2], i64) + arange(1, 5, 2)\n"
+    "}\n";
+
+START_TEST(sources_and_reshape_copy) {
+  Lib L;
+  build(&L, SRC, "src");
+  int64_t s[2] = {5, 3}, so[2] = {3, 5}, s1[1] = {5}, s2[2] = {5, 2};
+  Ten in[1], out[3];
+  ten(&in[0], DT_F32, 2, s, NULL, 1, false);
+  out_ten(&out[0], DT_F32, 2, so);
+  out_ten(&out[1], DT_F32, 1, s1);
+  out_ten(&out[2], DT_I64, 2, s2);
+  run_and_compare(&L, "src", in, 1, out, 3, false);
+  ten_free(&in[0]);
+  for (int i = 0; i < 3; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
+static const char *CL =
+    "kernel cl(x: f32[N, C, H, W] channels_last) -> f32[N, C, H, W] channels_last {\n"
+    "  return x * 2.0 + x.mean(1, keepdim=true) - x.amin([2, 3], keepdim=true)\n"
+    "}\n"
+    "kernel second(a: i16[K], b: i16[K]) -> (i16[K], f32[]) {\n"
+    "  return a * b - (a + 1), (a.to(f32) / (b.abs() + 1)).sum()\n"
+    "}\n";
+
+START_TEST(channels_last_and_two_kernels) {
+  Lib L;
+  build(&L, CL, "cl");
+  int64_t s[4] = {2, 3, 4, 5}, st[4] = {60, 1, 15, 3};
+  Ten in[2], out[2];
+  ten(&in[0], DT_F32, 4, s, st, 0, false);
+  ten(&out[0], DT_F32, 4, s, st, 0, false);
+  memset(out[0].store, 0x5A, out[0].bytes);
+  run_and_compare(&L, "cl", in, 1, out, 1, true);
+  ten_free(&in[0]), ten_free(&out[0]);
+  int64_t k[1] = {11};
+  ten(&in[0], DT_I16, 1, k, NULL, 0, false);
+  ten(&in[1], DT_I16, 1, k, NULL, 3, false);
+  out_ten(&out[0], DT_I16, 1, k);
+  out_ten(&out[1], DT_F32, 0, NULL);
+  run_and_compare(&L, "second", in, 2, out, 2, true);
+  for (int i = 0; i < 2; i++) ten_free(&in[i]), ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
+START_TEST(scalar_parameters) {
+  Lib L;
+  build(&L, "kernel sc(x: f32[N], alpha: f32, h: f16, n: i64, flag: bool) -> f32[N] {\n"
+            "  return where(flag, x * alpha + h, x - n)\n}\n", "sc");
+  int64_t s[1] = {6};
+  Ten x, o;
+  ten(&x, DT_F32, 1, s, NULL, 0, false);
+  out_ten(&o, DT_F32, 1, s);
+  typedef int (*Fn)(const DLTensor *, float, uint16_t, int64_t, bool, DLTensor *);
+  Fn f = (Fn)sym(&L, "sc");
+  for (int flag = 0; flag < 2; flag++) {
+    ck_assert_int_eq(f(&x.t, 1.5f, f32_to_f16(0.25f), 3, flag, &o.t), 0);
+    for (int i = 0; i < 6; i++) {
+      float xi = ((float *)x.store)[i], got = ((float *)o.store)[i];
+      float want = flag ? xi * 1.5f + 0.25f : xi - 3.0f;
+      ck_assert_float_eq_tol(got, want, 1e-6);
+    }
+  }
+  ten_free(&x), ten_free(&o);
+  unbuild(&L);
+}
+END_TEST
+
+/* ---- entry checks ---------------------------------------------------------- */
+
+static const char *CHK =
+    "kernel chk(x: f32[N, 4], y: f32[N] strided) -> (f32[N, 4] strided, f32[3]) {\n"
+    "  return x + y.unsqueeze(1), y.narrow(0, 2, 3)\n"
+    "}\n";
+
+typedef int (*ChkFn)(const DLTensor *, const DLTensor *, DLTensor *, DLTensor *);
+
+typedef struct ChkCase {
+  Ten x, y, o0, o1;
+} ChkCase;
+
+static void chk_setup(ChkCase *c, int64_t n) {
+  int64_t sx[2] = {n, 4}, sy[1] = {n}, s3[1] = {3};
+  ten(&c->x, DT_F32, 2, sx, NULL, 0, false);
+  ten(&c->y, DT_F32, 1, sy, NULL, 0, false);
+  out_ten(&c->o0, DT_F32, 2, sx);
+  out_ten(&c->o1, DT_F32, 1, s3);
+}
+
+static void chk_free(ChkCase *c) {
+  ten_free(&c->x), ten_free(&c->y), ten_free(&c->o0), ten_free(&c->o1);
+}
+
+/* Calls chk, expects code, and checks both outputs are untouched. */
+static void expect(Lib *L, ChkCase *c, int code, const char *what) {
+  ChkFn f = (ChkFn)sym(L, "chk");
+  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
+  int rc = f(&c->x.t, &c->y.t, &c->o0.t, &c->o1.t);
+  ck_assert_msg(rc == code, "%s: got %d, want %d (%s)", what, rc, code, last());
+  if (code != 0) {
+    ck_assert_msg(strlen(last()) > 0, "%s: no message", what);
+    ck_assert_msg(strstr(last(), "chk") != NULL, "%s: message '%s' lacks the kernel",
+                  what, last());
+    ck_assert_msg(untouched(&c->o0) && untouched(&c->o1), "%s: outputs written", what);
+  }
+}
+
+START_TEST(entry_checks) {
+  Lib L;
+  build(&L, CHK, "chk");
+  ChkCase c;
+  chk_setup(&c, 6);
+  expect(&L, &c, 0, "valid call");
+  chk_free(&c);
+
+  chk_setup(&c, 6);
+  ChkFn f = (ChkFn)sym(&L, "chk");
+  ck_assert_int_eq(f(NULL, &c.y.t, &c.o0.t, &c.o1.t), TDSL_E_NULL);
+  ck_assert(untouched(&c.o0) && untouched(&c.o1));
+  c.x.t.ndim = 1;
+  expect(&L, &c, TDSL_E_RANK, "rank");
+  c.x.t.ndim = 2;
+  c.x.t.dtype = TDSL_F64;
+  expect(&L, &c, TDSL_E_DTYPE, "dtype");
+  c.x.t.dtype = TDSL_F32;
+  c.y.t.device.device_type = kDLCUDA;
+  expect(&L, &c, TDSL_E_DEVICE, "device");
+  c.y.t.device.device_type = kDLCPU;
+  c.x.shape[1] = 5;
+  expect(&L, &c, TDSL_E_SHAPE, "static dim");
+  c.x.shape[1] = 4;
+  c.y.shape[0] = 7;
+  expect(&L, &c, TDSL_E_SYMBOL, "symbol N seen twice");
+  c.y.shape[0] = 6;
+  c.x.stride[0] = 5; /* x is contiguous: row stride must be 4 */
+  expect(&L, &c, TDSL_E_LAYOUT, "layout");
+  c.x.stride[0] = 4;
+  c.x.t.byte_offset = 2;
+  expect(&L, &c, TDSL_E_ALIGN, "alignment");
+  c.x.t.byte_offset = 0;
+  c.o1.shape[0] = 4;
+  expect(&L, &c, TDSL_E_SHAPE, "output dim");
+  c.o1.shape[0] = 3;
+  c.o0.t.data = c.x.store; /* an output over an input */
+  ck_assert_int_eq(f(&c.x.t, &c.y.t, &c.o0.t, &c.o1.t), TDSL_E_OVERLAP);
+  ck_assert(untouched(&c.o1));
+  c.o0.t.data = c.o0.store;
+  c.o0.stride[1] = 0; /* a strided output mapping two elements to one address */
+  expect(&L, &c, TDSL_E_OVERLAP, "internal overlap");
+  c.o0.stride[1] = 1;
+  c.o1.t.data = NULL;
+  expect(&L, &c, TDSL_E_NULL, "one output without data");
+  c.o1.t.data = c.o1.store;
+  chk_free(&c);
+
+  /* narrow(0, 2, 3) needs N >= 5 */
+  chk_setup(&c, 4);
+  expect(&L, &c, TDSL_E_CHECK, "run-time check");
+  chk_free(&c);
+
+  /* shape query */
+  chk_setup(&c, 6);
+  /* (the runtime's tdsl_check_tensor rejects negative dims, so a query's
+   * shape arrays start at zero) */
+  int64_t shp0[2] = {0, 0}, shp1[1] = {0}, st0[2] = {-1, -1};
+  c.o0.t.data = c.o1.t.data = NULL;
+  c.o0.t.shape = shp0, c.o0.t.strides = st0;
+  c.o1.t.shape = shp1, c.o1.t.strides = NULL;
+  ck_assert_int_eq(f(&c.x.t, &c.y.t, &c.o0.t, &c.o1.t), 0);
+  ck_assert_int_eq(shp0[0], 6);
+  ck_assert_int_eq(shp0[1], 4);
+  ck_assert_int_eq(st0[0], 4);
+  ck_assert_int_eq(st0[1], 1);
+  ck_assert_int_eq(shp1[0], 3);
+  chk_free(&c);
+
+  /* a strided y with byte offset and a strided (column-major) output */
+  chk_setup(&c, 6);
+  int64_t ys[1] = {6}, yst[1] = {3};
+  ten_free(&c.y);
+  ten(&c.y, DT_F32, 1, ys, yst, 2, false);
+  c.o0.stride[0] = 1, c.o0.stride[1] = 6;
+  expect(&L, &c, 0, "strided arguments");
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 4; j++) {
+      float xv = ((float *)c.x.store)[i * 4 + j];
+      float yv = ((float *)c.y.store)[2 + 3 * i];
+      ck_assert_float_eq(((float *)c.o0.store)[i + 6 * j], xv + yv);
+    }
+  for (int i = 0; i < 3; i++)
+    ck_assert_float_eq(((float *)c.o1.store)[i], ((float *)c.y.store)[2 + 3 * (2 + i)]);
+  chk_free(&c);
+  unbuild(&L);
+}
+END_TEST
+
+START_TEST(intermediate_overflow) {
+  Lib L;
+  build(&L, "kernel big(x: f32[N] strided) -> f32[] {\n"
+            "  return (x.unsqueeze(1) + x.unsqueeze(0)).sum()\n}\n", "big");
+  int64_t n[1] = {INT64_C(1) << 40}, st[1] = {0}; /* one stored element */
+  Ten x, o;
+  ten(&x, DT_F32, 1, n, st, 0, false);
+  out_ten(&o, DT_F32, 0, NULL);
+  int (*f)(const DLTensor *, DLTensor *) = (int (*)(const DLTensor *, DLTensor *))sym(&L, "big");
+  ck_assert_int_eq(f(&x.t, &o.t), TDSL_E_OVERFLOW);
+  ck_assert(untouched(&o));
+  ten_free(&x), ten_free(&o);
+  unbuild(&L);
+}
+END_TEST
+
+START_TEST(info_and_unsupported) {
+  Lib L;
+  build(&L, EW, "ew");
+  const tdsl_kernel_info *(*info)(void) = (const tdsl_kernel_info *(*)(void))sym(&L, "ew_info");
+  const tdsl_kernel_info *ki = info();
+  ck_assert_str_eq(ki->name, "ew");
+  ck_assert_int_eq(ki->nparams, 3);
+  ck_assert_int_eq(ki->nresults, 3);
+  ck_assert_int_eq(ki->device_type, kDLCPU);
+  ck_assert_str_eq(ki->params[0].name, "x");
+  ck_assert_str_eq(ki->params[0].dims[0], "N");
+  ck_assert_str_eq(ki->params[0].dims[1], "4");
+  ck_assert(tdsl_dtype_equal(ki->params[2].dtype, TDSL_F16));
+  ck_assert(tdsl_dtype_equal(ki->results[2].dtype, TDSL_BOOL));
+  ck_assert_str_eq(ki->results[1].name, "out1");
+  unbuild(&L);
+
+  char dir[] = "/tmp/tdsl_cgu_XXXXXX", cmd[1024], path[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/m.tdsl", dir);
+  write_text(path, "kernel mm(a: f32[2, 3], b: f32[3, 4]) -> f32[2, 4] {\n"
+                   "  return a @ b\n}\n");
+  snprintf(cmd, sizeof cmd, "%s %s -o %s/m.o 2> %s/err.txt", TDSL_TDSLC, path, dir, dir);
+  ck_assert_int_eq(sh(cmd), 1);
+  snprintf(cmd, sizeof cmd,
+           "grep -q \"tdslc: error: kernel 'mm': op 'matmul' is not supported by "
+           "the CPU backend yet\" %s/err.txt", dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
+START_TEST(emit_llvm_and_asm) {
+  char dir[] = "/tmp/tdsl_cge_XXXXXX", cmd[1024], path[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/e.tdsl", dir);
+  write_text(path, EW);
+  const char *targets[] = {"host", "x86-64", "x86-64-v3"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "%s %s -o %s/e.o --emit=llvm,asm,obj --target=%s -O%d",
+             TDSL_TDSLC, path, dir, targets[i], i + 1);
+    ck_assert_int_eq(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q 'define.*i32 @ew(' %s/e.ll && grep -q 'ew_info' %s/e.s",
+             dir, dir);
+    ck_assert_int_eq(sh(cmd), 0);
+  }
+  snprintf(cmd, sizeof cmd, "%s %s -o - --emit=header | grep -q 'int ew(const DLTensor \\*x'",
+           TDSL_TDSLC, path);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("codegen");
+  TCase *t = tcase_create("cpu");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, elementwise_broadcast_mixed);
+  tcase_add_test(t, integer_ops_and_casts);
+  tcase_add_test(t, views_of_params_with_strides_and_offsets);
+  tcase_add_test(t, reductions);
+  tcase_add_test(t, sources_and_reshape_copy);
+  tcase_add_test(t, scalar_parameters);
+  tcase_add_test(t, channels_last_and_two_kernels);
+  tcase_add_test(t, entry_checks);
+  tcase_add_test(t, intermediate_overflow);
+  tcase_add_test(t, info_and_unsupported);
+  tcase_add_test(t, emit_llvm_and_asm);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
