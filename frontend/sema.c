@@ -1201,6 +1201,30 @@ static SVal h_where(Sema *s, CallArgs *c, const Builtin *b) {
   return ew_build(s, OP_WHERE, in, 3, cdt, dt, 0, c->loc);
 }
 
+/* PyTorch (2.x) checks a number bound of an integer clamp against the
+ * result dtype's range: a min below it or a max above it has no effect
+ * and is dropped (*keep = false); a min above it or a max below it is an
+ * error. Symbolic ints and tensor bounds are not checked. */
+static bool clamp_bound_in_range(Sema *s, const SVal *v, bool is_min,
+                                 DType dt, Loc loc, bool *keep) {
+  int64_t x;
+  if (!dtype_is_int(dt) || !is_number(v) || !const_int(v, &x)) return true;
+  int bits = 8 * dtype_size(dt);
+  if (bits == 64) return true;  /* a literal always fits i64 */
+  int64_t lo = dtype_is_signed(dt) ? -((int64_t)1 << (bits - 1)) : 0;
+  int64_t hi = dtype_is_signed(dt) ? ((int64_t)1 << (bits - 1)) - 1
+                                   : ((int64_t)1 << bits) - 1;
+  if (x >= lo && x <= hi) return true;
+  if (is_min ? x < lo : x > hi) {
+    *keep = false;
+    return true;
+  }
+  diag_error(s->d, loc, "clamp() %s value %lld is outside the range of the "
+             "result dtype %s", is_min ? "min" : "max", (long long)x,
+             dtype_name(dt));
+  return false;
+}
+
 static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
@@ -1239,8 +1263,13 @@ static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   DType dt = sema_result_type(s, ops, n);
+  bool keep[3] = {true, true, true};
+  for (int i = 1; i < n; i++)
+    if (!clamp_bound_in_range(s, &ops[i], lo && i == 1, dt, c->loc, &keep[i]))
+      return sv_error();
   SVal r = sv_tensor(sema_cast(s, x, dt, c->loc), c->loc);
   for (int i = 1; i < n; i++) {
+    if (!keep[i]) continue;
     IrRef bnd = sema_to_tensor(s, &ops[i], "a clamp() bound");
     if (bnd < 0) return sv_error();
     SVal bv = sv_tensor(sema_cast(s, bnd, dt, c->loc), ops[i].loc);
@@ -1292,6 +1321,25 @@ static SVal h_flatten(Sema *s, CallArgs *c, const Builtin *b) {
   return do_reshape(s, x, shape, n, c->loc);
 }
 
+/* PyTorch infers unflatten's -1 from the size of the unflattened dim
+ * alone, not from the whole tensor's numel (which may be 0 because of
+ * another dim). Replaces a single -1 when the others divide `size`;
+ * anything else is left to reshape's own checks and messages. */
+static void unflatten_infer(Sema *s, const Sym **sizes, int n,
+                            const Sym *size) {
+  int at = -1;
+  const Sym *rest[MAX_DIMS];
+  int nrest = 0;
+  for (int i = 0; i < n; i++) {
+    if (!sym_is(sizes[i], -1)) rest[nrest++] = sizes[i];
+    else if (at >= 0) return;  /* two -1: reshape reports it */
+    else at = i;
+  }
+  const Sym *p = sym_prod(s->st, rest, nrest), *q;
+  if (at < 0 || sym_is(p, 0)) return;
+  if (sym_div_exact(s->st, size, p, &q)) sizes[at] = q;
+}
+
 static SVal h_unflatten(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
@@ -1323,6 +1371,7 @@ static SVal h_unflatten(Sema *s, CallArgs *c, const Builtin *b) {
       return sv_error();
     if (sym_is(sizes[i], -1)) infer = true;
   }
+  if (infer) unflatten_infer(s, sizes, sz->nitems, v->shape[w]);
   if (!infer && sym_prod(s->st, sizes, sz->nitems) != v->shape[w]) {
     diag_error(s->d, sz->loc,
                "unflatten() sizes %s don't multiply up to the size of dim %d "

@@ -57,6 +57,13 @@ BIN_OPS = ["+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=",
            ">", ">=", "&", "|", "^"]
 
 
+def to_cl(t):
+    """Channels-last strides exactly as spec section 3 declares them,
+    (H*W*C, 1, W*C, C) even for size-1 dims: .contiguous(channels_last)
+    would keep row-major strides when C == 1 or H == W == 1."""
+    return t.to(memory_format=torch.channels_last)
+
+
 class _SafeDims(list):
     """Sizes indexed by possibly out-of-range dims (deliberate errors)."""
 
@@ -147,7 +154,7 @@ class Gen:
             shape = [int(d) if d.isdigit() else symset[d] for d in dims]
             t = gen.make_input(self.nrng, dt, shape or [1], None).reshape(shape)
             if layout == "channels_last":
-                t = t.contiguous(memory_format=torch.channels_last)
+                t = to_cl(t)
             self.params.append((pname, dt, dims, layout, t))
             self.env[pname] = t
             self.vars.append(Var(pname, t))
@@ -378,8 +385,8 @@ class Gen:
             cs = c.name if c.val.dtype == torch.bool else f"{c.name} > 0"
             return f"where({cs}, {a.name}, {bs})"
         if k < 0.88:
-            lo = self.r.choice(["None", "-1", "0.5", "0", bs])
-            hi = self.r.choice(["None", "2", "3.5", bs])
+            lo = self.r.choice(["None", "-1", "0.5", "0", "-200", "300", bs])
+            hi = self.r.choice(["None", "2", "3.5", "1000", "-300", bs])
             return f"clamp({a.name}, {lo}, {hi})"
         if k < 0.94:
             return f"~{a.name}"
@@ -400,6 +407,8 @@ class Gen:
                 args.append(f"dim=[{', '.join(map(str, ds))}]")
             if self.r.random() < 0.4:
                 args.append("keepdim=true")
+        if f == "prod" and a.val.numel() > 40:
+            return None  # huge products overflow: inf vs nan by order
         if f in ("amax", "amin") and not args and self.r.random() < 0.7:
             return None  # torch.amax needs dim=() for all; avoid ambiguity
         if self.r.random() < 0.5:
@@ -468,7 +477,7 @@ class Gen:
         layout = None
         if len(shape) == 4 and self.r.random() < 0.3:
             layout = "channels_last"
-            t = t.contiguous(memory_format=torch.channels_last)
+            t = to_cl(t)
         self.params.append((name, dt, [self.tok(x) for x in shape], layout, t))
         self.env[name] = t
         return name
@@ -521,7 +530,7 @@ class Gen:
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]
-        for _ in range(30):
+        for attempt in range(30):
             nparams = len(self.params)
             expr = getattr(self, self.r.choice(names))()
             if expr is None:
@@ -534,6 +543,9 @@ class Gen:
                     self.stmts.append(f"e = {expr}")
                     self.error = e
                     return
+                del self.params[nparams:]
+                continue
+            if allow_error and attempt < 29:  # hunting for a rejected one
                 del self.params[nparams:]
                 continue
             if not isinstance(val, torch.Tensor) or val.numel() > 20000:
@@ -551,7 +563,7 @@ class Gen:
     def build(self):
         self.make_params()
         nstmt = self.r.randint(1, 6)
-        want_err = self.r.random() < 0.25
+        want_err = self.r.random() < 0.35
         for i in range(nstmt):
             self.statement(allow_error=want_err and i == nstmt - 1)
             if self.error is not None:
@@ -607,15 +619,18 @@ def load_npy(path, dtname):
     return torch.from_numpy(a)
 
 
-def close(got, want, tolclass):
+def close(got, want, tolclass, low=None):
     if got.dtype != want.dtype or list(got.shape) != list(want.shape):
         return False
     if not want.dtype.is_floating_point:
         return torch.equal(got, want)
     g, w = got.double(), want.double()
-    if want.dtype == torch.float64:
+    prec = want.dtype
+    if low is not None and torch.finfo(low).eps > torch.finfo(prec).eps:
+        prec = low
+    if prec == torch.float64:
         rt, at = 1e-10, 1e-12
-    elif want.dtype == torch.float32:
+    elif prec == torch.float32:
         rt, at = (1e-4, 1e-5) if tolclass == "reduce" else (1e-5, 1e-6)
     else:
         rt, at = 1e-2, 1e-2
@@ -674,6 +689,14 @@ class Runner:
 
     def check1(self, g, wd, concrete):
         tolclass = "reduce" if any(op in s for s in g.stmts for op in REDUCE_OPS) else "elementwise"
+        # A result is only as exact as the least precise float computed on
+        # the way (f32 cos cast to f64 carries f32 rounding).
+        fl = [v.dtype for v in g.env.values() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point]
+        low = None
+        for dt in (torch.float16, torch.bfloat16, torch.float32):
+            if dt in fl:
+                low = dt
+                break
         vals = [v.val for v in g.rets]
         decl = []
         for v in vals:
@@ -720,7 +743,7 @@ class Runner:
             want = v.contiguous()
             if want.dtype == torch.bfloat16:
                 pass
-            if not close(got, want, tolclass):
+            if not close(got, want, tolclass, low):
                 return "value", f"result {i} ({NAME_OF[v.dtype]}{list(v.shape)}, {tolclass}): got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}", src, cmd
         return "ok", "", src, cmd
 
