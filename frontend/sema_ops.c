@@ -859,6 +859,14 @@ SVal sema_conv2d(Sema *s, CallArgs *c) {
       !conv_bias(s, c, sema_arg(s, c, 2, "bias"), &wv, &b) ||
       !sema_args_done(s, c, 7))
     return sv_error();
+  /* PyTorch's dilated CPU convolution has no kernel for these types. */
+  if ((cp.dil[0] != 1 || cp.dil[1] != 1) &&
+      (xv0.dtype == DT_U8 || xv0.dtype == DT_I8 || xv0.dtype == DT_I16)) {
+    diag_error(s->d, c->loc,
+               "conv2d(): dilation is not implemented for dtype %s; convert "
+               "with .to(i32) or .to(f32)", dtype_name(xv0.dtype));
+    return sv_error();
+  }
   bool unbatched;
   if (!batched_input(s, c, &x, &unbatched)) return sv_error();
   IrValue xv = *sema_val(s, x);
@@ -888,9 +896,10 @@ SVal sema_conv2d(Sema *s, CallArgs *c) {
 
 static bool pool_dtype(Sema *s, CallArgs *c, Op op, DType dt) {
   /* PyTorch's CPU kernels: max pooling takes any non-bool type, average
-   * pooling floats and i64 only. */
+   * pooling floats and i64 only, adaptive average pooling floats only. */
   bool ok = dt != DT_BOOL &&
-            (op == OP_MAX_POOL2D || dtype_is_float(dt) || dt == DT_I64);
+            (op == OP_MAX_POOL2D || dtype_is_float(dt) ||
+             (dt == DT_I64 && op == OP_AVG_POOL2D));
   if (!ok)
     diag_error(s->d, c->loc,
                "%s(): not implemented for dtype %s; convert with .to(f32)",
