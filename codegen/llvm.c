@@ -30,6 +30,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen.h"
+#include "gemm.h"
 #include "lower.h"
 
 #define MAXL (2 * TDSL_LF_MAX_RANK)
@@ -61,6 +62,9 @@ typedef struct Cg {
   LLVMValueRef *slot;    /* per scratch buffer: alloca of its pointer */
   Loop loops[MAXL];
   int nloops;
+  int vec_bits;          /* gemm.c: the target's vector width */
+  int opt;               /* -O level: >= 1 runs nests in parallel */
+  int nfns;              /* outlined nest functions so far */
 } Cg;
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -646,7 +650,14 @@ static void free_scratch(Cg *c) {
 
 /* ---- loops ------------------------------------------------------------ */
 
+/* A loop over [lo, n). */
+static LLVMValueRef open_loop_from(Cg *c, LLVMValueRef lo, LLVMValueRef n);
+
 static LLVMValueRef open_loop(Cg *c, LLVMValueRef n) {
+  return open_loop_from(c, i64c(c, 0), n);
+}
+
+static LLVMValueRef open_loop_from(Cg *c, LLVMValueRef lo, LLVMValueRef n) {
   Loop *l = &c->loops[c->nloops++];
   l->pre = LLVMGetInsertBlock(c->b);
   l->header = block(c, "loop");
@@ -655,8 +666,7 @@ static LLVMValueRef open_loop(Cg *c, LLVMValueRef n) {
   LLVMBuildBr(c->b, l->header);
   LLVMPositionBuilderAtEnd(c->b, l->header);
   l->iv = LLVMBuildPhi(c->b, c->i64, "i");
-  LLVMValueRef z = i64c(c, 0);
-  LLVMAddIncoming(l->iv, &z, &l->pre, 1);
+  LLVMAddIncoming(l->iv, &lo, &l->pre, 1);
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, l->iv, n, ""), body, l->exit);
   LLVMPositionBuilderAtEnd(c->b, body);
   return l->iv;
@@ -675,6 +685,7 @@ static void close_loop(Cg *c) {
 
 typedef struct NestCtx {
   const LfNest *n;
+  LLVMValueRef acc; /* the reduced value, while evaluating n->post */
   LLVMValueRef iv[MAXL];
   LLVMValueRef ub[MAXL];
   LLVMValueRef rt_stride[TDSL_LF_MAX_RANK]; /* output strides */
@@ -859,6 +870,8 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
   case OP_AND: return LLVMBuildAnd(B, a, b, "");
   case OP_OR: return LLVMBuildOr(B, a, b, "");
   case OP_XOR: return LLVMBuildXor(B, a, b, "");
+  case OP_DIV: /* loop form only (pools): C division, divisor != 0 */
+    return u ? LLVMBuildUDiv(B, a, b, "") : LLVMBuildSDiv(B, a, b, "");
   case OP_MAXIMUM:
   case OP_MINIMUM: {
     LLVMIntPredicate p = op == OP_MAXIMUM ? (u ? LLVMIntUGT : LLVMIntSGT) : (u ? LLVMIntULT : LLVMIntSLT);
@@ -966,6 +979,8 @@ static LLVMValueRef eval(Cg *c, NestCtx *x, const LfExpr *e) {
                                        LLVMConstReal(c->f64, e->step), ""), "");
   case LFE_CAST: return convert(c, eval(c, x, e->args[0]), e->args[0]->dtype, e->dtype);
   case LFE_OP: return eval_op(c, x, e);
+  case LFE_INDEX: return x->iv[e->loop];
+  case LFE_ACC: return x->acc;
   }
   ICE("bad loop-form expression");
 }
@@ -977,6 +992,17 @@ static DType acc_dtype(DType in) {
 }
 
 /* The reduction's value for the current outer index. */
+/* Reduction loops' bounds at the current outer index: lo[l] and
+ * x->ub[l] (a loop's own red_lo/red_hi replace 0 and red[l]). */
+static void red_bounds(Cg *c, NestCtx *x, LLVMValueRef *lo) {
+  const LfNest *n = x->n;
+  for (int j = 0; j < n->nred; j++) {
+    int l = n->rank + j;
+    lo[l] = n->red_lo && n->red_lo[j] ? eval(c, x, n->red_lo[j]) : i64c(c, 0);
+    if (n->red_hi && n->red_hi[j]) x->ub[l] = eval(c, x, n->red_hi[j]);
+  }
+}
+
 static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
   const LfNest *n = x->n;
   Op op = n->reduce;
@@ -993,10 +1019,12 @@ static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
   LLVMBuildStore(c->b, init, acc);
   LLVMBuildStore(c->b, i64c(c, 0), arg);
   LLVMBuildStore(c->b, i64c(c, 0), pos);
-  LLVMValueRef total = i64c(c, 1);
+  LLVMValueRef total = i64c(c, 1), lo[MAXL];
+  red_bounds(c, x, lo);
   for (int l = n->rank; l < n->rank + n->nred; l++)
-    total = LLVMBuildMul(c->b, total, x->ub[l], "");
-  for (int l = n->rank; l < n->rank + n->nred; l++) x->iv[l] = open_loop(c, x->ub[l]);
+    total = LLVMBuildMul(c->b, total, smin(c, LLVMBuildSub(c->b, x->ub[l], lo[l], ""),
+                                           i64c(c, 0), true), "");
+  for (int l = n->rank; l < n->rank + n->nred; l++) x->iv[l] = open_loop_from(c, lo[l], x->ub[l]);
   LLVMValueRef v = convert(c, eval(c, x, n->value), in, ad);
   LLVMValueRef a = LLVMBuildLoad2(c->b, t, acc, ""), p = LLVMBuildLoad2(c->b, c->i64, pos, "");
   LLVMValueRef r;
@@ -1022,10 +1050,305 @@ static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
   r = LLVMBuildLoad2(c->b, t, acc, "");
   if (op == OP_MEAN)
     r = LLVMBuildFDiv(c->b, r, LLVMBuildSIToFP(c->b, total, t, ""), "");
+  if (n->post) {
+    x->acc = r;
+    return convert(c, eval(c, x, n->post), n->post->dtype, n->dtype);
+  }
   return convert(c, r, ad, n->dtype);
 }
 
+/* ---- matmul and conv2d (gemm.c) ------------------------------------------ */
+
+/* Run-time description of an access over its own dims (shape from IR). */
+static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **shape, DType dt) {
+  GemmTensor t = {.base = c->base[a->buf], .offset = sym_val(c, a->offset), .rank = rank,
+                  .dtype = dt};
+  for (int d = 0; d < rank; d++) {
+    t.shape[d] = sym_val(c, shape[d]);
+    t.stride[d] = a->rt_strides
+                      ? dl_stride(c, c->args[c->k->nparams + c->lk->bufs[a->buf].index], rank, d)
+                      : sym_val(c, a->stride[d]);
+  }
+  return t;
+}
+
+static void emit_gemm_nest(Cg *c, const LfNest *n) {
+  const IrValue *v = ir_val(c->k, n->src);
+  GemmTensor t[3], out = gemm_tensor(c, &n->store, n->rank, n->shape, n->dtype);
+  for (int j = 0; j < n->nopnd; j++) {
+    const IrValue *a = ir_val(c->k, v->args[j]);
+    t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, c->lk->bufs[n->opnd[j].buf].dtype);
+  }
+  GemmEmit e = {c->ctx, c->mod, c->b, c->fn, c->vec_bits};
+  LLVMValueRef rc;
+  if (n->reduce == OP_MATMUL) {
+    rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
+  } else {
+    LLVMValueRef attr[7];
+    for (int i = 0; i < 7; i++) attr[i] = sym_val(c, v->attrs[i]);
+    bool cl = !n->store.rt_strides && sym_is(n->store.stride[n->rank - 3], 1);
+    rc = cg_emit_conv2d(&e, &t[0], &t[1], (v->flags & IRF_BIAS) ? &t[2] : NULL, &out, attr, cl);
+  }
+  check_rc(c, rc);
+}
+
+/* ---- parallel nests (opt_level >= 1) --------------------------------------
+ * A nest with outer loops becomes two private functions:
+ *   K.nestI(i64 begin, i64 end, ptr noalias buf..., i64 sym..., i64 rtstride...)
+ *     runs flattened outer iterations [begin, end): the first P outer loops
+ *     (in memory order) form the parallel index, decomposed once per chunk
+ *     and then stepped like an odometer; the rest run as plain loops, so
+ *     the innermost loop is the nest's unit-stride store loop, free of
+ *     div/mod.  Its buffer pointers are noalias: a nest writes only its
+ *     store buffer, which no read of the nest touches (scratch is fresh,
+ *     outputs were checked against inputs and each other at entry).  It is
+ *     always-inlined into
+ *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body,
+ *     which unpacks the context (buffer bases, symbol values, output
+ *     strides) the kernel filled.
+ * The grain keeps chunks at >= PAR_MIN_ELEMS elements of work so small
+ * nests run serially; chunks split outer (output) iterations only, never a
+ * reduction, so results do not depend on the thread count. */
+#define PAR_MIN_ELEMS 32768
+
+static void add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+}
+
+/* The loop variable at depth i (outermost first). */
+static int nest_loop_at(const LfNest *n, int i) { return n->order ? n->order[i] : i; }
+
+/* Loops after collapsing: adjacent loops (outer a, inner b) whose every
+ * access has stride[a] == stride[b] * max(extent[b], 1) run as one loop
+ * of extent[a] * extent[b] on variable b (a's variable is 0): the same
+ * addresses, one long unit-stride inner loop instead of short rows. */
+typedef struct VLoops {
+  int n, nouter;              /* loops; the first nouter are outer loops */
+  int var[MAXL];              /* the loop variable that carries the index */
+  LLVMValueRef ub[MAXL];
+} VLoops;
+
+static const Sym *loop_extent(const LfNest *n, int l) {
+  return l < n->rank ? n->shape[l] : n->red[l - n->rank];
+}
+
+static bool acc_collapses(Cg *c, const LfNest *n, const LfAccess *a, int oa, int ib) {
+  if (a->lin_rank || a->rt_strides) return false;
+  const Sym *so = a->stride[oa], *si = a->stride[ib];
+  if (sym_is(so, 0) && sym_is(si, 0)) return true;
+  SymTab *st = c->m->st;
+  return so == sym_mul(st, si, sym_max(st, loop_extent(n, ib), sym_const(st, 1)));
+}
+
+static bool expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int ib) {
+  if (e->kind == LFE_ARANGE || e->kind == LFE_INDEX) return e->loop != oa && e->loop != ib;
+  if (e->kind == LFE_LOAD) return acc_collapses(c, n, &e->acc, oa, ib);
+  for (int j = 0; j < e->nargs; j++)
+    if (!expr_collapses(c, n, e->args[j], oa, ib)) return false;
+  return true;
+}
+
+/* Whether a nest's reduction-loop bounds and post expression (lower.h)
+ * allow collapsing loops oa, ib: never a loop with its own bounds. */
+static bool bounds_collapse(Cg *c, const LfNest *n, int oa, int ib) {
+  for (int j = 0; j < n->nred && n->red_lo; j++) {
+    if (!n->red_lo[j]) continue;
+    if (n->rank + j == oa || n->rank + j == ib || !expr_collapses(c, n, n->red_lo[j], oa, ib) ||
+        !expr_collapses(c, n, n->red_hi[j], oa, ib))
+      return false;
+  }
+  return !n->post || expr_collapses(c, n, n->post, oa, ib);
+}
+
+/* Collapses within the outer loops and within the reduction loops (the
+ * store does not depend on the latter).  ARGMAX/ARGMIN count positions
+ * linearly, so collapsing their loops keeps the same order. */
+static void plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
+  v->n = 0;
+  for (int part = 0; part < 2; part++) {
+    int lo = part ? n->rank : 0, hi = part ? n->rank + n->nred : n->rank, first = v->n;
+    for (int i = lo; i < hi; i++) {
+      int l = part ? i : nest_loop_at(n, i);
+      if (v->n > first) {
+        int prev = v->var[v->n - 1];
+        bool ok = expr_collapses(c, n, n->value, prev, l) &&
+                  (part || acc_collapses(c, n, &n->store, prev, l)) &&
+                  bounds_collapse(c, n, prev, l);
+        if (ok) {
+          x->iv[prev] = i64c(c, 0);
+          v->var[v->n - 1] = l;
+          v->ub[v->n - 1] = LLVMBuildMul(c->b, v->ub[v->n - 1], x->ub[l], "");
+          if (part) { /* emit_reduce runs prev once and l over both */
+            x->ub[l] = v->ub[v->n - 1];
+            x->ub[prev] = i64c(c, 1);
+          }
+          continue;
+        }
+      }
+      v->var[v->n] = l;
+      v->ub[v->n++] = x->ub[l];
+    }
+    if (!part) v->nouter = v->n;
+  }
+}
+
+/* Steps the odometer idx over virtual loops 0..p-1 by one. */
+static void odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p) {
+  LLVMValueRef carry = i64c(c, 1);
+  for (int j = p - 1; j >= 0; j--) {
+    LLVMValueRef nv = LLVMBuildAdd(c->b, LLVMBuildLoad2(c->b, c->i64, idx[j], ""), carry, "");
+    if (j == 0) {
+      LLVMBuildStore(c->b, nv, idx[j]);
+      break;
+    }
+    LLVMValueRef wrap = LLVMBuildICmp(c->b, LLVMIntEQ, nv, vl->ub[j], "");
+    LLVMBuildStore(c->b, sel(c, wrap, i64c(c, 0), nv), idx[j]);
+    carry = LLVMBuildZExt(c->b, wrap, c->i64, "");
+  }
+}
+
+/* Emits the loops and body of n for parallel iterations [lo, hi) of the
+ * first p virtual loops. */
+static void emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
+                            LLVMValueRef lo, LLVMValueRef hi, int p) {
+  LLVMValueRef idx[MAXL];
+  if (p == 1) {
+    x->iv[vl->var[0]] = open_loop_from(c, lo, hi);
+  } else {
+    LLVMValueRef rest = lo;
+    for (int j = p - 1; j >= 0; j--) {
+      idx[j] = entry_alloca(c, c->i64, NULL);
+      LLVMValueRef ub = vl->ub[j];
+      LLVMBuildStore(c->b, j ? LLVMBuildURem(c->b, rest, ub, "") : rest, idx[j]);
+      if (j) rest = LLVMBuildUDiv(c->b, rest, ub, "");
+    }
+    open_loop_from(c, lo, hi);
+    for (int j = 0; j < p; j++) x->iv[vl->var[j]] = LLVMBuildLoad2(c->b, c->i64, idx[j], "");
+  }
+  for (int i = p; i < vl->nouter; i++) x->iv[vl->var[i]] = open_loop(c, vl->ub[i]);
+  LLVMValueRef v = n->reduce == OP_COUNT ? eval(c, x, n->value) : emit_reduce(c, x);
+  store_el(c, v, address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  for (int i = p; i < vl->nouter; i++) close_loop(c);
+  if (p > 1) odometer_step(c, vl, idx, p);
+  close_loop(c);
+}
+
+typedef struct NestFn {
+  LLVMValueRef impl, body;
+  LLVMTypeRef ctxt; /* { [nb x ptr], [nv x i64] } */
+  int nb, nv;
+} NestFn;
+
+/* Builds K.nestI (the loops) and K.nestI.body (the unpacking wrapper). */
+static NestFn nest_functions(Cg *c, const LfNest *n, int nvo) {
+  NestFn f = {.nb = c->lk->nbufs, .nv = c->k->nsyms + n->rank};
+  int np = 2 + f.nb + f.nv;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
+  ps[0] = ps[1] = c->i64;
+  for (int i = 0; i < f.nb; i++) ps[2 + i] = c->ptr;
+  for (int i = 0; i < f.nv; i++) ps[2 + f.nb + i] = c->i64;
+  char name[600];
+  snprintf(name, sizeof name, "%s.nest%d", c->k->name, c->nfns++);
+  f.impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(f.impl, LLVMPrivateLinkage);
+  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < f.nb; i++) add_fn_attr(c, f.impl, (unsigned)(3 + i), "noalias");
+  /* emit the loops with the kernel's per-function state swapped */
+  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
+  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
+  c->fn = f.impl;
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(f.nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < f.nb; i++) c->base[i] = LLVMGetParam(f.impl, (unsigned)(2 + i));
+  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(f.impl, (unsigned)(2 + f.nb + i));
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) {
+    x.ub[l] = sym_val(c, n->shape[l]);
+    x.rt_stride[l] = LLVMGetParam(f.impl, (unsigned)(2 + f.nb + c->k->nsyms + l));
+  }
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = sym_val(c, n->red[l]);
+  VLoops vl;
+  plan_vloops(c, n, &x, &vl);
+  if (vl.nouter != nvo) ICE("nest loops collapsed differently");
+  emit_nest_range(c, n, &x, &vl, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
+                  nvo >= 2 ? nvo - 1 : 1);
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, start);
+  /* the wrapper */
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)f.nb), LLVMArrayType2(c->i64, (uint64_t)f.nv)};
+  f.ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMTypeRef bps[3] = {c->ptr, c->i64, c->i64};
+  snprintf(name, sizeof name, "%s.nest%d.body", c->k->name, c->nfns - 1);
+  f.body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 3, 0));
+  LLVMSetLinkage(f.body, LLVMPrivateLinkage);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f.body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(f.body, 0);
+  a[0] = LLVMGetParam(f.body, 1);
+  a[1] = LLVMGetParam(f.body, 2);
+  for (int i = 0; i < f.nb + f.nv; i++) {
+    bool isb = i < f.nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - f.nb)};
+    LLVMValueRef q = LLVMBuildGEP2(c->b, f.ctxt, ctx, g, 3, "");
+    a[2 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
+  }
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f.impl), f.impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
+  LLVMPositionBuilderAtEnd(c->b, spos);
+  return f;
+}
+
+/* Fills the context in the kernel and calls tdsl_parallel_for. */
+static void emit_nest_parallel(Cg *c, const LfNest *n) {
+  NestCtx x = {.n = n};
+  VLoops vl;
+  for (int l = 0; l < n->rank; l++) x.ub[l] = sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = sym_val(c, n->red[l]);
+  plan_vloops(c, n, &x, &vl);
+  int p = vl.nouter >= 2 ? vl.nouter - 1 : 1;
+  NestFn f = nest_functions(c, n, vl.nouter);
+  LLVMValueRef ctx = entry_alloca(c, f.ctxt, NULL);
+  for (int i = 0; i < f.nb + f.nv; i++) {
+    bool isb = i < f.nb;
+    int j = isb ? i : i - f.nb;
+    LLVMValueRef v;
+    if (isb) v = c->base[i] ? c->base[i] : LLVMConstNull(c->ptr);
+    else if (j < c->k->nsyms) v = c->env[j];
+    else if (n->store.rt_strides)
+      v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank,
+                    j - c->k->nsyms);
+    else v = i64c(c, 0);
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, j)};
+    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, f.ctxt, ctx, g, 3, ""));
+  }
+  LLVMValueRef total = i64c(c, 1), inner = i64c(c, 1);
+  for (int i = 0; i < vl.n; i++) {
+    if (i < p) total = LLVMBuildMul(c->b, total, vl.ub[i], "");
+    else inner = LLVMBuildMul(c->b, inner, vl.ub[i], "");
+  }
+  inner = smin(c, inner, i64c(c, 1), true);
+  LLVMValueRef grain = smin(c, LLVMBuildSDiv(c->b, i64c(c, PAR_MIN_ELEMS), inner, ""),
+                            i64c(c, 1), true);
+  LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
+  LLVMValueRef a[4] = {total, grain, f.body, ctx};
+  call(c, fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
+}
+
 static void emit_nest(Cg *c, const LfNest *n) {
+  if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
+    emit_gemm_nest(c, n);
+    return;
+  }
+  if (c->opt > 0 && n->rank > 0) {
+    emit_nest_parallel(c, n);
+    return;
+  }
   NestCtx x = {.n = n};
   for (int l = 0; l < n->rank; l++) x.ub[l] = sym_val(c, n->shape[l]);
   for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = sym_val(c, n->red[l]);
@@ -1280,7 +1603,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   int bad = 0;
   for (int i = 0; i < m->nkernels; i++) {
     Op op = OP_COUNT;
-    lks[i] = lf_lower(m, m->kernels[i], &op);
+    lks[i] = lf_lower_opt(m, m->kernels[i], &op, o->opt_level);
     if (!lks[i]) {
       fprintf(stderr, "tdslc: error: kernel '%s': op '%s' is not supported by "
               "the CPU backend yet\n", m->kernels[i]->name, op_name(op));
@@ -1306,7 +1629,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
     if (s) return 1;
   }
   if (!(o->emit & (CG_OBJ | CG_ASM | CG_LLVM))) return 0;
-  Cg c = {.m = m};
+  Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .opt = o->opt_level};
   c.ctx = LLVMContextCreate();
   c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
   c.b = LLVMCreateBuilderInContext(c.ctx);

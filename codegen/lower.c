@@ -9,6 +9,7 @@
  * Needs: ir.h, sym.h.  Produces: LfKernel (arena of m). */
 #include "lower.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct Lower {
@@ -16,6 +17,7 @@ typedef struct Lower {
   const IrKernel *k;
   SymTab *st;
   int *buf_of; /* per IR value: its buffer when it is a storage root */
+  bool *inl;   /* per IR value: computed inside its users (fusion.c) */
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -111,7 +113,8 @@ static LfAccess access(Lower *L, IrRef r, const int *map, int nloops) {
   for (int l = 0; l < nloops; l++) a.stride[l] = sym_const(L->st, 0);
   const Sym **st = strides(L, v);
   for (int d = 0; d < v->rank; d++)
-    a.stride[map[d]] = sym_add(L->st, a.stride[map[d]], st[d]);
+    if (map[d] >= 0) /* < 0: an inlined size-1 dim, index 0 */
+      a.stride[map[d]] = sym_add(L->st, a.stride[map[d]], st[d]);
   return a;
 }
 
@@ -136,17 +139,22 @@ static const int *identity(Lower *L, int n) {
   return map;
 }
 
+static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
+
 static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
-  LfExpr *e = expr(L, LFE_LOAD, ir_val(L->k, r)->dtype);
+  LfExpr *e = inline_load(L, r, map, nloops);
+  if (e) return e;
+  e = expr(L, LFE_LOAD, ir_val(L->k, r)->dtype);
   e->acc = access(L, r, map, nloops);
   return e;
 }
 
-/* The value computed by a source or elementwise/copy op at the nest's
- * loop variables (its own dims). */
-static LfExpr *value_expr(Lower *L, IrRef r) {
+/* The value computed by a source or elementwise/copy op at loop
+ * variables map[d] for its dims d (< 0: index 0) of a nest with nloops
+ * loops.  RESHAPE only with its own dims (never inlined). */
+static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r);
-  const int *id = identity(L, v->rank);
+  const int *id = map;
   LfExpr *e;
   switch (v->op) {
   case OP_CONST:
@@ -162,9 +170,14 @@ static LfExpr *value_expr(Lower *L, IrRef r) {
     e = expr(L, LFE_ARANGE, DT_F64);
     e->start = v->fattr[0];
     e->step = v->fattr[1];
+    e->loop = map[0];
+    if (e->loop < 0) { /* a size-1 arange read at index 0 */
+      e->kind = LFE_CONST;
+      e->value.f = e->start;
+    }
     return cast(L, e, v->dtype);
-  case OP_COPY: return load(L, v->args[0], id, v->rank);
-  case OP_CAST: return cast(L, load(L, v->args[0], id, v->rank), v->dtype);
+  case OP_COPY: return load(L, v->args[0], id, nloops);
+  case OP_CAST: return cast(L, load(L, v->args[0], id, nloops), v->dtype);
   case OP_RESHAPE: {
     const IrValue *a = ir_val(L->k, v->args[0]);
     e = load(L, v->args[0], identity(L, a->rank), a->rank);
@@ -183,7 +196,27 @@ static LfExpr *value_expr(Lower *L, IrRef r) {
   e->op = v->op;
   e->flags = v->flags;
   e->nargs = v->nargs;
-  for (int j = 0; j < v->nargs; j++) e->args[j] = load(L, v->args[j], id, v->rank);
+  for (int j = 0; j < v->nargs; j++) e->args[j] = load(L, v->args[j], id, nloops);
+  return e;
+}
+
+static LfExpr *value_expr(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  return value_at(L, r, identity(L, v->rank), v->rank);
+}
+
+/* A load of r whose storage root is inlined: the root's expression at
+ * the composed index (fusion.c checked that the composition exists). */
+static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops) {
+  IrRef root = ir_storage_root(L->k, r);
+  if (!L->inl || !L->inl[root]) return NULL;
+  const IrValue *p = ir_val(L->k, root);
+  int *pm = zalloc(L, sizeof *pm * (size_t)(p->rank + 1));
+  if (!lf_view_map(L->m, L->k, r, map, pm))
+    ICE("inlined value %%%d read through a view it cannot follow", root);
+  LfExpr *e = value_at(L, root, pm, nloops);
+  if (p->dtype == DT_F16 || p->dtype == DT_BF16) /* rounded as its store would */
+    e = cast(L, cast(L, e, DT_F32), p->dtype);
   return e;
 }
 
@@ -235,17 +268,301 @@ static void lower_reduce(Lower *L, IrRef r) {
   n->src = r;
 }
 
+/* ---- normalizations and pools (lower.h) ---- */
+
+static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b) {
+  LfExpr *e = expr(L, LFE_OP, dt);
+  e->op = op;
+  e->nargs = b ? 2 : 1;
+  e->args[0] = a;
+  e->args[1] = b;
+  return e;
+}
+
+static LfExpr *fconst(Lower *L, double v, DType dt) {
+  LfExpr *e = expr(L, LFE_CONST, DT_F64);
+  e->value.f = v;
+  return cast(L, e, dt);
+}
+
+static LfExpr *iconst(Lower *L, int64_t v) {
+  LfExpr *e = expr(L, LFE_CONST, DT_I64);
+  e->value.i = v;
+  return e;
+}
+
+static LfExpr *isym(Lower *L, const Sym *s) {
+  LfExpr *e = expr(L, LFE_SYM, DT_I64);
+  e->sym = s;
+  return e;
+}
+
+static LfExpr *index_of(Lower *L, int loop) {
+  LfExpr *e = expr(L, LFE_INDEX, DT_I64);
+  e->loop = loop;
+  return e;
+}
+
+/* Loop variables of a nest over a value's dims with the dims red[d]
+ * moved innermost: map[d] for dim d.  Returns the number kept. */
+static int red_map(int rank, const bool *red, int *map) {
+  int nk = 0, nr = 0;
+  for (int d = 0; d < rank; d++) nk += !red[d];
+  for (int d = 0; d < rank; d++) map[d] = red[d] ? nk + nr++ : (d - nr);
+  return nk;
+}
+
+/* Element strides (per dim of value r, 0 on reduced dims) of a
+ * statistics buffer: row-major over the kept dims. */
+static const Sym *stats_strides(Lower *L, const IrValue *v, const bool *red,
+                                const Sym **st) {
+  const Sym *acc = sym_const(L->st, 1);
+  for (int d = v->rank - 1; d >= 0; d--) {
+    st[d] = red[d] ? sym_const(L->st, 0) : acc;
+    if (!red[d]) acc = sym_mul(L->st, acc, sym_max(L->st, v->shape[d], sym_const(L->st, 1)));
+  }
+  return acc;
+}
+
+/* A load of statistics buffer buf (strides st per dim of the normalized
+ * value) where dim d is loop variable map[d] of a nest with nl loops. */
+static LfExpr *stats_load(Lower *L, int buf, const Sym **st, int rank,
+                          const int *map, int nl) {
+  LfExpr *e = expr(L, LFE_LOAD, L->lk->bufs[buf].dtype);
+  e->acc.buf = buf;
+  e->acc.offset = sym_const(L->st, 0);
+  e->acc.stride = zalloc(L, sizeof *e->acc.stride * (size_t)(nl + 1));
+  for (int l = 0; l < nl; l++) e->acc.stride[l] = sym_const(L->st, 0);
+  for (int d = 0; d < rank; d++)
+    e->acc.stride[map[d]] = sym_add(L->st, e->acc.stride[map[d]], st[d]);
+  return e;
+}
+
+/* A reduction nest over the dims red[d] of normalized value r (loop
+ * variables by red_map's map) storing `reduce` of `value` into a new
+ * statistics buffer of dtype ad.  Returns the buffer; st: its strides. */
+static int stats_nest(Lower *L, IrRef r, const bool *red, const int *map,
+                      Op reduce, LfExpr *value, DType ad, const Sym **st) {
+  const IrValue *v = ir_val(L->k, r);
+  LfBuf b = {.kind = LFB_SCRATCH, .index = r, .dtype = ad};
+  b.size = stats_strides(L, v, red, st);
+  int buf = add_buf(L, b);
+  LfNest *n = add_nest(L);
+  n->shape = zalloc(L, sizeof *n->shape * (size_t)(v->rank + 1));
+  n->red = zalloc(L, sizeof *n->red * (size_t)(v->rank + 1));
+  for (int d = 0; d < v->rank; d++) {
+    if (red[d]) n->red[n->nred++] = v->shape[d];
+    else n->shape[n->rank++] = v->shape[d];
+  }
+  n->reduce = reduce;
+  n->value = value;
+  n->dtype = ad;
+  n->src = r;
+  n->store = stats_load(L, buf, st, v->rank, map, v->rank)->acc;
+  return buf;
+}
+
+/* The plain nest storing value r (its own dims as loop variables). */
+static void final_nest(Lower *L, IrRef r, LfExpr *value) {
+  const IrValue *v = ir_val(L->k, r);
+  LfNest *n = add_nest(L);
+  n->rank = v->rank;
+  n->shape = v->shape;
+  n->value = cast(L, value, v->dtype);
+  n->store = dense_store(L, r);
+  n->dtype = v->dtype;
+  n->src = r;
+}
+
+/* The statistics dtype: half types compute in f32. */
+static DType stat_dtype(DType dt) { return dt == DT_F64 ? DT_F64 : DT_F32; }
+
+/* max of a row with -inf read as 0 (all -inf: exp(-inf - 0) = 0). */
+static LfExpr *finite_max(Lower *L, LfExpr *m) {
+  DType ad = m->dtype;
+  LfExpr *inf = op2(L, OP_EQ, DT_BOOL, m, fconst(L, -INFINITY, ad));
+  LfExpr *e = op2(L, OP_WHERE, ad, inf, fconst(L, 0, ad));
+  e->nargs = 3;
+  e->args[2] = m;
+  return e;
+}
+
+static void lower_softmax(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  IrRef x = v->args[0];
+  int R = v->rank, map[TDSL_LF_MAX_RANK];
+  bool red[TDSL_LF_MAX_RANK] = {false};
+  const Sym *smax[TDSL_LF_MAX_RANK], *ssum[TDSL_LF_MAX_RANK];
+  int64_t dim;
+  if (R > TDSL_LF_MAX_RANK) ICE("rank %d too large", R);
+  if (!sym_is_const(v->attrs[0], &dim)) ICE("softmax dim is not constant");
+  if (R > 0) red[dim < 0 ? dim + R : dim] = true; /* 0-dim: a row of one */
+  red_map(R, red, map);
+  DType ad = stat_dtype(v->dtype);
+  int bmax = stats_nest(L, r, red, map, OP_AMAX, cast(L, load(L, x, map, R), ad), ad, smax);
+  LfExpr *d = op2(L, OP_SUB, ad, cast(L, load(L, x, map, R), ad),
+                  finite_max(L, stats_load(L, bmax, smax, R, map, R)));
+  int bsum = stats_nest(L, r, red, map, OP_SUM, op2(L, OP_EXP, ad, d, NULL), ad, ssum);
+  const int *id = identity(L, R);
+  LfExpr *t = op2(L, OP_SUB, ad, cast(L, load(L, x, id, R), ad),
+                  finite_max(L, stats_load(L, bmax, smax, R, id, R)));
+  LfExpr *s = stats_load(L, bsum, ssum, R, id, R);
+  if (v->op == OP_LOG_SOFTMAX)
+    final_nest(L, r, op2(L, OP_SUB, ad, t, op2(L, OP_LOG, ad, s, NULL)));
+  else
+    final_nest(L, r, op2(L, OP_DIV, ad, op2(L, OP_EXP, ad, t, NULL), s));
+}
+
+/* x - mean at loop variables map (dim d of x at map[d]). */
+static LfExpr *centered(Lower *L, IrRef x, int buf, const Sym **st, int R,
+                        const int *map, DType ad) {
+  return op2(L, OP_SUB, ad, cast(L, load(L, x, map, R), ad),
+             stats_load(L, buf, st, R, map, R));
+}
+
+static void lower_layer_norm(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  IrRef x = v->args[0];
+  int R = v->rank, map[TDSL_LF_MAX_RANK], wmap[TDSL_LF_MAX_RANK], next = 1;
+  bool red[TDSL_LF_MAX_RANK];
+  const Sym *smean[TDSL_LF_MAX_RANK], *svar[TDSL_LF_MAX_RANK];
+  int64_t nn;
+  if (R > TDSL_LF_MAX_RANK) ICE("rank %d too large", R);
+  if (!sym_is_const(v->attrs[0], &nn) || nn < 1 || nn > R) ICE("layer_norm: normalized rank");
+  for (int d = 0; d < R; d++) red[d] = d >= R - nn;
+  red_map(R, red, map);
+  DType ad = stat_dtype(v->dtype);
+  int bmean = stats_nest(L, r, red, map, OP_MEAN, cast(L, load(L, x, map, R), ad), ad, smean);
+  LfExpr *sq = op2(L, OP_MUL, ad, centered(L, x, bmean, smean, R, map, ad),
+                   centered(L, x, bmean, smean, R, map, ad));
+  int bvar = stats_nest(L, r, red, map, OP_MEAN, sq, ad, svar);
+  const int *id = identity(L, R);
+  LfExpr *var = stats_load(L, bvar, svar, R, id, R);
+  LfExpr *rstd = op2(L, OP_RSQRT, ad, op2(L, OP_ADD, ad, var, fconst(L, v->fattr[0], ad)), NULL);
+  LfExpr *y = op2(L, OP_MUL, ad, centered(L, x, bmean, smean, R, id, ad), rstd);
+  for (int j = 0; j < nn; j++) wmap[j] = R - (int)nn + j;
+  if (v->flags & IRF_WEIGHT)
+    y = op2(L, OP_MUL, ad, y, cast(L, load(L, v->args[next++], wmap, R), ad));
+  if (v->flags & IRF_BIAS)
+    y = op2(L, OP_ADD, ad, y, cast(L, load(L, v->args[next++], wmap, R), ad));
+  final_nest(L, r, y);
+}
+
+/* Window of output index o (loop variable loop) along input size `in`:
+ * bounds [*lo, *hi) clipped to the input, and the divisor's factor. */
+static LfExpr *pool_window(Lower *L, const IrValue *v, int i, const Sym *in,
+                           LfExpr **lo, LfExpr **hi) {
+  LfExpr *o = index_of(L, 2 + i);
+  if (v->op == OP_ADAPTIVE_AVG_POOL2D) {
+    /* start = floor(o*in/out), end = ceil((o+1)*in/out) */
+    LfExpr *out = isym(L, v->shape[2 + i]);
+    *lo = op2(L, OP_FLOORDIV, DT_I64, op2(L, OP_MUL, DT_I64, o, isym(L, in)), out);
+    LfExpr *e = op2(L, OP_MUL, DT_I64, op2(L, OP_ADD, DT_I64, index_of(L, 2 + i), iconst(L, 1)),
+                    isym(L, in));
+    e = op2(L, OP_ADD, DT_I64, e, op2(L, OP_SUB, DT_I64, isym(L, v->shape[2 + i]), iconst(L, 1)));
+    *hi = op2(L, OP_FLOORDIV, DT_I64, e, isym(L, v->shape[2 + i]));
+    return op2(L, OP_SUB, DT_I64, *hi, *lo);
+  }
+  int64_t k, s, p;
+  if (!sym_is_const(v->attrs[i], &k) || !sym_is_const(v->attrs[2 + i], &s) ||
+      !sym_is_const(v->attrs[4 + i], &p))
+    ICE("pool attributes are not constant");
+  /* start = o*s - p; count_include_pad: the window clipped to the padded
+   * input (PyTorch's hend = min(start + k, in + p)) */
+  LfExpr *start = op2(L, OP_SUB, DT_I64, op2(L, OP_MUL, DT_I64, o, iconst(L, s)), iconst(L, p));
+  LfExpr *end = op2(L, OP_ADD, DT_I64, start, iconst(L, k));
+  *lo = op2(L, OP_MAXIMUM, DT_I64, start, iconst(L, 0));
+  *hi = op2(L, OP_MINIMUM, DT_I64, end, isym(L, in));
+  LfExpr *pend = op2(L, OP_MINIMUM, DT_I64, end,
+                     op2(L, OP_ADD, DT_I64, isym(L, in), iconst(L, p)));
+  return op2(L, OP_SUB, DT_I64, pend, start);
+}
+
+/* Loops N, C, OH, OW, then the window's rows and columns (input
+ * coordinates). */
+static void lower_pool(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r), *a = ir_val(L->k, v->args[0]);
+  static const int map[4] = {0, 1, 4, 5};
+  if (v->rank != 4 || a->rank != 4) ICE("pool of rank %d", a->rank);
+  LfExpr *lo[2], *hi[2], *size[2];
+  for (int i = 0; i < 2; i++) size[i] = pool_window(L, v, i, a->shape[2 + i], &lo[i], &hi[i]);
+  LfNest *n = add_nest(L);
+  n->rank = 4;
+  n->shape = v->shape;
+  n->nred = 2;
+  n->red = zalloc(L, sizeof *n->red * 2);
+  n->red_lo = zalloc(L, sizeof *n->red_lo * 2);
+  n->red_hi = zalloc(L, sizeof *n->red_hi * 2);
+  for (int i = 0; i < 2; i++) {
+    n->red[i] = v->op == OP_ADAPTIVE_AVG_POOL2D ? a->shape[2 + i] : v->attrs[i];
+    n->red_lo[i] = lo[i];
+    n->red_hi[i] = hi[i];
+  }
+  n->reduce = v->op == OP_MAX_POOL2D ? OP_AMAX : OP_SUM;
+  n->value = load(L, v->args[0], map, 6);
+  if (v->op != OP_MAX_POOL2D) {
+    DType ad = v->dtype == DT_F64 ? DT_F64 : dtype_is_float(v->dtype) ? DT_F32 : DT_I64;
+    /* the divisor is >= 1 whenever the window is not empty (padding <=
+     * half the kernel); an empty one (a 0-size input) sums to 0 */
+    LfExpr *div = op2(L, OP_MAXIMUM, DT_I64, op2(L, OP_MUL, DT_I64, size[0], size[1]),
+                      iconst(L, 1));
+    n->post = op2(L, OP_DIV, ad, expr(L, LFE_ACC, ad), cast(L, div, ad));
+  }
+  n->store = dense_store(L, r);
+  n->dtype = v->dtype;
+  n->src = r;
+}
+
+static void lower_norm_pool(Lower *L, IrRef r) {
+  switch (ir_val(L->k, r)->op) {
+  case OP_SOFTMAX:
+  case OP_LOG_SOFTMAX: lower_softmax(L, r); return;
+  case OP_LAYER_NORM: lower_layer_norm(L, r); return;
+  default: lower_pool(L, r); return;
+  }
+}
+
 static bool supported(Op op) {
-  OpKind k = op_kind(op);
-  return k != IRK_NORM && k != IRK_MATMUL && k != IRK_CONV && k != IRK_POOL;
+  (void)op;
+  return true;
+}
+
+/* MATMUL / CONV2D: one nest that carries its operands' accesses (lower.h);
+ * the code generator emits a packed GEMM for it (gemm.c). */
+static void lower_gemm(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  LfNest *n = add_nest(L);
+  n->rank = v->rank;
+  n->shape = v->shape;
+  n->reduce = v->op;
+  n->nopnd = v->nargs;
+  if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
+  for (int j = 0; j < v->nargs; j++) {
+    int rank = ir_val(L->k, v->args[j])->rank;
+    n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
+  }
+  n->value = load(L, v->args[0], identity(L, ir_val(L->k, v->args[0])->rank),
+                  ir_val(L->k, v->args[0])->rank);
+  n->store = dense_store(L, r);
+  n->dtype = v->dtype;
+  n->src = r;
 }
 
 static void lower_value(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   OpKind kind = op_kind(v->op);
   if (kind == IRK_VIEW || v->op == OP_PARAM || v->op == OP_TENSOR) return;
+  if (L->inl && L->inl[r]) return; /* computed inside its users */
   if (kind == IRK_REDUCE) {
     lower_reduce(L, r);
+    return;
+  }
+  if (kind == IRK_NORM || kind == IRK_POOL) {
+    lower_norm_pool(L, r);
+    return;
+  }
+  if (kind == IRK_MATMUL || kind == IRK_CONV) {
+    lower_gemm(L, r);
     return;
   }
   LfNest *n = add_nest(L);
@@ -255,6 +572,26 @@ static void lower_value(Lower *L, IrRef r) {
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
+}
+
+/* Outputs of a checked dense layout: strides known from the shape (the
+ * entry checks enforced them; size-1 dims are only read at index 0), so
+ * the store is unit-stride to the vectorizer.  Loops run in the layout's
+ * memory order (channels_last: N H W C). */
+static void static_output_strides(Lower *L, LfNest *n, const IrResult *res) {
+  bool cl = res->layout == LAYOUT_CHANNELS_LAST && n->rank == 4;
+  if (res->layout == LAYOUT_STRIDED || (res->layout != LAYOUT_CONTIGUOUS && !cl)) return;
+  int *order = (int *)identity(L, n->rank);
+  if (cl) order[1] = 2, order[2] = 3, order[3] = 1;
+  const Sym **st = zalloc(L, sizeof *st * (size_t)(n->rank + 1));
+  const Sym *acc = sym_const(L->st, 1);
+  for (int j = n->rank - 1; j >= 0; j--) {
+    st[order[j]] = acc;
+    acc = sym_mul(L->st, acc, sym_max(L->st, n->shape[order[j]], sym_const(L->st, 1)));
+  }
+  n->store.stride = st;
+  n->store.rt_strides = false;
+  if (cl) n->order = order;
 }
 
 /* Copies result i's value into the caller's output. */
@@ -271,9 +608,14 @@ static void lower_result(Lower *L, int i) {
   n->store.rt_strides = true;
   n->dtype = res->dtype;
   n->src = -1;
+  if (L->inl) static_output_strides(L, n, res);
 }
 
 LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported) {
+  return lf_lower_opt(m, k, unsupported, 0);
+}
+
+LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level) {
   Lower L = {.m = m, .k = k, .st = m->st};
   for (int r = 0; r < k->nvalues; r++)
     if (!supported(ir_val(k, r)->op)) {
@@ -284,6 +626,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported) {
   L.lk->k = k;
   L.buf_of = zalloc(&L, sizeof *L.buf_of * (size_t)(k->nvalues + 1));
   for (int r = 0; r < k->nvalues; r++) L.buf_of[r] = -1;
+  if (opt_level > 0) L.inl = lf_plan_inline(m, k);
   for (int r = 0; r < k->nvalues; r++) lower_value(&L, r);
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
   return L.lk;
@@ -318,6 +661,8 @@ static void print_expr(FILE *f, const LfExpr *e, int nloops) {
     return;
   case LFE_SYM: sym_print(f, e->sym); return;
   case LFE_ARANGE: fprintf(f, "(%g + i0*%g)", e->start, e->step); return;
+  case LFE_INDEX: fprintf(f, "i%d", e->loop); return;
+  case LFE_ACC: fputs("acc", f); return;
   case LFE_CAST: fprintf(f, "%s(", dtype_name(e->dtype)); break;
   case LFE_OP: fprintf(f, "%s(", op_name(e->op)); break;
   }
@@ -325,6 +670,16 @@ static void print_expr(FILE *f, const LfExpr *e, int nloops) {
     if (j) fputs(", ", f);
     print_expr(f, e->args[j], nloops);
   }
+  fputc(')', f);
+}
+
+/* A reduction loop's own bounds: " in [lo, hi)". */
+static void print_red_bounds(FILE *f, const LfNest *n, int d) {
+  if (!n->red_lo || !n->red_lo[d]) return;
+  fputs(" in [", f);
+  print_expr(f, n->red_lo[d], n->rank);
+  fputs(", ", f);
+  print_expr(f, n->red_hi[d], n->rank);
   fputc(')', f);
 }
 
@@ -354,6 +709,7 @@ void lf_print(FILE *f, const LfKernel *lk) {
       for (int d = 0; d < n->nred; d++) {
         if (d) fputs(", ", f);
         sym_print(f, n->red[d]);
+        print_red_bounds(f, n, d);
       }
       fputs("]", f);
     }
@@ -361,6 +717,10 @@ void lf_print(FILE *f, const LfKernel *lk) {
     print_access(f, &n->store, n->rank);
     fprintf(f, " = %s ", dtype_name(n->dtype));
     print_expr(f, n->value, n->rank + n->nred);
+    if (n->post) {
+      fputs(" then ", f);
+      print_expr(f, n->post, n->rank);
+    }
     fputc('\n', f);
   }
 }

@@ -23,6 +23,31 @@
  *    the outer loops, split it over `lin_shape`, and apply `stride` to
  *    those coordinates instead.  `rt_strides` (outputs) means: the
  *    strides are the descriptor's, loop variable l on dim l.
+ *  - Window bounds and post-processing (pools): a reduction loop l may
+ *    carry its own bounds `red_lo[l]`, `red_hi[l]` (I64 expressions over
+ *    the OUTER loop variables, LFE_INDEX): it then runs over [lo, hi)
+ *    instead of [0, red[l]), and red[l] is only an upper bound of its
+ *    trip count.  MEAN divides by the product of the actual trip counts.
+ *    `post`, when set, is evaluated after the reduction loops with LFE_ACC
+ *    standing for the reduced value (in the accumulator dtype: F64 for
+ *    f64, F32 for other floats, I64 for integers and bool); its result is
+ *    converted to the stored dtype.  LFE_OP DIV on integers divides with
+ *    truncation (C; the divisor is never 0), which integer avg pooling
+ *    needs; the IR's DIV itself is float-only.
+ *  - Normalizations (lower.c, lower_norm): softmax/log_softmax over dim d
+ *    is three nests: AMAX of x over d into an auxiliary scratch buffer
+ *    of statistics (row-major over the other dims, F32 or F64), SUM of
+ *    exp(x - max) into a second one, then an elementwise nest reading x
+ *    and both statistics with stride 0 along d.  layer_norm: MEAN of x,
+ *    MEAN of (x - mean)^2 (biased variance), then the normalization with
+ *    weight/bias.  Statistics buffers are LFB_SCRATCH with index = the
+ *    normalized value; all three nests have src = that value, and only
+ *    the last stores it.
+ *  - Pools (lower.c, lower_pool): one reduction nest over N, C, OH, OW
+ *    with two window loops whose bounds are the window clipped to the
+ *    input (max pooling then never sees padding, as -inf padding
+ *    implies); avg pooling divides in `post` by PyTorch's
+ *    count_include_pad divisor, adaptive pooling by the window size.
  *
  * Needs: ir.h.  Produces: LfKernel in the caller's arena. */
 #ifndef TDSL_LOWER_H
@@ -38,7 +63,8 @@ typedef enum LfBufKind {
   LFB_PARAM,   /* index: parameter number */
   LFB_SCALAR,  /* index: parameter number */
   LFB_CONST,   /* index: the TENSOR value; data: row-major elements */
-  LFB_SCRATCH, /* index: the value; size: elements */
+  LFB_SCRATCH, /* index: the value (or the normalized value whose
+                  statistics it holds); size: elements */
   LFB_OUTPUT   /* index: result number */
 } LfBufKind;
 
@@ -65,7 +91,9 @@ typedef enum LfExprKind {
   LFE_SYM,    /* sym evaluated, I64 */
   LFE_ARANGE, /* F64: start + var[loop] * step */
   LFE_OP,     /* op (elementwise) over args, result dtype */
-  LFE_CAST    /* args[0] converted to dtype (spec §5.4) */
+  LFE_CAST,   /* args[0] converted to dtype (spec §5.4) */
+  LFE_INDEX,  /* I64: var[loop] */
+  LFE_ACC     /* in a nest's `post` only: the reduced value */
 } LfExprKind;
 
 typedef struct LfExpr {
@@ -88,10 +116,22 @@ typedef struct LfNest {
   int nred;
   const Sym **red;
   Op reduce;       /* OP_COUNT: plain store; else SUM ... ARGMIN */
+  LfExpr **red_lo, **red_hi; /* NULL, or per reduction loop NULL or its
+                                bounds (see above) */
+  LfExpr *post;    /* NULL, or the stored value in terms of LFE_ACC */
   LfExpr *value;
   LfAccess store;  /* over the outer loops */
   DType dtype;     /* stored dtype */
   IrRef src;       /* the IR value computed (-1: a result copy) */
+  const int *order; /* outer loops in memory order: order[i] is the loop
+                       variable at depth i (outermost first); NULL: 0..rank-1 */
+  /* reduce == OP_MATMUL / OP_CONV2D (gemm.c computes the whole value):
+   * the IR operands (a, b / x, w[, bias]), each addressed over its own
+   * dims (loop variable l = dim l, shapes those of the IR operands);
+   * `store` is the value's dense store over its dims; `value` is just a
+   * load of operand 0 (for printing) and red/nred are unused. */
+  int nopnd;
+  LfAccess opnd[3];
 } LfNest;
 
 typedef struct LfKernel {
@@ -103,8 +143,36 @@ typedef struct LfKernel {
 } LfKernel;
 
 /* Lowers k.  Returns NULL with *unsupported set to the first op the loop
- * form cannot express yet (matmul, conv2d, pools, normalizations). */
+ * form cannot express yet (none today).
+ * lf_lower is lf_lower_opt at level 0. */
 LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
+
+/* Fusion (opt_level >= 1; -O0 keeps one nest and scratch per value).
+ * A value computed by an elementwise, copy/cast or constant op (not
+ * RESHAPE) is *inlined*: it gets no nest and no scratch, and every load
+ * of it (directly or through views) becomes its expression tree evaluated
+ * at the consumer's index.  Elementwise operands are pre-expanded to the
+ * result's shape (ops.h), so producer and consumer share the index space;
+ * through a view the index map is composed: the view must be offset 0
+ * and each of its dims either size 1, stride 0 (expand) or a distinct dim
+ * of the producer with equal size and stride (permute, (un)squeeze,
+ * expand); every producer dim of size != 1 covered.  Otherwise (slices,
+ * reshaping views, RESHAPE's linear reads) the producer is materialized.
+ * Consumers may be elementwise/copy ops, reductions (their element
+ * reads) and result copies.  A value read more than once is inlined
+ * (recomputed) only while its expression tree is cheap (a node budget
+ * where transcendental ops count extra); else it is materialized.
+ * Result copies of dense-layout outputs store with static strides and
+ * loop in the layout's memory order (LfNest.order). */
+LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level);
+
+/* fusion.c: per IR value, whether it is inlined (arena of m). */
+bool *lf_plan_inline(IrModule *m, const IrKernel *k);
+
+/* fusion.c: composes the index map of a read of value r (its dim d at
+ * loop variable map[d], < 0: index 0) down to r's storage root: pm[j]
+ * for the root's dims.  False when the view is not such a simple map. */
+bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm);
 
 /* Prints the loop form (debugging, tests). */
 void lf_print(FILE *f, const LfKernel *lk);

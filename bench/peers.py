@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""peers.py — the workloads of bench/kernels.tdsl in PyTorch eager and numpy.
+
+Needs: torch and/or numpy (bench/requirements.txt); either may be missing,
+its rows then say "unsupported". Benchmark-only: nothing in the build or
+the tests imports this.
+Produces: on stdout the line format of bench.c (run.sh merges both):
+    NAME IMPL TIME_MS RATE UNIT - -
+with IMPL torch or numpy, RATE in GB/s (bytes of every input read and
+every output written once, as bench.c counts them) or GFLOP/s.
+
+Usage: peers.py [--threads N] [--check DIR] [NAME ...]
+--check DIR: instead of timing, reads DIR/NAME_I.npy written by bench_tdsl
+(BENCH_DUMP=DIR), recomputes each output from the same inputs in torch
+float64, and prints "# check NAME: ok|MISMATCH, error/scale E" where E is
+max|tdsl - ref| / max|ref| (a norm-wise error: 1e-4 and above is flagged).
+Threads: torch.set_num_threads(N); numpy's BLAS gets OMP/OPENBLAS/MKL
+_NUM_THREADS=N, set here before numpy is imported. Timing as bench.c: a
+warm-up call, a sizing call, then $BENCH_RUNS (5) runs of at least
+$BENCH_MIN_RUN_MS (200) ms; the median per-call time is printed.
+
+Every workload returns a result in the layout the tdsl kernel writes
+(contiguous unless the kernel declares channels_last), so a torch
+expression whose natural result is strided gets the same .contiguous()
+copy the tdsl kernel has to make (preprocess). numpy has no convolution:
+its conv rows are im2col per image (a strided window view copied into a
+matrix) times the weights in OpenBLAS.
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=int,
+                   default=int(os.environ.get("THREADS", "2")))
+    p.add_argument("--check", metavar="DIR",
+                   help="compare bench_tdsl's BENCH_DUMP files instead of timing")
+    p.add_argument("names", nargs="*")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(ARGS.threads)
+
+try:
+    import numpy as np
+except ImportError:  # reported per row
+    np = None
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+
+def env_int(name, default):
+    try:
+        return max(1, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def time_median(fn):
+    """Median seconds per call of fn(), timed as bench.c does."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    min_run = env_int("BENCH_MIN_RUN_MS", 200) * 1e-3
+    runs = min(env_int("BENCH_RUNS", 5), 31)
+    reps = int(min_run / once) + 1 if once > 0 else 1000
+    per_call = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        per_call.append((time.perf_counter() - start) / reps)
+    per_call.sort()
+    return per_call[len(per_call) // 2]
+
+
+# ---- inputs: same shapes and value ranges as bench.c (not the same bits) --
+
+def rand_f32(rng, shape, positive=False):
+    x = rng.random(shape, dtype=np.float32)
+    return x + np.float32(0.5) if positive else x * np.float32(2) - np.float32(1)
+
+
+def conv_flops(n, o, oh, ow, c, kh, kw):
+    return 2.0 * n * o * oh * ow * c * kh * kw
+
+
+# ---- numpy versions ---------------------------------------------------------
+
+def np_im2col_conv(x, w, stride, pad, channels_last):
+    """conv2d of x [N, C, H, W] (or NHWC memory when channels_last) by
+    w [O, C, KH, KW]: per image, a window view copied into a matrix and one
+    OpenBLAS matmul. Returns NCHW, or NHWC memory when channels_last."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh = (h + 2 * pad - kh) // stride + 1
+    ow = (wd + 2 * pad - kw) // stride + 1
+    win = np.lib.stride_tricks.sliding_window_view
+    if channels_last:
+        xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # setup only
+        wm = np.ascontiguousarray(w.reshape(o, c * kh * kw).T)
+
+        def run():
+            out = np.empty((n, oh, ow, o), np.float32)
+            for i in range(n):
+                xp = np.pad(xl[i], ((pad, pad), (pad, pad), (0, 0)))
+                cols = win(xp, (kh, kw), axis=(0, 1))[::stride, ::stride]
+                np.matmul(cols.reshape(oh * ow, c * kh * kw), wm,
+                          out=out[i].reshape(oh * ow, o))
+            return out
+        return run
+    wm = w.reshape(o, c * kh * kw)
+
+    def run():
+        out = np.empty((n, o, oh, ow), np.float32)
+        for i in range(n):
+            xp = np.pad(x[i], ((0, 0), (pad, pad), (pad, pad)))
+            cols = win(xp, (kh, kw), axis=(1, 2))[:, ::stride, ::stride]
+            cols = cols.transpose(0, 3, 4, 1, 2).reshape(c * kh * kw, oh * ow)
+            np.matmul(wm, cols, out=out[i].reshape(o, oh * ow))
+        return out
+    return run
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def np_layer_norm(x, g, b, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    d = x - mu
+    var = (d * d).mean(axis=-1, keepdims=True)
+    return d / np.sqrt(var + np.float32(eps)) * g + b
+
+
+# ---- the workloads: name -> (bytes, flops, {impl: make_fn}) ----------------
+# Each make_fn builds its inputs and returns the zero-argument call to time.
+
+def workloads(rng):
+    f32 = 4
+    ew_shape = (32, 64, 56, 56)
+    ew_n = 32 * 64 * 56 * 56
+    pp_n = 32 * 224 * 224 * 3
+    sm_n = 4096 * 1024
+    ln_n = 8192 * 1024
+
+    def ew(impl):
+        x = rand_f32(rng, ew_shape)
+        a = rand_f32(rng, (64,), True)
+        b = rand_f32(rng, (64,))
+        if impl == "numpy":
+            av, bv = a.reshape(1, 64, 1, 1), b.reshape(1, 64, 1, 1)
+            return lambda: np.maximum((x * av + bv) * np.float32(0.5) - bv, 0) / av
+        xt, at, bt = map(torch.from_numpy, (x, a, b))
+        av, bv = at.view(1, 64, 1, 1), bt.view(1, 64, 1, 1)
+        return lambda: torch.relu((xt * av + bv) * 0.5 - bv) / av
+
+    def pre(impl):
+        frames = rng.integers(0, 256, (32, 224, 224, 3), dtype=np.uint8)
+        mean = rand_f32(rng, (3,), True)
+        std = rand_f32(rng, (3,), True)
+        if impl == "numpy":
+            m, s = mean.reshape(1, 3, 1, 1), std.reshape(1, 3, 1, 1)
+            return lambda: np.ascontiguousarray(
+                (frames.transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255) - m) / s)
+        ft, mt, st = map(torch.from_numpy, (frames, mean, std))
+        return lambda: ((ft.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+                         - mt.view(1, 3, 1, 1)) / st[:, None, None]).contiguous()
+
+    def perm(impl):
+        x = rand_f32(rng, ew_shape)
+        if impl == "numpy":
+            return lambda: np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        xt = torch.from_numpy(x)
+        return lambda: xt.permute(0, 2, 3, 1).contiguous()
+
+    def softmax(impl):
+        x = rand_f32(rng, (4096, 1024))
+        if impl == "numpy":
+            return lambda: np_softmax(x)
+        xt = torch.from_numpy(x)
+        return lambda: torch.softmax(xt, dim=-1)
+
+    def matmul(impl):
+        a = rand_f32(rng, (1024, 1024))
+        b = rand_f32(rng, (1024, 1024))
+        if impl == "numpy":
+            return lambda: a @ b
+        at, bt = torch.from_numpy(a), torch.from_numpy(b)
+        return lambda: at @ bt
+
+    def conv(x_shape, w_shape, stride, pad, channels_last):
+        def make(impl):
+            x = rand_f32(rng, x_shape)
+            w = rand_f32(rng, w_shape)
+            if impl == "numpy":
+                return np_im2col_conv(x, w, stride, pad, channels_last)
+            xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+            if channels_last:
+                xt = xt.contiguous(memory_format=torch.channels_last)
+            return lambda: F.conv2d(xt, wt, stride=stride, padding=pad)
+        return make
+
+    def layer_norm(impl):
+        x = rand_f32(rng, (8192, 1024))
+        g = rand_f32(rng, (1024,), True)
+        b = rand_f32(rng, (1024,))
+        if impl == "numpy":
+            return lambda: np_layer_norm(x, g, b)
+        xt, gt, bt = map(torch.from_numpy, (x, g, b))
+        return lambda: F.layer_norm(xt, (1024,), gt, bt)
+
+    conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
+    return [
+        ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
+        ("preprocess", pp_n + (pp_n + 6) * f32, 0, pre),
+        ("permute_copy", 2 * ew_n * f32, 0, perm),
+        ("softmax_last", 2 * sm_n * f32, 0, softmax),
+        ("matmul", 3 * 1024 * 1024 * f32, 2.0 * 1024 ** 3, matmul),
+        ("conv3x3_nchw", conv_bytes, conv_flops(32, 64, 56, 56, 64, 3, 3),
+         conv((32, 64, 56, 56), (64, 64, 3, 3), 1, 1, False)),
+        ("conv3x3_nhwc", conv_bytes, conv_flops(32, 64, 56, 56, 64, 3, 3),
+         conv((32, 64, 56, 56), (64, 64, 3, 3), 1, 1, True)),
+        ("conv1x1", (2 * ew_n + 64 * 64) * f32,
+         conv_flops(32, 64, 56, 56, 64, 1, 1),
+         conv((32, 64, 56, 56), (64, 64, 1, 1), 1, 0, False)),
+        ("conv7x7s2", (32 * 3 * 224 * 224 + 64 * 3 * 49 + 32 * 64 * 112 * 112) * f32,
+         conv_flops(32, 64, 112, 112, 3, 7, 7),
+         conv((32, 3, 224, 224), (64, 3, 7, 7), 2, 3, False)),
+        ("layer_norm_last", (2 * ln_n + 2048) * f32, 0, layer_norm),
+    ]
+
+
+def report(name, impl, secs, nbytes, flops):
+    if flops:
+        rate, unit = flops / secs * 1e-9, "GFLOP/s"
+    else:
+        rate, unit = nbytes / secs * 1e-9, "GB/s"
+    print(f"{name:<16} {impl} {secs * 1e3:10.3f} {rate:9.2f} {unit:<7} - -",
+          flush=True)
+
+
+# ---- --check: tdsl's dumped results against torch float64 ------------------
+
+def check_refs():
+    """name -> function of the dumped inputs (float64 torch tensors, NHWC
+    where the kernel takes channels-last) giving the output as dumped."""
+    def nchw(t):
+        return t.permute(0, 3, 1, 2)
+
+    def nhwc(t):
+        return t.permute(0, 2, 3, 1)
+    return {
+        "ew_chain": lambda x, a, b: torch.relu(
+            (x * a.view(1, -1, 1, 1) + b.view(1, -1, 1, 1)) * 0.5
+            - b.view(1, -1, 1, 1)) / a.view(1, -1, 1, 1),
+        "preprocess": lambda f, m, s: (nchw(f) / 255.0 - m.view(1, 3, 1, 1))
+        / s.view(1, 3, 1, 1),
+        "permute_copy": nhwc,
+        "softmax_last": lambda x: torch.softmax(x, dim=-1),
+        "matmul": lambda a, b: a @ b,
+        "conv3x3_nchw": lambda x, w: F.conv2d(x, w, padding=1),
+        "conv3x3_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),
+        "conv1x1": lambda x, w: F.conv2d(x, w),
+        "conv7x7s2": lambda x, w: F.conv2d(x, w, stride=2, padding=3),
+        "layer_norm_last": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b),
+    }
+
+
+def check(directory):
+    if np is None or torch is None:
+        print("# check: needs numpy and torch")
+        return 1
+    status = 0
+    for name, ref in check_refs().items():
+        if ARGS.names and name not in ARGS.names:
+            continue
+        nin = ref.__code__.co_argcount
+        paths = [os.path.join(directory, f"{name}_{i}.npy") for i in range(nin + 1)]
+        if not all(os.path.exists(p) for p in paths):
+            continue
+        ins = [torch.from_numpy(np.load(p)).to(torch.float64) for p in paths[:nin]]
+        got = torch.from_numpy(np.load(paths[nin])).to(torch.float64)
+        want = ref(*ins)
+        scale = max(want.abs().max().item(), 1e-30)
+        err = (got - want).abs().max().item() / scale
+        ok = tuple(got.shape) == tuple(want.shape) and err < 1e-4
+        status |= not ok
+        print(f"# check {name}: {'ok' if ok else 'MISMATCH'}, error/scale {err:.2e}",
+              flush=True)
+    return status
+
+
+def main():
+    if ARGS.check:
+        return check(ARGS.check)
+    if np is None:
+        for impl in ("torch", "numpy"):
+            print(f"# {impl}: numpy is not installed (see bench/README.md)")
+        return 0
+    if torch is not None:
+        torch.set_num_threads(ARGS.threads)
+    rng = np.random.default_rng(0x5EED)
+    print(f"# peers: {ARGS.threads} threads; numpy {np.__version__}"
+          + (f", torch {torch.__version__}" if torch is not None else
+             ", torch not installed"))
+    for name, nbytes, flops, make in workloads(rng):
+        if ARGS.names and name not in ARGS.names:
+            continue
+        for impl in ("torch", "numpy"):
+            if impl == "torch" and torch is None:
+                print(f"{name:<16} torch unsupported")
+                continue
+            fn = make(impl)
+            report(name, impl, time_median(fn), nbytes, flops)
+            del fn
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# run.sh — builds and runs the benchmarks, prints one side-by-side table.
+#
+# Needs: cmake, a C compiler, flex/bison, LLVM (as the main build does);
+# for the peer columns a Python with torch and numpy: $PYTHON, else
+# bench/.venv/bin/python (python3 -m venv bench/.venv &&
+# bench/.venv/bin/pip install -r bench/requirements.txt), else python3 if
+# it has numpy; without one the peer columns are "-".
+# Produces: on stdout the raw lines of bench_tdsl and peers.py, then the
+# table  benchmark | tdsl | memcpy | torch | numpy | tdsl/memcpy | tdsl/torch
+# and a table of tdslc compile times of examples/*.tdsl (median of 5).
+# Build outputs go to bench/build/ (git-ignored).
+#
+# Environment:
+#   THREADS=N     threads for tdsl, torch and numpy's BLAS (default 2)
+#   BUILD_DIR=D   an existing build of the project to use (it is built, not
+#                 reconfigured); default: a Release build in bench/build/tdsl
+#   PYTHON=P      interpreter for peers.py (e.g. /work/venv/bin/python)
+#   BENCH_RUNS, BENCH_MIN_RUN_MS   timing (bench.c and peers.py read them)
+#   ONLY="a b"    run only these benchmarks
+#   CHECK=1       also check tdsl's results against torch float64 on the same
+#                 inputs (bench_tdsl dumps them as .npy into bench/build/dump,
+#                 about 1 GB, removed afterwards); a mismatch fails the run
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+threads="${THREADS:-2}"
+out="$here/build"
+jobs="$(nproc 2>/dev/null || echo 2)"
+mkdir -p "$out"
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# ---- 1. the project: Release build, installed into bench/build/prefix ----
+if [[ -n "${BUILD_DIR:-}" ]]; then
+  tdsl_build="$(cd "$BUILD_DIR" && pwd)"
+  log "using the project build in $tdsl_build"
+else
+  tdsl_build="$out/tdsl"
+  log "configuring a Release build of tdsl in $tdsl_build"
+  cmake -S "$root" -B "$tdsl_build" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_TESTING=OFF -DTDSL_BUILD_EXAMPLES=OFF >"$out/tdsl-configure.log"
+fi
+cmake --build "$tdsl_build" -j"$jobs" --target tdslc tdsl_runtime \
+  >"$out/tdsl-build.log" || { cat "$out/tdsl-build.log" >&2; exit 1; }
+cmake --install "$tdsl_build" --prefix "$out/prefix" >"$out/tdsl-install.log"
+tdslc="$out/prefix/bin/tdslc"
+
+# ---- 2. the bench program (probes which kernels tdslc compiles) ----------
+log "configuring bench in $out/bench"
+cmake -S "$here" -B "$out/bench" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$out/prefix" >"$out/bench-configure.log" ||
+  { cat "$out/bench-configure.log" >&2; exit 1; }
+cmake --build "$out/bench" -j"$jobs" >"$out/bench-build.log" ||
+  { cat "$out/bench-build.log" >&2; exit 1; }
+
+# ---- 3. run tdsl and the peers with the same thread count ----------------
+# Benchmark by benchmark, tdsl then its peers, so that the two sides of a
+# ratio are measured close together in time (the machine may be shared),
+# and in one process per benchmark: a kernel that crashes costs its row.
+status=0
+dump=""
+if [[ "${CHECK:-0}" == 1 ]]; then
+  dump="$out/dump"
+  rm -rf "$dump" && mkdir -p "$dump"
+fi
+python="${PYTHON:-}"
+if [[ -z "$python" && -x "$here/.venv/bin/python" ]]; then
+  python="$here/.venv/bin/python"
+fi
+if [[ -z "$python" ]] && python3 -c 'import numpy' 2>/dev/null; then
+  python=python3
+fi
+if [[ -n "$python" ]]; then
+  log "bench_tdsl and peers.py ($python), $threads threads"
+else
+  log "bench_tdsl, $threads threads; no Python with numpy: peer columns" \
+    "left empty (see bench/README.md)"
+fi
+load_before="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+: >"$out/tdsl.txt"
+: >"$out/peers.txt"
+for name in $("$out/bench/bench_tdsl" --list); do
+  if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then
+    continue
+  fi
+  rc=0
+  BENCH_DUMP="$dump" "$out/bench/bench_tdsl" "$threads" "$name" \
+    >"$out/one.txt" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    status=1
+    grep -q "^$name " "$out/one.txt" || echo "$name tdsl failed" >>"$out/one.txt"
+  fi
+  grep -v '^# tdsl bench' "$out/one.txt" | tee -a "$out/tdsl.txt"
+  if [[ -n "$python" ]]; then
+    "$python" "$here/peers.py" --threads "$threads" "$name" |
+      grep -v '^# peers' | tee -a "$out/peers.txt" || status=1
+  fi
+done
+load_after="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+
+# ---- 4. the side-by-side table -------------------------------------------
+# Ratios: tdsl/memcpy = memcpy time / tdsl time for the same bytes (1.00 is
+# memcpy speed); tdsl/torch = torch time / tdsl time (above 1: tdsl faster).
+echo
+echo "tdsl benchmarks, $threads threads, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)," \
+  "$(nproc 2>/dev/null || echo '?') cores, load average $load_before before, $load_after after"
+awk '
+  function cell(t, r, u) { return sprintf("%.2f ms %.1f %s", t, r, u) }
+  $1 ~ /^#/ { if ($0 ~ /not supported yet/) notes[++nn] = $0; next }
+  NF >= 2 {
+    if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
+    key = $1 SUBSEP $2
+    if ($3 == "unsupported" || $3 == "failed") { state[key] = $3; next }
+    tm[key] = $3; rate[key] = $4; unit[key] = $5
+    if ($2 == "tdsl") { mc[$1] = $6; ratio[$1] = $7 }
+  }
+  END {
+    fmt = "| %-15s | %-26s | %-9s | %-26s | %-26s | %-11s | %-10s |\n"
+    printf fmt, "benchmark", "tdsl", "memcpy", "torch", "numpy",
+           "tdsl/memcpy", "tdsl/torch"
+    printf "|%s|%s|%s|%s|%s|%s|%s|\n", "-----------------",
+           "----------------------------", "-----------",
+           "----------------------------", "----------------------------",
+           "-------------", "------------"
+    for (i = 1; i <= n; i++) {
+      b = order[i]
+      split("tdsl torch numpy", impls, " ")
+      for (j = 1; j <= 3; j++) {
+        k = b SUBSEP impls[j]
+        if (k in tm) c[j] = cell(tm[k], rate[k], unit[k])
+        else if (!(k in state)) c[j] = "-"
+        else if (state[k] == "unsupported" && j == 1) c[j] = "not supported yet"
+        else c[j] = state[k]
+      }
+      t = b SUBSEP "tdsl"; p = b SUBSEP "torch"
+      m = (b in mc) ? sprintf("%.2f ms", mc[b]) : "-"
+      r1 = (b in ratio) ? ratio[b] : "-"
+      r2 = (t in tm && p in tm) ? sprintf("%.2f", tm[p] / tm[t]) : "-"
+      printf fmt, b, c[1], m, c[2], c[3], r1, r2
+    }
+    for (i = 1; i <= nn; i++) print notes[i]
+  }' "$out/tdsl.txt" "$out/peers.txt"
+
+# ---- 5. optional: tdsl's results against torch on the same inputs -------
+if [[ -n "$dump" ]]; then
+  echo
+  if [[ -n "$python" ]]; then
+    echo "correctness (max |tdsl - torch float64| / max |torch float64|, flagged at 1e-4)"
+    # shellcheck disable=SC2086
+    "$python" "$here/peers.py" --check "$dump" ${ONLY:-} || status=1
+  else
+    echo "correctness: skipped, no Python with numpy and torch"
+  fi
+  rm -rf "$dump"
+fi
+
+# ---- 6. compile time of each example -------------------------------------
+echo
+echo "tdslc compile time (tdslc examples/X.tdsl -O2 -o X.o, median of 5)"
+printf '| %-16s | %-17s |\n' "example" "compile"
+printf '|%s|%s|\n' "------------------" "-------------------"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for src in "$root"/examples/*.tdsl; do
+  name="$(basename "$src" .tdsl)"
+  times=()
+  why=""
+  for _ in 1 2 3 4 5; do
+    t0=$EPOCHREALTIME
+    if ! "$tdslc" "$src" -O2 -o "$tmp/$name.o" 2>"$tmp/err"; then
+      why="$(head -n1 "$tmp/err")"
+      break
+    fi
+    t1=$EPOCHREALTIME
+    times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }')")
+  done
+  if [[ -n "$why" ]]; then
+    printf '| %-16s | %-17s |\n' "$name" "not supported yet"
+    echo "#   $name: $why"
+  else
+    med="$(printf '%s\n' "${times[@]}" | sort -g | sed -n 3p)"
+    printf '| %-16s | %-17s |\n' "$name" "$med ms"
+  fi
+done
+exit "$status"

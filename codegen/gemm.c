@@ -1,0 +1,754 @@
+/* gemm.c — MATMUL and CONV2D for the CPU backend as a tiled, packed GEMM
+ * (gemm.h), emitted through the LLVM C API.
+ *
+ * C[M, N] = A[M, K] x B[K, N] for each batch (matmul: the batch dims;
+ * conv2d: image and group), blocked BLIS-style:
+ *   for jc in N by NC:  for pc in K by KC:
+ *     pack B[pc.., jc..] into NR-wide panels (parallel over panels)
+ *     for ic in M by MC (parallel):  pack A[ic.., pc..] into MR-high panels
+ *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ * The micro-kernel keeps MR x (NV vectors of VW lanes) accumulators in
+ * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
+ * panels.  Packing absorbs strides (transposes, broadcasts of stride 0,
+ * slices), converts to the compute type and pads edge panels with zeros;
+ * tiles at the edges, outputs without unit column stride, and outputs of
+ * another dtype than the compute type go through a scalar store.
+ * An operand is addressed as MAT (lane i, k index p: off + i*si + p*sp),
+ * IM2COL (lane = output pixel, p = (ci, ky, kx): the input element, 0 in
+ * the padding) or WEIGHT (lane = output channel, p = (ci, ky, kx)).
+ * When the output dtype differs from the compute type, K is not split
+ * (KC = K), so every output element is rounded once.
+ *
+ * All run-time parameters live in a context array of 8-byte slots (X_*)
+ * shared with the emitted parallel bodies.  Needs: gemm.h.  Produces:
+ * private functions tdsl.gemm<n>.* in the module. */
+#include "gemm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/TargetMachine.h>
+
+#define E_NOMEM (-15)
+/* Parallel work items split N into chunks of this many NR panels (each
+ * repacks its A block: cheap against NB_PANELS * NR columns of work). */
+#define NB_PANELS 8
+
+typedef enum GemmKind { GK_MAT, GK_IM2COL, GK_WEIGHT } GemmKind;
+
+/* Slots of the run-time context. */
+enum {
+  X_A, X_B, X_C, X_BIAS, X_BPACK,
+  X_M, X_N, X_K,
+  X_AOFF, X_AI, X_AP, /* A: offset, stride along lanes (m), along k */
+  X_BOFF, X_BI, X_BP, /* B: offset, stride along lanes (n), along k */
+  X_COFF, X_CM, X_CN,
+  X_SOFF, X_SM, X_SN, /* bias: offset, strides along m and n (one is 0) */
+  X_H, X_W, X_OW, X_SH, X_SW, X_PH, X_PW, X_DH, X_DW, /* convolution */
+  X_XC, X_XH, X_XW,   /* input strides: channel, row, column */
+  X_KH, X_KW, X_WC, X_WH, X_WW, /* kernel size, weight strides */
+  X_PC, X_KC, X_JC, X_NC, X_FIRST, X_ERR,
+  X_COUNT
+};
+
+typedef struct G {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i16, i32, i64, f32, ptr, vd, ct, vt;
+  DType cd;             /* compute dtype: F32, F64 or I64 */
+  DType ad, bd, od, sd; /* A, B, output, bias storage dtypes */
+  GemmKind ka, kb;
+  bool bias, bias_n; /* a bias; varying along n (else along m) */
+  int vw, nv, mr, nr, mc, kc, nc;
+  int id;
+  int vec_bits;
+  LLVMValueRef fn;
+} G;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static LLVMValueRef k64(G *g, long long v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+
+static LLVMValueRef gep(G *g, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i) {
+  return LLVMBuildGEP2(g->b, t, p, &i, 1, "");
+}
+
+static LLVMValueRef slot_ptr(G *g, LLVMValueRef cx, int s) { return gep(g, g->i64, cx, k64(g, s)); }
+static LLVMValueRef get(G *g, LLVMValueRef cx, int s) {
+  return LLVMBuildLoad2(g->b, g->i64, slot_ptr(g, cx, s), "");
+}
+static LLVMValueRef getp(G *g, LLVMValueRef cx, int s) {
+  return LLVMBuildLoad2(g->b, g->ptr, slot_ptr(g, cx, s), "");
+}
+static void set(G *g, LLVMValueRef cx, int s, LLVMValueRef v) {
+  LLVMBuildStore(g->b, v, slot_ptr(g, cx, s));
+}
+
+static LLVMValueRef add(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(g->b, a, b, ""); }
+static LLVMValueRef sub(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSub(g->b, a, b, ""); }
+static LLVMValueRef mul(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(g->b, a, b, ""); }
+static LLVMValueRef lt(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(g->b, LLVMIntSLT, a, b, "");
+}
+static LLVMValueRef imin(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, lt(g, a, b), a, b, "");
+}
+static LLVMValueRef sdiv(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSDiv(g->b, a, b, ""); }
+static LLVMValueRef srem(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSRem(g->b, a, b, ""); }
+/* ceil(a / b) for a >= 0, b > 0 */
+static LLVMValueRef cdiv(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return sdiv(g, add(g, a, sub(g, b, k64(g, 1))), b);
+}
+
+static LLVMBasicBlockRef blk(G *g, const char *name) {
+  return LLVMAppendBasicBlockInContext(g->ctx, g->fn, name);
+}
+
+static LLVMValueRef fdecl(G *g, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, unsigned n) {
+  LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
+  if (!f) f = LLVMAddFunction(g->mod, name, LLVMFunctionType(ret, ps, n, 0));
+  return f;
+}
+
+static LLVMValueRef call(G *g, LLVMValueRef f, LLVMValueRef *a, unsigned n) {
+  return LLVMBuildCall2(g->b, LLVMGlobalGetValueType(f), f, a, n, "");
+}
+
+/* An alloca at the start of the current function's entry block. */
+static LLVMValueRef entry_alloca(G *g, LLVMTypeRef t, int n) {
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(g->ctx);
+  LLVMBasicBlockRef e = LLVMGetEntryBasicBlock(g->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(e);
+  if (first) LLVMPositionBuilderBefore(b, first);
+  else LLVMPositionBuilderAtEnd(b, e);
+  LLVMValueRef a = LLVMBuildArrayAlloca(b, t, LLVMConstInt(g->i32, (unsigned)n, 0), "");
+  LLVMSetAlignment(a, 64);
+  LLVMDisposeBuilder(b);
+  return a;
+}
+
+/* ---- loops: for (iv = lo; iv < hi; iv += step) --------------------------- */
+
+typedef struct GLoop {
+  LLVMBasicBlockRef head, exit;
+  LLVMValueRef iv, step;
+} GLoop;
+
+static LLVMValueRef loop_open(G *g, GLoop *l, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef step) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), body = blk(g, "gbody");
+  l->head = blk(g, "gloop");
+  l->exit = blk(g, "gend");
+  l->step = step;
+  LLVMBuildBr(g->b, l->head);
+  LLVMPositionBuilderAtEnd(g->b, l->head);
+  l->iv = LLVMBuildPhi(g->b, g->i64, "");
+  LLVMAddIncoming(l->iv, &lo, &pre, 1);
+  LLVMBuildCondBr(g->b, lt(g, l->iv, hi), body, l->exit);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  return l->iv;
+}
+
+static void loop_close(G *g, GLoop *l) {
+  LLVMValueRef next = add(g, l->iv, l->step);
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMBuildBr(g->b, l->head);
+  LLVMAddIncoming(l->iv, &next, &latch, 1);
+  LLVMPositionBuilderAtEnd(g->b, l->exit);
+}
+
+/* ---- element conversion -------------------------------------------------- */
+
+static LLVMTypeRef storage(G *g, DType t) {
+  switch (t) {
+  case DT_BOOL: case DT_I8: case DT_U8: return LLVMInt8TypeInContext(g->ctx);
+  case DT_I16: case DT_BF16: return g->i16;
+  case DT_I32: return g->i32;
+  case DT_I64: return g->i64;
+  case DT_F16: return LLVMHalfTypeInContext(g->ctx);
+  case DT_F32: return g->f32;
+  default: return LLVMDoubleTypeInContext(g->ctx);
+  }
+}
+
+/* Loads element i of p (dtype t) converted to the compute type. */
+static LLVMValueRef load_c(G *g, LLVMValueRef p, LLVMValueRef i, DType t) {
+  LLVMValueRef v = LLVMBuildLoad2(g->b, storage(g, t), gep(g, storage(g, t), p, i), "");
+  switch (t) {
+  case DT_F16: return LLVMBuildFPExt(g->b, v, g->ct, "");
+  case DT_BF16: {
+    LLVMValueRef w = LLVMBuildShl(g->b, LLVMBuildZExt(g->b, v, g->i32, ""),
+                                  LLVMConstInt(g->i32, 16, 0), "");
+    return LLVMBuildBitCast(g->b, w, g->f32, "");
+  }
+  case DT_F32: case DT_F64: return v;
+  case DT_I64: return v;
+  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->i64, "");
+  default: return LLVMBuildSExt(g->b, v, g->i64, "");
+  }
+}
+
+/* f32 -> bf16 bits, nearest even, NaN kept quiet. */
+static LLVMValueRef to_bf16(G *g, LLVMValueRef f) {
+  LLVMValueRef u = LLVMBuildBitCast(g->b, f, g->i32, ""), k16 = LLVMConstInt(g->i32, 16, 0);
+  LLVMValueRef hi = LLVMBuildLShr(g->b, u, k16, "");
+  LLVMValueRef lsb = LLVMBuildAnd(g->b, hi, LLVMConstInt(g->i32, 1, 0), "");
+  LLVMValueRef r = add(g, u, add(g, lsb, LLVMConstInt(g->i32, 0x7FFF, 0)));
+  r = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, r, k16, ""), g->i16, "");
+  LLVMValueRef q = LLVMBuildOr(g->b, LLVMBuildTrunc(g->b, hi, g->i16, ""),
+                               LLVMConstInt(g->i16, 0x40, 0), "");
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, f, f, ""), q, r, "");
+}
+
+/* Stores compute value v as element i of p (dtype t). */
+static void store_c(G *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, DType t) {
+  LLVMTypeRef st = storage(g, t);
+  if (t == DT_BF16) v = to_bf16(g, v);
+  else if (t == DT_F16) v = LLVMBuildFPTrunc(g->b, v, st, "");
+  else if (t == DT_BOOL) v = LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, v, k64(g, 0), ""), st, "");
+  else if (!dtype_is_float(t) && t != DT_I64) v = LLVMBuildTrunc(g->b, v, st, "");
+  LLVMBuildStore(g->b, v, gep(g, st, p, i));
+}
+
+static bool isf(G *g) { return g->cd != DT_I64; }
+static LLVMValueRef czero(G *g) { return LLVMConstNull(g->ct); }
+
+static LLVMValueRef cadd(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return isf(g) ? LLVMBuildFAdd(g->b, a, b, "") : add(g, a, b);
+}
+
+/* acc + a * b, fused where the target can. */
+static LLVMValueRef fma_(G *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
+  if (!isf(g)) return add(g, acc, mul(g, a, b));
+  LLVMTypeRef t = LLVMTypeOf(a);
+  unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, &t, 1);
+  LLVMValueRef x[3] = {a, b, acc};
+  return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, &t, 1), f, x, 3, "");
+}
+
+static LLVMValueRef splat(G *g, LLVMValueRef s) {
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(g->vt), s,
+                                          LLVMConstInt(g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(g->vt),
+                                LLVMConstNull(LLVMVectorType(g->i32, (unsigned)g->vw)), "");
+}
+
+/* ---- emitted functions --------------------------------------------------- */
+
+static LLVMValueRef new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) {
+  char name[64];
+  snprintf(name, sizeof name, "tdsl.gemm%d.%s", g->id, what);
+  LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
+  LLVMSetLinkage(f, LLVMPrivateLinkage);
+  if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
+    const char *k = "min-legal-vector-width", *v = "512";
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, 3));
+    k = "prefer-vector-width";
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, 3));
+  }
+  g->fn = f;
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));
+  return f;
+}
+
+/* Decomposes a convolution k index into (ci, ky, kx). */
+static void split_k(G *g, LLVMValueRef cx, LLVMValueRef p, LLVMValueRef *ci, LLVMValueRef *ky,
+                    LLVMValueRef *kx) {
+  LLVMValueRef kw = get(g, cx, X_KW), khw = mul(g, get(g, cx, X_KH), kw);
+  *ci = sdiv(g, p, khw);
+  LLVMValueRef r = srem(g, p, khw);
+  *ky = sdiv(g, r, kw);
+  *kx = srem(g, r, kw);
+}
+
+/* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
+ * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B. */
+static LLVMValueRef emit_pack(G *g, int which) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  GemmKind kind = which ? g->kb : g->ka;
+  DType dt = which ? g->bd : g->ad;
+  int R = which ? g->nr : g->mr;
+  LLVMValueRef base = getp(g, cx, which ? X_B : X_A), off = get(g, cx, which ? X_BOFF : X_AOFF);
+  LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
+  LLVMValueRef pc = get(g, cx, X_PC);
+  LLVMValueRef iy0 = NULL, ix0 = NULL, H = NULL, W = NULL;
+  if (kind == GK_IM2COL) { /* per lane: top-left input coordinates */
+    iy0 = entry_alloca(g, g->i64, R), ix0 = entry_alloca(g, g->i64, R);
+    H = get(g, cx, X_H), W = get(g, cx, X_W);
+    LLVMValueRef ow = get(g, cx, X_OW);
+    GLoop l;
+    LLVMValueRef lane = loop_open(g, &l, k64(g, 0), k64(g, R), k64(g, 1));
+    LLVMValueRef q = add(g, i0, lane), oy = sdiv(g, q, ow), ox = srem(g, q, ow);
+    LLVMValueRef y = sub(g, mul(g, oy, get(g, cx, X_SH)), get(g, cx, X_PH));
+    LLVMValueRef x = sub(g, mul(g, ox, get(g, cx, X_SW)), get(g, cx, X_PW));
+    /* invalid lanes get a row that is never in bounds */
+    y = LLVMBuildSelect(g->b, lt(g, lane, nvalid), y, k64(g, INT64_MIN / 2), "");
+    LLVMBuildStore(g->b, y, gep(g, g->i64, iy0, lane));
+    LLVMBuildStore(g->b, x, gep(g, g->i64, ix0, lane));
+    loop_close(g, &l);
+  }
+  GLoop lp, ll;
+  LLVMValueRef p = loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef kp = add(g, pc, p), pofs = NULL, dy = NULL, dx = NULL;
+  if (kind == GK_MAT) {
+    pofs = add(g, off, mul(g, kp, sp));
+  } else {
+    LLVMValueRef ci, ky, kx;
+    split_k(g, cx, kp, &ci, &ky, &kx);
+    if (kind == GK_WEIGHT) {
+      pofs = add(g, off, add(g, mul(g, ci, get(g, cx, X_WC)),
+                             add(g, mul(g, ky, get(g, cx, X_WH)), mul(g, kx, get(g, cx, X_WW)))));
+    } else {
+      pofs = add(g, off, mul(g, ci, get(g, cx, X_XC)));
+      dy = mul(g, ky, get(g, cx, X_DH));
+      dx = mul(g, kx, get(g, cx, X_DW));
+    }
+  }
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef v;
+  if (kind == GK_IM2COL) {
+    LLVMValueRef y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""), dy);
+    LLVMValueRef x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""), dx);
+    LLVMValueRef inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, H, ""),
+                                    LLVMBuildICmp(g->b, LLVMIntULT, x, W, ""), "");
+    LLVMBasicBlockRef ld = blk(g, "in"), join = blk(g, "join"), here = LLVMGetInsertBlock(g->b);
+    LLVMBuildCondBr(g->b, inb, ld, join);
+    LLVMPositionBuilderAtEnd(g->b, ld);
+    LLVMValueRef a = add(g, pofs, add(g, mul(g, y, get(g, cx, X_XH)), mul(g, x, get(g, cx, X_XW))));
+    LLVMValueRef got = load_c(g, base, a, dt);
+    LLVMBasicBlockRef ldend = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    v = LLVMBuildPhi(g->b, g->ct, "");
+    LLVMValueRef vals[2] = {czero(g), got};
+    LLVMBasicBlockRef bbs[2] = {here, ldend};
+    LLVMAddIncoming(v, vals, bbs, 2);
+  } else { /* clamp the lane so the load stays inside the operand */
+    LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+    LLVMValueRef got = load_c(g, base, add(g, pofs, mul(g, add(g, i0, cl), si)), dt);
+    v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, czero(g), "");
+  }
+  LLVMBuildStore(g->b, v, gep(g, g->ct, row, lane));
+  loop_close(g, &ll);
+  loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* packb_body(ctx, begin, end): B panels [begin, end) of the current block. */
+static LLVMValueRef emit_packb_body(G *g, LLVMValueRef pack_b) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, "packb_body", ps, 3);
+  LLVMValueRef cx = LLVMGetParam(f, 0);
+  LLVMValueRef jc = get(g, cx, X_JC), nc = get(g, cx, X_NC), kc = get(g, cx, X_KC);
+  LLVMValueRef bp = getp(g, cx, X_BPACK);
+  GLoop l;
+  LLVMValueRef t = loop_open(g, &l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
+  LLVMValueRef j = mul(g, t, k64(g, g->nr));
+  LLVMValueRef a[5] = {cx, gep(g, g->ct, bp, mul(g, j, kc)), add(g, jc, j),
+                       imin(g, k64(g, g->nr), sub(g, nc, j)), kc};
+  call(g, pack_b, a, 5);
+  loop_close(g, &l);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* The MR x NR tile at (i, j) (mr, nr valid): written or added to C. */
+static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                       LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
+               cn = get(g, cx, X_CN), first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
+  LLVMValueRef sb = NULL, soff = NULL, sm = NULL, sn = NULL;
+  if (g->bias)
+    sb = getp(g, cx, X_BIAS), soff = get(g, cx, X_SOFF), sm = get(g, cx, X_SM), sn = get(g, cx, X_SN);
+  LLVMBasicBlockRef slow = blk(g, "tile_slow"), done = blk(g, "tile_done");
+  /* vector stores need the output (and bias) in the compute type */
+  bool split = g->od == g->cd; /* K may be split: later blocks accumulate */
+  bool same = split && (!g->bias || g->sd == g->cd);
+  if (same) {
+    LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
+                                     LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+    full = LLVMBuildAnd(g->b, full, LLVMBuildICmp(g->b, LLVMIntEQ, cn, k64(g, 1), ""), "");
+    if (g->bias_n) { /* a bias along n is loaded as vectors: contiguous */
+      LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntEQ, sn, k64(g, 1), "");
+      full = LLVMBuildAnd(g->b, full, LLVMBuildOr(g->b, ok, LLVMBuildNot(g->b, first, ""), ""), "");
+    }
+    LLVMBasicBlockRef fast = blk(g, "tile_fast");
+    LLVMBuildCondBr(g->b, full, fast, slow);
+    LLVMPositionBuilderAtEnd(g->b, fast);
+    LLVMBasicBlockRef fa = blk(g, "tile_first"), fb = blk(g, "tile_accum");
+    LLVMBuildCondBr(g->b, first, fa, fb);
+    for (int pass = 0; pass < 2; pass++) {
+      LLVMPositionBuilderAtEnd(g->b, pass ? fb : fa);
+      for (int r = 0; r < g->mr; r++) {
+        LLVMValueRef ri = add(g, i, k64(g, r));
+        LLVMValueRef rowp = gep(g, g->ct, c, add(g, add(g, coff, mul(g, ri, cm)), j));
+        LLVMValueRef bsplat = NULL;
+        if (!pass && g->bias && !g->bias_n)
+          bsplat = splat(g, load_c(g, sb, add(g, soff, mul(g, ri, sm)), g->sd));
+        for (int v = 0; v < g->nv; v++) {
+          LLVMValueRef p = gep(g, g->ct, rowp, k64(g, v * g->vw)), x = acc[r][v];
+          if (pass) {
+            LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, p, "");
+            LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
+            x = cadd(g, old, x);
+          } else if (g->bias_n) { /* sn == 1: lanes j + v*VW.. */
+            LLVMValueRef bp = gep(g, g->ct, sb, add(g, soff, add(g, j, k64(g, v * g->vw))));
+            LLVMValueRef bv = LLVMBuildLoad2(g->b, g->vt, bp, "");
+            LLVMSetAlignment(bv, (unsigned)dtype_size(g->cd));
+            x = cadd(g, x, bv);
+          } else if (g->bias) {
+            x = cadd(g, x, bsplat);
+          }
+          LLVMValueRef st = LLVMBuildStore(g->b, x, p);
+          LLVMSetAlignment(st, (unsigned)dtype_size(g->cd));
+        }
+      }
+      LLVMBuildBr(g->b, done);
+    }
+  } else {
+    LLVMBuildBr(g->b, slow);
+  }
+  /* scalar path through the spilled tile */
+  LLVMPositionBuilderAtEnd(g->b, slow);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef st = LLVMBuildStore(g->b, acc[r][v],
+                                       gep(g, g->ct, tile, k64(g, r * g->nr + v * g->vw)));
+      LLVMSetAlignment(st, (unsigned)dtype_size(g->cd));
+    }
+  GLoop lr, lq;
+  LLVMValueRef r = loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
+  LLVMValueRef q = loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q);
+  LLVMValueRef x = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
+  LLVMValueRef ci = add(g, coff, add(g, mul(g, ri, cm), mul(g, qj, cn)));
+  if (g->bias) {
+    LLVMValueRef b = load_c(g, sb, add(g, soff, add(g, mul(g, ri, sm), mul(g, qj, sn))), g->sd);
+    LLVMValueRef old = split ? load_c(g, c, ci, g->od) : czero(g);
+    x = cadd(g, x, LLVMBuildSelect(g->b, first, b, old, ""));
+  } else if (split) {
+    LLVMValueRef old = load_c(g, c, ci, g->od);
+    x = cadd(g, x, LLVMBuildSelect(g->b, first, czero(g), old, ""));
+  }
+  store_c(g, x, c, ci, g->od);
+  loop_close(g, &lq);
+  loop_close(g, &lr);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+/* The micro-kernel over kc: acc[r][v] = sum_p A[r, p] * B[p, v*VW..]. */
+static void micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                         LLVMValueRef acc[][4]) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "mk"), body = blk(g, "mk_body"),
+                    exit = blk(g, "mk_end");
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef p = LLVMBuildPhi(g->b, g->i64, ""), z = k64(g, 0);
+  LLVMAddIncoming(p, &z, &pre, 1);
+  LLVMValueRef phi[16][4], vz = LLVMConstNull(g->vt);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
+      LLVMAddIncoming(phi[r][v], &vz, &pre, 1);
+    }
+  LLVMBuildCondBr(g->b, lt(g, p, kc), body, exit);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  LLVMValueRef bv[4], arow = gep(g, g->ct, ap, mul(g, p, k64(g, g->mr)));
+  LLVMValueRef brow = gep(g, g->ct, bp, mul(g, p, k64(g, g->nr)));
+  for (int v = 0; v < g->nv; v++) {
+    bv[v] = LLVMBuildLoad2(g->b, g->vt, gep(g, g->ct, brow, k64(g, v * g->vw)), "");
+    LLVMSetAlignment(bv[v], (unsigned)(g->vw * dtype_size(g->cd)));
+  }
+  LLVMValueRef next[16][4];
+  for (int r = 0; r < g->mr; r++) {
+    LLVMValueRef a = splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, arow, k64(g, r)), ""));
+    for (int v = 0; v < g->nv; v++) next[r][v] = fma_(g, a, bv[v], phi[r][v]);
+  }
+  LLVMValueRef p1 = add(g, p, k64(g, 1));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMAddIncoming(p, &p1, &latch, 1);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &next[r][v], &latch, 1);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, exit);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
+}
+
+static LLVMValueRef alloc_fn(G *g) {
+  LLVMTypeRef ps[2] = {g->i64, g->i64};
+  return fdecl(g, "tdsl_alloc", g->ptr, ps, 2);
+}
+
+static void free_(G *g, LLVMValueRef p) {
+  call(g, fdecl(g, "tdsl_free", g->vd, &g->ptr, 1), &p, 1);
+}
+
+/* block_body(ctx, begin, end): row blocks [begin, end) against the packed
+ * B block.  A block is packed into a buffer of its own (tdsl_alloc); a
+ * failed allocation sets X_ERR. */
+static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, "block_body", ps, 3);
+  LLVMValueRef cx = LLVMGetParam(f, 0);
+  LLVMValueRef tile = entry_alloca(g, g->ct, g->mr * g->nr);
+  LLVMValueRef M = get(g, cx, X_M), kc = get(g, cx, X_KC), jc = get(g, cx, X_JC),
+               nc = get(g, cx, X_NC), bp = getp(g, cx, X_BPACK);
+  LLVMValueRef bytes = mul(g, mul(g, k64(g, g->mc), kc), k64(g, dtype_size(g->cd)));
+  LLVMValueRef a2[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
+  LLVMValueRef apack = call(g, alloc_fn(g), a2, 2);
+  LLVMBasicBlockRef bad = blk(g, "nomem"), ok = blk(g, "mem");
+  LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, apack, ""), bad, ok);
+  LLVMPositionBuilderAtEnd(g->b, bad);
+  set(g, cx, X_ERR, k64(g, 1));
+  LLVMBuildRetVoid(g->b);
+  LLVMPositionBuilderAtEnd(g->b, ok);
+  GLoop lb, lpa, lj, li;
+  /* iteration t: row block t / nnb, column chunk t % nnb of NB columns */
+  LLVMValueRef nnb = cdiv(g, nc, k64(g, NB_PANELS * g->nr));
+  LLVMValueRef t = loop_open(g, &lb, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
+  LLVMValueRef ib = sdiv(g, t, nnb), j0 = mul(g, srem(g, t, nnb), k64(g, NB_PANELS * g->nr));
+  LLVMValueRef j1 = imin(g, nc, add(g, j0, k64(g, NB_PANELS * g->nr)));
+  LLVMValueRef i0 = mul(g, ib, k64(g, g->mc)), mc = imin(g, k64(g, g->mc), sub(g, M, i0));
+  LLVMValueRef r = loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
+  LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, kc)), add(g, i0, r),
+                        imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
+  call(g, pack_a, pa, 5);
+  loop_close(g, &lpa);
+  LLVMValueRef j = loop_open(g, &lj, j0, j1, k64(g, g->nr));
+  LLVMValueRef i = loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
+  LLVMValueRef acc[16][4];
+  micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), gep(g, g->ct, bp, mul(g, j, kc)), kc, acc);
+  store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
+             imin(g, k64(g, g->nr), sub(g, nc, j)));
+  loop_close(g, &li);
+  loop_close(g, &lj);
+  loop_close(g, &lb);
+  free_(g, apack);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* ---- driver in the kernel ------------------------------------------------- */
+
+static int counter;
+
+static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
+  memset(g, 0, sizeof *g);
+  g->ctx = e->ctx, g->mod = e->mod;
+  g->b = LLVMCreateBuilderInContext(e->ctx);
+  g->i1 = LLVMInt1TypeInContext(e->ctx);
+  g->i16 = LLVMInt16TypeInContext(e->ctx);
+  g->i32 = LLVMInt32TypeInContext(e->ctx);
+  g->i64 = LLVMInt64TypeInContext(e->ctx);
+  g->f32 = LLVMFloatTypeInContext(e->ctx);
+  g->ptr = LLVMPointerTypeInContext(e->ctx, 0);
+  g->vd = LLVMVoidTypeInContext(e->ctx);
+  g->ad = ad, g->bd = bd, g->od = od;
+  g->cd = od == DT_F64 ? DT_F64 : dtype_is_float(od) ? DT_F32 : DT_I64;
+  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
+  g->vec_bits = e->vec_bits;
+  g->vw = e->vec_bits / (8 * dtype_size(g->cd));
+  g->nv = 2;
+  g->mr = e->vec_bits >= 512 ? 12 : 6;
+  g->nr = g->nv * g->vw;
+  g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
+  g->mc = g->mr * 16;
+  g->kc = 256;
+  g->nc = 4096;
+  g->id = counter++;
+}
+
+typedef struct Run {
+  LLVMValueRef cx, pack_body, block_body;
+} Run;
+
+/* Emits the helper functions, then restores the caller's builder. */
+static Run make_fns(G *g, const GemmEmit *e) {
+  Run r;
+  LLVMValueRef pa = emit_pack(g, 0), pb = emit_pack(g, 1);
+  r.pack_body = emit_packb_body(g, pb);
+  r.block_body = emit_block_body(g, pa);
+  LLVMDisposeBuilder(g->b);
+  g->b = e->b;
+  g->fn = e->fn;
+  r.cx = entry_alloca(g, g->i64, X_COUNT);
+  return r;
+}
+
+static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
+  LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
+  LLVMValueRef a[4] = {n, k64(g, 1), body, cx};
+  call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);
+}
+
+/* One C = A x B with the batch offsets already in the context: the jc /
+ * pc loops (K = 0 still runs one block, writing zeros or the bias). */
+static void run_gemm(G *g, Run *r) {
+  LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
+  LLVMValueRef kcap = g->od == g->cd ? k64(g, g->kc) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
+  LLVMValueRef kb = imin(g, K, kcap), nkb = cdiv(g, K, kcap);
+  nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
+  (void)kb;
+  GLoop lj, lp;
+  LLVMValueRef jc = loop_open(g, &lj, k64(g, 0), N, k64(g, g->nc));
+  LLVMValueRef nc = imin(g, k64(g, g->nc), sub(g, N, jc));
+  LLVMValueRef t = loop_open(g, &lp, k64(g, 0), nkb, k64(g, 1));
+  LLVMValueRef pc = mul(g, t, kcap), kc = imin(g, kcap, sub(g, K, pc));
+  set(g, cx, X_JC, jc), set(g, cx, X_NC, nc), set(g, cx, X_PC, pc), set(g, cx, X_KC, kc);
+  set(g, cx, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, k64(g, 0), ""), g->i64, ""));
+  par_for(g, cdiv(g, nc, k64(g, g->nr)), r->pack_body, cx);
+  LLVMValueRef nnb = cdiv(g, nc, k64(g, NB_PANELS * g->nr));
+  par_for(g, mul(g, cdiv(g, M, k64(g, g->mc)), nnb), r->block_body, cx);
+  loop_close(g, &lp);
+  loop_close(g, &lj);
+}
+
+/* Allocates the packed-B buffer (KC x NC of the compute type); returns
+ * the pointer (NULL on failure). */
+static LLVMValueRef alloc_bpack(G *g, Run *r, LLVMValueRef N, LLVMValueRef K) {
+  LLVMValueRef kcap = g->od == g->cd ? imin(g, K, k64(g, g->kc)) : K;
+  LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, k64(g, g->nc)), k64(g, g->nr)), k64(g, g->nr));
+  LLVMValueRef bytes = mul(g, mul(g, kcap, ncap), k64(g, dtype_size(g->cd)));
+  LLVMValueRef a[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
+  LLVMValueRef p = call(g, alloc_fn(g), a, 2);
+  set(g, r->cx, X_BPACK, p);
+  set(g, r->cx, X_ERR, k64(g, 0));
+  return p;
+}
+
+/* Runs `inner` only when p is non-NULL; returns the i32 code. */
+static LLVMValueRef finish(G *g, Run *r, LLVMValueRef p, LLVMBasicBlockRef skip_from,
+                           LLVMBasicBlockRef done) {
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMValueRef phi = LLVMBuildPhi(g->b, g->i1, "");
+  LLVMValueRef vals[2] = {LLVMConstInt(g->i1, 1, 0), LLVMConstInt(g->i1, 0, 0)};
+  LLVMBasicBlockRef bbs[2] = {skip_from, here};
+  LLVMAddIncoming(phi, vals, bbs, 2);
+  free_(g, p);
+  LLVMValueRef err = LLVMBuildICmp(g->b, LLVMIntNE, get(g, r->cx, X_ERR), k64(g, 0), "");
+  err = LLVMBuildOr(g->b, err, phi, "");
+  return LLVMBuildSelect(g->b, err, LLVMConstInt(g->i32, (unsigned long long)E_NOMEM, 1),
+                         LLVMConstInt(g->i32, 0, 0), "");
+}
+
+/* Opens the "allocation succeeded" region; *skip is the failing block. */
+static void open_ok(G *g, LLVMValueRef p, LLVMBasicBlockRef *skip, LLVMBasicBlockRef *done) {
+  LLVMBasicBlockRef ok = blk(g, "gemm_run");
+  *done = blk(g, "gemm_done");
+  *skip = LLVMGetInsertBlock(g->b);
+  LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, p, ""), *done, ok);
+  LLVMPositionBuilderAtEnd(g->b, ok);
+}
+
+LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
+                            const GemmTensor *out) {
+  G g;
+  setup(&g, e, a->dtype, b->dtype, out->dtype);
+  g.ka = g.kb = GK_MAT;
+  Run r = make_fns(&g, e);
+  int R = out->rank;
+  LLVMValueRef cx = r.cx, M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
+  set(&g, cx, X_A, a->base), set(&g, cx, X_B, b->base), set(&g, cx, X_C, out->base);
+  set(&g, cx, X_M, M), set(&g, cx, X_N, N), set(&g, cx, X_K, K);
+  set(&g, cx, X_AI, a->stride[R - 2]), set(&g, cx, X_AP, a->stride[R - 1]);
+  set(&g, cx, X_BI, b->stride[R - 1]), set(&g, cx, X_BP, b->stride[R - 2]);
+  set(&g, cx, X_CM, out->stride[R - 2]), set(&g, cx, X_CN, out->stride[R - 1]);
+  LLVMValueRef p = alloc_bpack(&g, &r, N, K);
+  LLVMBasicBlockRef skip, done;
+  open_ok(&g, p, &skip, &done);
+  GLoop l[TDSL_LF_MAX_RANK];
+  LLVMValueRef ao = a->offset, bo = b->offset, co = out->offset;
+  for (int d = 0; d < R - 2; d++) {
+    LLVMValueRef i = loop_open(&g, &l[d], k64(&g, 0), out->shape[d], k64(&g, 1));
+    ao = add(&g, ao, mul(&g, i, a->stride[d]));
+    bo = add(&g, bo, mul(&g, i, b->stride[d]));
+    co = add(&g, co, mul(&g, i, out->stride[d]));
+  }
+  set(&g, cx, X_AOFF, ao), set(&g, cx, X_BOFF, bo), set(&g, cx, X_COFF, co);
+  run_gemm(&g, &r);
+  for (int d = R - 3; d >= 0; d--) loop_close(&g, &l[d]);
+  return finish(&g, &r, p, skip, done);
+}
+
+LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                            const GemmTensor *bias, const GemmTensor *out, LLVMValueRef attr[7],
+                            bool channels_last) {
+  G g;
+  /* orientation: channels-last output: M = pixels, N = channels */
+  bool pix_m = channels_last;
+  setup(&g, e, pix_m ? x->dtype : w->dtype, pix_m ? w->dtype : x->dtype, out->dtype);
+  g.ka = pix_m ? GK_IM2COL : GK_WEIGHT;
+  g.kb = pix_m ? GK_WEIGHT : GK_IM2COL;
+  g.bias = bias != NULL;
+  g.bias_n = bias && pix_m;
+  g.sd = bias ? bias->dtype : out->dtype;
+  Run r = make_fns(&g, e);
+  LLVMValueRef cx = r.cx;
+  int xr = x->rank, orr = out->rank;
+  LLVMValueRef groups = attr[6], O = w->shape[0];
+  LLVMValueRef og = sdiv(&g, O, groups), cg = w->shape[1];
+  LLVMValueRef OH = out->shape[orr - 2], OW = out->shape[orr - 1];
+  LLVMValueRef pix = mul(&g, OH, OW), K = mul(&g, cg, mul(&g, w->shape[2], w->shape[3]));
+  set(&g, cx, pix_m ? X_A : X_B, x->base), set(&g, cx, pix_m ? X_B : X_A, w->base);
+  set(&g, cx, X_C, out->base);
+  set(&g, cx, X_M, pix_m ? pix : og), set(&g, cx, X_N, pix_m ? og : pix), set(&g, cx, X_K, K);
+  set(&g, cx, pix_m ? X_BI : X_AI, w->stride[0]);
+  LLVMValueRef so_c = out->stride[orr - 3], so_w = out->stride[orr - 1];
+  set(&g, cx, X_CM, pix_m ? so_w : so_c), set(&g, cx, X_CN, pix_m ? so_c : so_w);
+  static const int conv_slots[6] = {X_SH, X_SW, X_PH, X_PW, X_DH, X_DW};
+  for (int i = 0; i < 6; i++) set(&g, cx, conv_slots[i], attr[i]);
+  set(&g, cx, X_H, x->shape[xr - 2]), set(&g, cx, X_W, x->shape[xr - 1]), set(&g, cx, X_OW, OW);
+  set(&g, cx, X_XC, x->stride[xr - 3]), set(&g, cx, X_XH, x->stride[xr - 2]);
+  set(&g, cx, X_XW, x->stride[xr - 1]);
+  set(&g, cx, X_KH, w->shape[2]), set(&g, cx, X_KW, w->shape[3]);
+  set(&g, cx, X_WC, w->stride[1]), set(&g, cx, X_WH, w->stride[2]), set(&g, cx, X_WW, w->stride[3]);
+  if (bias) {
+    set(&g, cx, X_BIAS, bias->base);
+    set(&g, cx, pix_m ? X_SM : X_SN, k64(&g, 0));
+    set(&g, cx, pix_m ? X_SN : X_SM, bias->stride[0]);
+  }
+  LLVMValueRef p = alloc_bpack(&g, &r, pix_m ? og : pix, K);
+  LLVMBasicBlockRef skip, done;
+  open_ok(&g, p, &skip, &done);
+  GLoop ln, lg;
+  LLVMValueRef n = k64(&g, 0);
+  if (xr == 4) n = loop_open(&g, &ln, k64(&g, 0), x->shape[0], k64(&g, 1));
+  LLVMValueRef gi = loop_open(&g, &lg, k64(&g, 0), groups, k64(&g, 1));
+  LLVMValueRef xo = add(&g, x->offset, mul(&g, mul(&g, gi, cg), x->stride[xr - 3]));
+  LLVMValueRef co = add(&g, out->offset, mul(&g, mul(&g, gi, og), so_c));
+  if (xr == 4) {
+    xo = add(&g, xo, mul(&g, n, x->stride[0]));
+    co = add(&g, co, mul(&g, n, out->stride[0]));
+  }
+  LLVMValueRef wo = add(&g, w->offset, mul(&g, mul(&g, gi, og), w->stride[0]));
+  set(&g, cx, pix_m ? X_AOFF : X_BOFF, xo), set(&g, cx, pix_m ? X_BOFF : X_AOFF, wo);
+  set(&g, cx, X_COFF, co);
+  if (bias) set(&g, cx, X_SOFF, add(&g, bias->offset, mul(&g, mul(&g, gi, og), bias->stride[0])));
+  run_gemm(&g, &r);
+  loop_close(&g, &lg);
+  if (xr == 4) loop_close(&g, &ln);
+  return finish(&g, &r, p, skip, done);
+}
+
+int cg_gemm_vec_bits(const char *target) {
+  if (!strcmp(target, "x86-64-v4")) return 512;
+  if (!strcmp(target, "x86-64-v3")) return 256;
+  if (strcmp(target, "host")) return 128;
+  char *f = LLVMGetHostCPUFeatures();
+  int bits = strstr(f, "+avx512f") ? 512 : strstr(f, "+avx") ? 256 : 128;
+  LLVMDisposeMessage(f);
+  return bits;
+}

@@ -1,0 +1,62 @@
+/* gemm.h — tiled, packed GEMM emitted into a kernel's LLVM module: the
+ * CPU code of MATMUL and CONV2D (implicit GEMM), called by llvm.c for the
+ * nests whose `reduce` is OP_MATMUL or OP_CONV2D (lower.h).
+ *
+ * The caller describes each tensor at run time (GemmTensor: element 0 of
+ * its storage, offset, shape and strides in elements as i64 values) and
+ * the builder's position; the emitted code packs operand panels into
+ * scratch (any strides, dtype converted to the compute type), runs a
+ * register-blocked micro-kernel and writes the output through its strides,
+ * in parallel over row blocks (tdsl_parallel_for).  Accumulation: f32 for
+ * f32/f16/bf16, f64 for f64, i64 (wrapping) for integers.
+ *
+ * Needs: llvm-c (LLVM 19), dtype.h, the runtime's tdsl_alloc, tdsl_free,
+ * tdsl_parallel_for.  Produces: IR at the builder's position, which it
+ * leaves at the end of the emitted code. */
+#ifndef TDSL_GEMM_H
+#define TDSL_GEMM_H
+
+#include <stdbool.h>
+
+#include <llvm-c/Core.h>
+
+#include "../ir/dtype.h"
+#include "lower.h"
+
+typedef struct GemmTensor {
+  LLVMValueRef base;   /* ptr: element 0 of the storage */
+  LLVMValueRef offset; /* i64, elements */
+  LLVMValueRef shape[TDSL_LF_MAX_RANK], stride[TDSL_LF_MAX_RANK]; /* i64 */
+  int rank;
+  DType dtype;
+} GemmTensor;
+
+typedef struct GemmEmit {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;  /* positioned inside fn */
+  LLVMValueRef fn;   /* the kernel function being emitted */
+  int vec_bits;      /* cg_gemm_vec_bits() */
+} GemmEmit;
+
+/* Widest vector register of the target in bits (128, 256 or 512). */
+int cg_gemm_vec_bits(const char *target);
+
+/* out[B..., M, N] = a[B..., M, K] @ b[B..., K, N] (equal ranks >= 2, equal
+ * batch shapes).  Returns an i32: 0, or TDSL_E_NOMEM when scratch could
+ * not be allocated (nothing useful written then). */
+LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a,
+                            const GemmTensor *b, const GemmTensor *out);
+
+/* out = conv2d(x, w, bias) (bias NULL when absent); x and out of rank 3
+ * or 4 ([N,] C, H, W), w [O, C/groups, KH, KW]; attr: stride h,w,
+ * padding h,w, dilation h,w, groups (i64 values).  The output's pixels
+ * must be dense within a channel plane (stride h == OW * stride w), as for
+ * every fresh value; channels_last: the output's channel stride is 1,
+ * which picks the GEMM orientation.  Returns an i32 as cg_emit_matmul. */
+LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x,
+                            const GemmTensor *w, const GemmTensor *bias,
+                            const GemmTensor *out, LLVMValueRef attr[7],
+                            bool channels_last);
+
+#endif

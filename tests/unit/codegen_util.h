@@ -1,0 +1,267 @@
+/* codegen_util.h — helpers for the CPU backend's end-to-end tests: compile
+ * a .tdsl source with tdslc (--emit=obj,header), link the object with the
+ * runtime sources into a shared object, dlopen it, call kernels on random
+ * tensors with real strides and byte offsets, and compare every output
+ * with the reference interpreter (interp_run) under spec §9's tolerances.
+ * (The same helpers as test_codegen.c's, shared as static inline
+ * functions so that a test uses only what it needs.)
+ * Needs: check.h, dlfcn.h, <tdsl/runtime.h>, the front end and
+ * interpreter, TDSL_TDSLC, TDSL_CC, TDSL_SOURCE_DIR. */
+#ifndef TDSL_TEST_CODEGEN_UTIL_H
+#define TDSL_TEST_CODEGEN_UTIL_H
+
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tdsl/runtime.h>
+
+#include "frontend/ast.h"
+#include "ir/interp.h"
+
+#ifndef TDSL_CC
+#define TDSL_CC "cc"
+#endif
+
+/* ---- compiling a kernel --------------------------------------------------- */
+
+typedef struct Lib {
+  void *so;
+  Arena *arena;
+  IrModule *m;
+  char dir[64];
+} Lib;
+
+static inline void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static inline int sh(const char *cmd) {
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Compiles src with tdslc, builds k.so, parses src for the interpreter. */
+static inline void build(Lib *L, const char *src, const char *kernel) {
+  char cmd[4096], path[128];
+  snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_cg_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(L->dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
+  write_text(path, src);
+  snprintf(path, sizeof path, "%s/use.c", L->dir);
+  char use[256];
+  snprintf(use, sizeof use, "#include \"k.h\"\nvoid *tdsl_test_use(void);\n"
+           "void *tdsl_test_use(void) { return (void *)%s_info(); }\n", kernel);
+  write_text(path, use);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header", TDSL_TDSLC,
+           L->dir, L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd,
+           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
+           "-I%s/runtime/include -I%s/runtime -I%s %s/use.c %s/k.o %s/runtime/*.c "
+           "-o %s/k.so -lm -lpthread",
+           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, L->dir, L->dir,
+           TDSL_SOURCE_DIR, L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(path, sizeof path, "%s/k.so", L->dir);
+  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
+  L->arena = arena_new();
+  Diag d;
+  diag_init(&d, "k.tdsl", src, stderr);
+  AstProgram *p = parse_program(L->arena, &d, src);
+  ck_assert_ptr_nonnull(p);
+  L->m = sema_program(L->arena, &d, p, "k.tdsl");
+  ck_assert_ptr_nonnull(L->m);
+}
+
+static inline void unbuild(Lib *L) {
+  char cmd[256];
+  dlclose(L->so);
+  arena_free(L->arena);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", L->dir);
+  sh(cmd);
+}
+
+static inline void *sym(Lib *L, const char *name) {
+  void *p = dlsym(L->so, name);
+  ck_assert_msg(p != NULL, "no symbol %s", name);
+  return p;
+}
+
+static inline const IrKernel *kernel_of(Lib *L, const char *name) {
+  for (int i = 0; i < L->m->nkernels; i++)
+    if (!strcmp(L->m->kernels[i]->name, name)) return L->m->kernels[i];
+  ck_abort_msg("no kernel %s", name);
+  return NULL;
+}
+
+/* Calls a kernel whose parameters are all tensors (exact arities). */
+/* Calls a kernel whose parameters are all tensors (1 to 10 of them). */
+#define P void *
+static inline int call(void *fn, void **x, int n) {
+  switch (n) {
+  case 1: return ((int (*)(P))fn)(x[0]);
+  case 2: return ((int (*)(P, P))fn)(x[0], x[1]);
+  case 3: return ((int (*)(P, P, P))fn)(x[0], x[1], x[2]);
+  case 4: return ((int (*)(P, P, P, P))fn)(x[0], x[1], x[2], x[3]);
+  case 5: return ((int (*)(P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4]);
+  case 6: return ((int (*)(P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5]);
+  case 7:
+    return ((int (*)(P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
+  case 8:
+    return ((int (*)(P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
+                                                  x[6], x[7]);
+  case 9:
+    return ((int (*)(P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
+                                                     x[6], x[7], x[8]);
+  case 10:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4],
+                                                        x[5], x[6], x[7], x[8], x[9]);
+  default: ck_abort_msg("unsupported arity %d", n);
+  }
+  return 0;
+}
+#undef P
+
+/* ---- tensors -------------------------------------------------------------- */
+
+typedef struct Ten {
+  DLTensor t;
+  HostTensor h;
+  int64_t shape[8], stride[8];
+  void *store;
+  size_t bytes;
+} Ten;
+
+static inline DLDataType dl_of(DType d) {
+  static const uint8_t code[] = {6, 0, 1, 0, 0, 0, 2, 4, 2, 2};
+  return tdsl_dtype_make(code[d], (uint8_t)(8 * dtype_size(d)));
+}
+
+static unsigned long long rng = 88172645463325252ULL;
+static inline double urand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static inline void fill_random(DType d, void *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    Scalar v;
+    if (dtype_is_float(d)) v.f = 4 * urand() - 2;
+    else if (d == DT_BOOL) v.i = urand() < 0.5;
+    else if (d == DT_U8) v.i = (int64_t)(urand() * 256);
+    else v.i = (int64_t)(urand() * 201) - 100;
+    if (d == DT_F16) v.f = f16_to_f32(f32_to_f16((float)v.f));
+    if (d == DT_BF16) v.f = bf16_to_f32(f32_to_bf16((float)v.f));
+    scalar_store(d, (char *)p + i * dtype_size(d), v);
+  }
+}
+
+/* A tensor over fresh random storage; strides NULL: row-major (and the
+ * descriptor's strides pointer is NULL too when null_strides). */
+static inline void ten(Ten *x, DType d, int rank, const int64_t *shape,
+                const int64_t *strides, int64_t off, bool null_strides) {
+  memset(x, 0, sizeof *x);
+  int64_t st = 1, ext = off;
+  for (int i = rank - 1; i >= 0; i--) {
+    x->shape[i] = shape[i];
+    x->stride[i] = strides ? strides[i] : st;
+    st *= shape[i] > 1 ? shape[i] : 1;
+    if (shape[i] > 0) ext += (shape[i] - 1) * x->stride[i];
+  }
+  x->bytes = (size_t)(ext + 1) * (size_t)dtype_size(d);
+  x->store = malloc(x->bytes + 64);
+  fill_random(d, x->store, ext + 1);
+  x->t.data = x->store;
+  x->t.device.device_type = kDLCPU;
+  x->t.ndim = rank;
+  x->t.dtype = dl_of(d);
+  x->t.shape = x->shape;
+  x->t.strides = null_strides ? NULL : x->stride;
+  x->t.byte_offset = (uint64_t)(off * dtype_size(d));
+  x->h.dtype = d;
+  x->h.rank = rank;
+  memcpy(x->h.shape, x->shape, sizeof x->shape);
+  memcpy(x->h.stride, x->stride, sizeof x->stride);
+  x->h.offset = off;
+  x->h.data = x->store;
+}
+
+/* An output: row-major, filled with the byte 0x5A. */
+static inline void out_ten(Ten *x, DType d, int rank, const int64_t *shape) {
+  ten(x, d, rank, shape, NULL, 0, false);
+  memset(x->store, 0x5A, x->bytes);
+}
+
+static inline void ten_free(Ten *x) { free(x->store); }
+
+static inline bool untouched(const Ten *x) {
+  for (size_t i = 0; i < x->bytes; i++)
+    if (((unsigned char *)x->store)[i] != 0x5A) return false;
+  return true;
+}
+
+/* Compares out (row-major) with the interpreter's ref, tolerance by dtype. */
+static inline void compare(const Ten *out, const HostTensor *ref, bool reduction,
+                    const char *what) {
+  DType d = ref->dtype;
+  int64_t n = host_tensor_numel(ref);
+  ck_assert_int_eq(out->h.dtype, d);
+  double rtol = 0, atol = 0;
+  if (d == DT_F64) rtol = 1e-10, atol = 1e-12;
+  if (d == DT_F32) rtol = reduction ? 1e-4 : 1e-5, atol = reduction ? 1e-5 : 1e-6;
+  if (d == DT_F16 || d == DT_BF16) rtol = atol = 1e-2;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t addr = out->h.offset, rest = i;
+    for (int k = ref->rank - 1; k >= 0; k--) {
+      addr += rest % ref->shape[k] * out->stride[k];
+      rest /= ref->shape[k];
+    }
+    Scalar a = scalar_load(d, (char *)out->store + addr * dtype_size(d));
+    Scalar b = scalar_load(d, (char *)ref->data + i * dtype_size(d));
+    if (dtype_is_float(d)) {
+      bool ok = (isnan(a.f) && isnan(b.f)) || a.f == b.f ||
+                fabs(a.f - b.f) <= atol + rtol * fabs(b.f);
+      ck_assert_msg(ok, "%s: element %lld: got %.9g, want %.9g", what,
+                    (long long)i, a.f, b.f);
+    } else {
+      ck_assert_msg(a.i == b.i, "%s: element %lld: got %lld, want %lld", what,
+                    (long long)i, (long long)a.i, (long long)b.i);
+    }
+  }
+}
+
+/* Runs kernel `name` (tensor parameters only) on ins and checks every
+ * output against the interpreter. */
+static inline void run_and_compare(Lib *L, const char *name, Ten *ins, int nin,
+                            Ten *outs, int nout, bool reduction) {
+  const IrKernel *k = kernel_of(L, name);
+  void *a[16];
+  InterpArg ia[16];
+  HostTensor ref[16];
+  memset(ia, 0, sizeof ia);
+  for (int i = 0; i < nin; i++) a[i] = &ins[i].t, ia[i].t = ins[i].h;
+  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
+  int rc = call(sym(L, name), a, nin + nout);
+  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
+  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
+  char err[256];
+  ck_assert_int_eq(interp_run(L->m, k, ia, ref, err, sizeof err), 0);
+  for (int i = 0; i < nout; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s out%d", name, i);
+    compare(&outs[i], &ref[i], reduction, what);
+    host_tensor_free(&ref[i]);
+  }
+}
+
+#endif

@@ -1,0 +1,351 @@
+/* test_codegen_gemm.c — the CPU backend's packed GEMM (codegen/gemm.c):
+ * matmul in every numeric dtype family (f32, f64, f16, bf16, i32, i64)
+ * at sizes that are not multiples of the register tiles (1, 7, 17, 33,
+ * 100, and K > the K block so partial sums accumulate), K = 0, 1-D, 2-D
+ * and batched operands with broadcast (stride 0) batch dims, transposed,
+ * strided and sliced operands; conv2d with stride, padding, dilation,
+ * groups (incl. depthwise), bias, 1x1 / 3x3 / 7x7 kernels, NCHW,
+ * channels-last and unbatched inputs, in f32, f64, f16 and i64.  Each
+ * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
+ * for --target=x86-64 (SSE2 tiles), run through the C ABI and compared
+ * with the reference interpreter.  Float tolerances grow with K: the
+ * interpreter accumulates in double, the backend in f32 (spec §9).
+ * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
+#include "codegen_util.h"
+
+/* Builds like codegen_util.h's build(), with extra tdslc flags. */
+static void build_with(Lib *L, const char *src, const char *kernel, const char *flags) {
+  if (!*flags) {
+    build(L, src, kernel);
+    return;
+  }
+  /* build() runs "tdslc ... --emit=obj,header"; TDSL_TDSLC is a macro, so
+   * rebuild the object here with the extra flags over the same files. */
+  build(L, src, kernel);
+  char cmd[4096], path[128];
+  dlclose(L->so);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header %s", TDSL_TDSLC, L->dir,
+           L->dir, flags);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd,
+           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
+           "-I%s/runtime/include -I%s/runtime -I%s %s/use.c %s/k.o %s/runtime/*.c "
+           "-o %s/k2.so -lm -lpthread",
+           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, L->dir, L->dir, TDSL_SOURCE_DIR,
+           L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(path, sizeof path, "%s/k2.so", L->dir);
+  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
+}
+
+/* Compares with a tolerance for sums of k products of values in [-2, 2]:
+ * the accumulation error of f32 grows with k. */
+static void compare_k(const Ten *out, const HostTensor *ref, int64_t k, const char *what) {
+  DType d = ref->dtype;
+  int64_t n = host_tensor_numel(ref);
+  double atol = 0, rtol = 0;
+  if (d == DT_F64) rtol = 1e-12, atol = 1e-12 * (double)(k + 1);
+  if (d == DT_F32) rtol = 1e-5, atol = 4e-7 * (double)(k + 1);
+  if (d == DT_F16 || d == DT_BF16) rtol = 1e-2, atol = 1e-2 + 4e-7 * (double)(k + 1);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t addr = out->h.offset, rest = i;
+    for (int j = ref->rank - 1; j >= 0; j--) {
+      addr += rest % ref->shape[j] * out->stride[j];
+      rest /= ref->shape[j];
+    }
+    Scalar a = scalar_load(d, (char *)out->store + addr * dtype_size(d));
+    Scalar b = scalar_load(d, (char *)ref->data + i * dtype_size(d));
+    if (dtype_is_float(d))
+      ck_assert_msg(fabs(a.f - b.f) <= atol + rtol * fabs(b.f),
+                    "%s: element %lld: got %.9g, want %.9g", what, (long long)i, a.f, b.f);
+    else
+      ck_assert_msg(a.i == b.i, "%s: element %lld: got %lld, want %lld", what, (long long)i,
+                    (long long)a.i, (long long)b.i);
+  }
+}
+
+static const char *const TARGETS[] = {"", "--target=x86-64"};
+
+/* The kernels run the runtime's thread pool inside the shared object:
+ * stop it before dlclose. */
+static void unbuild_pool(Lib *L) {
+  ((void (*)(void))sym(L, "tdsl_shutdown"))();
+  unbuild(L);
+}
+
+/* Calls a kernel of n tensor parameters (the arities used here). */
+#define P void *
+static int call_n(void *fn, void **x, int n) {
+  switch (n) {
+  case 8: return ((int (*)(P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
+                                                         x[6], x[7]);
+  case 12:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
+                                                             x[6], x[7], x[8], x[9], x[10], x[11]);
+  case 13:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12]);
+  case 14:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13]);
+  case 15:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13],
+        x[14]);
+  default: return call(fn, x, n);
+  }
+}
+#undef P
+
+/* Runs `name` on ins, compares every output (row-major) within compare_k. */
+static void run_k(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout, int64_t k) {
+  void *a[16];
+  InterpArg ia[16];
+  HostTensor ref[16];
+  memset(ia, 0, sizeof ia);
+  for (int i = 0; i < nin; i++) a[i] = &ins[i].t, ia[i].t = ins[i].h;
+  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
+  int rc = call_n(sym(L, name), a, nin + nout);
+  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
+  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
+  char err[256];
+  ck_assert_int_eq(interp_run(L->m, kernel_of(L, name), ia, ref, err, sizeof err), 0);
+  for (int i = 0; i < nout; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s out%d", name, i);
+    compare_k(&outs[i], &ref[i], k, what);
+    host_tensor_free(&ref[i]);
+  }
+}
+
+
+/* ---- matmul --------------------------------------------------------------- */
+
+static const char *MM =
+    "kernel mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N] { return a @ b }\n";
+
+START_TEST(matmul_f32_sizes) {
+  static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 33, 7}, {33, 100, 17},
+                                  {17, 0, 5}, {65, 300, 70}, {1, 40, 100}, {100, 7, 1},
+                                  {0, 5, 3}, {4, 5, 0}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, MM, "mm", TARGETS[t]);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+      int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
+      int64_t so[2] = {sz[i][0], sz[i][2]};
+      Ten in[2], out[1];
+      ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
+      ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
+      out_ten(&out[0], DT_F32, 2, so);
+      run_k(&L, "mm", in, 2, out, 1, sz[i][1]);
+      ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+static const char *MMD =
+    "kernel md(a: f64[M, K], b: f64[K, N], c: f16[M, K], d: f16[K, N], e: bf16[M, K], "
+    "f: bf16[K, N], g: i32[M, K], h: i32[K, N], i: i64[M, K], j: i64[K, N]) -> "
+    "(f64[M, N], f16[M, N], bf16[M, N], i32[M, N], i64[M, N]) {\n"
+    "  return a @ b, c @ d, e @ f, g @ h, i @ j\n}\n";
+
+START_TEST(matmul_dtypes) {
+  static const int64_t sz[][3] = {{7, 17, 33}, {33, 300, 17}, {1, 1, 1}, {5, 0, 6}};
+  static const DType dt[5] = {DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, MMD, "md", TARGETS[t]);
+    for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
+      int64_t sa[2] = {sz[s][0], sz[s][1]}, sb[2] = {sz[s][1], sz[s][2]};
+      int64_t so[2] = {sz[s][0], sz[s][2]};
+      Ten in[10], out[5];
+      for (int i = 0; i < 5; i++) {
+        ten(&in[2 * i], dt[i], 2, sa, NULL, i, false);
+        ten(&in[2 * i + 1], dt[i], 2, sb, NULL, 0, false);
+        out_ten(&out[i], dt[i], 2, so);
+      }
+      run_k(&L, "md", in, 10, out, 5, sz[s][1]);
+      for (int i = 0; i < 10; i++) ten_free(&in[i]);
+      for (int i = 0; i < 5; i++) ten_free(&out[i]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* Transposed, strided, sliced, broadcast-batched, 1-D operands; the
+ * results go through the backend's result copies (and an elementwise
+ * epilogue reads the matmul's scratch). */
+static const char *MMV =
+    "kernel mv(a: f32[K, M], b: f32[N, K] strided, c: f32[B, M, K], v: f32[K], "
+    "w: f32[B, 1, K, N]) -> (f32[M, N], f32[B, M, N], f32[M], f32[M], f32[M, N], f32[B, B, M, N], "
+    "f32[], f32[M, N], f32[N]) {\n"
+    "  s = a[0:K:2, 1:].T @ b[:, 0:K:2].T\n"
+    "  return a.T @ b.T, c @ b.T, a.T @ v, v @ a, (a.T @ b.T) * 2.0 - 1.0, "
+    "c @ w, v @ v, (a.T @ b.T).relu(), s.sum(0)\n}\n";
+
+START_TEST(matmul_views_and_broadcast) {
+  static const int64_t sz[][4] = {{5, 9, 7, 2}, {33, 17, 20, 3}, {4, 1, 1, 1}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, MMV, "mv", TARGETS[t]);
+    for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
+      int64_t K = sz[s][0], M = sz[s][1], N = sz[s][2], B = sz[s][3];
+      int64_t sa[2] = {K, M}, sb[2] = {N, K}, stb[2] = {1, N + 3}; /* b column-major */
+      int64_t sc[3] = {B, M, K}, sv[1] = {K}, sw[4] = {B, 1, K, N};
+      int64_t o0[2] = {M, N}, o1[3] = {B, M, N}, o2[1] = {M}, o5[4] = {B, B, M, N};
+      Ten in[5], out[9];
+      ten(&in[0], DT_F32, 2, sa, NULL, 1, false);
+      ten(&in[1], DT_F32, 2, sb, stb, 2, false);
+      ten(&in[2], DT_F32, 3, sc, NULL, 0, false);
+      ten(&in[3], DT_F32, 1, sv, NULL, 5, false);
+      ten(&in[4], DT_F32, 4, sw, NULL, 0, false);
+      out_ten(&out[0], DT_F32, 2, o0);
+      out_ten(&out[1], DT_F32, 3, o1);
+      out_ten(&out[2], DT_F32, 1, o2);
+      out_ten(&out[3], DT_F32, 1, o2);
+      out_ten(&out[4], DT_F32, 2, o0);
+      out_ten(&out[5], DT_F32, 4, o5);
+      out_ten(&out[6], DT_F32, 0, NULL);
+      out_ten(&out[7], DT_F32, 2, o0);
+      int64_t o8[1] = {N};
+      out_ten(&out[8], DT_F32, 1, o8);
+      run_k(&L, "mv", in, 5, out, 9, K * M);
+      for (int i = 0; i < 5; i++) ten_free(&in[i]);
+      for (int i = 0; i < 9; i++) ten_free(&out[i]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- conv2d --------------------------------------------------------------- */
+
+static const char *CONV =
+    "kernel cv(x: f32[2, 4, 9, 11], w: f32[6, 4, 3, 3], b: f32[6], w1: f32[16, 4, 1, 1], "
+    "w7: f32[5, 4, 7, 7], wg: f32[6, 2, 3, 3], wd: f32[4, 1, 3, 3]) -> "
+    "(f32[2, 6, 9, 11], f32[2, 16, 9, 11], f32[2, 5, 5, 6], f32[2, 6, 7, 11], f32[2, 4, 9, 11], "
+    "f32[2, 6, 5, 11]) {\n"
+    "  return conv2d(x, w, b, padding=1), conv2d(x, w1), conv2d(x, w7, None, 2, 3), "
+    "conv2d(x, wg, None, 1, [1, 2], [2, 2], 2), conv2d(x, wd, None, 1, 1, 1, 4), "
+    "conv2d(x, w, b, [2, 1], [1, 1])\n}\n";
+
+static const char *CONV_CL =
+    "kernel cl(x: f32[2, 4, 9, 11] channels_last, w: f32[6, 4, 3, 3], b: f32[6], "
+    "w1: f32[16, 4, 1, 1], wg: f32[6, 2, 3, 3]) -> "
+    "(f32[2, 6, 9, 11] channels_last, f32[2, 16, 9, 11], f32[2, 6, 5, 6] channels_last) {\n"
+    "  return conv2d(x, w, b, padding=1), conv2d(x, w1, w1[:, 1, 0, 0] * 2.0), "
+    "conv2d(x, wg, b, 2, 1, 1, 2)\n}\n";
+
+static void conv_inputs(Ten *in, int nin, const int64_t (*shape)[4], const int *rank,
+                        DType dt, bool cl) {
+  for (int i = 0; i < nin; i++) {
+    int64_t st[4];
+    const int64_t *s = shape[i];
+    if (cl && i == 0) { /* N H W C storage, padded */
+      st[1] = 1, st[3] = s[1], st[2] = s[1] * s[3], st[0] = s[1] * s[2] * s[3];
+      ten(&in[i], dt, 4, s, st, 0, false);
+    } else {
+      ten(&in[i], dt, rank[i], s, NULL, i, false);
+    }
+  }
+}
+
+START_TEST(conv2d_f32_forms) {
+  static const int64_t si[7][4] = {{2, 4, 9, 11}, {6, 4, 3, 3}, {6}, {16, 4, 1, 1},
+                                   {5, 4, 7, 7}, {6, 2, 3, 3}, {4, 1, 3, 3}};
+  static const int rk[7] = {4, 4, 1, 4, 4, 4, 4};
+  static const int64_t so[6][4] = {{2, 6, 9, 11}, {2, 16, 9, 11}, {2, 5, 5, 6},
+                                   {2, 6, 7, 11}, {2, 4, 9, 11}, {2, 6, 5, 11}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, CONV, "cv", TARGETS[t]);
+    Ten in[7], out[6];
+    conv_inputs(in, 7, si, rk, DT_F32, false);
+    for (int i = 0; i < 6; i++) out_ten(&out[i], DT_F32, 4, so[i]);
+    run_k(&L, "cv", in, 7, out, 6, 4 * 49);
+    for (int i = 0; i < 7; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+START_TEST(conv2d_channels_last) {
+  static const int64_t si[5][4] = {{2, 4, 9, 11}, {6, 4, 3, 3}, {6}, {16, 4, 1, 1}, {6, 2, 3, 3}};
+  static const int rk[5] = {4, 4, 1, 4, 4};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, CONV_CL, "cl", TARGETS[t]);
+    Ten in[5], out[3];
+    conv_inputs(in, 5, si, rk, DT_F32, true);
+    int64_t s0[4] = {2, 6, 9, 11}, s1[4] = {2, 16, 9, 11}, s2[4] = {2, 6, 5, 6};
+    int64_t c0[4] = {6 * 99, 1, 66, 6}, c2[4] = {6 * 30, 1, 36, 6};
+    ten(&out[0], DT_F32, 4, s0, c0, 0, false);
+    memset(out[0].store, 0x5A, out[0].bytes);
+    out_ten(&out[1], DT_F32, 4, s1);
+    ten(&out[2], DT_F32, 4, s2, c2, 0, false);
+    memset(out[2].store, 0x5A, out[2].bytes);
+    run_k(&L, "cl", in, 5, out, 3, 36);
+    for (int i = 0; i < 5; i++) ten_free(&in[i]);
+    for (int i = 0; i < 3; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+static const char *CONV_DT =
+    "kernel cd(x: f64[3, 8, 7], w: f64[5, 3, 3, 3], b: f64[5], h: f16[1, 3, 8, 7], "
+    "wh: f16[5, 3, 3, 3], bh: f16[5], i: i64[2, 3, 8, 7], wi: i64[6, 1, 2, 2], "
+    "bi: i64[6]) -> (f64[5, 4, 3], f16[1, 5, 8, 7], i64[2, 6, 9, 6]) {\n"
+    "  return conv2d(x, w, b, 2, [1, 0], 1), conv2d(h, wh, bh, padding=1), "
+    "conv2d(i, wi, bi, 1, [1, 0], 1, 3)\n}\n";
+
+START_TEST(conv2d_dtypes) {
+  static const int64_t si[9][4] = {{3, 8, 7}, {5, 3, 3, 3}, {5}, {1, 3, 8, 7}, {5, 3, 3, 3},
+                                   {5}, {2, 3, 8, 7}, {6, 1, 2, 2}, {6}};
+  static const int rk[9] = {3, 4, 1, 4, 4, 1, 4, 4, 1};
+  static const DType dt[9] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16,
+                              DT_F16, DT_I64, DT_I64, DT_I64};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_with(&L, CONV_DT, "cd", TARGETS[t]);
+    Ten in[9], out[3];
+    for (int i = 0; i < 9; i++) ten(&in[i], dt[i], rk[i], si[i], NULL, i, false);
+    int64_t s0[3] = {5, 4, 3}, s1[4] = {1, 5, 8, 7}, s2[4] = {2, 6, 9, 6};
+    out_ten(&out[0], DT_F64, 3, s0);
+    out_ten(&out[1], DT_F16, 4, s1);
+    out_ten(&out[2], DT_I64, 4, s2);
+    run_k(&L, "cd", in, 9, out, 3, 27);
+    for (int i = 0; i < 9; i++) ten_free(&in[i]);
+    for (int i = 0; i < 3; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("codegen_gemm");
+  TCase *t = tcase_create("gemm");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, matmul_f32_sizes);
+  tcase_add_test(t, matmul_dtypes);
+  tcase_add_test(t, matmul_views_and_broadcast);
+  tcase_add_test(t, conv2d_f32_forms);
+  tcase_add_test(t, conv2d_channels_last);
+  tcase_add_test(t, conv2d_dtypes);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
