@@ -1,0 +1,267 @@
+/* test_codegen_fuse.c — the CPU backend's fused, parallel, vectorized
+ * nests (lower.h "Fusion", llvm.c "parallel nests"): kernels whose
+ * elementwise values are inlined through expands, permutes and several
+ * uses (and materialized behind slices and flattening views), large
+ * enough to take the parallel path, with odd sizes (vector remainders),
+ * non-contiguous and channels-last outputs, reductions over collapsed
+ * loops; each compared with the interpreter, with -O0 (one nest per
+ * value, serial) and across thread counts (bitwise equal).
+ * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources,
+ * the front end and interpreter (tdslc_core), dlopen; codegen_util.h. */
+#include "codegen_util.h"
+
+/* build() at an explicit -O level: the same steps with the flag added. */
+static void build_at(Lib *L, const char *src, const char *kernel, int opt) {
+  char cmd[4096], path[128];
+  snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_cf_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(L->dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
+  write_text(path, src);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header -O%d", TDSL_TDSLC,
+           L->dir, L->dir, opt);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd,
+           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
+           "-I%s/runtime/include -I%s/runtime %s/k.o %s/runtime/*.c -o %s/k.so -lm -lpthread",
+           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, TDSL_SOURCE_DIR, L->dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(path, sizeof path, "%s/k.so", L->dir);
+  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
+  L->arena = arena_new();
+  Diag d;
+  diag_init(&d, "k.tdsl", src, stderr);
+  AstProgram *p = parse_program(L->arena, &d, src);
+  ck_assert_ptr_nonnull(p);
+  L->m = sema_program(L->arena, &d, p, "k.tdsl");
+  ck_assert_ptr_nonnull(L->m);
+  (void)kernel;
+}
+
+static void set_threads(Lib *L, int n) {
+  ((void (*)(int))sym(L, "tdsl_set_num_threads"))(n);
+}
+
+/* Shuts the library's pool down before dlclose (runtime.h). */
+static void unbuild_all(Lib *L) {
+  ((void (*)(void))sym(L, "tdsl_shutdown"))();
+  unbuild(L);
+}
+
+static void call_ok(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout) {
+  void *a[16];
+  for (int i = 0; i < nin; i++) a[i] = &ins[i].t;
+  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
+  int rc = call(sym(L, name), a, nin + nout);
+  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
+  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
+}
+
+static void reset_out(Ten *o) { memset(o->store, 0x5A, o->bytes); }
+
+static bool same_bytes(const Ten *a, const Ten *b) {
+  return a->bytes == b->bytes && !memcmp(a->store, b->store, a->bytes);
+}
+
+/* Runs `name` at 1 and 2 (and 3) threads: every output bitwise equal to
+ * the 2-thread run; then that run compared with the interpreter. */
+static void threads_and_reference(Lib *L, const char *name, Ten *ins, int nin, Ten *outs,
+                                  int nout, bool reduction) {
+  Ten one[8];
+  ck_assert_int_le(nout, 8);
+  set_threads(L, 1);
+  call_ok(L, name, ins, nin, outs, nout);
+  for (int i = 0; i < nout; i++) {
+    one[i] = outs[i];
+    one[i].store = malloc(outs[i].bytes);
+    memcpy(one[i].store, outs[i].store, outs[i].bytes);
+  }
+  for (int th = 3; th >= 2; th--) {
+    set_threads(L, th);
+    for (int i = 0; i < nout; i++) reset_out(&outs[i]);
+    call_ok(L, name, ins, nin, outs, nout);
+    for (int i = 0; i < nout; i++)
+      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
+  }
+  for (int i = 0; i < nout; i++) free(one[i].store), reset_out(&outs[i]);
+  run_and_compare(L, name, ins, nin, outs, nout, reduction);
+}
+
+/* Inlining through expands (params broadcast per channel); a cheap value
+ * read four times (a: recomputed); a costly one read several times (b:
+ * materialized, with a inlined into its nest); a permute view of an
+ * inlined value into a result (q); reductions (sum over collapsed H, W of
+ * b; argmax over C of an inlined value); and a slice and a flattening
+ * view that force materializing c. */
+static const char *CHAIN =
+    "kernel chain(x: f32[N, 7, H, W], m: f32[7], s: f32[7]) -> (f32[N, 7, H, W], "
+    "f32[N, H, W, 7], f32[N, 7], i64[N, H, W], f32[N, 6, H, W], f32[N, 7, H * W]) {\n"
+    "  a = (x - m[None, :, None, None]) * s[None, :, None, None]\n"
+    "  b = a.relu() + a * 0.5 - a.abs()\n"
+    "  q = (x * s[None, :, None, None] + 0.25).permute(0, 2, 3, 1)\n"
+    "  c = x * 2.0\n"
+    "  return b.exp() * b, q.contiguous() + 1.0, b.sum(dim=(2, 3)), (a + x).argmax(dim=1), "
+    "c[:, 1:, :, :] + 2.0, c.flatten(2) - 1.0\n"
+    "}\n";
+
+/* How many scratch buffers the kernel allocates at -O level opt (call
+ * sites of tdsl_alloc in its LLVM IR), and whether it forks. */
+static int scratch_count(const char *src, int opt, bool *forks) {
+  char dir[] = "/tmp/tdsl_cfs_XXXXXX", path[128], cmd[1024];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", dir);
+  write_text(path, src);
+  snprintf(cmd, sizeof cmd, "%s %s -o %s/k --emit=llvm -O%d", TDSL_TDSLC, path, dir, opt);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "grep -q 'call void @tdsl_parallel_for' %s/k.ll", dir);
+  *forks = sh(cmd) == 0;
+  snprintf(cmd, sizeof cmd, "exit $(grep -c 'call.*@tdsl_alloc(' %s/k.ll)", dir);
+  int n = sh(cmd);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+  return n;
+}
+
+static void chain_case(Lib *L, int64_t n, int64_t c, int64_t h, int64_t w) {
+  int64_t sx[4] = {n, c, h, w}, sc[1] = {c}, sp[4] = {n, h, w, c}, sr[2] = {n, c},
+          sa[3] = {n, h, w}, ss[4] = {n, c - 1, h, w}, sf[3] = {n, c, h * w};
+  Ten in[3], out[6];
+  ten(&in[0], DT_F32, 4, sx, NULL, 0, false);
+  ten(&in[1], DT_F32, 1, sc, NULL, 0, false);
+  ten(&in[2], DT_F32, 1, sc, NULL, 0, false);
+  for (int64_t i = 0; i < c; i++) ((float *)in[2].store)[i] = 0.5f + (float)i / 8;
+  out_ten(&out[0], DT_F32, 4, sx);
+  out_ten(&out[1], DT_F32, 4, sp);
+  out_ten(&out[2], DT_F32, 2, sr);
+  out_ten(&out[3], DT_I64, 3, sa);
+  out_ten(&out[4], DT_F32, 4, ss);
+  out_ten(&out[5], DT_F32, 3, sf);
+  threads_and_reference(L, "chain", in, 3, out, 6, true);
+  for (int i = 0; i < 3; i++) ten_free(&in[i]);
+  for (int i = 0; i < 6; i++) ten_free(&out[i]);
+}
+
+START_TEST(inlined_chain_parallel) {
+  bool forks;
+  /* -O0: a, b, q's add and mul, c, the five other elementwise values, the
+   * contiguous copy; -O2: only b and c */
+  ck_assert_int_ge(scratch_count(CHAIN, 0, &forks), 10);
+  ck_assert(!forks);
+  ck_assert_int_eq(scratch_count(CHAIN, 2, &forks), 2);
+  ck_assert(forks);
+  Lib L;
+  build_at(&L, CHAIN, "chain", 2);
+  chain_case(&L, 8, 7, 67, 61); /* 229K elements: parallel, odd rows */
+  chain_case(&L, 2, 7, 5, 3);   /* small: serial */
+  unbuild_all(&L);
+}
+END_TEST
+
+/* Every output of the -O0 build (one nest per value, serial) equals the
+ * -O2 build's within §9's tolerances (and both equal the interpreter). */
+START_TEST(o0_equals_o2) {
+  Lib L0, L2;
+  build_at(&L0, CHAIN, "chain", 0);
+  build_at(&L2, CHAIN, "chain", 2);
+  int64_t sx[4] = {4, 7, 33, 45}, sc[1] = {7}, sp[4] = {4, 33, 45, 7}, sr[2] = {4, 7},
+          sa[3] = {4, 33, 45}, ss[4] = {4, 6, 33, 45}, sf[3] = {4, 7, 33 * 45};
+  Ten in[3], o0[6], o2[6];
+  ten(&in[0], DT_F32, 4, sx, NULL, 0, false);
+  ten(&in[1], DT_F32, 1, sc, NULL, 0, false);
+  ten(&in[2], DT_F32, 1, sc, NULL, 0, false);
+  for (int i = 0; i < 7; i++) ((float *)in[2].store)[i] = 1.0f + (float)i / 4;
+  for (int k = 0; k < 2; k++) {
+    Ten *o = k ? o2 : o0;
+    out_ten(&o[0], DT_F32, 4, sx);
+    out_ten(&o[1], DT_F32, 4, sp);
+    out_ten(&o[2], DT_F32, 2, sr);
+    out_ten(&o[3], DT_I64, 3, sa);
+    out_ten(&o[4], DT_F32, 4, ss);
+    out_ten(&o[5], DT_F32, 3, sf);
+  }
+  call_ok(&L0, "chain", in, 3, o0, 6);
+  call_ok(&L2, "chain", in, 3, o2, 6);
+  for (int i = 0; i < 6; i++) {
+    if (i == 2) continue; /* the sum: compared with the interpreter below */
+    ck_assert_msg(same_bytes(&o0[i], &o2[i]), "-O0 and -O2 differ in out%d", i);
+  }
+  run_and_compare(&L0, "chain", in, 3, o0, 6, true);
+  run_and_compare(&L2, "chain", in, 3, o2, 6, true);
+  for (int i = 0; i < 3; i++) ten_free(&in[i]);
+  for (int i = 0; i < 6; i++) ten_free(&o0[i]), ten_free(&o2[i]);
+  unbuild_all(&L0);
+  unbuild_all(&L2);
+}
+END_TEST
+
+/* A strided (column-major) output, a channels-last output written from a
+ * contiguous input, a rank-1 nest split over elements, and f16 values
+ * inlined with several uses (rounded to f16 as if stored). */
+static const char *LAYOUTS =
+    "kernel lay(x: f32[N, M], y: f32[M], z: f32[B, C, H, W], v: f32[K]) -> "
+    "(f32[N, M] strided, f32[B, C, H, W] channels_last, f32[K], f32[K]) {\n"
+    "  h = v.to(f16) * 3.0\n"
+    "  return (x * y[None, :]).sigmoid(), z * 2.0 - 1.0, v * 2.0 + 1.0, (h + h * h).to(f32)\n"
+    "}\n";
+
+START_TEST(layouts_and_rank1) {
+  Lib L;
+  build_at(&L, LAYOUTS, "lay", 2);
+  int64_t n = 301, m = 257, sx[2] = {n, m}, sy[1] = {m}, cm[2] = {1, n};
+  int64_t sz[4] = {3, 17, 41, 39}, cl[4] = {17 * 41 * 39, 1, 39 * 17, 17};
+  int64_t k = 100003, sv[1] = {k};
+  Ten in[4], out[4];
+  ten(&in[0], DT_F32, 2, sx, NULL, 5, false);
+  ten(&in[1], DT_F32, 1, sy, NULL, 0, false);
+  ten(&in[2], DT_F32, 4, sz, NULL, 0, false);
+  ten(&in[3], DT_F32, 1, sv, NULL, 0, false);
+  ten(&out[0], DT_F32, 2, sx, cm, 0, false);
+  ten(&out[1], DT_F32, 4, sz, cl, 0, false);
+  out_ten(&out[2], DT_F32, 1, sv);
+  out_ten(&out[3], DT_F32, 1, sv);
+  reset_out(&out[0]);
+  reset_out(&out[1]);
+  threads_and_reference(&L, "lay", in, 4, out, 4, false);
+  for (int i = 0; i < 4; i++) ten_free(&in[i]), ten_free(&out[i]);
+  unbuild_all(&L);
+}
+END_TEST
+
+/* The permute copy (transpose) and a reduction over the outer dim. */
+START_TEST(permute_copy_and_outer_reduction) {
+  Lib L;
+  build_at(&L, "kernel pc(x: f32[N, C, H, W]) -> (f32[N, H, W, C], f32[C, H, W], f32[N, C]) {\n"
+               "  return x.permute(0, 2, 3, 1).contiguous(), x.amax(dim=0), x.mean(dim=(2, 3))\n}\n",
+           "pc", 2);
+  int64_t s[4] = {5, 19, 37, 43}, sp[4] = {5, 37, 43, 19}, sm[3] = {19, 37, 43}, sr[2] = {5, 19};
+  Ten in, out[3];
+  ten(&in, DT_F32, 4, s, NULL, 0, true);
+  out_ten(&out[0], DT_F32, 4, sp);
+  out_ten(&out[1], DT_F32, 3, sm);
+  out_ten(&out[2], DT_F32, 2, sr);
+  threads_and_reference(&L, "pc", &in, 1, out, 3, true);
+  ten_free(&in);
+  for (int i = 0; i < 3; i++) ten_free(&out[i]);
+  unbuild_all(&L);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("codegen_fuse");
+  TCase *t = tcase_create("cpu");
+  tcase_set_timeout(t, 240);
+  tcase_add_test(t, inlined_chain_parallel);
+  tcase_add_test(t, o0_equals_o2);
+  tcase_add_test(t, layouts_and_rank1);
+  tcase_add_test(t, permute_copy_and_outer_reduction);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
