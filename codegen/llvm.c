@@ -1125,9 +1125,17 @@ static int nest_loop_at(const LfNest *n, int i) { return n->order ? n->order[i] 
  * addresses, one long unit-stride inner loop instead of short rows. */
 typedef struct VLoops {
   int n, nouter;              /* loops; the first nouter are outer loops */
-  int var[MAXL];              /* the loop variable that carries the index */
+  int var[MAXL];              /* the loop variable that carries the index
+                                 (VL_BLOCK: the tile loop's block index) */
   LLVMValueRef ub[MAXL];
+  int tile_var;               /* >= 0: this outer variable runs innermost, */
+  int tile;                   /*   over blocks of `tile` (plan_tile) */
+  bool blocked;               /*   false: the whole extent in one block */
+  LLVMValueRef tile_ub;
 } VLoops;
+
+#define VL_BLOCK (-2)
+#define TILE 32
 
 static const Sym *loop_extent(const LfNest *n, int l) {
   return l < n->rank ? n->shape[l] : n->red[l - n->rank];
@@ -1161,6 +1169,57 @@ static bool bounds_collapse(Cg *c, const LfNest *n, int oa, int ib) {
   return !n->post || expr_collapses(c, n, n->post, oa, ib);
 }
 
+static bool const_stride(const Sym *s, int64_t *v) { return sym_is_const(s, v); }
+
+/* Whether some load of e reads along loop j with stride 1 but along the
+ * innermost loop i with another non-zero stride (a transposing read). */
+static bool transposing_load(const LfExpr *e, int j, int i) {
+  if (e->kind == LFE_LOAD) {
+    int64_t sj, si;
+    if (e->acc.lin_rank || e->acc.rt_strides) return false;
+    return const_stride(e->acc.stride[j], &sj) && sj == 1 &&
+           !(const_stride(e->acc.stride[i], &si) && (si == 0 || si == 1));
+  }
+  for (int a = 0; a < e->nargs; a++)
+    if (transposing_load(e->args[a], j, i)) return true;
+  return false;
+}
+
+/* Transposes (a permute copy, NHWC -> NCHW preprocessing): the innermost
+ * loop i stores with unit stride but a load is unit-stride along another
+ * outer loop j.  Loop j then moves innermost, over tiles of TILE (a
+ * constant extent <= TILE: all of it, fully unrolled by LLVM), so that
+ * the reads and the writes of a tile stay in cache and a small j turns
+ * the strided reads into full interleave groups the vectorizer handles. */
+static void plan_tile(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
+  v->tile_var = -1;
+  if (n->reduce != OP_COUNT || v->nouter < 2 || v->n != v->nouter || n->store.rt_strides ||
+      n->store.lin_rank)
+    return;
+  int i = v->var[v->nouter - 1];
+  int64_t ss;
+  for (int k = 0; k < v->nouter - 1; k++) {
+    int j = v->var[k];
+    if (const_stride(n->store.stride[j], &ss) && ss == 1) continue;
+    if (!transposing_load(n->value, j, i)) continue;
+    int64_t ext;
+    v->tile_var = j;
+    v->tile_ub = v->ub[k];
+    v->blocked = !(LLVMIsConstant(v->ub[k]) && (ext = LLVMConstIntGetSExtValue(v->ub[k])) <= TILE);
+    v->tile = TILE;
+    if (v->blocked) {
+      v->var[k] = VL_BLOCK;
+      v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, TILE - 1), ""),
+                               i64c(c, TILE), "");
+    } else {
+      for (int m = k; m + 1 < v->n; m++) v->var[m] = v->var[m + 1], v->ub[m] = v->ub[m + 1];
+      v->n--, v->nouter--;
+    }
+    (void)x;
+    return;
+  }
+}
+
 /* Collapses within the outer loops and within the reduction loops (the
  * store does not depend on the latter).  ARGMAX/ARGMIN count positions
  * linearly, so collapsing their loops keeps the same order. */
@@ -1191,6 +1250,7 @@ static void plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
     }
     if (!part) v->nouter = v->n;
   }
+  plan_tile(c, n, x, v);
 }
 
 /* Steps the odometer idx over virtual loops 0..p-1 by one. */
@@ -1212,9 +1272,11 @@ static void odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p) {
  * first p virtual loops. */
 static void emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
                             LLVMValueRef lo, LLVMValueRef hi, int p) {
-  LLVMValueRef idx[MAXL];
+  LLVMValueRef idx[MAXL], blk = NULL;
   if (p == 1) {
-    x->iv[vl->var[0]] = open_loop_from(c, lo, hi);
+    LLVMValueRef iv = open_loop_from(c, lo, hi);
+    if (vl->var[0] == VL_BLOCK) blk = iv;
+    else x->iv[vl->var[0]] = iv;
   } else {
     LLVMValueRef rest = lo;
     for (int j = p - 1; j >= 0; j--) {
@@ -1224,11 +1286,28 @@ static void emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl
       if (j) rest = LLVMBuildUDiv(c->b, rest, ub, "");
     }
     open_loop_from(c, lo, hi);
-    for (int j = 0; j < p; j++) x->iv[vl->var[j]] = LLVMBuildLoad2(c->b, c->i64, idx[j], "");
+    for (int j = 0; j < p; j++) {
+      LLVMValueRef iv = LLVMBuildLoad2(c->b, c->i64, idx[j], "");
+      if (vl->var[j] == VL_BLOCK) blk = iv;
+      else x->iv[vl->var[j]] = iv;
+    }
   }
-  for (int i = p; i < vl->nouter; i++) x->iv[vl->var[i]] = open_loop(c, vl->ub[i]);
+  for (int i = p; i < vl->nouter; i++) {
+    LLVMValueRef iv = open_loop(c, vl->ub[i]);
+    if (vl->var[i] == VL_BLOCK) blk = iv;
+    else x->iv[vl->var[i]] = iv;
+  }
+  if (vl->tile_var >= 0) {
+    LLVMValueRef t0 = i64c(c, 0), t1 = vl->tile_ub;
+    if (vl->blocked) {
+      t0 = LLVMBuildMul(c->b, blk, i64c(c, vl->tile), "");
+      t1 = smin(c, LLVMBuildAdd(c->b, t0, i64c(c, vl->tile), ""), vl->tile_ub, false);
+    }
+    x->iv[vl->tile_var] = open_loop_from(c, t0, t1);
+  }
   LLVMValueRef v = n->reduce == OP_COUNT ? eval(c, x, n->value) : emit_reduce(c, x);
   store_el(c, v, address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  if (vl->tile_var >= 0) close_loop(c);
   for (int i = p; i < vl->nouter; i++) close_loop(c);
   if (p > 1) odometer_step(c, vl, idx, p);
   close_loop(c);
@@ -1332,6 +1411,7 @@ static void emit_nest_parallel(Cg *c, const LfNest *n) {
     if (i < p) total = LLVMBuildMul(c->b, total, vl.ub[i], "");
     else inner = LLVMBuildMul(c->b, inner, vl.ub[i], "");
   }
+  if (vl.tile_var >= 0) inner = LLVMBuildMul(c->b, inner, vl.blocked ? i64c(c, vl.tile) : vl.tile_ub, "");
   inner = smin(c, inner, i64c(c, 1), true);
   LLVMValueRef grain = smin(c, LLVMBuildSDiv(c->b, i64c(c, PAR_MIN_ELEMS), inner, ""),
                             i64c(c, 1), true);
