@@ -1,0 +1,94 @@
+/* passes.h — the optimization passes between sema and lowering, and the
+ * optimization report they write (spec §11).
+ *
+ * Each pass is one file with one entry point, run by pipeline.c in one
+ * straight line:
+ *
+ *   fold-views        fold_views.c        view chains -> one index map per load
+ *   eliminate-copies  eliminate_copies.c  drop copies nobody needs
+ *   choose-layout     choose_layout.c     NCHW or channels-last storage
+ *   fuse              fuse.c              which values live only inside users
+ *   plan-memory       plan_memory.c       scratch buffers reused by liveness
+ *
+ * A pass rewrites or annotates one kernel of the IR and records every
+ * decision it takes in the report (report.c), with the source location
+ * of the op it is about and a sentence a user understands.  It returns
+ * whether it changed the kernel.  ir_verify() runs after every pass in
+ * debug builds and under --dump-after.
+ *
+ * -O0 runs no pass; -O1 and above run them all, minus --disable-pass. */
+#ifndef TDSL_PASSES_H
+#define TDSL_PASSES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../ir/ir.h"
+
+typedef enum LayoutPolicy {
+  LAYOUT_POLICY_AUTO, /* choose-layout's cost model decides */
+  LAYOUT_POLICY_NCHW, /* --layout=nchw */
+  LAYOUT_POLICY_NHWC  /* --layout=nhwc */
+} LayoutPolicy;
+
+typedef struct PassOptions {
+  int opt_level;            /* 0..3 */
+  LayoutPolicy layout;
+  const char *const *disabled; /* pass names from --disable-pass */
+  int ndisabled;
+  const char *dump_after;   /* pass name, or NULL */
+  FILE *dump;               /* where --dump-after writes the IR */
+  bool time_passes;         /* print per-pass times to stderr */
+  const char *target;       /* for the report */
+} PassOptions;
+
+typedef struct Report Report;
+
+typedef struct PassCtx {
+  IrModule *m;
+  IrKernel *k;
+  const PassOptions *opt;
+  Report *r;
+} PassCtx;
+
+/* ---- the passes (one file each) ---- */
+bool pass_fold_views(PassCtx *c);
+bool pass_eliminate_copies(PassCtx *c);
+bool pass_choose_layout(PassCtx *c);
+bool pass_fuse(PassCtx *c);
+bool pass_plan_memory(PassCtx *c);
+
+/* ---- pipeline.c ---- */
+/* The pass table: name and entry point, in pipeline order. */
+typedef struct PassInfo {
+  const char *name;
+  bool (*run)(PassCtx *c);
+} PassInfo;
+extern const PassInfo pass_table[];
+extern const int pass_count;
+/* True when `name` is a pass of the table. */
+bool pass_known(const char *name);
+/* Runs the pipeline over every kernel of m.  Returns 0, or 3 after an
+ * internal error (the verifier rejected a pass's output). */
+int pipeline_run(IrModule *m, const PassOptions *o, Report *r);
+
+/* ---- report.c ---- */
+Report *report_new(Arena *a, const char *file, const char *target);
+/* Starts the section of kernel k (decisions go to the current kernel). */
+void report_kernel(Report *r, const IrKernel *k);
+/* Records a decision.  `bytes` is the traffic it saves (> 0) or costs
+ * (< 0), 0 when not applicable. */
+void report_decision(Report *r, const char *pass, const char *kind, Loc loc,
+                     int64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+void report_pass_time(Report *r, const char *pass, double ms, bool changed);
+/* Estimates filled in after lowering (bytes read + written by all loop
+ * nests at -O0 and as compiled; loop nests at -O0 and as compiled). */
+void report_set_totals(Report *r, const IrKernel *k, int64_t bytes_before,
+                       int64_t bytes_after, int nests_before,
+                       int nests_after, int64_t scratch_bytes);
+void report_write_text(const Report *r, FILE *f);
+void report_write_json(const Report *r, FILE *f);
+
+#endif
