@@ -83,11 +83,13 @@ void report_decision(Report *r, const char *pass, const char *kind, Loc loc,
                      int64_t bytes, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 void report_pass_time(Report *r, const char *pass, double ms, bool changed);
-/* Estimates filled in after lowering (bytes read + written by all loop
- * nests at -O0 and as compiled; loop nests at -O0 and as compiled). */
-void report_set_totals(Report *r, const IrKernel *k, int64_t bytes_before,
-                       int64_t bytes_after, int nests_before,
-                       int nests_after, int64_t scratch_bytes);
+/* Estimates filled in after lowering: bytes read + written by all loop
+ * nests at -O0 and as compiled, loop nests at -O0 and as compiled, and
+ * scratch bytes.  Sizes may be symbolic; JSON prints a constant as a
+ * number and an expression as a string ("4*N*C"). */
+void report_set_totals(Report *r, const IrKernel *k, const Sym *bytes_before,
+                       const Sym *bytes_after, int nests_before,
+                       int nests_after, const Sym *scratch_bytes);
 void report_write_text(const Report *r, FILE *f);
 void report_write_json(const Report *r, FILE *f);
 
