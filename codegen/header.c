@@ -1,10 +1,13 @@
 /* header.c — the C header of a compiled module (spec §7.1): for each
  * kernel K its entry point and K_info(), including <tdsl/runtime.h>.
- * Needs: ir.h, codegen.h.  Produces: text on a FILE. */
+ * A kernel whose scratch was planned (pass plan-memory) gets a comment
+ * with the planned scratch bytes.
+ * Needs: ir.h, codegen.h, passes.h.  Produces: text on a FILE. */
 #include <ctype.h>
 #include <string.h>
 
 #include "codegen.h"
+#include "../passes/passes.h"
 
 const char *cg_scalar_ctype(DType t) {
   switch (t) {
@@ -31,7 +34,21 @@ static void print_guard(FILE *f, const char *stem) {
   fputs("_H", f);
 }
 
-static void print_kernel(FILE *f, const IrKernel *k) {
+/* The scratch plan-memory planned for k, when it ran (any slot set):
+ * bytes as a number or an expression of the kernel's size symbols. */
+static void print_scratch(FILE *f, const IrModule *m, const IrKernel *k) {
+  bool planned = false;
+  for (IrRef r = 0; r < k->nvalues && !planned; r++) planned = k->values[r].slot > 0;
+  if (!planned) return;
+  /* plan_scratch_bytes only adds expressions to m's symbol table */
+  const Sym *b = plan_scratch_bytes((IrModule *)m, k);
+  fprintf(f, "/* %s: scratch memory as planned, ", k->name);
+  sym_print(f, b);
+  fputs(" bytes (plus normalization statistics and GEMM packing panels) */\n", f);
+}
+
+static void print_kernel(FILE *f, const IrModule *m, const IrKernel *k) {
+  print_scratch(f, m, k);
   fprintf(f, "int %s(", k->name);
   int n = 0;
   for (int i = 0; i < k->nparams; i++, n++) {
@@ -52,7 +69,7 @@ int cg_write_header(const IrModule *m, FILE *f, const char *stem) {
   print_guard(f, stem);
   fputs("\n\n#include <stdbool.h>\n#include <stdint.h>\n\n#include <tdsl/runtime.h>\n\n"
         "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", f);
-  for (int i = 0; i < m->nkernels; i++) print_kernel(f, m->kernels[i]);
+  for (int i = 0; i < m->nkernels; i++) print_kernel(f, m, m->kernels[i]);
   fputs("#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
   return ferror(f) ? -1 : 0;
 }

@@ -611,8 +611,13 @@ static void setup_buffers(Cg *c) {
       break;
     }
     case LFB_SCRATCH: {
-      LLVMValueRef mag = LLVMBuildFMul(c->b, sym_mag(c, b->size),
-                                       LLVMConstReal(c->f64, dtype_size(b->dtype)), "");
+      int shared = lf_slot_shared(c->lk, i); /* plan-memory: one block per slot */
+      if (shared) {
+        c->base[i] = c->base[shared - 1];
+        break;
+      }
+      const Sym *nbytes = lf_scratch_bytes(c->m->st, b);
+      LLVMValueRef mag = sym_mag(c, nbytes);
       LLVMBasicBlockRef big = block(c, "scratch_overflow"), fits = block(c, "scratch_fits");
       LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealOLT, mag, LLVMConstReal(c->f64, 0x1p62), ""),
                       fits, big);
@@ -624,8 +629,7 @@ static void setup_buffers(Cg *c) {
       LLVMBuildBr(c->b, c->fail);
       LLVMAddIncoming(c->rcphi, &erc, &big, 1);
       LLVMPositionBuilderAtEnd(c->b, fits);
-      LLVMValueRef bytes = LLVMBuildMul(c->b, sym_val(c, b->size),
-                                        i64c(c, dtype_size(b->dtype)), "");
+      LLVMValueRef bytes = sym_val(c, nbytes);
       LLVMTypeRef ps2[2] = {c->i64, c->i64};
       LLVMValueRef a[2] = {bytes, i64c(c, 64)};
       LLVMValueRef p = call(c, fdecl(c, "tdsl_alloc", c->ptr, ps2, 2, 0), a, 2);
@@ -642,7 +646,7 @@ static void setup_buffers(Cg *c) {
 
 static void free_scratch(Cg *c) {
   for (int i = 0; i < c->lk->nbufs; i++)
-    if (c->lk->bufs[i].kind == LFB_SCRATCH) {
+    if (c->lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(c->lk, i)) {
       LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->slot[i], "");
       call(c, fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
     }
@@ -1534,6 +1538,19 @@ static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool ten
   return LLVMConstNamedStruct(pt, f, 6);
 }
 
+/* K_info's scratch_bytes and scratch_expr: the scratch blocks of the
+ * kernel's loop form (one per plan-memory slot), as a number when
+ * constant (else -1) and as text. */
+static void info_scratch(Cg *c, LLVMValueRef *f) {
+  const Sym *b = sym_const(c->m->st, 0);
+  for (int i = 0; i < c->lk->nbufs; i++)
+    if (c->lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(c->lk, i))
+      b = sym_add(c->m->st, b, lf_scratch_bytes(c->m->st, &c->lk->bufs[i]));
+  int64_t n;
+  f[0] = i64c(c, sym_is_const(b, &n) ? n : -1);
+  f[1] = cstr(c, sym_str(c->m->arena, b));
+}
+
 static void emit_info(Cg *c, const IrKernel *k) {
   LLVMTypeRef dlt[3] = {c->i8, c->i8, c->i16};
   LLVMTypeRef pf[6] = {c->ptr, c->i32, LLVMStructTypeInContext(c->ctx, dlt, 3, 0), c->i32,
@@ -1554,12 +1571,13 @@ static void emit_info(Cg *c, const IrKernel *k) {
     const IrResult *r = &k->results[i];
     p[k->nparams + i] = param_info(c, pt, name, true, r->dtype, r->rank, r->shape, (int)r->layout);
   }
-  LLVMValueRef f[6] = {cstr(c, k->name), i32c(c, k->nparams),
+  LLVMValueRef f[8] = {cstr(c, k->name), i32c(c, k->nparams),
                        const_array_global(c, pt, p, k->nparams, ".info.params"),
                        i32c(c, k->nresults),
                        const_array_global(c, pt, p + k->nparams, k->nresults, ".info.results"),
-                       i32c(c, DL_CPU)};
-  LLVMValueRef init = LLVMConstStructInContext(c->ctx, f, 6, 0);
+                       i32c(c, DL_CPU), NULL, NULL};
+  info_scratch(c, f + 6);
+  LLVMValueRef init = LLVMConstStructInContext(c->ctx, f, 8, 0);
   LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), ".info");
   LLVMSetInitializer(g, init);
   LLVMSetGlobalConstant(g, 1);

@@ -17,7 +17,7 @@ typedef struct Lower {
   const IrKernel *k;
   SymTab *st;
   int *buf_of; /* per IR value: its buffer when it is a storage root */
-  bool *inl;   /* per IR value: computed inside its users (fusion.c) */
+  bool *inl;   /* per IR value: computed inside its users (IRF_INLINE) */
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -84,6 +84,30 @@ static const Sym *extent(Lower *L, const IrValue *v) {
   return sym_add(L->st, e, sym_const(L->st, 1));
 }
 
+/* Pass plan-memory's slot of scratch value r: the block is as large as
+ * the slot's first value (passes/plan_memory.c). */
+static void plan_slot(Lower *L, IrRef r, LfBuf *b) {
+  const IrValue *v = ir_val(L->k, r);
+  if (v->slot <= 0) return;
+  IrRef first = r;
+  for (IrRef q = 0; q < r; q++)
+    if (ir_val(L->k, q)->slot == v->slot) {
+      first = q;
+      break;
+    }
+  const IrValue *f = ir_val(L->k, first);
+  b->slot = v->slot;
+  b->slot_bytes = sym_mul(L->st, extent(L, f), sym_const(L->st, dtype_size(f->dtype)));
+}
+
+/* Per value: flagged IRF_INLINE by pass fuse (lowering decides nothing). */
+static bool *planned_inline(Lower *L) {
+  bool *inl = zalloc(L, sizeof *inl * (size_t)(L->k->nvalues + 1));
+  for (IrRef r = 0; r < L->k->nvalues; r++)
+    inl[r] = ir_val(L->k, r)->flags & IRF_INLINE;
+  return inl;
+}
+
 /* The buffer of storage root r (created on first use). */
 static int root_buf(Lower *L, IrRef r) {
   if (L->buf_of[r] >= 0) return L->buf_of[r];
@@ -99,6 +123,7 @@ static int root_buf(Lower *L, IrRef r) {
   } else {
     b.kind = LFB_SCRATCH;
     b.size = extent(L, v);
+    if (L->inl) plan_slot(L, r, &b);
   }
   return L->buf_of[r] = add_buf(L, b);
 }
@@ -206,7 +231,7 @@ static LfExpr *value_expr(Lower *L, IrRef r) {
 }
 
 /* A load of r whose storage root is inlined: the root's expression at
- * the composed index (fusion.c checked that the composition exists). */
+ * the composed index (pass fuse checked that the composition exists). */
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops) {
   IrRef root = ir_storage_root(L->k, r);
   if (!L->inl || !L->inl[root]) return NULL;
@@ -548,6 +573,19 @@ static void lower_gemm(Lower *L, IrRef r) {
   n->src = r;
 }
 
+/* -O1+: the nest just added for rank-4 value r stored channels-last
+ * (pass choose-layout or PyTorch's rules) loops N H W C, so its store
+ * runs along memory. */
+static void cl_loop_order(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  LfNest *n = &L->lk->nests[L->lk->nnests - 1];
+  if (!L->inl || n->src != r || n->rank != 4 || !v->stride) return;
+  if (!sym_is(v->stride[1], 1) || sym_is(v->shape[1], 1) || sym_is(v->stride[3], 1)) return;
+  int *order = (int *)identity(L, 4);
+  order[1] = 2, order[2] = 3, order[3] = 1;
+  n->order = order;
+}
+
 static void lower_value(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   OpKind kind = op_kind(v->op);
@@ -559,6 +597,7 @@ static void lower_value(Lower *L, IrRef r) {
   }
   if (kind == IRK_NORM || kind == IRK_POOL) {
     lower_norm_pool(L, r);
+    if (kind == IRK_POOL) cl_loop_order(L, r);
     return;
   }
   if (kind == IRK_MATMUL || kind == IRK_CONV) {
@@ -572,6 +611,7 @@ static void lower_value(Lower *L, IrRef r) {
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
+  cl_loop_order(L, r);
 }
 
 /* Outputs of a checked dense layout: strides known from the shape (the
@@ -626,7 +666,7 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
   L.lk->k = k;
   L.buf_of = zalloc(&L, sizeof *L.buf_of * (size_t)(k->nvalues + 1));
   for (int r = 0; r < k->nvalues; r++) L.buf_of[r] = -1;
-  if (opt_level > 0) L.inl = lf_plan_inline(m, k);
+  if (opt_level > 0) L.inl = planned_inline(&L);
   for (int r = 0; r < k->nvalues; r++) lower_value(&L, r);
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
   return L.lk;
@@ -723,4 +763,67 @@ void lf_print(FILE *f, const LfKernel *lk) {
     }
     fputc('\n', f);
   }
+}
+
+/* ---- traffic estimate (the optimization report) ---- */
+
+/* Bytes loaded by e evaluated `count` times (loads of its subtrees). */
+static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
+                             const Sym *count) {
+  if (!e) return sym_const(st, 0);
+  const Sym *b = sym_const(st, 0);
+  if (e->kind == LFE_LOAD)
+    b = sym_mul(st, count, sym_const(st, dtype_size(lk->bufs[e->acc.buf].dtype)));
+  for (int i = 0; i < e->nargs && i < 3; i++)
+    b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count));
+  return b;
+}
+
+/* Bytes one nest reads and writes: each load counts once per iteration
+ * of the loops around it; gemm nests read each operand once. */
+static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n) {
+  SymTab *st = m->st;
+  const Sym *outer = sym_prod(st, n->shape, n->rank);
+  const Sym *b = sym_mul(st, outer, sym_const(st, dtype_size(n->dtype)));
+  if ((n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) && n->src >= 0) {
+    const IrValue *v = ir_val(lk->k, n->src);
+    for (int j = 0; j < v->nargs; j++) {
+      const IrValue *x = ir_val(lk->k, v->args[j]);
+      b = sym_add(st, b, sym_mul(st, ir_numel(m, x), sym_const(st, dtype_size(x->dtype))));
+    }
+    return b;
+  }
+  const Sym *all = sym_mul(st, outer, sym_prod(st, n->red, n->nred));
+  b = sym_add(st, b, expr_bytes(st, lk, n->value, all));
+  return sym_add(st, b, expr_bytes(st, lk, n->post, outer));
+}
+
+int lf_slot_shared(const LfKernel *lk, int i) {
+  const LfBuf *b = &lk->bufs[i];
+  if (b->kind != LFB_SCRATCH || b->slot <= 0) return 0;
+  for (int j = 0; j < i; j++)
+    if (lk->bufs[j].kind == LFB_SCRATCH && lk->bufs[j].slot == b->slot) return j + 1;
+  return 0;
+}
+
+const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b) {
+  if (b->slot > 0) return b->slot_bytes;
+  return sym_mul(st, b->size, sym_const(st, dtype_size(b->dtype)));
+}
+
+int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
+             const Sym **bytes, const Sym **scratch) {
+  Op bad;
+  LfKernel *lk = lf_lower_opt(m, k, &bad, opt_level);
+  if (!lk) return -1;
+  SymTab *st = m->st;
+  *nests = lk->nnests;
+  *bytes = sym_const(st, 0);
+  *scratch = sym_const(st, 0);
+  for (int i = 0; i < lk->nnests; i++)
+    *bytes = sym_add(st, *bytes, nest_bytes(m, lk, &lk->nests[i]));
+  for (int i = 0; i < lk->nbufs; i++)
+    if (lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(lk, i))
+      *scratch = sym_add(st, *scratch, lf_scratch_bytes(st, &lk->bufs[i]));
+  return 0;
 }

@@ -74,6 +74,10 @@ typedef struct LfBuf {
   DType dtype;
   const Sym *size;  /* LFB_SCRATCH, LFB_CONST: elements */
   const void *data; /* LFB_CONST */
+  int slot;         /* LFB_SCRATCH: plan-memory block (> 0), shared by
+                       every buffer of the same slot; 0: its own memory */
+  const Sym *slot_bytes; /* slot > 0: the block's size in bytes (>= this
+                            buffer's size * dtype size) */
 } LfBuf;
 
 typedef struct LfAccess {
@@ -147,8 +151,8 @@ typedef struct LfKernel {
  * lf_lower is lf_lower_opt at level 0. */
 LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
 
-/* Fusion (opt_level >= 1; -O0 keeps one nest and scratch per value).
- * A value computed by an elementwise, copy/cast or constant op (not
+/* Fusion (opt_level >= 1 and flagged by pass fuse; -O0 keeps one nest
+ * and scratch per value).  A value computed by an elementwise, copy/cast or constant op (not
  * RESHAPE) is *inlined*: it gets no nest and no scratch, and every load
  * of it (directly or through views) becomes its expression tree evaluated
  * at the consumer's index.  Elementwise operands are pre-expanded to the
@@ -166,13 +170,30 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
  * loop in the layout's memory order (LfNest.order). */
 LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level);
 
-/* fusion.c: per IR value, whether it is inlined (arena of m). */
-bool *lf_plan_inline(IrModule *m, const IrKernel *k);
+/* Which values are inlined is decided by the pass "fuse" (passes/fuse.c)
+ * and recorded as IRF_INLINE; lowering at opt_level >= 1 inlines exactly
+ * the flagged values (none when the pass did not run), and ignores the
+ * flags at level 0.  Likewise values with a plan-memory slot (IrValue.slot)
+ * share one scratch block per slot at level >= 1 (LfBuf.slot). */
 
-/* fusion.c: composes the index map of a read of value r (its dim d at
+/* passes/fuse.c (shared by the pass and lowering): composes the index map of a read of value r (its dim d at
  * loop variable map[d], < 0: index 0) down to r's storage root: pm[j]
  * for the root's dims.  False when the view is not such a simple map. */
 bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm);
+
+/* Traffic estimate for the optimization report: lowers k at opt_level
+ * and sets the number of nests, the bytes all nests read and write
+ * (each load counts once per iteration of the loops around it, each
+ * store once per outer iteration; gemm nests read each operand once) and
+ * the scratch bytes.  Returns 0, or -1 when k cannot be lowered. */
+int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
+             const Sym **bytes, const Sym **scratch);
+
+/* Scratch buffer i of a slot another buffer j < i already holds: j + 1
+ * (the code generator allocates the block once, for j); else 0. */
+int lf_slot_shared(const LfKernel *lk, int i);
+/* Bytes to allocate for scratch buffer b (its slot's block when planned). */
+const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b);
 
 /* Prints the loop form (debugging, tests). */
 void lf_print(FILE *f, const LfKernel *lk);

@@ -3,16 +3,20 @@
  *   tdslc FILE.tdsl [-o OUT] [--emit=LIST] [--target=T] [-O0..-O3]
  *         [--kernel=NAME]... [--report[=PATH]] [--report-format=text|json]
  *         [--dump-after=PASS] [--disable-pass=PASS]... [--time-passes]
+ *         [--layout=nchw|nhwc|auto]
  *   tdslc run FILE.tdsl --kernel=NAME [--input NAME=X]... [--output NAME=Y]...
  *   tdslc --version | --help
  *
  * Validates every option first (usage errors: one line, exit 2), then
  * reads the file, parses, checks and verifies it (program errors: exit 1
  * after the diagnostics; a verifier failure is an internal error, exit 3),
- * then either runs a kernel with the interpreter (run.c) or writes the
- * requested emits: `ir` here, obj/header/llvm/asm through codegen.h; ptx
- * and reports are refused with exit 2 until they exist.
- * Needs: the whole front end (ast.h), ir.h, run.h, codegen/codegen.h. */
+ * then either runs a kernel with the interpreter (run.c, on the
+ * unoptimized IR: the interpreter is the oracle) or runs the pass
+ * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
+ * (the optimized IR) and the reports here, obj/header/llvm/asm through
+ * codegen.h; ptx is refused with exit 2 until it exists.
+ * Needs: the whole front end (ast.h), ir.h, run.h, passes/passes.h,
+ * codegen/codegen.h and lower.h (lf_stats, for the report's totals). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -23,7 +27,9 @@
 
 #include "../frontend/ast.h"
 #include "../codegen/codegen.h"
+#include "../codegen/lower.h"
 #include "../ir/ir.h"
+#include "../passes/passes.h"
 #include "run.h"
 
 #ifndef TDSL_VERSION
@@ -50,17 +56,9 @@ static const struct {
     {"asm", ".s", true, NULL},
     {"ptx", ".ptx", true, "code generation is not available in this build yet"},
     {"ir", ".ir", true, NULL},
-    {"report", ".report.txt", true,
-     "optimization reports are not available in this build yet"},
-    {"report-json", ".report.json", true,
-     "optimization reports are not available in this build yet"},
+    {"report", ".report.txt", true, NULL},
+    {"report-json", ".report.json", true, NULL},
 };
-
-/* The optimization passes named by the spec (§11); --dump-after and
- * --disable-pass accept these.  Move to passes/pipeline.c's table once
- * the passes exist. */
-static const char *const pass_names[] = {"fold-views", "eliminate-copies",
-                                         "choose-layout", "fuse"};
 
 typedef struct Options {
   bool run;               /* `tdslc run` */
@@ -77,6 +75,7 @@ typedef struct Options {
   const char *disabled[MAX_LIST];
   int ndisabled;
   bool time_passes;
+  LayoutPolicy layout;    /* --layout */
   const char *inputs[MAX_LIST];
   int ninputs;
   const char *outputs[MAX_LIST];
@@ -119,6 +118,7 @@ static void print_help(void) {
       "  --report-format=F      text or json\n"
       "  --dump-after=PASS      print the IR after PASS to stderr\n"
       "  --disable-pass=PASS    skip PASS (repeatable)\n"
+      "  --layout=L             conv/pool storage: nchw, nhwc or auto (default)\n"
       "  --time-passes          print the time of each phase to stderr\n"
       "  --input NAME=X         run: a parameter's .npy file or scalar value\n"
       "  --output NAME=Y        run: where result NAME (out0, out1, ...) "
@@ -160,10 +160,14 @@ static bool valid_target(const char *t) {
   return n >= 2 && n <= 3 && (d[n] == '\0' || (d[n] == 'a' && !d[n + 1]));
 }
 
-static bool valid_pass(const char *p) {
-  for (size_t i = 0; i < sizeof pass_names / sizeof pass_names[0]; i++)
-    if (!strcmp(p, pass_names[i])) return true;
-  return false;
+/* "fold-views, eliminate-copies, ..." from the pass table. */
+static const char *pass_list(void) {
+  static char buf[256];
+  size_t n = 0;
+  for (int i = 0; i < pass_count && n < sizeof buf; i++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? ", " : "",
+                          pass_table[i].name);
+  return buf;
 }
 
 static int push(const char **list, int *n, const char *v, const char *opt) {
@@ -191,9 +195,16 @@ static int long_with_value(Options *o, const char *name, const char *v) {
     o->report_json = !strcmp(v, "json");
     return 0;
   }
-  if (!valid_pass(v))
-    return usage_error("--%s: unknown pass '%s' (passes: fold-views, "
-                       "eliminate-copies, choose-layout, fuse)", name, v);
+  if (!strcmp(name, "layout")) { /* choose-layout's policy */
+    if (!strcmp(v, "auto")) o->layout = LAYOUT_POLICY_AUTO;
+    else if (!strcmp(v, "nchw")) o->layout = LAYOUT_POLICY_NCHW;
+    else if (!strcmp(v, "nhwc")) o->layout = LAYOUT_POLICY_NHWC;
+    else return usage_error("--layout: expected nchw, nhwc or auto, got '%s'", v);
+    return 0;
+  }
+  if (!pass_known(v))
+    return usage_error("--%s: unknown pass '%s' (passes: %s)", name, v,
+                       pass_list());
   if (!strcmp(name, "dump-after")) o->dump_after = v;
   else return push(o->disabled, &o->ndisabled, v, "--disable-pass");
   return 0;
@@ -202,7 +213,7 @@ static int long_with_value(Options *o, const char *name, const char *v) {
 static bool takes_value(const char *name) {
   static const char *const names[] = {"emit", "target", "kernel", "input",
                                       "output", "report-format",
-                                      "dump-after", "disable-pass"};
+                                      "dump-after", "disable-pass", "layout"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(name, names[i])) return true;
   return false;
@@ -453,6 +464,71 @@ static int write_ir(const Options *o, const IrModule *m, const char *stem) {
   return status;
 }
 
+/* ---- optimizing and the report ----------------------------------------- */
+
+static bool wants_report(const Options *o) {
+  return (o->emit >> EM_REPORT & 1) || (o->emit >> EM_REPORT_JSON & 1);
+}
+
+/* Runs the pass pipeline over m, decisions going to r.  When a report is
+ * written, also estimates each kernel's traffic and loop nests at -O0
+ * before the passes and at the chosen level after them.  Returns 0, or 3
+ * after an internal error. */
+static int optimize(const Options *o, IrModule *m, Report *r) {
+  size_t n = (size_t)m->nkernels + 1;
+  int *nests0 = arena_alloc(m->arena, sizeof *nests0 * n);
+  const Sym **bytes0 = arena_alloc(m->arena, sizeof *bytes0 * n), *scratch;
+  bool *ok = arena_alloc(m->arena, n);
+  bool totals = wants_report(o);
+  for (int i = 0; totals && i < m->nkernels; i++)
+    ok[i] = lf_stats(m, m->kernels[i], 0, &nests0[i], &bytes0[i], &scratch) == 0;
+  PassOptions po = {.opt_level = o->opt_level, .layout = o->layout,
+                    .disabled = o->disabled, .ndisabled = o->ndisabled,
+                    .dump_after = o->dump_after, .dump = stderr,
+                    .time_passes = o->time_passes, .target = o->target};
+  int status = pipeline_run(m, &po, r);
+  for (int i = 0; !status && totals && i < m->nkernels; i++) {
+    int nests1;
+    const Sym *bytes1;
+    if (ok[i] && lf_stats(m, m->kernels[i], o->opt_level, &nests1, &bytes1,
+                          &scratch) == 0)
+      report_set_totals(r, m->kernels[i], bytes0[i], bytes1, nests0[i],
+                        nests1, scratch);
+  }
+  return status;
+}
+
+/* Writes the text or JSON report: to stdout with -o -, to --report=PATH
+ * when that names this format, else to STEM.report.txt / .report.json. */
+static int write_report(const Options *o, const Report *r, Emit e,
+                        const char *stem) {
+  bool json = e == EM_REPORT_JSON;
+  if (o->out && !strcmp(o->out, "-")) {
+    json ? report_write_json(r, stdout) : report_write_text(r, stdout);
+    return fflush(stdout) ? 1 : 0;
+  }
+  char *path;
+  if (o->report_path && o->report_path[0] && json == o->report_json) {
+    path = malloc(strlen(o->report_path) + 1);
+    if (path) strcpy(path, o->report_path);
+  } else {
+    size_t n = strlen(stem) + strlen(emits[e].ext) + 1;
+    path = malloc(n);
+    if (path) snprintf(path, n, "%s%s", stem, emits[e].ext);
+  }
+  if (!path) ICE("out of memory");
+  FILE *f = fopen(path, "w");
+  int status = 0;
+  if (f) json ? report_write_json(r, f) : report_write_text(r, f);
+  if (!f || ferror(f) | fclose(f)) {
+    fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
+            strerror(errno));
+    status = 1;
+  }
+  free(path);
+  return status;
+}
+
 static int emit_all(const Options *o, IrModule *m) {
   for (int e = 0; e < EM_COUNT; e++)
     if ((o->emit >> e & 1) && emits[e].missing) {
@@ -462,13 +538,16 @@ static int emit_all(const Options *o, IrModule *m) {
     }
   IrModule *sel = select_kernels(o, m);
   if (!sel) return 1;
-  if (o->dump_after) {
-    fprintf(stderr, "tdslc: note: no optimization passes exist yet; the IR "
-            "after %s is the IR after semantic analysis:\n", o->dump_after);
-    ir_print_module(stderr, sel);
-  }
+  /* Passes always get a report to write to; totals only when wanted. */
+  Report *rep = report_new(m->arena, o->file, o->target);
+  double t = now_ms();
+  int status = optimize(o, sel, rep);
+  phase_time(o, "optimize", &t);
+  if (status) return status;
   char *stem = output_stem(o);
-  int status = (o->emit >> EM_IR & 1) ? write_ir(o, sel, stem) : 0;
+  if (o->emit >> EM_IR & 1) status = write_ir(o, sel, stem);
+  for (int e = EM_REPORT; !status && e <= EM_REPORT_JSON; e++)
+    if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem);
   CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
                   .stem = stem, .to_stdout = o->out && !strcmp(o->out, "-")};
   cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |

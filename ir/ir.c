@@ -84,3 +84,40 @@ IrRef ir_storage_root(const IrKernel *k, IrRef r) {
   while (op_kind(k->values[r].op) == IRK_VIEW) r = k->values[r].args[0];
   return r;
 }
+
+/* live[r]: r is kept.  Users follow their operands, so one backward walk
+ * sees every user of r before r itself. */
+static void mark_live(const IrKernel *k, const bool *drop_ok, bool *live) {
+  for (int i = 0; i < k->nresults; i++) live[k->results[i].value] = true;
+  for (IrRef r = k->nvalues - 1; r >= 0; r--) {
+    const IrValue *v = &k->values[r];
+    if (v->op == OP_PARAM || (drop_ok && !drop_ok[r])) live[r] = true;
+    if (!live[r]) continue;
+    for (int j = 0; j < v->nargs; j++) live[v->args[j]] = true;
+  }
+}
+
+int ir_compact(IrModule *m, IrKernel *k, const bool *drop_ok) {
+  int n = k->nvalues;
+  bool *live = arena_alloc(m->arena, sizeof *live * (size_t)(n + 1));
+  IrRef *to = arena_alloc(m->arena, sizeof *to * (size_t)(n + 1));
+  mark_live(k, drop_ok, live);
+  int kept = 0;
+  for (IrRef r = 0; r < n; r++) {
+    to[r] = live[r] ? kept : -1;
+    if (!live[r]) continue;
+    IrValue v = k->values[r];
+    if (v.nargs) {
+      IrRef *args = arena_alloc(m->arena, sizeof *args * (size_t)v.nargs);
+      for (int j = 0; j < v.nargs; j++) args[j] = to[v.args[j]];
+      v.args = args;
+    }
+    k->values[kept++] = v;
+  }
+  k->nvalues = kept;
+  for (int i = 0; i < k->nparams; i++)
+    if (k->params[i].value >= 0) k->params[i].value = to[k->params[i].value];
+  for (int i = 0; i < k->nresults; i++)
+    k->results[i].value = to[k->results[i].value];
+  return n - kept;
+}

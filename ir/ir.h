@@ -41,6 +41,8 @@ enum {
   IRF_CLONE = 1 << 5,    /* COPY from clone() */
   IRF_WEIGHT = 1 << 6,   /* LAYER_NORM has weight */
   IRF_BIAS = 1 << 7,     /* LAYER_NORM/CONV2D have bias */
+  IRF_INLINE = 1 << 8,   /* pass fuse: computed inside each user (no loop
+                            nest, no buffer); lowering at -O1+ obeys it */
 };
 
 typedef struct IrValue {
@@ -60,6 +62,11 @@ typedef struct IrValue {
   int flags;          /* IRF_* */
   Loc loc;            /* operator / method / function name in the source */
   const char *name;   /* source variable bound to it, or NULL */
+  int slot;           /* pass plan-memory: scratch block (1-based) shared
+                         with other values of the same slot; 0: none (own
+                         buffer).  A block is as large as its first
+                         (lowest-numbered) value, which every later one
+                         provably fits. */
 } IrValue;
 
 typedef enum SymKind {
@@ -143,6 +150,13 @@ static inline IrValue *ir_val(const IrKernel *k, IrRef r) {
 const Sym *ir_numel(IrModule *m, const IrValue *v);
 /* Follows view operands back to the value that owns the storage. */
 IrRef ir_storage_root(const IrKernel *k, IrRef r);
+
+/* Removes the values nothing uses any more (transitively: not a result,
+ * not an operand of a kept value) for which drop_ok[r] is true (all of
+ * them when drop_ok is NULL); PARAM values always stay.  Renumbers the
+ * rest in order and updates operands, params and results.  Returns the
+ * number removed.  Passes call it after redirecting users. */
+int ir_compact(IrModule *m, IrKernel *k, const bool *drop_ok);
 
 /* Printer (print.c): the textual form read back by ir_read(). */
 void ir_print_module(FILE *f, const IrModule *m);

@@ -3,7 +3,7 @@
  * Needs: ir.h, sym_print() for expressions.  Produces text that carries
  * every field of an IrModule, so read(print(m)) prints identically.  (Not
  * carried, being unused: `value` of ops other than PARAM/CONST/FULL, flag
- * bits above IRF_BIAS, a scalar parameter's layout; a NULL check message
+ * bits above IRF_INLINE, a scalar parameter's layout; a NULL check message
  * prints as "".)
  *
  *   module "mlp.tdsl"
@@ -62,7 +62,7 @@
 
 static const char *const flag_names[] = {"wrapped", "implicit", "keepdim",
                                          "tanh",    "cl",       "clone",
-                                         "weight",  "bias"};
+                                         "weight",  "bias",     "inline"};
 
 /* Shortest of %.15g..%.17g that reads back to the same double. */
 static void print_double(FILE *f, double v) {
@@ -196,8 +196,9 @@ static void print_value(FILE *f, const IrKernel *k, IrRef r) {
     print_scalar(f, v->dtype, v->value);
   }
   print_data(f, v);
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < 9; i++)
     if (v->flags & (1 << i)) fprintf(f, " %s", flag_names[i]);
+  if (v->slot > 0) fprintf(f, " slot %d", v->slot);
   fprintf(f, " : %s", dtype_str(v->dtype));
   print_syms(f, '[', v->shape, v->rank, ']');
   fputc(' ', f);

@@ -747,8 +747,8 @@ static void store_data(Reader *R, IrValue *v, const Num *d, int n, Loc at) {
 static int flag_bit(Reader *R) {
   static const char *const names[] = {"wrapped", "implicit", "keepdim",
                                       "tanh",    "cl",       "clone",
-                                      "weight",  "bias"};
-  for (int i = 0; i < 8; i++)
+                                      "weight",  "bias",     "inline"};
+  for (int i = 0; i < 9; i++)
     if (is_word(R, names[i])) return 1 << i;
   return 0;
 }
@@ -790,6 +790,12 @@ static void value_line(Reader *R) {
     ndata = data_list(R, &data);
   }
   for (int bit; (bit = flag_bit(R)) != 0; next(R)) v.flags |= bit;
+  if (is_word(R, "slot")) { /* plan-memory's scratch block */
+    next(R);
+    Loc at = R->lx.tok.loc;
+    v.slot = small_int(R, "a scratch slot");
+    if (v.slot < 1) fail(R, at, "scratch slots start at 1");
+  }
   geometry(R, &v);
   v.loc = opt_loc(R);
   if (is(R, T_STRING)) v.name = string_lit(R);

@@ -526,6 +526,18 @@ static void check_pool(Ctx *c, IrRef r, const IrValue *v) {
 
 /* ---- values and kernel tables ---- */
 
+/* Pass annotations: only a computed value is inlined or gets a scratch
+ * slot (views, parameters and constant tables own no scratch), never
+ * both. */
+static void check_plan(Ctx *c, IrRef r, const IrValue *v) {
+  bool owns = op_kind(v->op) != IRK_VIEW && v->op != OP_PARAM && v->op != OP_TENSOR;
+  if ((v->flags & IRF_INLINE) && !owns) bad_value(c, r, "only a computed value can be inline");
+  if (v->slot < 0 || (v->slot > 0 && !owns))
+    bad_value(c, r, "scratch slot %d on a value that owns no scratch", v->slot);
+  if (v->slot > 0 && (v->flags & IRF_INLINE))
+    bad_value(c, r, "an inline value has scratch slot %d", v->slot);
+}
+
 static void check_value(Ctx *c, IrRef r) {
   const IrValue *v = &c->k->values[r];
   c->ok[r] = check_form(c, r) && check_arity(c, r, v);
@@ -538,6 +550,7 @@ static void check_value(Ctx *c, IrRef r) {
   OpKind kind = op_kind(v->op);
   if (kind != IRK_VIEW && v->op != OP_PARAM && !sym_is(v->offset, 0))
     bad_value(c, r, "a fresh value has storage offset %s", str(c, v->offset));
+  check_plan(c, r, v);
   switch (kind) {
   case IRK_SOURCE: check_source(c, r, v); break;
   case IRK_VIEW: check_view(c, r, v); break;

@@ -59,6 +59,23 @@ bool pass_choose_layout(PassCtx *c);
 bool pass_fuse(PassCtx *c);
 bool pass_plan_memory(PassCtx *c);
 
+/* ---- describe.c: values in the user's terms, for decisions ---- */
+/* The chain of views from r's storage root to r in PyTorch syntax
+ * ("x[0].t()"); the root is its source name or %N.  *nviews = the number
+ * of views in the chain.  In the arena. */
+char *pass_describe(Arena *a, const IrKernel *k, IrRef r, int *nviews);
+/* "shape [4, 3] strides [1, 4] offset 0" and "[4, 3]". */
+char *pass_geom_text(Arena *a, const IrValue *v);
+char *pass_shape_text(Arena *a, const IrValue *v);
+/* One view op as applied to its operand: ".view(12)", "[:, 2:5]". */
+void pass_put_view_op(FILE *f, const IrValue *v);
+
+/* plan_memory.c: scratch bytes of k's computed, non-inline values as
+ * planned (one block per slot; values without a slot count alone).
+ * Lowering's extras (normalization statistics, GEMM panels) not
+ * included. */
+const Sym *plan_scratch_bytes(IrModule *m, const IrKernel *k);
+
 /* ---- pipeline.c ---- */
 /* The pass table: name and entry point, in pipeline order. */
 typedef struct PassInfo {
@@ -82,6 +99,11 @@ void report_kernel(Report *r, const IrKernel *k);
 void report_decision(Report *r, const char *pass, const char *kind, Loc loc,
                      int64_t bytes, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* Same, with bytes as a size expression (a constant is stored as a
+ * number; a symbolic one prints as its expression). */
+void report_decision_sym(Report *r, const char *pass, const char *kind,
+                         Loc loc, const Sym *bytes, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 void report_pass_time(Report *r, const char *pass, double ms, bool changed);
 /* Estimates filled in after lowering: bytes read + written by all loop
  * nests at -O0 and as compiled, loop nests at -O0 and as compiled, and
@@ -90,6 +112,11 @@ void report_pass_time(Report *r, const char *pass, double ms, bool changed);
 void report_set_totals(Report *r, const IrKernel *k, const Sym *bytes_before,
                        const Sym *bytes_after, int nests_before,
                        int nests_after, const Sym *scratch_bytes);
+/* Decisions of `kernel` (NULL: all) from `pass` of `kind` (NULL: any). */
+int report_count(const Report *r, const char *kernel, const char *pass,
+                 const char *kind);
+/* A byte count for people: "512 B", "1.50 MB" (powers of 1000). */
+void report_format_bytes(char *buf, size_t n, int64_t bytes);
 void report_write_text(const Report *r, FILE *f);
 void report_write_json(const Report *r, FILE *f);
 

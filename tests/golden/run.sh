@@ -5,8 +5,12 @@
 # messages read `X.tdsl:line:col: ...`):
 #   X.err exists: `TDSLC X.tdsl --emit=ir -o /dev/null` must exit 1 with
 #                 stderr byte-equal to X.err;
-#   else X.ir:    `TDSLC X.tdsl --emit=ir -o -` must exit 0 with stdout
-#                 byte-equal to X.ir;
+#   else X.ir:    `TDSLC X.tdsl --emit=ir -o - -O0` must exit 0 with stdout
+#                 byte-equal to X.ir (the IR as sema made it);
+#   X.PASS.ir:    (any number, besides or instead of the above) `TDSLC
+#                 X.tdsl --emit=ir -o /dev/null --dump-after=PASS` must
+#                 exit 0 with stderr (the kernels' IR after PASS at -O2)
+#                 byte-equal to X.PASS.ir;
 #   neither:      a failure (say which output it should have).
 # UPDATE=1 rewrites the expected file from the actual output (and creates
 # X.err or X.ir from the exit status when neither exists) as long as the
@@ -61,16 +65,29 @@ check() {
 shopt -s nullglob
 for src in *.tdsl; do
   base=${src%.tdsl}
-  if [[ -e $base.err ]]; then
+  dumps=0
+  for want in "$base".*.ir; do
+    pass=${want#"$base".}
+    pass=${pass%.ir}
+    dumps=1
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o /dev/null \
+      --dump-after="$pass" >/dev/null 2>"$tmp/out"
+    status=$?
+    cp "$tmp/out" "$tmp/err"
+    check "$src after $pass" "$want" "$tmp/out" "$status" 0
+  done
+  if [[ $dumps == 1 && ! -e $base.err && ! -e $base.ir ]]; then
+    continue
+  elif [[ -e $base.err ]]; then
     "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o /dev/null \
       >/dev/null 2>"$tmp/err"
     check "$src" "$base.err" "$tmp/err" $? 1
   elif [[ -e $base.ir ]]; then
-    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - \
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - -O0 \
       >"$tmp/out" 2>"$tmp/err"
     check "$src" "$base.ir" "$tmp/out" $? 0
   elif [[ $update == 1 ]]; then
-    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - \
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=ir -o - -O0 \
       >"$tmp/out" 2>"$tmp/err"
     status=$?
     if [[ $status -eq 0 ]]; then

@@ -19,6 +19,20 @@ rejects what PyTorch accepts, tdsl accepts what PyTorch rejects,
 crash/ICE/timeout) and keeps every failing program (kernel, inputs, a
 shell line to rerun it, the expected outputs) under --keep.
 
+With --compiled, every program that `tdslc run` evaluates correctly is
+also compiled by the CPU backend (`tdslc k.tdsl --kernel=k -O2`, a
+fraction --o0-fraction at -O0), linked with a generated shim calling k and
+the runtime sources into k.so, and run by tests/tools/run_kernel (built as
+build/tests/run_kernel) on the same inputs, as declared and in one more
+storage layout; its outputs must match PyTorch's under the same
+tolerances, and programs PyTorch rejects must not compile. Classes c-*:
+c-tdslc (the backend fails), c-unsupported, c-cc (the header or link
+fails), c-kernel-error (an error code), c-crash, c-memory (an input
+modified or a write outside an output), c-shape, c-value.
+
+    venv/bin/python tests/pytorch/fuzz_programs.py --tdslc build/tdslc \
+        --compiled --count 500 --seed 1
+
 Avoided on purpose (spec differences, not bugs): float->int casts of
 out-of-range or NaN values, integer division by zero, negative integer
 powers, size symbols equal to 0 or 1 (symbols are 7, 11 or 13, never a
@@ -44,6 +58,14 @@ warnings.filterwarnings("ignore")
 torch.set_num_threads(1)
 
 DTYPES = list(gen.DT)
+# --big: primes as symbol values (never a product of literal dims) and
+# larger literal dims, so compiled code takes its parallel, vectorized and
+# tiled paths; MAX_NUMEL bounds every value.
+SYM_VALUES = [7, 11, 13]
+LIT_DIMS = [1, 2, 3, 4, 5, 2, 3]
+MAX_NUMEL = 20000
+# --compiled: results sometimes declared channels_last or strided.
+RESULT_LAYOUTS = False
 FLOATS = ["f16", "bf16", "f32", "f64"]
 INTS = ["i8", "u8", "i16", "i32", "i64"]
 NAME_OF = {v: k for k, v in gen.DT.items()}
@@ -117,7 +139,7 @@ class Gen:
     def make_params(self):
         nsym = self.r.choice([0, 0, 1, 2])
         names = self.r.sample(["N", "C", "H", "W"], nsym)
-        vals = self.r.sample([7, 11, 13], nsym)
+        vals = self.r.sample(SYM_VALUES, nsym)
         symset = dict(zip(names, vals))
         for i in range(self.r.randint(1, 3)):
             dt = self.r.choice(DTYPES + ["f32", "f32", "f64", "i64"])
@@ -138,14 +160,16 @@ class Gen:
                 self.vars.append(Var(pname, self.env[pname]))
                 continue
             rank = self.r.choice([0, 1, 2, 2, 3, 3, 4, 4])
-            dims = []
-            for _ in range(rank):
-                if symset and self.r.random() < 0.4:
-                    s = self.r.choice(list(symset))
-                    self.sizes[s] = symset[s]
-                    dims.append(s)
-                else:
-                    dims.append(str(self.r.choice([1, 2, 3, 4, 5, 2, 3])))
+            for _ in range(20):
+                dims = [self.r.choice(list(symset)) if symset and self.r.random() < 0.4
+                        else str(self.r.choice(LIT_DIMS)) for _ in range(rank)]
+                if np.prod([symset.get(d) or int(d) for d in dims]) <= MAX_NUMEL:
+                    break
+            else:
+                dims = ["1"] * rank
+            for d in dims:
+                if d in symset:
+                    self.sizes[d] = symset[d]
             layout = None
             if rank == 4 and self.r.random() < 0.4:
                 layout = "channels_last"
@@ -548,7 +572,7 @@ class Gen:
             if allow_error and attempt < 29:  # hunting for a rejected one
                 del self.params[nparams:]
                 continue
-            if not isinstance(val, torch.Tensor) or val.numel() > 20000:
+            if not isinstance(val, torch.Tensor) or val.numel() > MAX_NUMEL:
                 del self.params[nparams:]
                 continue
             if val.dtype in (torch.complex64, torch.complex128):
@@ -637,9 +661,120 @@ def close(got, want, tolclass, low=None):
     return bool(torch.isclose(g, w, rtol=rt, atol=at, equal_nan=True).all())
 
 
+CTYPE = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+         "i32": "int32_t", "i64": "int64_t", "f16": "uint16_t", "bf16": "uint16_t",
+         "f32": "float", "f64": "double"}
+SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Compiled:
+    """--compiled: the program compiled by tdslc (the CPU backend), linked
+    with a generated shim and the runtime into k.so and run by
+    tests/tools/run_kernel on the same inputs, as declared and in one more
+    storage layout (byte offset, or `strided` arguments column-major)."""
+
+    def __init__(self, tdslc, run_kernel, cc, o0_frac, rng):
+        self.tdslc, self.run_kernel, self.cc = tdslc, run_kernel, cc
+        self.o0_frac, self.r = o0_frac, rng
+        self.counts = {"-O2": 0, "-O0": 0}
+        self.rt = tempfile.mkdtemp(prefix="tdslrt")
+        rtdir = os.path.join(SRC_DIR, "runtime")
+        srcs = [os.path.join(rtdir, f) for f in sorted(os.listdir(rtdir)) if f.endswith(".c")]
+        subprocess.run([cc, "-std=c17", "-O2", "-fPIC", "-D_POSIX_C_SOURCE=200809L",
+                        "-I" + os.path.join(rtdir, "include"), "-I" + rtdir, "-c"] + srcs,
+                       cwd=self.rt, check=True)
+        self.rt_objs = [os.path.join(self.rt, f) for f in sorted(os.listdir(self.rt))]
+
+    def shim(self, g, nres):
+        """int tdsl_run_call(void *const *a): k with a[i] cast to its C
+        type (scalars passed as pointers to their value)."""
+        args = []
+        for i, (name, dt, dims, _, _) in enumerate(g.params):
+            args.append(f"(const DLTensor *)a[{i}]" if dims is not None else f"*(const {CTYPE[dt]} *)a[{i}]")
+        args += [f"(DLTensor *)a[{len(g.params) + i}]" for i in range(nres)]
+        return ("#include <stdbool.h>\n#include <stdint.h>\n#include \"k.h\"\n"
+                "int tdsl_run_call(void *const *a);\n"
+                f"int tdsl_run_call(void *const *a) {{ return k({', '.join(args)}); }}\n")
+
+    def sh(self, cmd, wd, timeout=60):
+        try:
+            p = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return 124, "timeout"
+        return p.returncode, p.stderr + p.stdout
+
+    def build(self, g, wd, opt, nres):
+        """k.o and k.so; None, or the failure's (class, detail)."""
+        rc, err = self.sh([self.tdslc, "k.tdsl", "--kernel=k", opt, "-o", "k.o"], wd)
+        if rc != 0:
+            cls = "c-unsupported" if "not supported by the CPU backend" in err else "c-tdslc"
+            return cls, f"{opt}: tdslc rc={rc}: {err[-800:]}"
+        with open(os.path.join(wd, "shim.c"), "w") as f:
+            f.write(self.shim(g, nres))
+        rc, err = self.sh([self.cc, "-std=c17", "-Wall", "-Werror", "-shared", "-fPIC",
+                           "-I" + os.path.join(SRC_DIR, "runtime", "include"), "-I.",
+                           "shim.c", "k.o"] + self.rt_objs + ["-o", "k.so", "-lm", "-lpthread"], wd)
+        if rc != 0:
+            return "c-cc", f"{opt}: {err[-800:]}"
+        return None
+
+    def command(self, g, wd, nres):
+        cmd = [self.run_kernel, "--so=" + os.path.join(wd, "k.so"), "--kernel=k"]
+        for name, dt, dims, _, t in g.params:
+            cmd += ["--in", f"{name}={t}" if dims is None else f"{name}={os.path.join(wd, name + '.npy')}"]
+        for i in range(nres):
+            cmd += ["--out", os.path.join(wd, f"c_out{i}.npy")]
+        return cmd
+
+    def check_error(self, g, wd, nres):
+        """A program PyTorch rejects must not compile (exit 1), or, when
+        only a run-time check can tell, its kernel must return an error."""
+        rc, err = self.sh([self.tdslc, "k.tdsl", "--kernel=k", "-o", "k.o"], wd)
+        if rc == 1 and "error" in err:
+            return "ok-error", ""
+        if rc != 0:
+            return "c-accepts-bad", f"tdslc rc={rc}: {err[-600:]}"
+        fail = self.build(g, wd, "-O2", nres)
+        if fail:
+            return fail
+        rc, err = self.sh(self.command(g, wd, nres) + ["--layout=plain"], wd, 30)
+        if rc != 1 and "memory" not in repr(g.error):  # dead code need not allocate
+            return "c-accepts-bad", f"compiled, and the kernel's run gave rc={rc}: {err[-600:]}"
+        return "ok-error", ""
+
+    def check(self, g, wd, vals, tolclass, low):
+        opt = "-O0" if self.r.random() < self.o0_frac else "-O2"
+        self.counts[opt] += 1
+        fail = self.build(g, wd, opt, len(vals))
+        if fail:
+            return fail
+        base = self.command(g, wd, len(vals))
+        for lay in ["plain", self.r.choice(["offset", "transposed"])]:
+            rc, err = self.sh(base + ["--layout=" + lay], wd, 30)
+            what = f"{opt} --layout={lay}"
+            if rc == 1:
+                return "c-kernel-error", f"{what}: {err[-600:]}"
+            if rc == 4:
+                return "c-memory", f"{what}: {err[-600:]}"
+            if rc != 0:
+                return "c-crash", f"{what}: rc={rc}: {err[-600:]}"
+            for i, v in enumerate(vals):
+                try:
+                    got = load_npy(os.path.join(wd, f"c_out{i}.npy"), NAME_OF[v.dtype])
+                except Exception as e:
+                    return "c-crash", f"{what}: output {i} unreadable: {e}"
+                want = v.contiguous()
+                if list(got.shape) != list(want.shape):
+                    return "c-shape", f"{what}: result {i}: got {list(got.shape)} want {list(want.shape)}"
+                if not close(got, want, tolclass, low):
+                    return "c-value", f"{what}: result {i} ({NAME_OF[v.dtype]}{list(v.shape)}, {tolclass}): got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}"
+        return "ok", ""
+
+
 class Runner:
-    def __init__(self, tdslc, keep):
+    def __init__(self, tdslc, keep, compiled=None):
         self.tdslc, self.keep = tdslc, keep
+        self.compiled = compiled
         self.stats = {}
         self.nfail = 0
 
@@ -687,7 +822,8 @@ class Runner:
             return r2
         return r
 
-    def check1(self, g, wd, concrete):
+    @staticmethod
+    def tolerance(g):
         tolclass = "reduce" if any(op in s for s in g.stmts for op in REDUCE_OPS) else "elementwise"
         # A result is only as exact as the least precise float computed on
         # the way (f32 cos cast to f64 carries f32 rounding).
@@ -697,17 +833,34 @@ class Runner:
             if dt in fl:
                 low = dt
                 break
+        return tolclass, low
+
+    @staticmethod
+    def result_layout(g, v):
+        if not RESULT_LAYOUTS or v.dim() == 0:
+            return ""
+        k = g.r.random()
+        if v.dim() == 4 and k < 0.25:
+            return " channels_last"
+        return " strided" if k > 0.85 else ""
+
+    def check1(self, g, wd, concrete):
+        tolclass, low = self.tolerance(g)
         vals = [v.val for v in g.rets]
+        if not hasattr(g, "res_layout"):
+            g.res_layout = [self.result_layout(g, v) for v in vals]
         decl = []
-        for v in vals:
+        for i, v in enumerate(vals):
             dims = ", ".join(map(str, v.shape)) if concrete else g.dims_src(v.shape)
-            decl.append(f"{NAME_OF[v.dtype]}[{dims}]")
+            decl.append(f"{NAME_OF[v.dtype]}[{dims}]{g.res_layout[i]}")
         src = g.render(decl, concrete)
         cmd, rc, err = self.tdsl(wd, src, g, len(vals))
         if rc not in (0, 1) or "Sanitizer" in err or "runtime error" in err:
             return "crash", f"rc={rc}: {err[-800:]}", src, cmd
         if g.error is not None:
             if rc == 1 and "error" in err:
+                if self.compiled:
+                    return self.compiled.check_error(g, wd, len(g.rets)) + (src, cmd)
                 return "ok-error", "", src, cmd
             return "accepts-bad", f"torch: {g.error!r}", src, cmd
         # Fix up declared shapes with tdsl's own symbolic expressions.
@@ -722,7 +875,7 @@ class Runner:
                 return "shape", f"result {i}: tdsl [{shp}] = {got}, torch {list(vals[i].shape)}", src, cmd
             if "min(" in shp or "max(" in shp or "%" in shp:
                 return "unexpressible", shp, src, cmd
-            decl[i] = f"{NAME_OF[vals[i].dtype]}[{shp}]"
+            decl[i] = f"{NAME_OF[vals[i].dtype]}[{shp}]{g.res_layout[i]}"
             fixed = True
         if fixed:
             src = g.render(decl, concrete)
@@ -745,6 +898,8 @@ class Runner:
                 pass
             if not close(got, want, tolclass, low):
                 return "value", f"result {i} ({NAME_OF[v.dtype]}{list(v.shape)}, {tolclass}): got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}", src, cmd
+        if self.compiled:  # k.tdsl and the inputs are those just run
+            return self.compiled.check(g, wd, vals, tolclass, low) + (src, cmd)
         return "ok", "", src, cmd
 
     def save(self, seed, cls, detail, src, cmd, g, wd):
@@ -769,10 +924,30 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", default="/tmp/tdsl_fuzz_fail")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also compile each program tdslc runs correctly (-O2, some -O0) "
+                         "and run it with tests/tools/run_kernel")
+    ap.add_argument("--run-kernel", help="run_kernel executable (default: tests/run_kernel beside tdslc)")
+    ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
+    ap.add_argument("--o0-fraction", type=float, default=0.25)
+    ap.add_argument("--big", action="store_true",
+                    help="larger sizes (symbols 17..131, dims up to 32, values up to 300k elements)")
     args = ap.parse_args()
+    if args.compiled:
+        global RESULT_LAYOUTS
+        RESULT_LAYOUTS = True
+    if args.big:
+        global SYM_VALUES, LIT_DIMS, MAX_NUMEL
+        SYM_VALUES, LIT_DIMS, MAX_NUMEL = [17, 37, 67, 101, 131], [1, 2, 3, 5, 8, 16, 32], 300000
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-    run = Runner(os.path.abspath(args.tdslc), args.keep)
+    tdslc = os.path.abspath(args.tdslc)
+    comp = None
+    if args.compiled:
+        rk = args.run_kernel or os.path.join(os.path.dirname(tdslc), "tests", "run_kernel")
+        comp = Compiled(tdslc, os.path.abspath(rk), args.cc, args.o0_fraction,
+                        random.Random(args.seed))
+    run = Runner(tdslc, args.keep, comp)
     stats = {}
     for i in range(args.count):
         seed = args.seed * 1_000_003 + i
@@ -781,6 +956,9 @@ def main():
         if args.verbose and cls not in ("ok", "ok-error", "skip"):
             print(f"{seed}: {cls}: {detail[:300]}")
     print(f"{args.count} programs:", ", ".join(f"{k}={v}" for k, v in sorted(stats.items())))
+    if comp:
+        print("compiled and run:", ", ".join(f"{k} {v}" for k, v in comp.counts.items()))
+        shutil.rmtree(comp.rt, ignore_errors=True)
     bad = sum(v for k, v in stats.items() if k not in ("ok", "ok-error", "skip", "unexpressible", "sym-limit"))
     if bad and args.keep:
         print(f"failing programs kept under {args.keep}")

@@ -184,6 +184,11 @@ typedef struct tdsl_kernel_info {
   int nresults;                   /* results, after the parameters */
   const tdsl_param_info *results;
   int device_type;                /* kDLCPU or kDLCUDA */
+  int64_t scratch_bytes;          /* scratch memory one call allocates
+                                     (tdsl_alloc), or -1 when it depends on
+                                     the sizes: see scratch_expr */
+  const char *scratch_expr;       /* the same as an expression of the size
+                                     symbols ("4*N*C + 512"), or a number */
 } tdsl_kernel_info;
 
 /* ---- Entry checks for generated code (check.c) ----------------------- *

@@ -1,0 +1,283 @@
+/* fuse.c — pass "fuse": decides which values are computed inside their
+ * users (IRF_INLINE: no loop nest, no buffer) instead of materialized.
+ * Lowering (codegen/lower.c, -O1 and above) inlines exactly the flagged
+ * values; without this pass every value gets a nest and a buffer.
+ *
+ * Rules (the loop form's, codegen/lower.h "Fusion"): a value computed by
+ * an elementwise, copy/cast or constant op (not RESHAPE) is inlined when
+ * every read of its storage (through any view) is by a consumer that
+ * takes an expression (elementwise/copy ops, reductions, result copies)
+ * through a view whose index map composes (lf_view_map: offset 0, dims
+ * that are expands, permutes or (un)squeezes).  A value read once is
+ * always inlined; one read several times only while its expression (its
+ * inlined operands included) costs at most FUSE_MULTI_USE_BUDGET nodes,
+ * transcendental ops and divisions counting 8.  Matmul/conv outputs are
+ * materialized: gemm.c writes the whole tile through its own store and
+ * takes no epilogue expression, so a bias add or relu after it is a
+ * second pass over the output (reported as such).
+ *
+ * Every computed value gets one decision: "fused", "recomputed" or
+ * "materialized" with the reason, and the bytes the decision saves (the
+ * value written and read back) or costs.
+ *
+ * Needs: passes.h, ir.h, lower.h (TDSL_LF_MAX_RANK, lf_view_map's
+ * declaration; lf_view_map itself lives here so the pass and lowering
+ * share one definition).  Produces: IRF_INLINE flags on the kernel. */
+#include <string.h>
+
+#include "../codegen/lower.h"
+#include "passes.h"
+
+#define PASS "fuse"
+
+/* A value read more often than once is recomputed per read only below
+ * this cost (nodes; transcendental and division ops count extra). */
+#define FUSE_MULTI_USE_BUDGET 12
+
+/* Why a value cannot be inlined (the first reason found wins). */
+typedef enum Block {
+  BLK_NONE,
+  BLK_VIEW,    /* read through a view whose index map does not compose */
+  BLK_RESHAPE, /* read by RESHAPE (linear index) */
+  BLK_GEMM,    /* an operand of matmul/conv2d: packed anyway */
+  BLK_WHOLE    /* read by a normalization or pool nest */
+} Block;
+
+typedef struct Uses {
+  int n;         /* reads of the root (through any view), results included */
+  IrRef first;   /* first reading value, -1: a result copy */
+  Block block;
+  IrRef via;     /* BLK_*: the reader (or the view) */
+} Uses;
+
+/* v's semantic strides into st (row-major when it carries none). */
+static void sem_strides(IrModule *m, const IrValue *v, const Sym **st) {
+  if (v->stride) {
+    for (int d = 0; d < v->rank; d++) st[d] = v->stride[d];
+    return;
+  }
+  const Sym *acc = sym_const(m->st, 1);
+  for (int d = v->rank - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc = sym_mul(m->st, acc, sym_max(m->st, v->shape[d], sym_const(m->st, 1)));
+  }
+}
+
+bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm) {
+  IrRef root = ir_storage_root(k, r);
+  const IrValue *v = ir_val(k, r), *p = ir_val(k, root);
+  if (v->rank > TDSL_LF_MAX_RANK || p->rank > TDSL_LF_MAX_RANK) return false;
+  if (r == root) {
+    memcpy(pm, map, sizeof *pm * (size_t)p->rank);
+    return true;
+  }
+  if (v->offset && !sym_is(v->offset, 0)) return false;
+  const Sym *sv[TDSL_LF_MAX_RANK], *sp[TDSL_LF_MAX_RANK];
+  bool used[TDSL_LF_MAX_RANK] = {false};
+  sem_strides(m, v, sv);
+  sem_strides(m, p, sp);
+  for (int j = 0; j < p->rank; j++) pm[j] = -1;
+  for (int d = 0; d < v->rank; d++) {
+    if (sym_is(v->shape[d], 1) || sym_is(sv[d], 0)) continue; /* index 0 / expand */
+    int found = -1;
+    for (int j = 0; j < p->rank; j++) {
+      if (sym_is(p->shape[j], 1) || sp[j] != sv[d] || p->shape[j] != v->shape[d]) continue;
+      if (found >= 0 || used[j]) return false; /* ambiguous */
+      found = j;
+    }
+    if (found < 0) return false;
+    used[found] = true;
+    pm[found] = map[d];
+  }
+  for (int j = 0; j < p->rank; j++)
+    if (!used[j] && !sym_is(p->shape[j], 1)) return false;
+  return true;
+}
+
+/* Whether a read of value a (any view of its root) composes. */
+static bool view_ok(IrModule *m, const IrKernel *k, IrRef a) {
+  int map[TDSL_LF_MAX_RANK], pm[TDSL_LF_MAX_RANK];
+  const IrValue *v = ir_val(k, a);
+  if (v->rank > TDSL_LF_MAX_RANK) return false;
+  for (int d = 0; d < v->rank; d++) map[d] = d;
+  return lf_view_map(m, k, a, map, pm);
+}
+
+static bool candidate(Op op) {
+  switch (op) {
+  case OP_CONST: case OP_FULL: case OP_SYMVAL: case OP_ARANGE: case OP_COPY: case OP_CAST:
+    return true;
+  default: break;
+  }
+  OpKind kd = op_kind(op);
+  return kd == IRK_UNARY || kd == IRK_BINARY || kd == IRK_COMPARE || kd == IRK_TERNARY;
+}
+
+/* Why consumer op cannot read an operand as an expression (BLK_NONE: it
+ * can). */
+static Block consumer_block(Op op) {
+  if (op == OP_RESHAPE) return BLK_RESHAPE;
+  if (candidate(op) || op_kind(op) == IRK_REDUCE) return BLK_NONE;
+  OpKind kd = op_kind(op);
+  return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
+}
+
+static int op_cost(Op op) {
+  switch (op) {
+  case OP_EXP: case OP_LOG: case OP_LOG1P: case OP_EXPM1: case OP_SQRT: case OP_RSQRT:
+  case OP_SIN: case OP_COS: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_SILU:
+  case OP_ERF: case OP_RECIPROCAL: case OP_DIV: case OP_FLOORDIV: case OP_MOD: case OP_POW:
+    return 8;
+  default: return 1;
+  }
+}
+
+static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef a, Op op) {
+  IrRef root = ir_storage_root(k, a);
+  Uses *x = &u[root];
+  if (x->n++ == 0) x->first = reader;
+  if (x->block != BLK_NONE) return;
+  Block b = reader >= 0 ? consumer_block(op) : BLK_NONE;
+  if (b == BLK_NONE && !view_ok(m, k, a)) b = BLK_VIEW, reader = a;
+  if (b != BLK_NONE) x->block = b, x->via = reader;
+}
+
+/* Reads of every storage root. */
+static Uses *count_uses(IrModule *m, const IrKernel *k) {
+  Uses *u = arena_alloc(m->arena, sizeof *u * (size_t)(k->nvalues + 1));
+  memset(u, 0, sizeof *u * (size_t)(k->nvalues + 1));
+  for (IrRef r = 0; r < k->nvalues; r++) {
+    const IrValue *v = ir_val(k, r);
+    if (op_kind(v->op) == IRK_VIEW) continue;
+    for (int j = 0; j < v->nargs; j++) add_use(m, k, u, r, v->args[j], v->op);
+  }
+  for (int i = 0; i < k->nresults; i++) add_use(m, k, u, -1, k->results[i].value, OP_COUNT);
+  return u;
+}
+
+/* ---- the report ---- */
+
+static const Sym *value_bytes(IrModule *m, const IrValue *v) {
+  return sym_mul(m->st, ir_numel(m, v), sym_const(m->st, dtype_size(v->dtype)));
+}
+
+/* "12.0 MB", or the expression when symbolic. */
+static const char *bytes_str(IrModule *m, const Sym *b) {
+  int64_t n;
+  if (!sym_is_const(b, &n)) return arena_printf(m->arena, "%s bytes", sym_str(m->arena, b));
+  char buf[32];
+  report_format_bytes(buf, sizeof buf, n);
+  return arena_strdup(m->arena, buf);
+}
+
+/* "the add at 8:5", or "the copy into the result" for r < 0. */
+static const char *who(IrModule *m, const IrKernel *k, IrRef r) {
+  if (r < 0) return "the copy into the result";
+  const IrValue *v = ir_val(k, r);
+  return arena_printf(m->arena, "the %s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
+}
+
+static void report_inlined(PassCtx *c, IrRef r, const Uses *u, int cost) {
+  IrModule *m = c->m;
+  const IrValue *v = ir_val(c->k, r);
+  const Sym *b = value_bytes(m, v);
+  if (u->n <= 1) {
+    report_decision_sym(c->r, PASS, "fused", v->loc, sym_mul(m->st, b, sym_const(m->st, 2)),
+                        "%s(...) at %d:%d computed inside %s: one loop nest instead of "
+                        "two, %s not written and read back", op_name(v->op), v->loc.line,
+                        v->loc.col, who(m, c->k, u->first), bytes_str(m, b));
+    return;
+  }
+  report_decision_sym(c->r, PASS, "recomputed", v->loc, b,
+                      "%s(...) at %d:%d recomputed inside each of its %d readers (cost %d "
+                      "<= %d): %s not written, no loop nest of its own", op_name(v->op),
+                      v->loc.line, v->loc.col, u->n, cost, FUSE_MULTI_USE_BUDGET,
+                      bytes_str(m, b));
+}
+
+static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
+  IrModule *m = c->m;
+  switch (u->block) {
+  case BLK_VIEW: {
+    const IrValue *w = ir_val(c->k, u->via);
+    return arena_printf(m->arena, "read through the %s view at %d:%d, whose index map "
+                        "is not a permutation or broadcast of the value's", op_name(w->op),
+                        w->loc.line, w->loc.col);
+  }
+  case BLK_RESHAPE:
+    return arena_printf(m->arena, "read by %s, which reads it by linear index",
+                        who(m, c->k, u->via));
+  case BLK_GEMM:
+    return arena_printf(m->arena, "an operand of %s, which packs its operands from "
+                        "memory anyway", who(m, c->k, u->via));
+  case BLK_WHOLE:
+    return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
+                        who(m, c->k, u->via));
+  case BLK_NONE: break;
+  }
+  return arena_printf(m->arena, "read %d times and its expression costs %d > %d, "
+                      "cheaper to store once than to recompute", u->n, cost,
+                      FUSE_MULTI_USE_BUDGET);
+}
+
+static void report_materialized(PassCtx *c, IrRef r, const Uses *u, int cost) {
+  const IrValue *v = ir_val(c->k, r);
+  const Sym *b = value_bytes(c->m, v);
+  report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
+                      "%s(...) at %d:%d materialized (%s written): %s", op_name(v->op),
+                      v->loc.line, v->loc.col, bytes_str(c->m, b), block_reason(c, u, cost));
+}
+
+/* Matmul/conv outputs: gemm.c stores each tile itself and takes no
+ * epilogue expression, so an elementwise reader is a second pass. */
+static void report_gemm(PassCtx *c, IrRef r, const Uses *u) {
+  const IrValue *v = ir_val(c->k, r);
+  const Sym *b = value_bytes(c->m, v);
+  const char *what = op_kind(v->op) == IRK_CONV ? "conv" : "matmul";
+  if (u->n == 1 && u->first >= 0 && candidate(ir_val(c->k, u->first)->op))
+    report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
+                        "%s at %d:%d materialized: the %s output (%s) is written once and "
+                        "read once by %s (the GEMM takes no epilogue yet)", op_name(v->op),
+                        v->loc.line, v->loc.col, what, bytes_str(c->m, b),
+                        who(c->m, c->k, u->first));
+  else
+    report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
+                        "%s at %d:%d materialized: the %s output (%s) is written by the "
+                        "GEMM and read by %d reader%s", op_name(v->op), v->loc.line,
+                        v->loc.col, what, bytes_str(c->m, b), u->n, u->n == 1 ? "" : "s");
+}
+
+/* ---- the pass ---- */
+
+bool pass_fuse(PassCtx *c) {
+  IrModule *m = c->m;
+  IrKernel *k = c->k;
+  Uses *u = count_uses(m, k);
+  int *cost = arena_alloc(m->arena, sizeof *cost * (size_t)(k->nvalues + 1));
+  bool changed = false;
+  for (IrRef r = 0; r < k->nvalues; r++) {
+    IrValue *v = ir_val(k, r);
+    bool was = v->flags & IRF_INLINE;
+    v->flags &= ~IRF_INLINE;
+    cost[r] = 0;
+    OpKind kd = op_kind(v->op);
+    if (c->r && (kd == IRK_MATMUL || kd == IRK_CONV)) report_gemm(c, r, &u[r]);
+    if (!candidate(v->op) || v->rank > TDSL_LF_MAX_RANK) {
+      changed |= was;
+      continue;
+    }
+    int cs = op_cost(v->op);
+    for (int j = 0; j < v->nargs; j++) {
+      IrRef root = ir_storage_root(k, v->args[j]);
+      cs += ir_val(k, root)->flags & IRF_INLINE ? cost[root] : 1;
+    }
+    cost[r] = cs;
+    bool inl = u[r].block == BLK_NONE && (u[r].n <= 1 || cs <= FUSE_MULTI_USE_BUDGET);
+    if (inl) v->flags |= IRF_INLINE;
+    changed |= inl != was;
+    if (!c->r || v->rank == 0) continue; /* scalars: not worth a line */
+    if (inl) report_inlined(c, r, &u[r], cs);
+    else report_materialized(c, r, &u[r], cs);
+  }
+  return changed;
+}

@@ -1,0 +1,166 @@
+/* plan_memory.c — pass "plan-memory": scratch blocks shared by values
+ * whose lifetimes do not overlap.
+ *
+ * Every value that lowering gives a scratch buffer (computed, not a view,
+ * not IRF_INLINE) gets a slot (IrValue.slot, 1-based).  Lifetimes are in
+ * value order, which is the order of the loop nests: value r is written
+ * by nest r and is dead after its last read, where a read through a view
+ * counts as a read of the storage root, and a read by an inlined value u
+ * happens wherever u is evaluated (up to u's own last read).  Results
+ * live to the end (their final copies run after every nest).  Slots are
+ * assigned greedily in value order: a block whose occupant died strictly
+ * before r (so no nest reads one and writes the other) is reused when r
+ * provably fits (block size - r's size is a constant >= 0, which covers
+ * equal symbolic sizes), the tightest such block first; otherwise r opens
+ * a new block of its own size.  A block never grows, so its size is that
+ * of its first value — lowering recomputes it from there (lower.c
+ * plan_slot) and llvm.c allocates one block per slot.
+ *
+ * Sizes are those lowering allocates: the value's dense extent (offset +
+ * sum (size-1)*stride + 1 elements) times its dtype size.  Normalization
+ * statistics, GEMM packing panels and result copies are outside the plan.
+ *
+ * Needs: passes.h, ir.h.  Produces: slots on the kernel, "reuse"
+ * decisions, plan_scratch_bytes(). */
+#include <string.h>
+
+#include "passes.h"
+
+#define PASS "plan-memory"
+
+/* Lowering gives r a scratch buffer (at -O1+, honouring IRF_INLINE). */
+static bool owns_scratch(const IrValue *v) {
+  return op_kind(v->op) != IRK_VIEW && v->op != OP_PARAM && v->op != OP_TENSOR &&
+         !(v->flags & IRF_INLINE);
+}
+
+/* Bytes of r's scratch buffer: its dense extent (as lower.c) times the
+ * dtype size. */
+static const Sym *scratch_bytes(IrModule *m, const IrValue *v) {
+  SymTab *st = m->st;
+  const Sym *one = sym_const(st, 1), *e = v->offset ? v->offset : sym_const(st, 0);
+  const Sym *acc = one;
+  for (int d = v->rank - 1; d >= 0; d--) {
+    const Sym *stride = v->stride ? v->stride[d] : acc;
+    const Sym *last = sym_max(st, sym_sub(st, v->shape[d], one), sym_const(st, 0));
+    e = sym_add(st, e, sym_mul(st, last, stride));
+    acc = sym_mul(st, acc, sym_max(st, v->shape[d], one));
+  }
+  return sym_mul(st, sym_add(st, e, one), sym_const(st, dtype_size(v->dtype)));
+}
+
+/* end[r]: the last nest that reads r's storage (nvalues: a result). */
+static int *last_reads(IrModule *m, const IrKernel *k) {
+  int n = k->nvalues;
+  int *end = arena_alloc(m->arena, sizeof *end * (size_t)(n + 1));
+  for (IrRef r = 0; r < n; r++) end[r] = -1;
+  for (int i = 0; i < k->nresults; i++) end[k->results[i].value] = n;
+  for (IrRef r = n - 1; r >= 0; r--) {
+    const IrValue *v = ir_val(k, r);
+    bool through = op_kind(v->op) == IRK_VIEW || (v->flags & IRF_INLINE);
+    int t = through && end[r] > r ? end[r] : r; /* when r's reads happen */
+    for (int j = 0; j < v->nargs; j++)
+      if (end[v->args[j]] < t) end[v->args[j]] = t;
+  }
+  for (IrRef r = 0; r < n; r++)
+    if (end[r] < r) end[r] = r; /* never read: dead after its own nest */
+  return end;
+}
+
+/* Block size minus need as a constant, or -1 when not provably >= 0. */
+static int64_t slack(IrModule *m, const Sym *block, const Sym *need) {
+  int64_t d;
+  if (block == need) return 0;
+  if (!sym_is_const(sym_sub(m->st, block, need), &d) || d < 0) return -1;
+  return d;
+}
+
+typedef struct Block {
+  const Sym *bytes;
+  IrRef holder; /* the value in it now */
+  int busy;     /* its holder's last read */
+} Block;
+
+/* "y" or "mul at 4:7". */
+static const char *name_of(IrModule *m, const IrValue *v) {
+  if (v->name) return arena_printf(m->arena, "%s", v->name);
+  return arena_printf(m->arena, "%s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
+}
+
+static const char *bytes_str(IrModule *m, const Sym *b) {
+  int64_t n;
+  if (!sym_is_const(b, &n)) return arena_printf(m->arena, "%s bytes", sym_str(m->arena, b));
+  char buf[32];
+  report_format_bytes(buf, sizeof buf, n);
+  return arena_strdup(m->arena, buf);
+}
+
+static void report_reuse(PassCtx *c, IrRef r, const Block *b, const Sym *need) {
+  IrModule *m = c->m;
+  const IrValue *v = ir_val(c->k, r), *old = ir_val(c->k, b->holder);
+  const IrValue *last = ir_val(c->k, b->busy);
+  report_decision_sym(c->r, PASS, "reuse", v->loc, need,
+                      "the buffer of %s reuses the buffer of %s (dead after %d:%d): %s",
+                      name_of(m, v), name_of(m, old), last->loc.line, last->loc.col,
+                      bytes_str(m, need));
+}
+
+/* The tightest free block r fits, or -1. */
+static int free_block(IrModule *m, const Block *bl, int nb, IrRef r, const Sym *need) {
+  int best = -1;
+  int64_t best_slack = 0;
+  for (int i = 0; i < nb; i++) {
+    if (bl[i].busy >= r) continue;
+    int64_t s = slack(m, bl[i].bytes, need);
+    if (s < 0 || (best >= 0 && s >= best_slack)) continue;
+    best = i;
+    best_slack = s;
+  }
+  return best;
+}
+
+bool pass_plan_memory(PassCtx *c) {
+  IrModule *m = c->m;
+  IrKernel *k = c->k;
+  int *end = last_reads(m, k);
+  Block *bl = arena_alloc(m->arena, sizeof *bl * (size_t)(k->nvalues + 1));
+  int nb = 0, nbufs = 0;
+  bool changed = false;
+  const Sym *unshared = sym_const(m->st, 0);
+  for (IrRef r = 0; r < k->nvalues; r++) {
+    IrValue *v = ir_val(k, r);
+    int was = v->slot;
+    v->slot = 0;
+    if (owns_scratch(v)) {
+      const Sym *need = scratch_bytes(m, v);
+      unshared = sym_add(m->st, unshared, need);
+      nbufs++;
+      int b = free_block(m, bl, nb, r, need);
+      if (b >= 0 && c->r) report_reuse(c, r, &bl[b], need);
+      if (b < 0) bl[b = nb++] = (Block){.bytes = need};
+      bl[b].holder = r;
+      bl[b].busy = end[r];
+      v->slot = b + 1;
+    }
+    changed |= v->slot != was;
+  }
+  if (c->r && nbufs > 0)
+    report_decision_sym(c->r, PASS, "plan", k->loc, sym_sub(m->st, unshared, plan_scratch_bytes(m, k)),
+                        "%d scratch buffer%s in %d block%s: %s of scratch instead of %s",
+                        nbufs, nbufs == 1 ? "" : "s", nb, nb == 1 ? "" : "s",
+                        bytes_str(m, plan_scratch_bytes(m, k)), bytes_str(m, unshared));
+  return changed;
+}
+
+const Sym *plan_scratch_bytes(IrModule *m, const IrKernel *k) {
+  const Sym *total = sym_const(m->st, 0);
+  for (IrRef r = 0; r < k->nvalues; r++) {
+    const IrValue *v = ir_val(k, r);
+    if (!owns_scratch(v)) continue;
+    bool first = true; /* a block counts once, at its first value */
+    for (IrRef q = 0; q < r && v->slot > 0 && first; q++)
+      first = ir_val(k, q)->slot != v->slot;
+    if (first) total = sym_add(m->st, total, scratch_bytes(m, v));
+  }
+  return total;
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# report_json.sh TDSLC DIR — the JSON report of DIR/copies.tdsl is valid
+# JSON (python3 -m json.tool) with spec §11's keys, and the text report
+# names every decision as file:line:col: pass: kind.  Without python3 the
+# JSON check is skipped with a message (the key check still runs).
+set -u
+tdslc=$1
+case $tdslc in /*) ;; */*) tdslc=$PWD/$tdslc ;; esac
+cd "$2" || exit 2
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$tdslc" copies.tdsl --emit=report-json -o - >"$tmp/r.json" 2>"$tmp/err" ||
+  fail "tdslc --emit=report-json exited $?: $(cat "$tmp/err")"
+for key in '"file": "copies.tdsl"' '"target": "host"' '"kernels": [' \
+           '"name": "copies"' '"decisions": [' '"pass": "eliminate-copies"' \
+           '"kind": "removed"' '"kind": "kept"' '"line": 4' '"col": 27' \
+           '"bytes": "96*N"' '"bytes_moved": {"before": ' \
+           '"loop_nests": {"before": ' '"scratch_bytes": ' \
+           '"passes": [{"name": "fold-views"'; do
+  grep -qF "$key" "$tmp/r.json" || fail "report lacks $key"
+done
+if command -v python3 >/dev/null; then
+  python3 -m json.tool "$tmp/r.json" >/dev/null || fail "report is not valid JSON"
+  python3 - "$tmp/r.json" <<'PY' || fail "report structure"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert set(r) == {"file", "target", "kernels"}, r.keys()
+k = r["kernels"][0]
+assert set(k) == {"name", "decisions", "bytes_moved", "loop_nests",
+                  "scratch_bytes", "passes"}, k.keys()
+for d in k["decisions"]:
+    assert set(d) == {"pass", "kind", "line", "col", "message", "bytes"}, d
+    assert isinstance(d["line"], int) and isinstance(d["message"], str)
+    assert isinstance(d["bytes"], (int, str))
+assert k["loop_nests"]["after"] <= k["loop_nests"]["before"]
+assert [p["name"] for p in k["passes"]][:2] == ["fold-views", "eliminate-copies"]
+PY
+else
+  echo "python3 not found: skipping the JSON syntax check"
+fi
+
+# -O0 runs no pass: no decisions, no pass times.
+"$tdslc" copies.tdsl --emit=report-json -o - -O0 >"$tmp/r0.json" ||
+  fail "-O0 report"
+grep -qF '"decisions": []' "$tmp/r0.json" || fail "-O0 report has decisions"
+
+# The text report, via --report=PATH beside the object file's emits.
+"$tdslc" copies.tdsl --emit=ir -o "$tmp/c.o" --report="$tmp/c.txt" ||
+  fail "--report=PATH"
+grep -qF 'copies.tdsl:4:27: eliminate-copies: removed: ' "$tmp/c.txt" ||
+  fail "text report lacks the removed copy"
+grep -qF 'loop nests:' "$tmp/c.txt" || fail "text report lacks loop nests"
+# --disable-pass keeps the copies.
+"$tdslc" copies.tdsl --emit=report -o - --disable-pass=eliminate-copies \
+  >"$tmp/d.txt" || fail "--disable-pass"
+grep -q 'eliminate-copies: removed' "$tmp/d.txt" && fail "disabled pass ran"
+echo "report checks passed"
