@@ -21,6 +21,7 @@ typedef struct CgOptions {
   unsigned emit;       /* CG_* */
   const char *stem;    /* output path without extension */
   bool to_stdout;      /* -o -: the single textual emit goes to stdout */
+  bool time_passes;    /* print the LLVM phase times to stderr */
 } CgOptions;
 
 /* Generates and writes the requested emits.  Returns the exit status:

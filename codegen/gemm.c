@@ -21,13 +21,15 @@
  *
  * All run-time parameters live in a context array of 8-byte slots (X_*)
  * shared with the emitted parallel bodies.  Needs: gemm.h.  Produces:
- * private functions tdsl.gemm<n>.* in the module. */
+ * private functions tdsl.gemm.<configuration>.* in the
+ * module, one set per configuration. */
 #include "gemm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/TargetMachine.h>
 
 #define E_NOMEM (-15)
@@ -62,7 +64,7 @@ typedef struct G {
   GemmKind ka, kb;
   bool bias, bias_n; /* a bias; varying along n (else along m) */
   int vw, nv, mr, nr, mc, kc, nc;
-  int id;
+  char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
   LLVMValueRef fn;
 } G;
@@ -131,6 +133,23 @@ static LLVMValueRef entry_alloca(G *g, LLVMTypeRef t, int n) {
 
 /* ---- loops: for (iv = lo; iv < hi; iv += step) --------------------------- */
 
+/* Marks the loop whose back edge is `br` as not for the loop vectorizer:
+ * the micro-kernel is vector code already, and vectorizing the packing
+ * and edge loops doubles the code LLVM optimizes and compiles (the
+ * bulk of a GEMM's compile time) for no measurable speed.  The loop ID
+ * is the self-referential node LLVM requires: !{!self, !{"...", i1 0}}. */
+static void no_vectorize(G *g, LLVMValueRef br) {
+  const char *k = "llvm.loop.vectorize.enable";
+  LLVMMetadataRef prop[2] = {LLVMMDStringInContext2(g->ctx, k, strlen(k)),
+                             LLVMValueAsMetadata(LLVMConstInt(g->i1, 0, 0))};
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(g->ctx, prop, 2)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, id); /* also disposes of tmp */
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9),
+                  LLVMMetadataAsValue(g->ctx, id));
+}
+
 typedef struct GLoop {
   LLVMBasicBlockRef head, exit;
   LLVMValueRef iv, step;
@@ -153,7 +172,7 @@ static LLVMValueRef loop_open(G *g, GLoop *l, LLVMValueRef lo, LLVMValueRef hi, 
 static void loop_close(G *g, GLoop *l) {
   LLVMValueRef next = add(g, l->iv, l->step);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMBuildBr(g->b, l->head);
+  no_vectorize(g, LLVMBuildBr(g->b, l->head));
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(g->b, l->exit);
 }
@@ -238,8 +257,8 @@ static LLVMValueRef splat(G *g, LLVMValueRef s) {
 /* ---- emitted functions --------------------------------------------------- */
 
 static LLVMValueRef new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) {
-  char name[64];
-  snprintf(name, sizeof name, "tdsl.gemm%d.%s", g->id, what);
+  char name[80];
+  snprintf(name, sizeof name, "tdsl.gemm.%s.%s", g->key, what);
   LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
@@ -479,7 +498,7 @@ static void micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc
   LLVMAddIncoming(p, &p1, &latch, 1);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &next[r][v], &latch, 1);
-  LLVMBuildBr(g->b, head);
+  no_vectorize(g, LLVMBuildBr(g->b, head));
   LLVMPositionBuilderAtEnd(g->b, exit);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
@@ -541,8 +560,6 @@ static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
 
 /* ---- driver in the kernel ------------------------------------------------- */
 
-static int counter;
-
 static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   memset(g, 0, sizeof *g);
   g->ctx = e->ctx, g->mod = e->mod;
@@ -566,19 +583,36 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->mc = g->mr * 16;
   g->kc = 256;
   g->nc = 4096;
-  g->id = counter++;
 }
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
 } Run;
 
-/* Emits the helper functions, then restores the caller's builder. */
+/* The helper functions depend only on the dtypes, operand kinds, bias
+ * and vector width (every size, stride and offset lives in the run-time
+ * context), so all GEMMs of a module with the same configuration share
+ * one set: less code for LLVM to optimize and compile. */
+static void make_key(G *g) {
+  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d", (int)g->ad, (int)g->bd, (int)g->od,
+           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits);
+}
+
+/* Emits the helper functions (or finds the module's copy), then restores
+ * the caller's builder. */
 static Run make_fns(G *g, const GemmEmit *e) {
   Run r;
-  LLVMValueRef pa = emit_pack(g, 0), pb = emit_pack(g, 1);
-  r.pack_body = emit_packb_body(g, pb);
-  r.block_body = emit_block_body(g, pa);
+  char name[80];
+  make_key(g);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
+  r.block_body = LLVMGetNamedFunction(g->mod, name);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
+  r.pack_body = LLVMGetNamedFunction(g->mod, name);
+  if (!r.block_body || !r.pack_body) {
+    LLVMValueRef pa = emit_pack(g, 0), pb = emit_pack(g, 1);
+    r.pack_body = emit_packb_body(g, pb);
+    r.block_body = emit_block_body(g, pa);
+  }
   LLVMDisposeBuilder(g->b);
   g->b = e->b;
   g->fn = e->fn;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -1658,7 +1659,19 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
   return s;
 }
 
+/* --time-passes: prints the milliseconds since *t0 as phase `name` and
+ * restarts the clock (monotonic wall time). */
+static void phase_ms(const CgOptions *o, const char *name, double *t0) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double t = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  if (o->time_passes && *t0 > 0) fprintf(stderr, "tdslc: %-12s %8.3f ms\n", name, t - *t0);
+  *t0 = t;
+}
+
 static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
+  double t = 0;
+  phase_ms(o, "", &t);
   char *triple = NULL, *err = NULL;
   LLVMTargetMachineRef tm = target_machine(o, &triple);
   if (!tm) return 2;
@@ -1671,12 +1684,14 @@ static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
   char passes[32];
   snprintf(passes, sizeof passes, "default<O%d>", o->opt_level);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  phase_ms(o, "llvm-verify", &t);
   LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
   if (e) {
     char *msg = LLVMGetErrorMessage(e);
     ICE("LLVM passes failed: %s", msg);
   }
   LLVMDisposePassBuilderOptions(po);
+  phase_ms(o, "llvm-opt", &t);
   int s = 0;
   if (o->emit & CG_LLVM) {
     char *ir = LLVMPrintModuleToString(mod);
@@ -1685,6 +1700,7 @@ static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
   }
   if (o->emit & CG_ASM) s |= emit_machine(tm, mod, o, LLVMAssemblyFile, ".s");
   if (o->emit & CG_OBJ) s |= emit_machine(tm, mod, o, LLVMObjectFile, ".o");
+  phase_ms(o, "llvm-codegen", &t);
   LLVMDisposeTargetData(td);
   LLVMDisposeTargetMachine(tm);
   LLVMDisposeMessage(triple);
@@ -1697,6 +1713,8 @@ int cg_emit(IrModule *m, const CgOptions *o) {
             "available in this build yet\n", o->target);
     return 2;
   }
+  double t = 0;
+  phase_ms(o, "", &t);
   LfKernel **lks = arena_alloc(m->arena, sizeof *lks * (size_t)(m->nkernels + 1));
   int bad = 0;
   for (int i = 0; i < m->nkernels; i++) {
@@ -1709,6 +1727,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
     }
   }
   if (bad) return 1;
+  phase_ms(o, "lower", &t);
   if (o->emit & CG_HEADER) {
     int s;
     if (o->to_stdout) {
@@ -1736,6 +1755,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
     emit_kernel(&c, m->kernels[i], lks[i]);
     emit_info(&c, m->kernels[i]);
   }
+  phase_ms(o, "llvm-build", &t);
   int s = optimize_and_write(c.mod, o);
   LLVMDisposeBuilder(c.b);
   LLVMDisposeModule(c.mod);

@@ -5,7 +5,8 @@
  *  - Buffers: tensor parameters (storage read through the descriptor's
  *    data + byte_offset), scalar parameters (one element), constant
  *    tables (TENSOR values), scratch (one per non-view intermediate, laid
- *    out by that value's semantic geometry, `size` elements), and the
+ *    out by that value's semantic geometry, `size` elements; at -O1+
+ *    buffers of one plan-memory slot share one block), and the
  *    caller's outputs (addressed with the descriptor's run-time strides).
  *  - A nest iterates row-major over `rank` outer loops (`shape`) and, for
  *    reductions, `nred` inner loops (`red`); loop variable l is the l-th

@@ -549,7 +549,8 @@ static int emit_all(const Options *o, IrModule *m) {
   for (int e = EM_REPORT; !status && e <= EM_REPORT_JSON; e++)
     if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem);
   CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
-                  .stem = stem, .to_stdout = o->out && !strcmp(o->out, "-")};
+                  .stem = stem, .to_stdout = o->out && !strcmp(o->out, "-"),
+                  .time_passes = o->time_passes};
   cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |
             (o->emit >> EM_ASM & 1 ? CG_ASM : 0) |
             (o->emit >> EM_LLVM & 1 ? CG_LLVM : 0) |

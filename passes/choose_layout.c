@@ -22,8 +22,9 @@
  *   bytes: every member's output written once, every operand read once;
  *          a read in the other layout than the reader's costs
  *          F_STRIDED times its bytes (a strided walk), a conv input in
- *          the other layout F_PACK (the conv packs from any strides);
- *          broadcast operands (a stride 0) cost the same either way.
+ *          the other layout the packing factor (the conv packs from any
+ *          strides); broadcast operands (a stride 0) and strided
+ *          parameters and results cost the same either way.
  *   time:  bytes / BW_GBS + conv FLOPs / (GFLOPS * efficiency of the
  *          conv in that layout, 1x1 and larger kernels apart).
  * The cheaper time wins (ties: keep PyTorch's layout); --layout=nchw or
@@ -41,32 +42,36 @@
 /* Symbols are estimated at this value. */
 #define SYM_GUESS 32
 
-/* Measured once in a private harness (/tmp, not kept): tdslc -O2
- * --layout=nchw vs --layout=nhwc on one conv2d, N=8, C=O=64, 56x56, f32,
- * with input and result both NCHW and both channels_last, plus a plain
- * and a transposing 8x64x56x56 copy; minimum of 15 runs x 4, on the
- * 2-core development container (x86-64; noisy, so these are rough).
- * Efficiency = the channels-last conv's time / this layout's, each with
- * its input already in its layout:
- *   3x3: 120.7 ms NCHW vs 123.6 ms channels-last -> about equal;
- *   1x1:  17.0 ms NCHW vs  10.3 ms channels-last -> NCHW 0.6.
- * (The implicit GEMM vectorizes over output channels when the output is
- * channels-last, and its im2col panels read contiguous C then.) */
-#define CONV_EFF_NHWC_1X1 1.00
-#define CONV_EFF_NCHW_1X1 0.60
-#define CONV_EFF_NHWC_KXK 1.00
-#define CONV_EFF_NCHW_KXK 0.97
-/* Throughput of the same runs: 1.85 GFLOP of 3x3 conv in ~120 ms; a
- * plain 12.8 MB copy (read + write) in ~1.0 ms. */
-#define GFLOPS 15.0
-#define BW_GBS 12.0
-/* A read that walks the other layout: the transposing copy took 16-18 ms
- * against 1 ms (F_STRIDED, taken below the measured 15 as the copy loop
- * is the worst case); the conv packing its input from the other layout
- * cost 20-35% of the conv's time on top, about twice the input's plain
- * read (F_PACK). */
-#define F_STRIDED 8.0
-#define F_PACK 2.0
+/* Measured once in a private harness (/tmp, not kept) on the 2-core
+ * x86-64 development container, loaded by other builds, so rough:
+ * kernels `return conv2d(x, w)` with x and the result declared strided,
+ * N=8, C=O=64, 56x56, f32, compiled with tdslc -O2 --layout=nchw and
+ * --layout=nhwc, called with NCHW and channels_last x (and the output
+ * in the conv's layout, so the result copy is plain); minimum over 12
+ * calls x 5 runs, in ms:
+ *              conv NCHW            conv channels-last
+ *              x NCHW   x CL        x NCHW   x CL
+ *   3x3         33.4    33.7         41.2    41.5
+ *   1x1          4.83    7.46         7.50    7.62
+ * So our implicit GEMM is faster with an NCHW output (efficiency of the
+ * channels-last conv 33.4/41.2 = 0.81 for 3x3, 4.83/7.50 = 0.64 for
+ * 1x1), and packing a 1x1 conv's NCHW panels from a channels_last input
+ * costs 2.6 ms, about 9 extra plain reads of the 6.4 MB input; the
+ * other packings cost no measurable extra. */
+#define CONV_EFF_NCHW_1X1 1.00
+#define CONV_EFF_NHWC_1X1 0.64
+#define CONV_EFF_NCHW_KXK 1.00
+#define CONV_EFF_NHWC_KXK 0.81
+/* Throughput in the same runs: 1.85 GFLOP of 3x3 conv in 33.4 ms; a
+ * plain 8x64x56x56 f32 copy (12.8 MB read + written) in 0.57 ms. */
+#define GFLOPS 55.0
+#define BW_GBS 22.0
+/* The same copy into a channels_last output took 3.84 ms (F_STRIDED:
+ * a read walking the other layout); a conv's input in the other layout
+ * (F_PACK; F_PACK_NCHW_1X1 for an NCHW 1x1 conv reading channels_last). */
+#define F_STRIDED 6.7
+#define F_PACK 1.0
+#define F_PACK_NCHW_1X1 10.0
 
 typedef enum Lay { LAY_NCHW, LAY_CL, LAY_ANY } Lay;
 
@@ -115,10 +120,9 @@ static Lay layout_of(const IrKernel *k, IrRef a) {
     if (sym_is(v->stride[d], 0) && !sym_is(v->shape[d], 1)) return LAY_ANY; /* broadcast */
   if (sym_is(v->stride[1], 1) && !sym_is(v->shape[1], 1) && !sym_is(v->stride[3], 1))
     return LAY_CL;
-  if (v->op == OP_PARAM) {
+  if (v->op == OP_PARAM) /* a strided one may come in either layout */
     for (int i = 0; i < k->nparams; i++)
-      if (k->params[i].value == a && k->params[i].layout == LAYOUT_CHANNELS_LAST) return LAY_CL;
-  }
+      if (k->params[i].value == a && k->params[i].layout == LAYOUT_STRIDED) return LAY_ANY;
   return LAY_NCHW;
 }
 
@@ -166,9 +170,8 @@ static bool has_anchor(const Ctx *x, int g, IrRef *first) {
 
 /* ---- costs ---- */
 
-static double conv_flops(const Ctx *x, const IrValue *v, bool *one) {
+static double conv_flops(const Ctx *x, const IrValue *v) {
   const IrValue *w = ir_val(x->k, v->args[1]);
-  *one = sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
   double f = 2.0 * num(x, w->shape[1]) * num(x, w->shape[2]) * num(x, w->shape[3]);
   for (int d = 0; d < 4; d++) f *= num(x, v->shape[d]);
   return f;
@@ -176,6 +179,17 @@ static double conv_flops(const Ctx *x, const IrValue *v, bool *one) {
 
 static double read_cost(double b, Lay have, Lay want, double factor) {
   return have == LAY_ANY || have == want ? b : b * factor;
+}
+
+static bool is_1x1(const Ctx *x, const IrValue *conv) {
+  const IrValue *w = ir_val(x->k, conv->args[1]);
+  return sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
+}
+
+/* Cost factor of conv v (in layout L) packing its input from the other
+ * layout. */
+static double pack_factor(const Ctx *x, const IrValue *v, Lay L) {
+  return L == LAY_NCHW && is_1x1(x, v) ? F_PACK_NCHW_1X1 : F_PACK;
 }
 
 /* A member's own reads and write, and its conv time, in layout L. */
@@ -188,11 +202,11 @@ static void member_cost(const Ctx *x, int g, IrRef r, Lay L, Est *e) {
     double b = bytes_of(x, ir_val(x->k, a));
     if (x->grp[a] >= 0 && find(x->grp, a) == g) e->bytes += b;
     else if (conv && j > 0) e->bytes += b; /* weight, bias: layout-free */
-    else e->bytes += read_cost(b, layout_of(x->k, a), L, conv ? F_PACK : F_STRIDED);
+    else e->bytes += read_cost(b, layout_of(x->k, a), L, conv ? pack_factor(x, v, L) : F_STRIDED);
   }
   if (conv) {
-    bool one;
-    double f = conv_flops(x, v, &one);
+    bool one = is_1x1(x, v);
+    double f = conv_flops(x, v);
     double eff = L == LAY_CL ? (one ? CONV_EFF_NHWC_1X1 : CONV_EFF_NHWC_KXK)
                              : (one ? CONV_EFF_NCHW_1X1 : CONV_EFF_NCHW_KXK);
     e->ms += f / (GFLOPS * 1e9 * eff) * 1e3;
@@ -211,7 +225,8 @@ static void reader_cost(const Ctx *x, int g, IrRef r, Lay L, Est *e) {
   }
   for (int i = 0; i < k->nresults; i++)
     if (k->results[i].value == r) {
-      Lay want = k->results[i].layout == LAYOUT_CHANNELS_LAST ? LAY_CL : LAY_NCHW;
+      Layout rl = k->results[i].layout;
+      Lay want = rl == LAYOUT_CHANNELS_LAST ? LAY_CL : rl == LAYOUT_STRIDED ? LAY_ANY : LAY_NCHW;
       e->bytes += read_cost(b, want, L, F_STRIDED);
     }
 }
@@ -253,7 +268,9 @@ static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay
   const IrValue *in = ir_val(x->k, v->args[0]);
   char a[32], b[32];
   Lay lin = layout_of(x->k, v->args[0]);
-  const char *inl = lin == LAY_CL ? "channels_last" : lin == LAY_NCHW ? "NCHW" : "broadcast";
+  const char *inl = lin == LAY_CL     ? "channels_last"
+                    : lin == LAY_NCHW ? "NCHW"
+                                      : "read the same either way";
   (void)in;
   Est got = chose == LAY_CL ? cl : nchw, other = chose == LAY_CL ? nchw : cl;
   report_decision(x->c->r, PASS, "layout", v->loc, (int64_t)(other.bytes - got.bytes),

@@ -15,6 +15,7 @@
  * values that are not bit-exact. */
 #include "progen.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ typedef struct Val {
   bool exact;  /* bit-exact in every implementation */
   bool scalar; /* a scalar parameter (passed by value) */
   double mag;  /* bound on |element| */
+  int prec;    /* lowest float precision its rounding errors come from (prec_of) */
 } Val;
 
 typedef struct Gen {
@@ -132,6 +134,30 @@ static double cap(DType d) {
   return 1e300; /* integers wrap, which is exact */
 }
 
+/* Precision classes: 0 half, 1 f32, 2 f64, 3 no rounding (integers). */
+static int prec_of(DType d) {
+  return is_half(d) ? 0 : d == DT_F32 ? 1 : d == DT_F64 ? 2 : 3;
+}
+
+/* A computed value's precision: its own dtype's, or lower when a non-exact
+ * operand named in expression e carries f16/f32 rounding errors (an f32
+ * result widened to f64 is only as accurate as f32). */
+static int expr_prec(const Gen *g, const char *e, DType dt) {
+  int p = prec_of(dt);
+  for (const char *c = e; *c; c++) {
+    if ((*c != 'v' && *c != 'p') || (c > e && (c[-1] == '_' || isalnum((unsigned char)c[-1]))))
+      continue;
+    int len = 1;
+    while (isdigit((unsigned char)c[len])) len++;
+    if (len == 1 || isalnum((unsigned char)c[len]) || c[len] == '_') continue;
+    for (int i = 0; i < g->nv; i++)
+      if ((int)strlen(g->v[i].name) == len && !strncmp(g->v[i].name, c, (size_t)len) &&
+          !g->v[i].exact && g->v[i].prec < p)
+        p = g->v[i].prec;
+  }
+  return p;
+}
+
 static Val *pick(Gen *g, bool (*ok)(const Gen *, const Val *)) {
   int c[MAXV], n = 0;
   for (int i = 0; i < g->nv; i++)
@@ -169,7 +195,7 @@ static Val *new_param(Gen *g, DType dt, int rank, const Dim *d, Layout lay) {
   v->dt = dt, v->rank = rank;
   memcpy(v->d, d, sizeof(Dim) * (size_t)rank);
   v->contig = lay == LAYOUT_CONTIGUOUS;
-  v->exact = true;
+  v->exact = true, v->prec = prec_of(dt);
   v->mag = dt == DT_U8 ? 255 : dtype_is_int(dt) ? 100 : 2;
   return v;
 }
@@ -189,6 +215,7 @@ static Val *new_scalar(Gen *g) {
   memset(v, 0, sizeof *v);
   snprintf(v->name, sizeof v->name, "%s", q->name);
   v->dt = q->dtype, v->contig = true, v->exact = true, v->scalar = true;
+  v->prec = prec_of(v->dt);
   v->mag = 4;
   return v;
 }
@@ -1116,6 +1143,7 @@ static bool statement(Gen *g) {
       continue;
     }
     g->reduce = g->reduce || g->pending_reduce;
+    st.r.prec = expr_prec(g, st.e, st.r.dt);
     Val *v = &g->v[g->nv++];
     *v = st.r;
     v->scalar = false;
@@ -1164,6 +1192,8 @@ static void render(Gen *g) {
                       : res[i]->rank && coin(g, 0.15) ? " strided" : "";
     at += (size_t)snprintf(p->text + at, sizeof p->text - at, "%s%s%s", i ? ", " : "", t, lay);
     p->exact[i] = res[i]->exact;
+    static const DType tol[] = {DT_F16, DT_F32, DT_F64, DT_NONE};
+    p->tol[i] = is_float(res[i]->dt) ? tol[res[i]->prec] : DT_NONE;
   }
   at += (size_t)snprintf(p->text + at, sizeof p->text - at, "%s {\n%s  return ",
                          nr > 1 ? ")" : "", g->body);
@@ -1190,6 +1220,7 @@ void progen_generate(uint64_t seed, PgProgram *p) {
     Stmt st;
     memset(&st, 0, sizeof st);
     g_factory(&g, &st);
+    st.r.prec = expr_prec(&g, st.e, st.r.dt);
     Val *v = &g.v[g.nv++];
     *v = st.r;
     snprintf(v->name, sizeof v->name, "v%d", g.nstmt++);

@@ -39,6 +39,8 @@ typedef struct PgProgram {
   PgParam params[PG_MAXP];
   int nresults;
   bool exact[PG_MAXRES]; /* result must match bit for bit */
+  DType tol[PG_MAXRES];  /* float dtype whose §9 tolerances apply (an f32
+                            value widened to f64 keeps f32's), or DT_NONE */
   bool reduce;           /* uses reductions/@/conv/norms: spec §9's looser set */
 } PgProgram;
 
