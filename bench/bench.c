@@ -31,6 +31,10 @@
 
 #include <tdsl/runtime.h>
 
+/* Any kernel, as the variant table stores it; called only after a cast
+ * back to its true type (call_variant). */
+typedef void (*bench_any_fn)(void);
+
 #include "bench_kernels.h"
 
 enum { MAX_TENSORS = 4, MAX_RUNS = 31 };
@@ -121,6 +125,33 @@ static int call_layer_norm_last(DLTensor *t) { return layer_norm_last(&t[0], &t[
 #else
 #define CALL_layer_norm_last NULL, BENCH_WHY_layer_norm_last
 #endif
+
+/* ---- variants: the same kernel built with other options -------------- */
+
+/* One extra build of benchmark `name` (bench/CMakeLists.txt: -O0, and for
+ * the conv kernels --layout=nchw and --layout=nhwc), printed as IMPL. */
+typedef struct variant {
+  const char *name, *impl;
+  bench_any_fn fn;
+} variant;
+
+static const variant k_variants[] = {BENCH_VARIANT_TABLE{NULL, NULL, NULL}};
+
+/* Calls a variant: every benchmark kernel takes nin const inputs and one
+ * output, so its true type follows from nin. */
+typedef int (*fn_1_1)(const DLTensor *, DLTensor *);
+typedef int (*fn_2_1)(const DLTensor *, const DLTensor *, DLTensor *);
+typedef int (*fn_3_1)(const DLTensor *, const DLTensor *, const DLTensor *,
+                      DLTensor *);
+
+static int call_variant(bench_any_fn fn, int nin, DLTensor *t) {
+  switch (nin) {
+  case 1: return ((fn_1_1)fn)(&t[0], &t[1]);
+  case 2: return ((fn_2_1)fn)(&t[0], &t[1], &t[2]);
+  case 3: return ((fn_3_1)fn)(&t[0], &t[1], &t[2], &t[3]);
+  default: return -1;
+  }
+}
 
 /* ---- the workloads (peers.py has the same list) ---------------------- */
 
@@ -347,19 +378,21 @@ static int dump_workload(const workload *w, const DLTensor *t) {
 /* ---- one workload ----------------------------------------------------- */
 
 typedef struct kernel_ctx {
-  call_fn call;
+  call_fn call;    /* the main (-O2) build, or NULL: */
+  bench_any_fn fn; /* a variant, with */
+  int nin;
   DLTensor *t;
 } kernel_ctx;
 
 static int kernel_run(void *ctx) {
   kernel_ctx *k = ctx;
-  return k->call(k->t);
+  return k->call ? k->call(k->t) : call_variant(k->fn, k->nin, k->t);
 }
 
-static void print_result(const workload *w, double secs, size_t bytes,
-                         double memcpy_s) {
+static void print_result(const workload *w, const char *impl, double secs,
+                         size_t bytes, double memcpy_s) {
   double rate = w->flops > 0 ? w->flops / secs * 1e-9 : (double)bytes / secs * 1e-9;
-  printf("%-16s tdsl %10.3f %9.2f %-7s %9.3f ", w->name, secs * 1e3, rate,
+  printf("%-16s %s %10.3f %9.2f %-7s %9.3f ", w->name, impl, secs * 1e3, rate,
          w->flops > 0 ? "GFLOP/s" : "GB/s", memcpy_s * 1e3);
   if (w->flops > 0)
     printf("%6s\n", "-");
@@ -368,7 +401,23 @@ static void print_result(const workload *w, double secs, size_t bytes,
   fflush(stdout);
 }
 
-/* Allocates, fills, times and frees one workload; 0 on success. */
+/* Times one implementation of w and prints its line; 0 on success. */
+static int time_one(const workload *w, const char *impl, kernel_ctx *k,
+                    size_t bytes, double memcpy_s) {
+  double secs = time_median(kernel_run, k);
+  if (secs < 0) {
+    fprintf(stderr, "%s %s: %s: %s\n", w->name, impl,
+            tdsl_strerror(tdsl_last_error_code()), tdsl_last_error());
+    printf("%-16s %s failed\n", w->name, impl);
+    fflush(stdout);
+    return 1;
+  }
+  print_result(w, impl, secs, bytes, memcpy_s);
+  return 0;
+}
+
+/* Allocates, fills, times and frees one workload, with its variants
+ * (lines IMPL tdsl-O0, tdsl-nchw, tdsl-nhwc); 0 on success. */
 static int run_workload(const workload *w) {
   if (!w->call) {
     printf("%-16s tdsl unsupported\n# %s: not supported yet: %s\n", w->name,
@@ -391,19 +440,20 @@ static int run_workload(const workload *w) {
       fill_tensor(&t[i], w->t[i].fill, &rng);
     bytes += tensor_bytes(&t[i]);
   }
-  if (status == 0) {
-    kernel_ctx k = {w->call, t};
-    double secs = time_median(kernel_run, &k);
-    if (secs < 0) {
-      fprintf(stderr, "%s: %s: %s\n", w->name,
-              tdsl_strerror(tdsl_last_error_code()), tdsl_last_error());
-      printf("%-16s tdsl failed\n", w->name);
-      status = 1;
-    } else {
-      print_result(w, secs, bytes, time_memcpy(bytes));
-      status = dump_workload(w, t);
-    }
+  int allocated = status == 0;
+  double memcpy_s = allocated ? time_memcpy(bytes) : 0;
+  if (allocated) {
+    kernel_ctx k = {w->call, NULL, w->nin, t};
+    status = time_one(w, "tdsl", &k, bytes, memcpy_s);
+    if (status == 0)
+      status = dump_workload(w, t); /* the main build's output only */
   }
+  /* The variants, on the same inputs (their outputs overwrite t[nin]). */
+  for (const variant *v = k_variants; v->name && allocated; v++)
+    if (strcmp(v->name, w->name) == 0) {
+      kernel_ctx k = {NULL, v->fn, w->nin, t};
+      status |= time_one(w, v->impl, &k, bytes, memcpy_s);
+    }
   for (int i = 0; i < n; i++)
     tdsl_tensor_free(&t[i]);
   return status;

@@ -24,7 +24,9 @@ Every workload returns a result in the layout the tdsl kernel writes
 expression whose natural result is strided gets the same .contiguous()
 copy the tdsl kernel has to make (preprocess). numpy has no convolution:
 its conv rows are im2col per image (a strided window view copied into a
-matrix) times the weights in OpenBLAS.
+matrix) times the weights in OpenBLAS. For the conv workloads torch is
+also timed in both memory formats (IMPL torch-nchw and torch-nhwc: input
+and weight in that format), for run.sh's layout table.
 """
 import argparse
 import os
@@ -206,8 +208,12 @@ def workloads(rng):
             if impl == "numpy":
                 return np_im2col_conv(x, w, stride, pad, channels_last)
             xt, wt = torch.from_numpy(x), torch.from_numpy(w)
-            if channels_last:
+            # torch-nchw / torch-nhwc: both layouts, whatever the kernel's
+            # (x and w in that memory format; the result follows x).
+            if impl == "torch-nhwc" or (impl == "torch" and channels_last):
                 xt = xt.contiguous(memory_format=torch.channels_last)
+                if impl == "torch-nhwc":
+                    wt = wt.contiguous(memory_format=torch.channels_last)
             return lambda: F.conv2d(xt, wt, stride=stride, padding=pad)
         return make
 
@@ -317,9 +323,12 @@ def main():
     for name, nbytes, flops, make in workloads(rng):
         if ARGS.names and name not in ARGS.names:
             continue
-        for impl in ("torch", "numpy"):
-            if impl == "torch" and torch is None:
-                print(f"{name:<16} torch unsupported")
+        impls = ["torch", "numpy"]
+        if name.startswith("conv"):  # the layout table's torch columns
+            impls += ["torch-nchw", "torch-nhwc"]
+        for impl in impls:
+            if impl.startswith("torch") and torch is None:
+                print(f"{name:<16} {impl} unsupported")
                 continue
             fn = make(impl)
             report(name, impl, time_median(fn), nbytes, flops)

@@ -7,7 +7,9 @@
 # bench/.venv/bin/pip install -r bench/requirements.txt), else python3 if
 # it has numpy; without one the peer columns are "-".
 # Produces: on stdout the raw lines of bench_tdsl and peers.py, then the
-# table  benchmark | tdsl | memcpy | torch | numpy | tdsl/memcpy | tdsl/torch
+# table  benchmark | tdsl | tdsl -O0 | O2/O0 speedup | memcpy | torch |
+# numpy | tdsl/memcpy | tdsl/torch, a table of the conv kernels' layouts
+# (choose-layout's pick against --layout=nchw and --layout=nhwc builds)
 # and a table of tdslc compile times of examples/*.tdsl (median of 5).
 # Build outputs go to bench/build/ (git-ignored).
 #
@@ -117,17 +119,18 @@ awk '
     if ($2 == "tdsl") { mc[$1] = $6; ratio[$1] = $7 }
   }
   END {
-    fmt = "| %-15s | %-26s | %-9s | %-26s | %-26s | %-11s | %-10s |\n"
-    printf fmt, "benchmark", "tdsl", "memcpy", "torch", "numpy",
-           "tdsl/memcpy", "tdsl/torch"
-    printf "|%s|%s|%s|%s|%s|%s|%s|\n", "-----------------",
-           "----------------------------", "-----------",
+    fmt = "| %-15s | %-26s | %-26s | %-13s | %-9s | %-26s | %-26s | %-11s | %-10s |\n"
+    printf fmt, "benchmark", "tdsl", "tdsl -O0", "O2/O0 speedup", "memcpy",
+           "torch", "numpy", "tdsl/memcpy", "tdsl/torch"
+    printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "-----------------",
+           "----------------------------", "----------------------------",
+           "---------------", "-----------",
            "----------------------------", "----------------------------",
            "-------------", "------------"
     for (i = 1; i <= n; i++) {
       b = order[i]
-      split("tdsl torch numpy", impls, " ")
-      for (j = 1; j <= 3; j++) {
+      split("tdsl torch numpy tdsl-O0", impls, " ")
+      for (j = 1; j <= 4; j++) {
         k = b SUBSEP impls[j]
         if (k in tm) c[j] = cell(tm[k], rate[k], unit[k])
         else if (!(k in state)) c[j] = "-"
@@ -138,10 +141,57 @@ awk '
       m = (b in mc) ? sprintf("%.2f ms", mc[b]) : "-"
       r1 = (b in ratio) ? ratio[b] : "-"
       r2 = (t in tm && p in tm) ? sprintf("%.2f", tm[p] / tm[t]) : "-"
-      printf fmt, b, c[1], m, c[2], c[3], r1, r2
+      z = b SUBSEP "tdsl-O0"
+      r3 = (t in tm && z in tm) ? sprintf("%.2f", tm[z] / tm[t]) : "-"
+      printf fmt, b, c[1], c[4], r3, m, c[2], c[3], r1, r2
     }
     for (i = 1; i <= nn; i++) print notes[i]
   }' "$out/tdsl.txt" "$out/peers.txt"
+
+# ---- 4b. conv layouts: choose-layout's pick against both forced ones -----
+# auto = the main (-O2, --layout=auto) build; its choice comes from
+# bench/build/bench/probe/K.report.json (tdslc --emit=report-json). "auto
+# >= other": auto's time <= the time of the layout it did not choose
+# (ratio other/auto in brackets: below 1.00 auto lost). torch best: the
+# faster of torch-nchw and torch-nhwc, and which one it was.
+echo
+echo "conv2d layouts (tdsl -O2; auto is the default --layout=auto build)"
+for j in "$out"/bench/probe/*.report.json; do
+  [[ -e "$j" ]] || continue
+  k="$(basename "$j" .report.json)"
+  choice="$(grep -o '"pass": "choose-layout"[^}]*chose [A-Za-z-]*' "$j" |
+    head -n1 | sed 's/.* chose //')"
+  echo "$k choice ${choice:-?}"
+done >"$out/layouts.txt"
+awk '
+  $2 == "choice" { ch[$1] = $3; next }
+  $1 ~ /^#/ || NF < 3 || $3 == "unsupported" || $3 == "failed" { next }
+  { tm[$1 SUBSEP $2] = $3 }
+  END {
+    fmt = "| %-13s | %-13s | %-10s | %-10s | %-10s | %-16s | %-18s |\n"
+    printf fmt, "conv case", "auto chose", "auto", "nchw", "nhwc",
+           "auto >= other", "torch eager best"
+    printf "|%s|%s|%s|%s|%s|%s|%s|\n", "---------------", "---------------",
+           "------------", "------------", "------------", "------------------",
+           "--------------------"
+    split("conv3x3_nchw conv3x3_nhwc conv1x1 conv7x7s2", cs, " ")
+    for (i = 1; i <= 4; i++) {
+      b = cs[i]
+      c = (b in ch) ? ch[b] : "?"
+      a = b SUBSEP "tdsl"; x = b SUBSEP "tdsl-nchw"; y = b SUBSEP "tdsl-nhwc"
+      ta = (a in tm) ? sprintf("%.2f ms", tm[a]) : "-"
+      tx = (x in tm) ? sprintf("%.2f ms", tm[x]) : "-"
+      ty = (y in tm) ? sprintf("%.2f ms", tm[y]) : "-"
+      o = c == "NCHW" ? y : c == "channels-last" ? x : ""
+      v = (a in tm && o in tm) ? sprintf("%s (%.2f)", tm[a] <= tm[o] ? "yes" : "no",
+                                         tm[o] / tm[a]) : "-"
+      p = b SUBSEP "torch-nchw"; q = b SUBSEP "torch-nhwc"
+      if (p in tm && q in tm)
+        tb = tm[p] <= tm[q] ? sprintf("%.2f ms nchw", tm[p]) : sprintf("%.2f ms nhwc", tm[q])
+      else tb = "-"
+      printf fmt, b, c, ta, tx, ty, v, tb
+    }
+  }' "$out/layouts.txt" "$out/tdsl.txt" "$out/peers.txt"
 
 # ---- 5. optional: tdsl's results against torch on the same inputs -------
 if [[ -n "$dump" ]]; then
