@@ -1487,24 +1487,45 @@ static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
                    c->loc);
 }
 
-static SVal h_narrow(Sema *s, CallArgs *c, const Builtin *b) {
-  (void)b;
+/* A view call x.op(dim, a, b) with a and b possibly symbolic (narrow,
+ * unfold): its parsed arguments and geometries. */
+typedef struct DimSymSym {
   IrRef x;
   int64_t d;
-  const Sym *st, *len;
-  if (!tensor_recv(s, c, &x) || !req_int(s, c, 1, "dim", &d) ||
-      !req_sym(s, c, 2, "start", &st) || !req_sym(s, c, 3, "length", &len) ||
+  const Sym *a, *b;
+  Geom in, out;
+} DimSymSym;
+
+typedef const char *(*GeomDimSymSym)(GeomCtx *, const Geom *, int64_t, const Sym *,
+                                     const Sym *, Geom *);
+
+/* Parses x.op(dim, a, b) (the names say which) and computes its output
+ * geometry with geom; false after reporting, *fail the value to return. */
+static bool dim_sym_sym(Sema *s, CallArgs *c, const char *const names[3],
+                        GeomDimSymSym geom, DimSymSym *v, SVal *fail) {
+  *fail = sv_error();
+  if (!tensor_recv(s, c, &v->x) || !req_int(s, c, 1, names[0], &v->d) ||
+      !req_sym(s, c, 2, names[1], &v->a) || !req_sym(s, c, 3, names[2], &v->b) ||
       !sema_args_done(s, c, 4))
-    return sv_error();
+    return false;
   GeomCtx g = sema_geom(s, c->loc);
-  Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_narrow(&g, &in, d, st, len, &out);
-  if (err) return geom_fail(s, err, x, c->loc);
-  int w = wrap_ok(s, d, in.rank);
-  const Sym *start = wrap_index(s, st, in.shape[w]);
+  v->in = sema_geom_of(s, v->x);
+  const char *err = geom(&g, &v->in, v->d, v->a, v->b, &v->out);
+  if (err) *fail = geom_fail(s, err, v->x, c->loc);
+  return !err;
+}
+
+static SVal h_narrow(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
+  static const char *const names[3] = {"dim", "start", "length"};
+  DimSymSym v;
+  SVal fail;
+  if (!dim_sym_sym(s, c, names, geom_narrow, &v, &fail)) return fail;
+  int w = wrap_ok(s, v.d, v.in.rank);
+  const Sym *start = wrap_index(s, v.a, v.in.shape[w]);
   const Sym *attrs[4] = {sym_const(s->st, w), start,
-                         sym_add(s->st, start, len), sym_const(s->st, 1)};
-  return sv_tensor(emit_view(s, OP_SLICE, x, &out, attrs, 4, 0, c->loc),
+                         sym_add(s->st, start, v.b), sym_const(s->st, 1)};
+  return sv_tensor(emit_view(s, OP_SLICE, v.x, &v.out, attrs, 4, 0, c->loc),
                    c->loc);
 }
 
@@ -1538,20 +1559,13 @@ static SVal h_diagonal(Sema *s, CallArgs *c, const Builtin *b) {
 
 static SVal h_unfold(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
-  IrRef x;
-  int64_t d;
-  const Sym *size, *step;
-  if (!tensor_recv(s, c, &x) || !req_int(s, c, 1, "dimension", &d) ||
-      !req_sym(s, c, 2, "size", &size) || !req_sym(s, c, 3, "step", &step) ||
-      !sema_args_done(s, c, 4))
-    return sv_error();
-  GeomCtx g = sema_geom(s, c->loc);
-  Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_unfold(&g, &in, d, size, step, &out);
-  if (err) return geom_fail(s, err, x, c->loc);
+  static const char *const names[3] = {"dimension", "size", "step"};
+  DimSymSym v;
+  SVal fail;
+  if (!dim_sym_sym(s, c, names, geom_unfold, &v, &fail)) return fail;
   const Sym *attrs[3] = {
-      sym_const(s->st, in.rank == 0 ? 0 : wrap_ok(s, d, in.rank)), size, step};
-  return sv_tensor(emit_view(s, OP_UNFOLD, x, &out, attrs, 3, 0, c->loc),
+      sym_const(s->st, v.in.rank == 0 ? 0 : wrap_ok(s, v.d, v.in.rank)), v.a, v.b};
+  return sv_tensor(emit_view(s, OP_UNFOLD, v.x, &v.out, attrs, 3, 0, c->loc),
                    c->loc);
 }
 

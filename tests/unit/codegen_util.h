@@ -3,8 +3,8 @@
  * runtime sources into a shared object, dlopen it, call kernels on random
  * tensors with real strides and byte offsets, and compare every output
  * with the reference interpreter (interp_run) under spec §9's tolerances.
- * (The same helpers as test_codegen.c's, shared as static inline
- * functions so that a test uses only what it needs.)
+ * (Shared as static inline functions so that a test uses only what it
+ * needs.)
  * Needs: check.h, dlfcn.h, <tdsl/runtime.h>, the front end and
  * interpreter, TDSL_TDSLC, TDSL_CC, TDSL_SOURCE_DIR. */
 #ifndef TDSL_TEST_CODEGEN_UTIL_H
@@ -49,27 +49,34 @@ static inline int sh(const char *cmd) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-/* Compiles src with tdslc, builds k.so, parses src for the interpreter. */
-static inline void build(Lib *L, const char *src, const char *kernel) {
-  char cmd[4096], path[128];
+/* Compiles src with tdslc (plus the extra tdslc flags, "" for none),
+ * builds k.so, parses src for the interpreter.  kernel non-NULL: the .so
+ * also holds a C file that includes the generated header and uses
+ * kernel's info (so the header must compile); NULL: the object alone. */
+static inline void build_flags(Lib *L, const char *src, const char *kernel,
+                               const char *flags) {
+  char cmd[4096], path[128], use_c[160] = "";
   snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_cg_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(L->dir));
   snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
   write_text(path, src);
-  snprintf(path, sizeof path, "%s/use.c", L->dir);
-  char use[256];
-  snprintf(use, sizeof use, "#include \"k.h\"\nvoid *tdsl_test_use(void);\n"
-           "void *tdsl_test_use(void) { return (void *)%s_info(); }\n", kernel);
-  write_text(path, use);
-  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header", TDSL_TDSLC,
-           L->dir, L->dir);
+  if (kernel) {
+    char use[256];
+    snprintf(path, sizeof path, "%s/use.c", L->dir);
+    snprintf(use, sizeof use, "#include \"k.h\"\nvoid *tdsl_test_use(void);\n"
+             "void *tdsl_test_use(void) { return (void *)%s_info(); }\n", kernel);
+    write_text(path, use);
+    snprintf(use_c, sizeof use_c, "-I%s %s/use.c", L->dir, L->dir);
+  }
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header %s", TDSL_TDSLC,
+           L->dir, L->dir, flags);
   ck_assert_int_eq(sh(cmd), 0);
   snprintf(cmd, sizeof cmd,
            "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
-           "-I%s/runtime/include -I%s/runtime -I%s %s/use.c %s/k.o %s/runtime/*.c "
+           "-I%s/runtime/include -I%s/runtime %s %s/k.o %s/runtime/*.c "
            "-o %s/k.so -lm -lpthread",
-           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, L->dir, L->dir,
-           TDSL_SOURCE_DIR, L->dir);
+           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, use_c, L->dir, TDSL_SOURCE_DIR,
+           L->dir);
   ck_assert_int_eq(sh(cmd), 0);
   snprintf(path, sizeof path, "%s/k.so", L->dir);
   L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -81,6 +88,11 @@ static inline void build(Lib *L, const char *src, const char *kernel) {
   ck_assert_ptr_nonnull(p);
   L->m = sema_program(L->arena, &d, p, "k.tdsl");
   ck_assert_ptr_nonnull(L->m);
+}
+
+/* build_flags with no extra flags, the header checked through kernel. */
+static inline void build(Lib *L, const char *src, const char *kernel) {
+  build_flags(L, src, kernel, "");
 }
 
 static inline void unbuild(Lib *L) {
@@ -97,6 +109,13 @@ static inline void *sym(Lib *L, const char *name) {
   return p;
 }
 
+/* For kernels that ran the runtime's thread pool inside the shared
+ * object: stop the pool before dlclose (runtime.h). */
+static inline void unbuild_pool(Lib *L) {
+  ((void (*)(void))sym(L, "tdsl_shutdown"))();
+  unbuild(L);
+}
+
 static inline const IrKernel *kernel_of(Lib *L, const char *name) {
   for (int i = 0; i < L->m->nkernels; i++)
     if (!strcmp(L->m->kernels[i]->name, name)) return L->m->kernels[i];
@@ -104,8 +123,7 @@ static inline const IrKernel *kernel_of(Lib *L, const char *name) {
   return NULL;
 }
 
-/* Calls a kernel whose parameters are all tensors (exact arities). */
-/* Calls a kernel whose parameters are all tensors (1 to 10 of them). */
+/* Calls a kernel whose parameters are all tensors (1 to 15 of them). */
 #define P void *
 static inline int call(void *fn, void **x, int n) {
   switch (n) {
@@ -126,6 +144,23 @@ static inline int call(void *fn, void **x, int n) {
   case 10:
     return ((int (*)(P, P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4],
                                                         x[5], x[6], x[7], x[8], x[9]);
+  case 11:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4],
+                                                           x[5], x[6], x[7], x[8], x[9],
+                                                           x[10]);
+  case 12:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11]);
+  case 13:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12]);
+  case 14:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13]);
+  case 15:
+    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
+        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13],
+        x[14]);
   default: ck_abort_msg("unsupported arity %d", n);
   }
   return 0;
@@ -210,21 +245,38 @@ static inline bool untouched(const Ten *x) {
   return true;
 }
 
-/* Compares out (row-major) with the interpreter's ref, tolerance by dtype. */
-static inline void compare(const Ten *out, const HostTensor *ref, bool reduction,
-                    const char *what) {
+/* Tolerances for comparing with the interpreter.  k < 0: spec §9's by
+ * dtype (looser for reductions).  k >= 0: a sum of k products of values
+ * in [-2, 2] (matmul, conv2d), whose f32 accumulation error grows with k
+ * while the interpreter accumulates in double. */
+static inline void tolerance(DType d, bool reduction, int64_t k, double *rtol,
+                             double *atol) {
+  *rtol = *atol = 0;
+  if (k >= 0) {
+    if (d == DT_F64) *rtol = 1e-12, *atol = 1e-12 * (double)(k + 1);
+    if (d == DT_F32) *rtol = 1e-5, *atol = 4e-7 * (double)(k + 1);
+    if (d == DT_F16 || d == DT_BF16) *rtol = 1e-2, *atol = 1e-2 + 4e-7 * (double)(k + 1);
+    return;
+  }
+  if (d == DT_F64) *rtol = 1e-10, *atol = 1e-12;
+  if (d == DT_F32) *rtol = reduction ? 1e-4 : 1e-5, *atol = reduction ? 1e-5 : 1e-6;
+  if (d == DT_F16 || d == DT_BF16) *rtol = *atol = 1e-2;
+}
+
+/* Compares out (row-major) with the interpreter's ref within tolerance()
+ * (reduction, k); NaN matches NaN and equal values (infinities) match. */
+static inline void compare_k(const Ten *out, const HostTensor *ref, bool reduction,
+                             int64_t k, const char *what) {
   DType d = ref->dtype;
   int64_t n = host_tensor_numel(ref);
   ck_assert_int_eq(out->h.dtype, d);
-  double rtol = 0, atol = 0;
-  if (d == DT_F64) rtol = 1e-10, atol = 1e-12;
-  if (d == DT_F32) rtol = reduction ? 1e-4 : 1e-5, atol = reduction ? 1e-5 : 1e-6;
-  if (d == DT_F16 || d == DT_BF16) rtol = atol = 1e-2;
+  double rtol, atol;
+  tolerance(d, reduction, k, &rtol, &atol);
   for (int64_t i = 0; i < n; i++) {
     int64_t addr = out->h.offset, rest = i;
-    for (int k = ref->rank - 1; k >= 0; k--) {
-      addr += rest % ref->shape[k] * out->stride[k];
-      rest /= ref->shape[k];
+    for (int j = ref->rank - 1; j >= 0; j--) {
+      addr += rest % ref->shape[j] * out->stride[j];
+      rest /= ref->shape[j];
     }
     Scalar a = scalar_load(d, (char *)out->store + addr * dtype_size(d));
     Scalar b = scalar_load(d, (char *)ref->data + i * dtype_size(d));
@@ -240,28 +292,49 @@ static inline void compare(const Ten *out, const HostTensor *ref, bool reduction
   }
 }
 
-/* Runs kernel `name` (tensor parameters only) on ins and checks every
- * output against the interpreter. */
-static inline void run_and_compare(Lib *L, const char *name, Ten *ins, int nin,
-                            Ten *outs, int nout, bool reduction) {
-  const IrKernel *k = kernel_of(L, name);
+/* compare_k with spec §9's tolerances. */
+static inline void compare(const Ten *out, const HostTensor *ref, bool reduction,
+                           const char *what) {
+  compare_k(out, ref, reduction, -1, what);
+}
+
+/* Calls kernel `name` (tensor parameters only) on ins then outs; it must
+ * return 0. */
+static inline void call_ok(Lib *L, const char *name, Ten *ins, int nin, Ten *outs,
+                           int nout) {
   void *a[16];
-  InterpArg ia[16];
-  HostTensor ref[16];
-  memset(ia, 0, sizeof ia);
-  for (int i = 0; i < nin; i++) a[i] = &ins[i].t, ia[i].t = ins[i].h;
+  ck_assert_int_le(nin + nout, 16);
+  for (int i = 0; i < nin; i++) a[i] = &ins[i].t;
   for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
   int rc = call(sym(L, name), a, nin + nout);
   const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
   ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
+}
+
+/* Runs kernel `name` on ins and checks every output against the
+ * interpreter within tolerance(reduction, k). */
+static inline void run_and_compare_k(Lib *L, const char *name, Ten *ins, int nin,
+                                     Ten *outs, int nout, bool reduction, int64_t k) {
+  const IrKernel *kn = kernel_of(L, name);
+  InterpArg ia[16];
+  HostTensor ref[16];
+  memset(ia, 0, sizeof ia);
+  call_ok(L, name, ins, nin, outs, nout);
+  for (int i = 0; i < nin; i++) ia[i].t = ins[i].h;
   char err[256];
-  ck_assert_int_eq(interp_run(L->m, k, ia, ref, err, sizeof err), 0);
+  ck_assert_int_eq(interp_run(L->m, kn, ia, ref, err, sizeof err), 0);
   for (int i = 0; i < nout; i++) {
     char what[64];
     snprintf(what, sizeof what, "%s out%d", name, i);
-    compare(&outs[i], &ref[i], reduction, what);
+    compare_k(&outs[i], &ref[i], reduction, k, what);
     host_tensor_free(&ref[i]);
   }
+}
+
+/* run_and_compare_k with spec §9's tolerances. */
+static inline void run_and_compare(Lib *L, const char *name, Ten *ins, int nin,
+                                   Ten *outs, int nout, bool reduction) {
+  run_and_compare_k(L, name, ins, nin, outs, nout, reduction, -1);
 }
 
 #endif

@@ -6,55 +6,12 @@
  * non-contiguous and channels-last outputs, reductions over collapsed
  * loops; each compared with the interpreter, with -O0 (one nest per
  * value, serial) and across thread counts (bitwise equal).
- * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources,
- * the front end and interpreter (tdslc_core), dlopen; codegen_util.h. */
+ * Needs: codegen_util.h (tdslc, a C compiler, runtime sources, the front
+ * end and interpreter, dlopen). */
 #include "codegen_util.h"
-
-/* build() at an explicit -O level: the same steps with the flag added. */
-static void build_at(Lib *L, const char *src, const char *kernel, int opt) {
-  char cmd[4096], path[128];
-  snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_cf_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(L->dir));
-  snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
-  write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header -O%d", TDSL_TDSLC,
-           L->dir, L->dir, opt);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(cmd, sizeof cmd,
-           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
-           "-I%s/runtime/include -I%s/runtime %s/k.o %s/runtime/*.c -o %s/k.so -lm -lpthread",
-           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, TDSL_SOURCE_DIR, L->dir);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(path, sizeof path, "%s/k.so", L->dir);
-  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
-  L->arena = arena_new();
-  Diag d;
-  diag_init(&d, "k.tdsl", src, stderr);
-  AstProgram *p = parse_program(L->arena, &d, src);
-  ck_assert_ptr_nonnull(p);
-  L->m = sema_program(L->arena, &d, p, "k.tdsl");
-  ck_assert_ptr_nonnull(L->m);
-  (void)kernel;
-}
 
 static void set_threads(Lib *L, int n) {
   ((void (*)(int))sym(L, "tdsl_set_num_threads"))(n);
-}
-
-/* Shuts the library's pool down before dlclose (runtime.h). */
-static void unbuild_all(Lib *L) {
-  ((void (*)(void))sym(L, "tdsl_shutdown"))();
-  unbuild(L);
-}
-
-static void call_ok(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout) {
-  void *a[16];
-  for (int i = 0; i < nin; i++) a[i] = &ins[i].t;
-  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
-  int rc = call(sym(L, name), a, nin + nout);
-  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
-  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
 }
 
 static void reset_out(Ten *o) { memset(o->store, 0x5A, o->bytes); }
@@ -151,10 +108,10 @@ START_TEST(inlined_chain_parallel) {
   ck_assert_int_eq(scratch_count(CHAIN, 2, &forks), 4);
   ck_assert(forks);
   Lib L;
-  build_at(&L, CHAIN, "chain", 2);
+  build_flags(&L, CHAIN, NULL, "-O2");
   chain_case(&L, 8, 7, 67, 61); /* 229K elements: parallel, odd rows */
   chain_case(&L, 2, 7, 5, 3);   /* small: serial */
-  unbuild_all(&L);
+  unbuild_pool(&L);
 }
 END_TEST
 
@@ -162,8 +119,8 @@ END_TEST
  * -O2 build's within §9's tolerances (and both equal the interpreter). */
 START_TEST(o0_equals_o2) {
   Lib L0, L2;
-  build_at(&L0, CHAIN, "chain", 0);
-  build_at(&L2, CHAIN, "chain", 2);
+  build_flags(&L0, CHAIN, NULL, "-O0");
+  build_flags(&L2, CHAIN, NULL, "-O2");
   int64_t sx[4] = {4, 7, 33, 45}, sc[1] = {7}, sp[4] = {4, 33, 45, 7}, sr[2] = {4, 7},
           sa[3] = {4, 33, 45}, ss[4] = {4, 6, 33, 45}, sf[3] = {4, 7, 33 * 45};
   Ten in[3], o0[6], o2[6];
@@ -190,8 +147,8 @@ START_TEST(o0_equals_o2) {
   run_and_compare(&L2, "chain", in, 3, o2, 6, true);
   for (int i = 0; i < 3; i++) ten_free(&in[i]);
   for (int i = 0; i < 6; i++) ten_free(&o0[i]), ten_free(&o2[i]);
-  unbuild_all(&L0);
-  unbuild_all(&L2);
+  unbuild_pool(&L0);
+  unbuild_pool(&L2);
 }
 END_TEST
 
@@ -207,7 +164,7 @@ static const char *LAYOUTS =
 
 START_TEST(layouts_and_rank1) {
   Lib L;
-  build_at(&L, LAYOUTS, "lay", 2);
+  build_flags(&L, LAYOUTS, NULL, "-O2");
   int64_t n = 301, m = 257, sx[2] = {n, m}, sy[1] = {m}, cm[2] = {1, n};
   int64_t sz[4] = {3, 17, 41, 39}, cl[4] = {17 * 41 * 39, 1, 39 * 17, 17};
   int64_t k = 100003, sv[1] = {k};
@@ -224,16 +181,16 @@ START_TEST(layouts_and_rank1) {
   reset_out(&out[1]);
   threads_and_reference(&L, "lay", in, 4, out, 4, false);
   for (int i = 0; i < 4; i++) ten_free(&in[i]), ten_free(&out[i]);
-  unbuild_all(&L);
+  unbuild_pool(&L);
 }
 END_TEST
 
 /* The permute copy (transpose) and a reduction over the outer dim. */
 START_TEST(permute_copy_and_outer_reduction) {
   Lib L;
-  build_at(&L, "kernel pc(x: f32[N, C, H, W]) -> (f32[N, H, W, C], f32[C, H, W], f32[N, C]) {\n"
-               "  return x.permute(0, 2, 3, 1).contiguous(), x.amax(dim=0), x.mean(dim=(2, 3))\n}\n",
-           "pc", 2);
+  build_flags(&L, "kernel pc(x: f32[N, C, H, W]) -> (f32[N, H, W, C], f32[C, H, W], f32[N, C]) {\n"
+                  "  return x.permute(0, 2, 3, 1).contiguous(), x.amax(dim=0), x.mean(dim=(2, 3))\n}\n",
+              NULL, "-O2");
   int64_t s[4] = {5, 19, 37, 43}, sp[4] = {5, 37, 43, 19}, sm[3] = {19, 37, 43}, sr[2] = {5, 19};
   Ten in, out[3];
   ten(&in, DT_F32, 4, s, NULL, 0, true);
@@ -243,7 +200,7 @@ START_TEST(permute_copy_and_outer_reduction) {
   threads_and_reference(&L, "pc", &in, 1, out, 3, true);
   ten_free(&in);
   for (int i = 0; i < 3; i++) ten_free(&out[i]);
-  unbuild_all(&L);
+  unbuild_pool(&L);
 }
 END_TEST
 

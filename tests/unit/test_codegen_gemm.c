@@ -8,117 +8,13 @@
  * channels-last and unbatched inputs, in f32, f64, f16 and i64.  Each
  * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
  * for --target=x86-64 (SSE2 tiles), run through the C ABI and compared
- * with the reference interpreter.  Float tolerances grow with K: the
- * interpreter accumulates in double, the backend in f32 (spec §9).
+ * with the reference interpreter.  Float tolerances grow with K
+ * (codegen_util.h's tolerance(): the interpreter accumulates in double,
+ * the backend in f32, spec §9).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
-/* Builds like codegen_util.h's build(), with extra tdslc flags. */
-static void build_with(Lib *L, const char *src, const char *kernel, const char *flags) {
-  if (!*flags) {
-    build(L, src, kernel);
-    return;
-  }
-  /* build() runs "tdslc ... --emit=obj,header"; TDSL_TDSLC is a macro, so
-   * rebuild the object here with the extra flags over the same files. */
-  build(L, src, kernel);
-  char cmd[4096], path[128];
-  dlclose(L->so);
-  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header %s", TDSL_TDSLC, L->dir,
-           L->dir, flags);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(cmd, sizeof cmd,
-           "%s -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
-           "-I%s/runtime/include -I%s/runtime -I%s %s/use.c %s/k.o %s/runtime/*.c "
-           "-o %s/k2.so -lm -lpthread",
-           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, L->dir, L->dir, TDSL_SOURCE_DIR,
-           L->dir);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(path, sizeof path, "%s/k2.so", L->dir);
-  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
-}
-
-/* Compares with a tolerance for sums of k products of values in [-2, 2]:
- * the accumulation error of f32 grows with k. */
-static void compare_k(const Ten *out, const HostTensor *ref, int64_t k, const char *what) {
-  DType d = ref->dtype;
-  int64_t n = host_tensor_numel(ref);
-  double atol = 0, rtol = 0;
-  if (d == DT_F64) rtol = 1e-12, atol = 1e-12 * (double)(k + 1);
-  if (d == DT_F32) rtol = 1e-5, atol = 4e-7 * (double)(k + 1);
-  if (d == DT_F16 || d == DT_BF16) rtol = 1e-2, atol = 1e-2 + 4e-7 * (double)(k + 1);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t addr = out->h.offset, rest = i;
-    for (int j = ref->rank - 1; j >= 0; j--) {
-      addr += rest % ref->shape[j] * out->stride[j];
-      rest /= ref->shape[j];
-    }
-    Scalar a = scalar_load(d, (char *)out->store + addr * dtype_size(d));
-    Scalar b = scalar_load(d, (char *)ref->data + i * dtype_size(d));
-    if (dtype_is_float(d))
-      ck_assert_msg(fabs(a.f - b.f) <= atol + rtol * fabs(b.f),
-                    "%s: element %lld: got %.9g, want %.9g", what, (long long)i, a.f, b.f);
-    else
-      ck_assert_msg(a.i == b.i, "%s: element %lld: got %lld, want %lld", what, (long long)i,
-                    (long long)a.i, (long long)b.i);
-  }
-}
-
 static const char *const TARGETS[] = {"", "--target=x86-64"};
-
-/* The kernels run the runtime's thread pool inside the shared object:
- * stop it before dlclose. */
-static void unbuild_pool(Lib *L) {
-  ((void (*)(void))sym(L, "tdsl_shutdown"))();
-  unbuild(L);
-}
-
-/* Calls a kernel of n tensor parameters (the arities used here). */
-#define P void *
-static int call_n(void *fn, void **x, int n) {
-  switch (n) {
-  case 8: return ((int (*)(P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
-                                                         x[6], x[7]);
-  case 12:
-    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P))fn)(x[0], x[1], x[2], x[3], x[4], x[5],
-                                                             x[6], x[7], x[8], x[9], x[10], x[11]);
-  case 13:
-    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
-        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12]);
-  case 14:
-    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
-        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13]);
-  case 15:
-    return ((int (*)(P, P, P, P, P, P, P, P, P, P, P, P, P, P, P))fn)(
-        x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13],
-        x[14]);
-  default: return call(fn, x, n);
-  }
-}
-#undef P
-
-/* Runs `name` on ins, compares every output (row-major) within compare_k. */
-static void run_k(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout, int64_t k) {
-  void *a[16];
-  InterpArg ia[16];
-  HostTensor ref[16];
-  memset(ia, 0, sizeof ia);
-  for (int i = 0; i < nin; i++) a[i] = &ins[i].t, ia[i].t = ins[i].h;
-  for (int i = 0; i < nout; i++) a[nin + i] = &outs[i].t;
-  int rc = call_n(sym(L, name), a, nin + nout);
-  const char *(*last)(void) = (const char *(*)(void))sym(L, "tdsl_last_error");
-  ck_assert_msg(rc == 0, "%s returned %d: %s", name, rc, last());
-  char err[256];
-  ck_assert_int_eq(interp_run(L->m, kernel_of(L, name), ia, ref, err, sizeof err), 0);
-  for (int i = 0; i < nout; i++) {
-    char what[64];
-    snprintf(what, sizeof what, "%s out%d", name, i);
-    compare_k(&outs[i], &ref[i], k, what);
-    host_tensor_free(&ref[i]);
-  }
-}
-
 
 /* ---- matmul --------------------------------------------------------------- */
 
@@ -131,7 +27,7 @@ START_TEST(matmul_f32_sizes) {
                                   {0, 5, 3}, {4, 5, 0}};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, MM, "mm", TARGETS[t]);
+    build_flags(&L, MM, "mm", TARGETS[t]);
     for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
       int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
       int64_t so[2] = {sz[i][0], sz[i][2]};
@@ -139,7 +35,7 @@ START_TEST(matmul_f32_sizes) {
       ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
       ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
       out_ten(&out[0], DT_F32, 2, so);
-      run_k(&L, "mm", in, 2, out, 1, sz[i][1]);
+      run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
       ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
     }
     unbuild_pool(&L);
@@ -158,7 +54,7 @@ START_TEST(matmul_dtypes) {
   static const DType dt[5] = {DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, MMD, "md", TARGETS[t]);
+    build_flags(&L, MMD, "md", TARGETS[t]);
     for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
       int64_t sa[2] = {sz[s][0], sz[s][1]}, sb[2] = {sz[s][1], sz[s][2]};
       int64_t so[2] = {sz[s][0], sz[s][2]};
@@ -168,7 +64,7 @@ START_TEST(matmul_dtypes) {
         ten(&in[2 * i + 1], dt[i], 2, sb, NULL, 0, false);
         out_ten(&out[i], dt[i], 2, so);
       }
-      run_k(&L, "md", in, 10, out, 5, sz[s][1]);
+      run_and_compare_k(&L, "md", in, 10, out, 5, false, sz[s][1]);
       for (int i = 0; i < 10; i++) ten_free(&in[i]);
       for (int i = 0; i < 5; i++) ten_free(&out[i]);
     }
@@ -192,7 +88,7 @@ START_TEST(matmul_views_and_broadcast) {
   static const int64_t sz[][4] = {{5, 9, 7, 2}, {33, 17, 20, 3}, {4, 1, 1, 1}};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, MMV, "mv", TARGETS[t]);
+    build_flags(&L, MMV, "mv", TARGETS[t]);
     for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
       int64_t K = sz[s][0], M = sz[s][1], N = sz[s][2], B = sz[s][3];
       int64_t sa[2] = {K, M}, sb[2] = {N, K}, stb[2] = {1, N + 3}; /* b column-major */
@@ -214,7 +110,7 @@ START_TEST(matmul_views_and_broadcast) {
       out_ten(&out[7], DT_F32, 2, o0);
       int64_t o8[1] = {N};
       out_ten(&out[8], DT_F32, 1, o8);
-      run_k(&L, "mv", in, 5, out, 9, K * M);
+      run_and_compare_k(&L, "mv", in, 5, out, 9, false, K * M);
       for (int i = 0; i < 5; i++) ten_free(&in[i]);
       for (int i = 0; i < 9; i++) ten_free(&out[i]);
     }
@@ -263,11 +159,11 @@ START_TEST(conv2d_f32_forms) {
                                    {2, 6, 7, 11}, {2, 4, 9, 11}, {2, 6, 5, 11}};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, CONV, "cv", TARGETS[t]);
+    build_flags(&L, CONV, "cv", TARGETS[t]);
     Ten in[7], out[6];
     conv_inputs(in, 7, si, rk, DT_F32, false);
     for (int i = 0; i < 6; i++) out_ten(&out[i], DT_F32, 4, so[i]);
-    run_k(&L, "cv", in, 7, out, 6, 4 * 49);
+    run_and_compare_k(&L, "cv", in, 7, out, 6, false, 4 * 49);
     for (int i = 0; i < 7; i++) ten_free(&in[i]);
     for (int i = 0; i < 6; i++) ten_free(&out[i]);
     unbuild_pool(&L);
@@ -280,7 +176,7 @@ START_TEST(conv2d_channels_last) {
   static const int rk[5] = {4, 4, 1, 4, 4};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, CONV_CL, "cl", TARGETS[t]);
+    build_flags(&L, CONV_CL, "cl", TARGETS[t]);
     Ten in[5], out[3];
     conv_inputs(in, 5, si, rk, DT_F32, true);
     int64_t s0[4] = {2, 6, 9, 11}, s1[4] = {2, 16, 9, 11}, s2[4] = {2, 6, 5, 6};
@@ -290,7 +186,7 @@ START_TEST(conv2d_channels_last) {
     out_ten(&out[1], DT_F32, 4, s1);
     ten(&out[2], DT_F32, 4, s2, c2, 0, false);
     memset(out[2].store, 0x5A, out[2].bytes);
-    run_k(&L, "cl", in, 5, out, 3, 36);
+    run_and_compare_k(&L, "cl", in, 5, out, 3, false, 36);
     for (int i = 0; i < 5; i++) ten_free(&in[i]);
     for (int i = 0; i < 3; i++) ten_free(&out[i]);
     unbuild_pool(&L);
@@ -313,14 +209,14 @@ START_TEST(conv2d_dtypes) {
                               DT_F16, DT_I64, DT_I64, DT_I64};
   for (int t = 0; t < 2; t++) {
     Lib L;
-    build_with(&L, CONV_DT, "cd", TARGETS[t]);
+    build_flags(&L, CONV_DT, "cd", TARGETS[t]);
     Ten in[9], out[3];
     for (int i = 0; i < 9; i++) ten(&in[i], dt[i], rk[i], si[i], NULL, i, false);
     int64_t s0[3] = {5, 4, 3}, s1[4] = {1, 5, 8, 7}, s2[4] = {2, 6, 9, 6};
     out_ten(&out[0], DT_F64, 3, s0);
     out_ten(&out[1], DT_F16, 4, s1);
     out_ten(&out[2], DT_I64, 4, s2);
-    run_k(&L, "cd", in, 9, out, 3, 27);
+    run_and_compare_k(&L, "cd", in, 9, out, 3, false, 27);
     for (int i = 0; i < 9; i++) ten_free(&in[i]);
     for (int i = 0; i < 3; i++) ten_free(&out[i]);
     unbuild_pool(&L);

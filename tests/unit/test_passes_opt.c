@@ -241,32 +241,6 @@ END_TEST
 
 /* ---- compiled == interpreted ---- */
 
-static void build_flags(Lib *L, const char *src, const char *flags) {
-  char cmd[4096], path[128];
-  snprintf(L->dir, sizeof L->dir, "/tmp/tdsl_po_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(L->dir));
-  snprintf(path, sizeof path, "%s/k.tdsl", L->dir);
-  write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.o --emit=obj,header %s", TDSL_TDSLC, L->dir,
-           L->dir, flags);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(cmd, sizeof cmd,
-           "%s -std=c17 -D_POSIX_C_SOURCE=200809L -shared -fPIC -I%s/runtime/include "
-           "-I%s/runtime %s/k.o %s/runtime/*.c -o %s/k.so -lm -lpthread",
-           TDSL_CC, TDSL_SOURCE_DIR, TDSL_SOURCE_DIR, L->dir, TDSL_SOURCE_DIR, L->dir);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(path, sizeof path, "%s/k.so", L->dir);
-  L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  ck_assert_msg(L->so != NULL, "dlopen: %s", dlerror());
-  L->arena = arena_new();
-  Diag d;
-  diag_init(&d, "k.tdsl", src, stderr);
-  AstProgram *p = parse_program(L->arena, &d, src);
-  ck_assert_ptr_nonnull(p);
-  L->m = sema_program(L->arena, &d, p, "k.tdsl");
-  ck_assert_ptr_nonnull(L->m);
-}
-
 static const char *const exec_flags[] = {
     "-O2", "-O2 --disable-pass=fold-views", "-O2 --disable-pass=eliminate-copies",
     "-O2 --disable-pass=choose-layout", "-O2 --disable-pass=fuse",
@@ -287,7 +261,7 @@ static const char exec_src[] =
 
 START_TEST(exec_equal_to_interpreter) {
   Lib L;
-  build_flags(&L, exec_src, exec_flags[_i]);
+  build_flags(&L, exec_src, NULL, exec_flags[_i]);
   int64_t xs[4] = {2, 8, 10, 10}, xst[4] = {800, 1, 80, 8}, w1[4] = {8, 8, 3, 3},
           w2[4] = {8, 8, 1, 1}, bs[1] = {8}, o1[4] = {2, 8, 5, 5}, o2[2] = {2, 8};
   Ten in[4], out[2];
@@ -300,8 +274,7 @@ START_TEST(exec_equal_to_interpreter) {
   run_and_compare(&L, "net", in, 4, out, 2, true);
   for (int i = 0; i < 4; i++) ten_free(&in[i]);
   for (int i = 0; i < 2; i++) ten_free(&out[i]);
-  ((void (*)(void))sym(&L, "tdsl_shutdown"))();
-  unbuild(&L);
+  unbuild_pool(&L);
 }
 END_TEST
 
@@ -310,14 +283,13 @@ END_TEST
  * without plan-memory; a symbolic size gives -1 and the expression. */
 static int64_t info_scratch(const char *src, const char *flags, const char **expr) {
   Lib L;
-  build_flags(&L, src, flags);
+  build_flags(&L, src, NULL, flags);
   const tdsl_kernel_info *(*info)(void) = (const tdsl_kernel_info *(*)(void))sym(&L, "f_info");
   int64_t b = info()->scratch_bytes;
   static char text[128];
   snprintf(text, sizeof text, "%s", info()->scratch_expr);
   *expr = text;
-  ((void (*)(void))sym(&L, "tdsl_shutdown"))();
-  unbuild(&L);
+  unbuild_pool(&L);
   return b;
 }
 
