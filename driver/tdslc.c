@@ -54,7 +54,7 @@ static const struct {
     {"header", ".h", true, NULL},
     {"llvm", ".ll", true, NULL},
     {"asm", ".s", true, NULL},
-    {"ptx", ".ptx", true, "code generation is not available in this build yet"},
+    {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available yet"},
     {"ir", ".ir", true, NULL},
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},

@@ -12,9 +12,8 @@
  * around output elements and all input storage must stay untouched.  Every
  * kernel also answers a shape query (all outputs' data == NULL).
  *
- * Kernels whose ops the CPU backend does not compile yet (tdslc exits 1
- * with "is not supported by the CPU backend yet") are skipped and listed;
- * lines PyTorch rejects (tol "error") must make tdslc exit 1.  Builds run
+ * Every kernel must compile; lines PyTorch rejects (tol "error") must make
+ * tdslc exit 1.  Builds run
  * in parallel (one job per core), each (file, kernel) built once.
  *
  * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources and
@@ -44,7 +43,6 @@
 #define DIR TDSL_SOURCE_DIR "/tests/pytorch"
 #define MAX_JOBS 512
 #define MAX_ARGS 64
-#define UNSUPPORTED "is not supported by the CPU backend yet"
 
 /* ---- manifest lines and their builds -------------------------------------- */
 
@@ -513,34 +511,31 @@ static void exec_in_child(Job *j, const Job *b) {
 /* ---- the test ------------------------------------------------------------- */
 
 /* Classifies a built job: error lines must be rejected by tdslc with exit
- * 1; others must build (or be skipped as unsupported) and run correctly.
- * Returns true when skipped. */
-static bool check_job(Job *j, Job *jobs) {
+ * 1; every other kernel must build and run correctly. */
+static void check_job(Job *j, Job *jobs) {
   Job *b = &jobs[j->first];
   char err[2100];
   int rc = read_rc(b->dir, "tdslc.rc");
   read_small(b->dir, "tdslc.err", err, sizeof err);
   if (j->want_error) {
-    if (rc != 1 || strstr(err, UNSUPPORTED) || !strstr(err, "error"))
+    if (rc != 1 || !strstr(err, "error"))
       job_fail(j, "PyTorch rejects it; tdslc must fail with exit 1: ", err);
-    return false;
+    return;
   }
   if (!b->k) { /* the front end failed */
     if (!j->fail) job_fail(j, "the front end rejects it", "");
-    return false;
+    return;
   }
-  if (rc == 1 && strstr(err, UNSUPPORTED)) return true;
   if (rc != 0) {
     job_fail(j, "tdslc failed: ", err);
-    return false;
+    return;
   }
   if (read_rc(b->dir, "cc.rc") != 0) {
     read_small(b->dir, "cc.err", err, sizeof err);
     job_fail(j, "building the shared object failed: ", err);
-    return false;
+    return;
   }
   exec_in_child(j, b);
-  return false;
 }
 
 static int read_manifest(Job *jobs, const char *work) {
@@ -606,18 +601,11 @@ START_TEST(compiled_matches_pytorch) {
   double t0 = now();
   build_all(jobs, n, work);
   double t1 = now();
-  int ran = 0, errors = 0, skipped = 0, failed = 0, calls = 0;
-  char skiplist[8192] = "";
+  int ran = 0, errors = 0, failed = 0, calls = 0;
   for (int i = 0; i < n; i++) {
     Job *j = &jobs[i];
-    if (check_job(j, jobs)) {
-      skipped++;
-      size_t at = strlen(skiplist);
-      const char *base = strrchr(j->l.file, '/');
-      base = base ? base + 1 : j->l.file;
-      snprintf(skiplist + at, sizeof skiplist - at, "%s%.*s.%s", at ? ", " : "",
-               (int)(strlen(base) - (strstr(base, ".tdsl") ? 5 : 0)), base, j->l.kernel);
-    } else if (j->fail) {
+    check_job(j, jobs);
+    if (j->fail) {
       failed++;
       fprintf(stderr, "FAIL %s\n", j->fail);
     } else if (j->want_error) {
@@ -634,14 +622,11 @@ START_TEST(compiled_matches_pytorch) {
   fprintf(stderr, "compiled vs PyTorch: %d kernels passed (%d calls: shape queries and "
                   "storage variants), %d rejected as expected, %d failed\n",
           ran, calls, errors, failed);
-  if (skipped)
-    fprintf(stderr, "%d kernels skipped: ops not supported by the CPU backend yet: %s\n",
-            skipped, skiplist);
   for (int i = 0; i < n; i++) {
     free(jobs[i].fail);
     if (jobs[i].arena) arena_free(jobs[i].arena);
   }
-  ck_assert_int_gt(ran + skipped + failed, 90);
+  ck_assert_int_gt(ran + failed, 90);
   ck_assert_int_gt(errors, 0);
   ck_assert_int_eq(failed, 0);
 }

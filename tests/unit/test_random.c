@@ -15,8 +15,7 @@
  * children, TDSL_RANDOM_JOBS at a time (default: all cores); a crash fails
  * one program.  Every failure prints the seed, the program and the first
  * differing element; the test fails at the end if any program failed.
- * Kernels using ops the CPU backend does not support yet are counted as
- * skipped.  A second test runs the tests/random/regress files (bugs found
+ * A second test runs the tests/random/regress files (bugs found
  * this way) through the same comparison.
  *
  * Thousands locally:
@@ -51,10 +50,9 @@
 #define TDSL_CC "cc"
 #endif
 
-#define UNSUPPORTED "is not supported by the CPU backend yet"
 #define MAXA (PG_MAXP + PG_MAXRES)
 
-enum { R_PASS = 0, R_FAIL = 1, R_SKIP = 2, R_GENBUG = 3 };
+enum { R_PASS = 0, R_FAIL = 1, R_GENBUG = 3 };
 
 static char g_work[64]; /* per-run scratch: rt/ holds the runtime objects */
 static const char *g_tdslc = TDSL_TDSLC; /* env TDSL_TDSLC overrides (a snapshot) */
@@ -248,7 +246,7 @@ static void write_shim(Case *c, int opt) {
   write_file(c->dir, name, s);
 }
 
-/* Compiles at -O<opt> into k<opt>.so; R_SKIP when unsupported. */
+/* Compiles at -O<opt> into k<opt>.so; every program must compile. */
 static int build_opt(Case *c, int opt) {
   char cmd[2048];
   write_shim(c, opt);
@@ -260,13 +258,10 @@ static int build_opt(Case *c, int opt) {
     snprintf(name, sizeof name, "tdslc%d.err", opt);
     char *err = slurp_small(c->dir, name);
     int res = R_FAIL;
-    if (rc == 1 && strstr(err, UNSUPPORTED)) res = R_SKIP;
-    else {
-      say(c->msg, "%s", err);
-      char what[64];
-      snprintf(what, sizeof what, "tdslc -O%d exited with %d", opt, rc);
-      print_failure(c, what);
-    }
+    say(c->msg, "%s", err);
+    char what[64];
+    snprintf(what, sizeof what, "tdslc -O%d exited with %d", opt, rc);
+    print_failure(c, what);
     free(err);
     return res;
   }
@@ -505,7 +500,7 @@ static int child_file(const char *path) {
 }
 
 typedef struct Tally {
-  int pass, fail, skip, genbug;
+  int pass, fail, genbug;
 } Tally;
 
 static void count(Tally *t, int st, const char *what) {
@@ -517,7 +512,6 @@ static void count(Tally *t, int st, const char *what) {
   }
   int rc = WEXITSTATUS(st);
   if (rc == R_PASS) t->pass++;
-  else if (rc == R_SKIP) t->skip++;
   else if (rc == R_GENBUG) t->genbug++;
   else t->fail++;
 }
@@ -529,7 +523,7 @@ static long env_long(const char *name, long dflt) {
 
 /* Runs n jobs (job(i) in a child), `jobs` at a time. */
 static Tally run_all(int n, int (*job)(int, void *), void *ctx, const char *(*label)(int, void *)) {
-  Tally t = {0, 0, 0, 0};
+  Tally t = {0, 0, 0};
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int jobs = (int)env_long("TDSL_RANDOM_JOBS", cores > 0 ? cores : 2), running = 0;
   pid_t pids[256];
@@ -600,9 +594,9 @@ START_TEST(random_programs_agree) {
   setup_work();
   double t0 = now();
   Tally t = run_all((int)count_, seed_job, NULL, seed_label);
-  fprintf(stderr, "random programs (seeds %ld..%ld): %d agree, %d skipped (unsupported by "
-                  "the CPU backend), %d failed, %d rejected by the front end; %.1f s\n",
-          g_first, g_first + count_ - 1, t.pass, t.skip, t.fail, t.genbug, now() - t0);
+  fprintf(stderr, "random programs (seeds %ld..%ld): %d agree, %d failed, %d rejected by "
+                  "the front end; %.1f s\n",
+          g_first, g_first + count_ - 1, t.pass, t.fail, t.genbug, now() - t0);
   teardown_work(t.fail || t.genbug);
   ck_assert_int_eq(t.genbug, 0);
   ck_assert_int_eq(t.fail, 0);
@@ -636,8 +630,8 @@ START_TEST(regressions_agree) {
   ck_assert_int_ge(n, 1);
   setup_work();
   Tally t = run_all(n, file_job, NULL, file_label);
-  fprintf(stderr, "random regressions: %d files, %d agree, %d skipped, %d failed\n", n, t.pass,
-          t.skip, t.fail + t.genbug);
+  fprintf(stderr, "random regressions: %d files, %d agree, %d failed\n", n, t.pass,
+          t.fail + t.genbug);
   teardown_work(t.fail || t.genbug);
   ck_assert_int_eq(t.fail + t.genbug, 0);
 }
