@@ -1150,8 +1150,12 @@ static bool acc_collapses(Cg *c, const LfNest *n, const LfAccess *a, int oa, int
   if (a->lin_rank || a->rt_strides) return false;
   const Sym *so = a->stride[oa], *si = a->stride[ib];
   if (sym_is(so, 0) && sym_is(si, 0)) return true;
+  /* Parameters carry strides like W (their semantic geometry), dense
+   * stores max(W, 1): both are right, since an extent of 0 leaves the
+   * collapsed loop (extent[a] * 0) without iterations. */
   SymTab *st = c->m->st;
-  return so == sym_mul(st, si, sym_max(st, loop_extent(n, ib), sym_const(st, 1)));
+  const Sym *eb = loop_extent(n, ib);
+  return so == sym_mul(st, si, sym_max(st, eb, sym_const(st, 1))) || so == sym_mul(st, si, eb);
 }
 
 static bool expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int ib) {

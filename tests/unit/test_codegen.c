@@ -399,6 +399,37 @@ START_TEST(emit_llvm_and_asm) {
 }
 END_TEST
 
+/* Per-channel vectors broadcast over H, W (stride 0 on both) and sums
+ * over H, W: the backend collapses H and W into one loop although x's
+ * stride along H is W while dense strides are max(W, 1) (llvm.c
+ * acc_collapses); odd sizes and zero-size H or W must stay exact. */
+static const char *CHAN =
+    "kernel chan(x: f32[N, C, H, W], a: f32[C], b: f32[C]) -> (f32[N, C, H, W], f32[N, C]) {\n"
+    "  y = relu((x * a[:, None, None] + b[:, None, None]) * 0.5 - b[:, None, None]) / "
+    "a[:, None, None]\n"
+    "  return y, x.sum([2, 3]) + a\n"
+    "}\n";
+
+START_TEST(per_channel_broadcast_collapse) {
+  Lib L;
+  build(&L, CHAN, "chan");
+  const int64_t shapes[4][4] = {{2, 3, 5, 7}, {1, 4, 1, 33}, {2, 3, 0, 7}, {2, 3, 5, 0}};
+  for (int t = 0; t < 4; t++) {
+    int64_t sc[1] = {shapes[t][1]}, so[2] = {shapes[t][0], shapes[t][1]};
+    Ten in[3], out[2];
+    ten(&in[0], DT_F32, 4, shapes[t], NULL, 0, false);
+    ten(&in[1], DT_F32, 1, sc, NULL, 2, false);
+    ten(&in[2], DT_F32, 1, sc, NULL, 0, false);
+    out_ten(&out[0], DT_F32, 4, shapes[t]);
+    out_ten(&out[1], DT_F32, 2, so);
+    run_and_compare(&L, "chan", in, 3, out, 2, true);
+    for (int i = 0; i < 3; i++) ten_free(&in[i]);
+    for (int i = 0; i < 2; i++) ten_free(&out[i]);
+  }
+  unbuild(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen");
   TCase *t = tcase_create("cpu");
@@ -414,6 +445,7 @@ static Suite *suite(void) {
   tcase_add_test(t, intermediate_overflow);
   tcase_add_test(t, info_and_unsupported);
   tcase_add_test(t, emit_llvm_and_asm);
+  tcase_add_test(t, per_channel_broadcast_collapse);
   suite_add_tcase(s, t);
   return s;
 }

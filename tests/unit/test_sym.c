@@ -418,7 +418,7 @@ static bool ref_op(int op, int64_t a, int64_t b, int64_t *r) {
 }
 
 static RExpr rand_expr(int depth) {
-  RExpr e;
+  RExpr e = {0};
   if (depth == 0 || rnd(4) == 0) {
     bool is_var = rnd(2);
     int64_t c = (int64_t)rnd(9) - 3;
