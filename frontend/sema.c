@@ -572,6 +572,11 @@ static bool int_varargs(Sema *s, CallArgs *c, int first, int64_t *out,
 }
 
 /* An optional constant int argument with a default. */
+/* How an argument is named in messages: "narrow() argument 'start'". */
+static const char *arg_what(Sema *s, const CallArgs *c, const char *kw) {
+  return arena_printf(s->a, "%s() argument '%s'", c->name, kw);
+}
+
 static bool opt_int(Sema *s, CallArgs *c, int i, const char *kw, int64_t def,
                     int64_t *out) {
   const SVal *v = sema_arg(s, c, i, kw);
@@ -579,33 +584,25 @@ static bool opt_int(Sema *s, CallArgs *c, int i, const char *kw, int64_t def,
     *out = def;
     return true;
   }
-  return sema_int_arg(s, v, arena_printf(s->a, "%s() argument '%s'", c->name,
-                                         kw),
-                      out);
+  return sema_int_arg(s, v, arg_what(s, c, kw), out);
 }
 
 static bool req_int(Sema *s, CallArgs *c, int i, const char *kw,
                     int64_t *out) {
   const SVal *v = need_arg(s, c, i, kw);
-  return v && sema_int_arg(s, v, arena_printf(s->a, "%s() argument '%s'",
-                                              c->name, kw),
-                           out);
+  return v && sema_int_arg(s, v, arg_what(s, c, kw), out);
 }
 
 static bool req_sym(Sema *s, CallArgs *c, int i, const char *kw,
                     const Sym **out) {
   const SVal *v = need_arg(s, c, i, kw);
-  return v && sema_sym_arg(s, v, arena_printf(s->a, "%s() argument '%s'",
-                                              c->name, kw),
-                           out);
+  return v && sema_sym_arg(s, v, arg_what(s, c, kw), out);
 }
 
 static bool req_tensor(Sema *s, CallArgs *c, int i, const char *kw,
                        IrRef *out) {
   const SVal *v = need_arg(s, c, i, kw);
-  return v && sema_tensor_arg(s, v, arena_printf(s->a, "%s() argument '%s'",
-                                                 c->name, kw),
-                              out);
+  return v && sema_tensor_arg(s, v, arg_what(s, c, kw), out);
 }
 
 /* ------------------------------------------------------------------ */

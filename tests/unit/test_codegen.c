@@ -4,8 +4,8 @@
  * must compile), dlopen'ed, called on random inputs with real strides and
  * byte offsets, and compared with the reference interpreter (interp_run)
  * on the same storage, with spec §9's tolerances.  Also: entry-check
- * error codes with outputs left untouched, the shape query, and the clean
- * refusal of ops the backend does not compile yet.
+ * error codes with outputs left untouched, the shape query, K_info, and
+ * the textual emits.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources, the front
  * end and interpreter, dlopen). */
 #include "codegen_util.h"
