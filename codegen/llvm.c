@@ -911,7 +911,11 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
   case OP_SUB: return LLVMBuildFSub(B, a, b, "");
   case OP_MUL: return LLVMBuildFMul(B, a, b, "");
-  case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+  case OP_DIV: {
+    LLVMValueRef q = LLVMBuildFDiv(B, a, b, "");
+    if (c->opt > 0) LLVMSetFastMathFlags(q, LLVMFastMathAllowReciprocal);
+    return q;
+  }
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
   case OP_POW: return intrinsic(c, "llvm.pow", &t, 1, ab, 2);
