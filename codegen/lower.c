@@ -1,8 +1,9 @@
 /* lower.c — tensor IR to the loop form (lower.h).
  *
- * One nest per non-view, non-parameter value (no fusion yet: every
- * intermediate is written to its own scratch buffer with its semantic
- * strides), then one copy nest per result into the caller's output.
+ * One nest per non-view, non-parameter value not inlined by pass fuse
+ * (each written to its own scratch buffer with its semantic strides, or
+ * to the caller's output when plan-memory placed it there), then one
+ * copy nest per remaining result into the caller's output.
  * Views fold into the accesses of their users; TENSOR data becomes a
  * constant buffer.
  *
@@ -120,6 +121,9 @@ static int root_buf(Lower *L, IrRef r) {
     b.kind = LFB_CONST;
     b.data = v->data;
     b.size = ir_numel(L->m, v);
+  } else if (L->inl && v->out > 0) { /* plan-memory: in the caller's output */
+    b.kind = LFB_OUTPUT;
+    b.index = v->out - 1;
   } else {
     b.kind = LFB_SCRATCH;
     b.size = extent(L, v);
@@ -634,10 +638,12 @@ static void static_output_strides(Lower *L, LfNest *n, const IrResult *res) {
   if (cl) n->order = order;
 }
 
-/* Copies result i's value into the caller's output. */
+/* Copies result i's value into the caller's output (unless plan-memory
+ * had the value computed there in the first place). */
 static void lower_result(Lower *L, int i) {
   const IrResult *res = &L->k->results[i];
   const IrValue *v = ir_val(L->k, res->value);
+  if (L->inl && v->out == i + 1) return;
   LfBuf b = {.kind = LFB_OUTPUT, .index = i, .dtype = res->dtype};
   LfNest *n = add_nest(L);
   n->rank = v->rank;

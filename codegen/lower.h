@@ -7,7 +7,12 @@
  *    tables (TENSOR values), scratch (one per non-view intermediate, laid
  *    out by that value's semantic geometry, `size` elements; at -O1+
  *    buffers of one plan-memory slot share one block), and the
- *    caller's outputs (addressed with the descriptor's run-time strides).
+ *    caller's outputs (addressed with the descriptor's run-time strides,
+ *    or with static dense strides where the result's layout fixes them).
+ *    At -O1+ a value plan-memory placed in its result's output
+ *    (IrValue.out) has that output as its buffer, addressed with its own
+ *    semantic strides (equal to the layout's), and the result gets no
+ *    copy nest.
  *  - A nest iterates row-major over `rank` outer loops (`shape`) and, for
  *    reductions, `nred` inner loops (`red`); loop variable l is the l-th
  *    of these, outer first.  Its body evaluates `value` (an expression

@@ -67,6 +67,10 @@ typedef struct IrValue {
                          buffer).  A block is as large as its first
                          (lowest-numbered) value, which every later one
                          provably fits. */
+  int out;            /* pass plan-memory: 1 + the result whose caller
+                         output this value is computed in (the result's
+                         value, same dtype and dense layout): no scratch,
+                         no final copy; 0: none */
 } IrValue;
 
 typedef enum SymKind {

@@ -796,6 +796,12 @@ static void value_line(Reader *R) {
     v.slot = small_int(R, "a scratch slot");
     if (v.slot < 1) fail(R, at, "scratch slots start at 1");
   }
+  if (is_word(R, "out")) { /* plan-memory: computed in a result's output */
+    next(R);
+    Loc at = R->lx.tok.loc;
+    v.out = small_int(R, "a result number") + 1;
+    if (v.out < 1) fail(R, at, "result numbers start at 0");
+  }
   geometry(R, &v);
   v.loc = opt_loc(R);
   if (is(R, T_STRING)) v.name = string_lit(R);

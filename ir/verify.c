@@ -536,6 +536,12 @@ static void check_plan(Ctx *c, IrRef r, const IrValue *v) {
     bad_value(c, r, "scratch slot %d on a value that owns no scratch", v->slot);
   if (v->slot > 0 && (v->flags & IRF_INLINE))
     bad_value(c, r, "an inline value has scratch slot %d", v->slot);
+  if (v->out == 0) return;
+  if (!owns || (v->flags & IRF_INLINE) || v->slot != 0)
+    bad_value(c, r, "only a computed value without scratch can live in an output");
+  else if (v->out < 0 || v->out > c->k->nresults || c->k->results[v->out - 1].value != r ||
+           c->k->results[v->out - 1].dtype != v->dtype)
+    bad_value(c, r, "computed in output %d, whose result is another value or dtype", v->out - 1);
 }
 
 static void check_value(Ctx *c, IrRef r) {

@@ -18,20 +18,79 @@
  *
  * Sizes are those lowering allocates: the value's dense extent (offset +
  * sum (size-1)*stride + 1 elements) times its dtype size.  Normalization
- * statistics, GEMM packing panels and result copies are outside the plan.
+ * statistics and GEMM packing panels are outside the plan.
  *
- * Needs: passes.h, ir.h.  Produces: slots on the kernel, "reuse"
- * decisions, plan_scratch_bytes(). */
+ * Results in place: a computed value that is a kernel result, with the
+ * result's dtype and exactly the dense strides of the result's declared
+ * layout (contiguous, or channels_last at rank 4; offset 0; dims of
+ * literal size 1 do not count), is computed directly in the caller's
+ * output (IrValue.out): it gets no scratch and the result needs no final
+ * copy.  The entry checks guarantee such an output's strides wherever
+ * they matter (lower.c static_output_strides).  Not when a matmul or
+ * conv2d runs at or after the value: they allocate packing panels as they
+ * go, and a kernel that fails must leave its outputs untouched (§7.2),
+ * which holds while every output is written after the last allocation.
+ *
+ * Needs: passes.h, ir.h.  Produces: slots and output placements on the
+ * kernel, "reuse", "in-place" and "plan" decisions, plan_scratch_bytes(). */
 #include <string.h>
 
 #include "passes.h"
 
 #define PASS "plan-memory"
 
-/* Lowering gives r a scratch buffer (at -O1+, honouring IRF_INLINE). */
-static bool owns_scratch(const IrValue *v) {
+/* Lowering gives r a buffer of its own (at -O1+, honouring IRF_INLINE). */
+static bool computed(const IrValue *v) {
   return op_kind(v->op) != IRK_VIEW && v->op != OP_PARAM && v->op != OP_TENSOR &&
          !(v->flags & IRF_INLINE);
+}
+
+/* ... and that buffer is scratch. */
+static bool owns_scratch(const IrValue *v) { return computed(v) && v->out == 0; }
+
+/* The dense strides of layout l over shape (lower.c static_output_strides):
+ * row-major, or N H W C order for channels_last at rank 4, as products of
+ * max(size, 1) (clamp) or of the sizes: the two agree whenever the tensor
+ * has an element to address.  False for a layout without fixed strides. */
+static bool layout_strides(IrModule *m, Layout l, const Sym *const *shape, int rank,
+                           bool clamp, const Sym **st) {
+  bool cl = l == LAYOUT_CHANNELS_LAST && rank == 4;
+  if (l != LAYOUT_CONTIGUOUS && !cl) return false;
+  const Sym *one = sym_const(m->st, 1), *acc = one;
+  for (int j = rank - 1; j >= 0; j--) {
+    int d = cl ? (int[]){0, 2, 3, 1}[j] : j;
+    st[d] = acc;
+    acc = sym_mul(m->st, acc, clamp ? sym_max(m->st, shape[d], one) : shape[d]);
+  }
+  return true;
+}
+
+/* The first result whose output value r can be computed in, or -1. */
+static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
+  const IrValue *v = ir_val(k, r);
+  if (!computed(v) || (v->offset && !sym_is(v->offset, 0))) return -1;
+  for (IrRef q = r; q < k->nvalues; q++) {
+    Op op = ir_val(k, q)->op;
+    if ((op_kind(op) == IRK_MATMUL || op_kind(op) == IRK_CONV) && computed(ir_val(k, q)))
+      return -1;
+  }
+  size_t n = sizeof(const Sym *) * (size_t)(v->rank + 1);
+  const Sym **want = arena_alloc(m->arena, n), **want1 = arena_alloc(m->arena, n);
+  const Sym **have = arena_alloc(m->arena, n);
+  layout_strides(m, LAYOUT_CONTIGUOUS, v->shape, v->rank, true, have);
+  if (v->stride) memcpy(have, v->stride, n - sizeof *have);
+  for (int i = 0; i < k->nresults; i++) {
+    const IrResult *res = &k->results[i];
+    if (res->value != r || res->dtype != v->dtype ||
+        !layout_strides(m, res->layout, v->shape, v->rank, true, want))
+      continue;
+    layout_strides(m, res->layout, v->shape, v->rank, false, want1);
+    bool same = true;
+    for (int d = 0; d < v->rank; d++)
+      same &= sym_is(v->shape[d], 1) || want[d] == have[d] || want1[d] == have[d];
+    if (same) return i;
+  }
+  return -1;
 }
 
 /* Bytes of r's scratch buffer: its dense extent (as lower.c) times the
@@ -105,6 +164,17 @@ static void report_reuse(PassCtx *c, IrRef r, const Block *b, const Sym *need) {
                       bytes_str(m, need));
 }
 
+static void report_in_place(PassCtx *c, IrRef r) {
+  IrModule *m = c->m;
+  const IrValue *v = ir_val(c->k, r);
+  const Sym *bytes = sym_mul(m->st, ir_numel(m, v), sym_const(m->st, 2 * dtype_size(v->dtype)));
+  report_decision_sym(c->r, PASS, "in-place", v->loc, bytes,
+                      "%s is computed directly in the caller's output out%d, whose "
+                      "%s layout it already has: no scratch buffer and no final copy, "
+                      "%s saved", name_of(m, v), v->out - 1,
+                      layout_name(c->k->results[v->out - 1].layout), bytes_str(m, bytes));
+}
+
 /* The tightest free block r fits, or -1. */
 static int free_block(IrModule *m, const Block *bl, int nb, IrRef r, const Sym *need) {
   int best = -1;
@@ -129,8 +199,10 @@ bool pass_plan_memory(PassCtx *c) {
   const Sym *unshared = sym_const(m->st, 0);
   for (IrRef r = 0; r < k->nvalues; r++) {
     IrValue *v = ir_val(k, r);
-    int was = v->slot;
+    int was = v->slot, was_out = v->out;
     v->slot = 0;
+    v->out = output_for(m, k, r) + 1;
+    if (v->out > 0 && c->r) report_in_place(c, r);
     if (owns_scratch(v)) {
       const Sym *need = scratch_bytes(m, v);
       unshared = sym_add(m->st, unshared, need);
@@ -142,7 +214,7 @@ bool pass_plan_memory(PassCtx *c) {
       bl[b].busy = end[r];
       v->slot = b + 1;
     }
-    changed |= v->slot != was;
+    changed |= v->slot != was || v->out != was_out;
   }
   if (c->r && nbufs > 0)
     report_decision_sym(c->r, PASS, "plan", k->loc, sym_sub(m->st, unshared, plan_scratch_bytes(m, k)),
