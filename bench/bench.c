@@ -126,6 +126,19 @@ static int call_layer_norm_last(DLTensor *t) { return layer_norm_last(&t[0], &t[
 #define CALL_layer_norm_last NULL, BENCH_WHY_layer_norm_last
 #endif
 
+#ifdef BENCH_HAVE_matmul_bias_relu
+static int call_matmul_bias_relu(DLTensor *t) { return matmul_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
+#define CALL_matmul_bias_relu call_matmul_bias_relu, NULL
+#else
+#define CALL_matmul_bias_relu NULL, BENCH_WHY_matmul_bias_relu
+#endif
+#ifdef BENCH_HAVE_conv_bias_relu
+static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
+#define CALL_conv_bias_relu call_conv_bias_relu, NULL
+#else
+#define CALL_conv_bias_relu NULL, BENCH_WHY_conv_bias_relu
+#endif
+
 /* ---- variants: the same kernel built with other options -------------- */
 
 /* One extra build of benchmark `name` (bench/CMakeLists.txt: -O0, and for
@@ -193,6 +206,12 @@ static const workload k_workloads[] = {
      {MAT(8192, 1024), VEC(1024, FILL_POSITIVE), VEC(1024, FILL_SIGNED),
       MAT(8192, 1024)},
      0, CALL_layer_norm_last},
+    {"matmul_bias_relu", 3, 1,
+     {MAT(1024, 1024), MAT(1024, 1024), VEC(1024, FILL_SIGNED), MAT(1024, 1024)},
+     2.0 * 1024 * 1024 * 1024, CALL_matmul_bias_relu},
+    {"conv_bias_relu", 3, 1,
+     {F32(32, 64, 56, 56), F32(64, 64, 3, 3), VEC(64, FILL_SIGNED), F32(32, 64, 56, 56)},
+     CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv_bias_relu},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

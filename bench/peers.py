@@ -217,6 +217,29 @@ def workloads(rng):
             return lambda: F.conv2d(xt, wt, stride=stride, padding=pad)
         return make
 
+    def matmul_bias_relu(impl):
+        a = rand_f32(rng, (1024, 1024))
+        b = rand_f32(rng, (1024, 1024))
+        c = rand_f32(rng, (1024,))
+        if impl == "numpy":
+            return lambda: np.maximum(a @ b + c, 0)
+        at, bt, ct = map(torch.from_numpy, (a, b, c))
+        return lambda: torch.relu(at @ bt + ct)
+
+    def conv_bias_relu(impl):
+        x = rand_f32(rng, (32, 64, 56, 56))
+        w = rand_f32(rng, (64, 64, 3, 3))
+        c = rand_f32(rng, (64,))
+        if impl == "numpy":
+            cv, run = c.reshape(1, 64, 1, 1), np_im2col_conv(x, w, 1, 1, False)
+            return lambda: np.maximum(run() + cv, 0)
+        xt, wt, ct = map(torch.from_numpy, (x, w, c))
+        if impl == "torch-nhwc":
+            xt = xt.contiguous(memory_format=torch.channels_last)
+            wt = wt.contiguous(memory_format=torch.channels_last)
+        cv = ct.view(1, 64, 1, 1)
+        return lambda: torch.relu(F.conv2d(xt, wt, padding=1) + cv)
+
     def layer_norm(impl):
         x = rand_f32(rng, (8192, 1024))
         g = rand_f32(rng, (1024,), True)
@@ -244,6 +267,10 @@ def workloads(rng):
          conv_flops(32, 64, 112, 112, 3, 7, 7),
          conv((32, 3, 224, 224), (64, 3, 7, 7), 2, 3, False)),
         ("layer_norm_last", (2 * ln_n + 2048) * f32, 0, layer_norm),
+        ("matmul_bias_relu", (3 * 1024 * 1024 + 1024) * f32, 2.0 * 1024 ** 3,
+         matmul_bias_relu),
+        ("conv_bias_relu", conv_bytes + 64 * f32, conv_flops(32, 64, 56, 56, 64, 3, 3),
+         conv_bias_relu),
     ]
 
 
@@ -280,6 +307,9 @@ def check_refs():
         "conv1x1": lambda x, w: F.conv2d(x, w),
         "conv7x7s2": lambda x, w: F.conv2d(x, w, stride=2, padding=3),
         "layer_norm_last": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b),
+        "matmul_bias_relu": lambda a, b, c: torch.relu(a @ b + c),
+        "conv_bias_relu": lambda x, w, c: torch.relu(F.conv2d(x, w, padding=1)
+                                                     + c.view(1, -1, 1, 1)),
     }
 
 

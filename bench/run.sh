@@ -9,8 +9,9 @@
 # Produces: on stdout the raw lines of bench_tdsl and peers.py, then the
 # table  benchmark | tdsl | tdsl -O0 | O2/O0 speedup | memcpy | torch |
 # numpy | tdsl/memcpy | tdsl/torch, a table of the conv kernels' layouts
-# (choose-layout's pick against --layout=nchw and --layout=nhwc builds)
-# and a table of tdslc compile times of examples/*.tdsl (median of 5).
+# (choose-layout's pick against --layout=nchw and --layout=nhwc builds),
+# a table of the epilogue kernels fused against unfused, and a table of
+# tdslc compile times of examples/*.tdsl (median of 5).
 # Build outputs go to bench/build/ (git-ignored).
 #
 # Environment:
@@ -146,6 +147,30 @@ awk '
       printf fmt, b, c[1], c[4], r3, m, c[2], c[3], r1, r2
     }
     for (i = 1; i <= nn; i++) print notes[i]
+  }' "$out/tdsl.txt" "$out/peers.txt"
+
+# ---- 4a. epilogues: the GEMM kernels with bias + relu fused into the GEMM
+# (tdsl) against the same build without pass fuse (tdsl-noepi: the GEMM
+# writes its output, a second nest adds the bias and applies relu).
+echo
+echo "GEMM epilogues (tdsl -O2 against tdsl-noepi = --disable-pass=fuse)"
+awk '
+  NF >= 3 && $3 ~ /^[0-9.]+$/ { tm[$1 SUBSEP $2] = $3 }
+  END {
+    fmt = "| %-17s | %-10s | %-11s | %-14s | %-10s | %-10s |\n"
+    printf fmt, "benchmark", "tdsl", "tdsl-noepi", "fused speedup", "torch", "tdsl/torch"
+    printf "|%s|%s|%s|%s|%s|%s|\n", "-------------------", "------------",
+           "-------------", "----------------", "------------", "------------"
+    split("matmul_bias_relu conv_bias_relu", bs, " ")
+    for (i = 1; i <= 2; i++) {
+      b = bs[i]; t = b SUBSEP "tdsl"; u = b SUBSEP "tdsl-noepi"; p = b SUBSEP "torch"
+      if (!(t in tm)) continue
+      printf fmt, b, sprintf("%.2f ms", tm[t]),
+             (u in tm) ? sprintf("%.2f ms", tm[u]) : "-",
+             (u in tm) ? sprintf("%.2f", tm[u] / tm[t]) : "-",
+             (p in tm) ? sprintf("%.2f ms", tm[p]) : "-",
+             (p in tm) ? sprintf("%.2f", tm[p] / tm[t]) : "-"
+    }
   }' "$out/tdsl.txt" "$out/peers.txt"
 
 # ---- 4b. conv layouts: choose-layout's pick against both forced ones -----

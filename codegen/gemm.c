@@ -15,9 +15,17 @@
  * another dtype than the compute type go through a scalar store.
  * An operand is addressed as MAT (lane i, k index p: off + i*si + p*sp),
  * IM2COL (lane = output pixel, p = (ci, ky, kx): the input element, 0 in
- * the padding) or WEIGHT (lane = output channel, p = (ci, ky, kx)).
+ * the padding) or WEIGHT (lane = output channel, p = (ci, ky, kx)); p is
+ * (ky, kx, ci) instead when IM2COL is A (channels-last output).  IM2COL
+ * packs with masked vector loads (B) or channel runs (A), no per-element
+ * branch (see "im2col packing").
  * When the output dtype differs from the compute type, K is not split
  * (KC = K), so every output element is rounded once.
+ * Epilogues (gemm.h GemmEmit.epi_fn): after the j and i loops of a row
+ * block and column chunk, in the last K block (X_LAST), block_body calls
+ * the kernel's hook on that block of C through a function pointer in the
+ * context, so the helper functions stay shared per configuration (the
+ * key says ".epi") while the epilogue is the kernel's own.
  *
  * All run-time parameters live in a context array of 8-byte slots (X_*)
  * shared with the emitted parallel bodies.  Needs: gemm.h.  Produces:
@@ -51,6 +59,8 @@ enum {
   X_XC, X_XH, X_XW,   /* input strides: channel, row, column */
   X_KH, X_KW, X_WC, X_WH, X_WW, /* kernel size, weight strides */
   X_PC, X_KC, X_JC, X_NC, X_FIRST, X_ERR,
+  X_EPIFN, X_EPIARG, X_BT, X_LAST, /* epilogue hook (gemm.h), batch item, last K block */
+  X_APOOL, X_ABYTES, X_ACOUNT, X_ANEXT, /* packed-A buffers: base, size, count, next free */
   X_COUNT
 };
 
@@ -63,6 +73,7 @@ typedef struct G {
   DType ad, bd, od, sd; /* A, B, output, bias storage dtypes */
   GemmKind ka, kb;
   bool bias, bias_n; /* a bias; varying along n (else along m) */
+  bool epi;          /* finished blocks go through the epilogue hook */
   int vw, nv, mr, nr, mc, kc, nc;
   char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
@@ -274,89 +285,336 @@ static LLVMValueRef new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) 
   return f;
 }
 
-/* Decomposes a convolution k index into (ci, ky, kx). */
+/* The conv K order: (ci, ky, kx) row-major when the im2col operand is B
+ * (its packer loads one tap for a vector of pixels at a time), (ky, kx,
+ * ci) when it is A (a pixel's K row is then runs of Cg channels at one
+ * tap, contiguous in a channels-last input).  The weight operand of the
+ * same GEMM follows the same order (the orientation is in the key). */
+static bool k_ci_minor(const G *g) { return g->ka == GK_IM2COL; }
+
+/* Input channels per group: K / (KH * KW) (> 0 whenever K > 0). */
+static LLVMValueRef cin_per_group(G *g, LLVMValueRef cx) {
+  LLVMValueRef khw = mul(g, get(g, cx, X_KH), get(g, cx, X_KW));
+  khw = LLVMBuildSelect(g->b, lt(g, khw, k64(g, 1)), k64(g, 1), khw, "");
+  return sdiv(g, get(g, cx, X_K), khw);
+}
+
+/* Decomposes a convolution k index into (ci, ky, kx) in the K order. */
 static void split_k(G *g, LLVMValueRef cx, LLVMValueRef p, LLVMValueRef *ci, LLVMValueRef *ky,
                     LLVMValueRef *kx) {
-  LLVMValueRef kw = get(g, cx, X_KW), khw = mul(g, get(g, cx, X_KH), kw);
-  *ci = sdiv(g, p, khw);
-  LLVMValueRef r = srem(g, p, khw);
-  *ky = sdiv(g, r, kw);
-  *kx = srem(g, r, kw);
+  LLVMValueRef kw = get(g, cx, X_KW), tap;
+  if (k_ci_minor(g)) {
+    LLVMValueRef cg = cin_per_group(g, cx);
+    *ci = srem(g, p, cg);
+    tap = sdiv(g, p, cg);
+  } else {
+    LLVMValueRef khw = mul(g, get(g, cx, X_KH), kw);
+    *ci = sdiv(g, p, khw);
+    tap = srem(g, p, khw);
+  }
+  *ky = sdiv(g, tap, kw);
+  *kx = srem(g, tap, kw);
+}
+
+/* (ci, ky, kx) of K index pc + p in a loop over p: split once before the
+ * loop (kwalk_init), read in the body (kwalk_get) and advanced at its
+ * end (kwalk_next) with wrap-arounds: no divisions per K index.  st:
+ * three i64 allocas, which LLVM turns into loop-carried registers. */
+static void kwalk_init(G *g, LLVMValueRef cx, LLVMValueRef k0, LLVMValueRef st[3]) {
+  LLVMValueRef v[3];
+  split_k(g, cx, k0, &v[0], &v[1], &v[2]);
+  for (int i = 0; i < 3; i++) {
+    st[i] = entry_alloca(g, g->i64, 1);
+    LLVMBuildStore(g->b, v[i], st[i]);
+  }
+}
+
+static void kwalk_get(G *g, LLVMValueRef st[3], LLVMValueRef v[3]) {
+  for (int i = 0; i < 3; i++) v[i] = LLVMBuildLoad2(g->b, g->i64, st[i], "");
+}
+
+static void kwalk_next(G *g, LLVMValueRef cx, LLVMValueRef st[3], LLVMValueRef v[3]) {
+  static const int ci_major[3] = {2, 1, 0}, ci_minor[3] = {0, 2, 1}; /* fastest first */
+  const int *ord = k_ci_minor(g) ? ci_minor : ci_major;
+  LLVMValueRef lim[3] = {NULL, get(g, cx, X_KH), get(g, cx, X_KW)}, carry = NULL;
+  if (k_ci_minor(g)) lim[0] = cin_per_group(g, cx);
+  for (int j = 0; j < 3; j++) {
+    int i = ord[j];
+    LLVMValueRef nx = carry ? add(g, v[i], LLVMBuildZExt(g->b, carry, g->i64, "")) : add(g, v[i], k64(g, 1));
+    if (j == 2) {
+      LLVMBuildStore(g->b, nx, st[i]);
+      break;
+    }
+    LLVMValueRef wrap = LLVMBuildICmp(g->b, LLVMIntEQ, nx, lim[i], "");
+    if (carry) wrap = LLVMBuildAnd(g->b, wrap, carry, "");
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap, k64(g, 0), nx, ""), st[i]);
+    carry = wrap;
+  }
+}
+
+/* iy0[lane], ix0[lane] (R-element allocas): the input row and column of
+ * the top-left tap of output pixel i0 + lane; lanes >= nvalid get a row
+ * that is never in bounds. */
+static void lane_origins(G *g, LLVMValueRef cx, LLVMValueRef i0, LLVMValueRef nvalid, int R,
+                         LLVMValueRef *iy0, LLVMValueRef *ix0) {
+  *iy0 = entry_alloca(g, g->i64, R), *ix0 = entry_alloca(g, g->i64, R);
+  LLVMValueRef ow = get(g, cx, X_OW);
+  GLoop l;
+  LLVMValueRef lane = loop_open(g, &l, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef q = add(g, i0, lane), oy = sdiv(g, q, ow), ox = srem(g, q, ow);
+  LLVMValueRef y = sub(g, mul(g, oy, get(g, cx, X_SH)), get(g, cx, X_PH));
+  LLVMValueRef x = sub(g, mul(g, ox, get(g, cx, X_SW)), get(g, cx, X_PW));
+  y = LLVMBuildSelect(g->b, lt(g, lane, nvalid), y, k64(g, INT64_MIN / 2), "");
+  LLVMBuildStore(g->b, y, gep(g, g->i64, *iy0, lane));
+  LLVMBuildStore(g->b, x, gep(g, g->i64, *ix0, lane));
+  loop_close(g, &l);
+}
+
+/* ---- im2col packing ---------------------------------------------------------
+ * B panels (lanes = output pixels, NV vectors of VW lanes; the NCHW
+ * orientation): for each K index each vector is one masked load of the
+ * input, the mask being the zero padding and the lanes past the panel's
+ * end, so neither the interior nor the edges branch per element.  At
+ * panel setup each vector's lane offsets iy0 * XH + ix0 * XW are
+ * classified: consecutive (stride 1 over dense columns; across output
+ * rows too when the rows are dense and OW == W, as for a "same" conv or
+ * a 1x1 conv, which so packs like a plain matrix), every second element
+ * (stride 2: one double-width masked load, even lanes kept), else a
+ * masked gather.  Masked-off lanes are never read.
+ * A panels (lanes = output pixels, K order (ky, kx, ci); the
+ * channels-last orientation): per lane and tap one bounds test, then a
+ * run of channels copied with the channel stride (1 in a channels-last
+ * input) or zeros. */
+
+static LLVMTypeRef vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+
+static LLVMValueRef splat_n(G *g, LLVMValueRef s, int n) {
+  LLVMTypeRef t = vec_of(LLVMTypeOf(s), n);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(vec_of(g->i32, n)), "");
+}
+
+/* <n x i64> {0, step, 2 * step, ...} (n <= 64) */
+static LLVMValueRef iota(G *g, int n, long long step) {
+  LLVMValueRef c[64];
+  for (int i = 0; i < n; i++) c[i] = k64(g, i * step);
+  return LLVMConstVector(c, (unsigned)n);
+}
+
+static LLVMValueRef intrin(G *g, const char *name, LLVMTypeRef *ov, size_t nov, LLVMValueRef *a,
+                           unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, ov, nov);
+  return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, ov, nov), f, a, n, "");
+}
+
+/* Whether every lane of the i1 vector c is set. */
+static LLVMValueRef all_of(G *g, LLVMValueRef c) {
+  LLVMTypeRef t = LLVMTypeOf(c);
+  return intrin(g, "llvm.vector.reduce.and", &t, 1, &c, 1);
+}
+
+/* A vector of storage elements (dtype t) converted to the compute type,
+ * as load_c converts one. */
+static LLVMValueRef vconv(G *g, LLVMValueRef v, DType t) {
+  switch (t) {
+  case DT_F16: return LLVMBuildFPExt(g->b, v, g->vt, "");
+  case DT_BF16: {
+    LLVMValueRef w = LLVMBuildZExt(g->b, v, vec_of(g->i32, g->vw), "");
+    w = LLVMBuildShl(g->b, w, splat_n(g, LLVMConstInt(g->i32, 16, 0), g->vw), "");
+    return LLVMBuildBitCast(g->b, w, g->vt, "");
+  }
+  case DT_F32: return g->cd == DT_F64 ? LLVMBuildFPExt(g->b, v, g->vt, "") : v;
+  case DT_F64: case DT_I64: return v;
+  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->vt, "");
+  default: return LLVMBuildSExt(g->b, v, g->vt, "");
+  }
+}
+
+/* How a vector's lanes lie (offsets ofs, the first o0; lanes not in lv
+ * ignored): 1 consecutive, 2 every second element, 0 otherwise. */
+static LLVMValueRef lane_mode(G *g, LLVMValueRef ofs, LLVMValueRef o0, LLVMValueRef lv) {
+  LLVMValueRef d = sub(g, ofs, splat_n(g, o0, g->vw)), skip = LLVMBuildNot(g->b, lv, ""), m = k64(g, 0);
+  for (int s = 2; s >= 1; s--) {
+    LLVMValueRef eq = LLVMBuildICmp(g->b, LLVMIntEQ, d, iota(g, g->vw, s), "");
+    m = LLVMBuildSelect(g->b, all_of(g, LLVMBuildOr(g->b, eq, skip, "")), k64(g, s), m, "");
+  }
+  return m;
+}
+
+/* Lanes at base + ofs + delta (the first at o0 + delta) where mask m is
+ * set, zeros elsewhere, converted to the compute type; mode: lane_mode. */
+static LLVMValueRef load_lanes(G *g, LLVMValueRef base, DType dt, LLVMValueRef mode,
+                               LLVMValueRef o0, LLVMValueRef ofs, LLVMValueRef delta,
+                               LLVMValueRef m) {
+  int n = g->vw;
+  LLVMTypeRef st = storage(g, dt), sv = vec_of(st, n), sv2 = vec_of(st, 2 * n);
+  LLVMValueRef al = LLVMConstInt(g->i32, (unsigned)dtype_size(dt), 0);
+  LLVMValueRef p = gep(g, st, base, add(g, o0, delta)), got[3], idx[64];
+  LLVMBasicBlockRef bb[3] = {blk(g, "lanes_gather"), blk(g, "lanes_run"), blk(g, "lanes_step2")};
+  LLVMBasicBlockRef join = blk(g, "lanes");
+  LLVMValueRef sw = LLVMBuildSwitch(g->b, mode, bb[0], 2);
+  LLVMAddCase(sw, k64(g, 1), bb[1]);
+  LLVMAddCase(sw, k64(g, 2), bb[2]);
+  LLVMPositionBuilderAtEnd(g->b, bb[0]);
+  LLVMTypeRef ov[2] = {sv, vec_of(g->ptr, n)};
+  LLVMValueRef a[4] = {gep(g, st, base, add(g, ofs, splat_n(g, delta, n))), al, m, LLVMConstNull(sv)};
+  got[0] = intrin(g, "llvm.masked.gather", ov, 2, a, 4);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, bb[1]);
+  ov[1] = g->ptr;
+  a[0] = p;
+  got[1] = intrin(g, "llvm.masked.load", ov, 2, a, 4);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, bb[2]); /* lanes 2i of a double-width load */
+  for (int i = 0; i < n; i++)
+    idx[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), idx[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)n, 0);
+  a[2] = LLVMBuildShuffleVector(g->b, m, LLVMConstNull(LLVMTypeOf(m)), LLVMConstVector(idx, (unsigned)(2 * n)), "");
+  ov[0] = sv2, a[3] = LLVMConstNull(sv2);
+  LLVMValueRef wide = intrin(g, "llvm.masked.load", ov, 2, a, 4);
+  for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)(2 * i), 0);
+  got[2] = LLVMBuildShuffleVector(g->b, wide, LLVMGetUndef(sv2), LLVMConstVector(idx, (unsigned)n), "");
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+  LLVMValueRef v = LLVMBuildPhi(g->b, sv, "");
+  LLVMAddIncoming(v, got, bb, 3);
+  return vconv(g, v, dt);
+}
+
+/* pack_b for an IM2COL operand: see above. */
+static LLVMValueRef emit_pack_im2col_vec(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, "pack_b", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int n = g->vw;
+  LLVMValueRef base = getp(g, cx, X_B), off = get(g, cx, X_BOFF), pc = get(g, cx, X_PC);
+  LLVMValueRef H = splat_n(g, get(g, cx, X_H), n), W = splat_n(g, get(g, cx, X_W), n);
+  LLVMValueRef xh = get(g, cx, X_XH), xw = get(g, cx, X_XW), iy0, ix0;
+  lane_origins(g, cx, i0, nvalid, g->nr, &iy0, &ix0);
+  LLVMValueRef iy[4], ix[4], ofs[4], o0[4], mode[4];
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef ly = LLVMBuildLoad2(g->b, vec_of(g->i64, n), gep(g, g->i64, iy0, k64(g, v * n)), "");
+    LLVMValueRef lx = LLVMBuildLoad2(g->b, vec_of(g->i64, n), gep(g, g->i64, ix0, k64(g, v * n)), "");
+    LLVMSetAlignment(ly, 8), LLVMSetAlignment(lx, 8);
+    iy[v] = ly, ix[v] = lx;
+    ofs[v] = add(g, mul(g, ly, splat_n(g, xh, n)), mul(g, lx, splat_n(g, xw, n)));
+    o0[v] = LLVMBuildExtractElement(g->b, ofs[v], LLVMConstInt(g->i32, 0, 0), "");
+    LLVMValueRef lane = add(g, iota(g, n, 1), splat_n(g, k64(g, v * n), n));
+    mode[v] = lane_mode(g, ofs[v], o0[v], LLVMBuildICmp(g->b, LLVMIntSLT, lane, splat_n(g, nvalid, n), ""));
+  }
+  GLoop lp;
+  LLVMValueRef kst[3], kv[3];
+  kwalk_init(g, cx, pc, kst);
+  LLVMValueRef p = loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  kwalk_get(g, kst, kv);
+  LLVMValueRef dy = mul(g, kv[1], get(g, cx, X_DH)), dx = mul(g, kv[2], get(g, cx, X_DW));
+  LLVMValueRef delta = add(g, add(g, off, mul(g, kv[0], get(g, cx, X_XC))),
+                           add(g, mul(g, dy, xh), mul(g, dx, xw)));
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef my = LLVMBuildICmp(g->b, LLVMIntULT, add(g, iy[v], splat_n(g, dy, n)), H, "");
+    LLVMValueRef mx = LLVMBuildICmp(g->b, LLVMIntULT, add(g, ix[v], splat_n(g, dx, n)), W, "");
+    LLVMValueRef val = load_lanes(g, base, g->bd, mode[v], o0[v], ofs[v], delta,
+                                  LLVMBuildAnd(g->b, my, mx, ""));
+    LLVMValueRef st = LLVMBuildStore(g->b, val, gep(g, g->ct, row, k64(g, v * n)));
+    LLVMSetAlignment(st, (unsigned)dtype_size(g->cd));
+  }
+  kwalk_next(g, cx, kst, kv);
+  loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* One lane's run of `run` K indices at tap (dy, dx) from channel offset
+ * src0: copied with the channel stride, or zeros outside the input. */
+static void pack_lane_run(G *g, LLVMValueRef cx, LLVMValueRef d0, LLVMValueRef y, LLVMValueRef x,
+                          LLVMValueRef src0, LLVMValueRef run, int R) {
+  LLVMValueRef xc = get(g, cx, X_XC), base = getp(g, cx, X_A);
+  LLVMValueRef inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, get(g, cx, X_H), ""),
+                                  LLVMBuildICmp(g->b, LLVMIntULT, x, get(g, cx, X_W), ""), "");
+  LLVMBasicBlockRef bc = blk(g, "run_copy"), bz = blk(g, "run_zero"), bj = blk(g, "run_done");
+  LLVMBuildCondBr(g->b, inb, bc, bz);
+  LLVMPositionBuilderAtEnd(g->b, bc);
+  LLVMValueRef s = add(g, src0, add(g, mul(g, y, get(g, cx, X_XH)), mul(g, x, get(g, cx, X_XW))));
+  GLoop l;
+  LLVMValueRef t = loop_open(g, &l, k64(g, 0), run, k64(g, 1));
+  LLVMBuildStore(g->b, load_c(g, base, add(g, s, mul(g, t, xc)), g->ad),
+                 gep(g, g->ct, d0, mul(g, t, k64(g, R))));
+  loop_close(g, &l);
+  LLVMBuildBr(g->b, bj);
+  LLVMPositionBuilderAtEnd(g->b, bz);
+  t = loop_open(g, &l, k64(g, 0), run, k64(g, 1));
+  LLVMBuildStore(g->b, czero(g), gep(g, g->ct, d0, mul(g, t, k64(g, R))));
+  loop_close(g, &l);
+  LLVMBuildBr(g->b, bj);
+  LLVMPositionBuilderAtEnd(g->b, bj);
+}
+
+/* pack_a for an IM2COL operand (K order (ky, kx, ci)): see above. */
+static LLVMValueRef emit_pack_im2col_rows(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = g->mr;
+  LLVMValueRef kw = get(g, cx, X_KW), cg = cin_per_group(g, cx), iy0, ix0;
+  lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
+  GLoop ls, ll;
+  /* one iteration per run of channels at one tap; its step is the run */
+  LLVMValueRef p = loop_open(g, &ls, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef kp = add(g, get(g, cx, X_PC), p), tap = sdiv(g, kp, cg), ci0 = srem(g, kp, cg);
+  LLVMValueRef run = imin(g, sub(g, cg, ci0), sub(g, kc, p));
+  LLVMValueRef dy = mul(g, sdiv(g, tap, kw), get(g, cx, X_DH));
+  LLVMValueRef dx = mul(g, srem(g, tap, kw), get(g, cx, X_DW));
+  LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), mul(g, ci0, get(g, cx, X_XC)));
+  LLVMValueRef lane = loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""), dy);
+  LLVMValueRef x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""), dx);
+  LLVMValueRef d0 = gep(g, g->ct, dst, add(g, mul(g, p, k64(g, R)), lane));
+  pack_lane_run(g, cx, d0, y, x, src0, run, R);
+  loop_close(g, &ll);
+  ls.step = run;
+  loop_close(g, &ls);
+  LLVMBuildRetVoid(g->b);
+  return f;
 }
 
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
- * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B. */
+ * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
+ * MAT and WEIGHT operands here, IM2COL ones above. */
 static LLVMValueRef emit_pack(G *g, int which) {
+  GemmKind kind = which ? g->kb : g->ka;
+  if (kind == GK_IM2COL) return which ? emit_pack_im2col_vec(g) : emit_pack_im2col_rows(g);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
   LLVMValueRef f = new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
   LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
                nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
-  GemmKind kind = which ? g->kb : g->ka;
   DType dt = which ? g->bd : g->ad;
   int R = which ? g->nr : g->mr;
   LLVMValueRef base = getp(g, cx, which ? X_B : X_A), off = get(g, cx, which ? X_BOFF : X_AOFF);
   LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
   LLVMValueRef pc = get(g, cx, X_PC);
-  LLVMValueRef iy0 = NULL, ix0 = NULL, H = NULL, W = NULL;
-  if (kind == GK_IM2COL) { /* per lane: top-left input coordinates */
-    iy0 = entry_alloca(g, g->i64, R), ix0 = entry_alloca(g, g->i64, R);
-    H = get(g, cx, X_H), W = get(g, cx, X_W);
-    LLVMValueRef ow = get(g, cx, X_OW);
-    GLoop l;
-    LLVMValueRef lane = loop_open(g, &l, k64(g, 0), k64(g, R), k64(g, 1));
-    LLVMValueRef q = add(g, i0, lane), oy = sdiv(g, q, ow), ox = srem(g, q, ow);
-    LLVMValueRef y = sub(g, mul(g, oy, get(g, cx, X_SH)), get(g, cx, X_PH));
-    LLVMValueRef x = sub(g, mul(g, ox, get(g, cx, X_SW)), get(g, cx, X_PW));
-    /* invalid lanes get a row that is never in bounds */
-    y = LLVMBuildSelect(g->b, lt(g, lane, nvalid), y, k64(g, INT64_MIN / 2), "");
-    LLVMBuildStore(g->b, y, gep(g, g->i64, iy0, lane));
-    LLVMBuildStore(g->b, x, gep(g, g->i64, ix0, lane));
-    loop_close(g, &l);
-  }
   GLoop lp, ll;
+  LLVMValueRef kst[3], kv[3], pofs;
+  if (kind == GK_WEIGHT) kwalk_init(g, cx, pc, kst);
   LLVMValueRef p = loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
-  LLVMValueRef kp = add(g, pc, p), pofs = NULL, dy = NULL, dx = NULL;
   if (kind == GK_MAT) {
-    pofs = add(g, off, mul(g, kp, sp));
+    pofs = add(g, off, mul(g, add(g, pc, p), sp));
   } else {
-    LLVMValueRef ci, ky, kx;
-    split_k(g, cx, kp, &ci, &ky, &kx);
-    if (kind == GK_WEIGHT) {
-      pofs = add(g, off, add(g, mul(g, ci, get(g, cx, X_WC)),
-                             add(g, mul(g, ky, get(g, cx, X_WH)), mul(g, kx, get(g, cx, X_WW)))));
-    } else {
-      pofs = add(g, off, mul(g, ci, get(g, cx, X_XC)));
-      dy = mul(g, ky, get(g, cx, X_DH));
-      dx = mul(g, kx, get(g, cx, X_DW));
-    }
+    kwalk_get(g, kst, kv);
+    pofs = add(g, off, add(g, mul(g, kv[0], get(g, cx, X_WC)),
+                           add(g, mul(g, kv[1], get(g, cx, X_WH)), mul(g, kv[2], get(g, cx, X_WW)))));
   }
   LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
   LLVMValueRef lane = loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
-  LLVMValueRef v;
-  if (kind == GK_IM2COL) {
-    LLVMValueRef y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""), dy);
-    LLVMValueRef x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""), dx);
-    LLVMValueRef inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, H, ""),
-                                    LLVMBuildICmp(g->b, LLVMIntULT, x, W, ""), "");
-    LLVMBasicBlockRef ld = blk(g, "in"), join = blk(g, "join"), here = LLVMGetInsertBlock(g->b);
-    LLVMBuildCondBr(g->b, inb, ld, join);
-    LLVMPositionBuilderAtEnd(g->b, ld);
-    LLVMValueRef a = add(g, pofs, add(g, mul(g, y, get(g, cx, X_XH)), mul(g, x, get(g, cx, X_XW))));
-    LLVMValueRef got = load_c(g, base, a, dt);
-    LLVMBasicBlockRef ldend = LLVMGetInsertBlock(g->b);
-    LLVMBuildBr(g->b, join);
-    LLVMPositionBuilderAtEnd(g->b, join);
-    v = LLVMBuildPhi(g->b, g->ct, "");
-    LLVMValueRef vals[2] = {czero(g), got};
-    LLVMBasicBlockRef bbs[2] = {here, ldend};
-    LLVMAddIncoming(v, vals, bbs, 2);
-  } else { /* clamp the lane so the load stays inside the operand */
-    LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
-    LLVMValueRef got = load_c(g, base, add(g, pofs, mul(g, add(g, i0, cl), si)), dt);
-    v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, czero(g), "");
-  }
+  /* clamp the lane so the load stays inside the operand */
+  LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+  LLVMValueRef got = load_c(g, base, add(g, pofs, mul(g, add(g, i0, cl), si)), dt);
+  LLVMValueRef v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, czero(g), "");
   LLVMBuildStore(g->b, v, gep(g, g->ct, row, lane));
   loop_close(g, &ll);
+  if (kind == GK_WEIGHT) kwalk_next(g, cx, kst, kv);
   loop_close(g, &lp);
   LLVMBuildRetVoid(g->b);
   return f;
@@ -513,6 +771,46 @@ static void free_(G *g, LLVMValueRef p) {
   call(g, fdecl(g, "tdsl_free", g->vd, &g->ptr, 1), &p, 1);
 }
 
+/* After the last K block: the hook on C rows [i0, i1) x columns [j0, j1). */
+static void call_epilogue(G *g, LLVMValueRef cx, LLVMValueRef i0, LLVMValueRef i1,
+                          LLVMValueRef j0, LLVMValueRef j1) {
+  LLVMBasicBlockRef run = blk(g, "epi"), skip = blk(g, "epi_done");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), ""),
+                  run, skip);
+  LLVMPositionBuilderAtEnd(g->b, run);
+  LLVMTypeRef ps[6] = {g->ptr, g->i64, g->i64, g->i64, g->i64, g->i64};
+  LLVMValueRef a[6] = {getp(g, cx, X_EPIARG), get(g, cx, X_BT), i0, i1, j0, j1};
+  LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), getp(g, cx, X_EPIFN), a, 6, "");
+  LLVMBuildBr(g->b, skip);
+  LLVMPositionBuilderAtEnd(g->b, skip);
+}
+
+/* A packed-A buffer for one block_body call: the next of the X_ACOUNT
+ * buffers allocated with packed B (a parallel_for makes at most one call
+ * per thread, and run_gemm resets X_ANEXT before each), so a GEMM that
+ * has started never fails; only if the thread count changed meanwhile
+ * does a call allocate its own (*own: it must free it; NULL on failure). */
+static LLVMValueRef take_apack(G *g, LLVMValueRef cx, LLVMValueRef kc, LLVMValueRef *own) {
+  LLVMValueRef idx = LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpAdd, slot_ptr(g, cx, X_ANEXT),
+                                        k64(g, 1), LLVMAtomicOrderingMonotonic, 0);
+  *own = LLVMBuildICmp(g->b, LLVMIntSGE, idx, get(g, cx, X_ACOUNT), "");
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b), mk = blk(g, "apack_alloc"), got = blk(g, "apack");
+  LLVMValueRef pooled = gep(g, LLVMInt8TypeInContext(g->ctx), getp(g, cx, X_APOOL),
+                            mul(g, idx, get(g, cx, X_ABYTES)));
+  LLVMBuildCondBr(g->b, *own, mk, got);
+  LLVMPositionBuilderAtEnd(g->b, mk);
+  LLVMValueRef bytes = mul(g, mul(g, k64(g, g->mc), kc), k64(g, dtype_size(g->cd)));
+  LLVMValueRef a2[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
+  LLVMValueRef fresh = call(g, alloc_fn(g), a2, 2);
+  LLVMBuildBr(g->b, got);
+  LLVMPositionBuilderAtEnd(g->b, got);
+  LLVMValueRef p = LLVMBuildPhi(g->b, g->ptr, "");
+  LLVMValueRef vals[2] = {pooled, fresh};
+  LLVMBasicBlockRef bbs[2] = {here, mk};
+  LLVMAddIncoming(p, vals, bbs, 2);
+  return p;
+}
+
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A block is packed into a buffer of its own (tdsl_alloc); a
  * failed allocation sets X_ERR. */
@@ -523,9 +821,7 @@ static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
   LLVMValueRef tile = entry_alloca(g, g->ct, g->mr * g->nr);
   LLVMValueRef M = get(g, cx, X_M), kc = get(g, cx, X_KC), jc = get(g, cx, X_JC),
                nc = get(g, cx, X_NC), bp = getp(g, cx, X_BPACK);
-  LLVMValueRef bytes = mul(g, mul(g, k64(g, g->mc), kc), k64(g, dtype_size(g->cd)));
-  LLVMValueRef a2[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
-  LLVMValueRef apack = call(g, alloc_fn(g), a2, 2);
+  LLVMValueRef own, apack = take_apack(g, cx, kc, &own);
   LLVMBasicBlockRef bad = blk(g, "nomem"), ok = blk(g, "mem");
   LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, apack, ""), bad, ok);
   LLVMPositionBuilderAtEnd(g->b, bad);
@@ -552,8 +848,14 @@ static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
              imin(g, k64(g, g->nr), sub(g, nc, j)));
   loop_close(g, &li);
   loop_close(g, &lj);
+  if (g->epi) call_epilogue(g, cx, i0, add(g, i0, mc), add(g, jc, j0), add(g, jc, j1));
   loop_close(g, &lb);
+  LLVMBasicBlockRef fr = blk(g, "free_apack"), out = blk(g, "ret");
+  LLVMBuildCondBr(g->b, own, fr, out);
+  LLVMPositionBuilderAtEnd(g->b, fr);
   free_(g, apack);
+  LLVMBuildBr(g->b, out);
+  LLVMPositionBuilderAtEnd(g->b, out);
   LLVMBuildRetVoid(g->b);
   return f;
 }
@@ -572,6 +874,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->ptr = LLVMPointerTypeInContext(e->ctx, 0);
   g->vd = LLVMVoidTypeInContext(e->ctx);
   g->ad = ad, g->bd = bd, g->od = od;
+  g->epi = e->epi_fn != NULL;
   g->cd = od == DT_F64 ? DT_F64 : dtype_is_float(od) ? DT_F32 : DT_I64;
   g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
   g->vec_bits = e->vec_bits;
@@ -594,8 +897,9 @@ typedef struct Run {
  * context), so all GEMMs of a module with the same configuration share
  * one set: less code for LLVM to optimize and compile. */
 static void make_key(G *g) {
-  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d", (int)g->ad, (int)g->bd, (int)g->od,
-           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits);
+  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s", (int)g->ad, (int)g->bd, (int)g->od,
+           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits,
+           g->epi ? ".epi" : "");
 }
 
 /* Emits the helper functions (or finds the module's copy), then restores
@@ -641,50 +945,88 @@ static void run_gemm(G *g, Run *r) {
   LLVMValueRef pc = mul(g, t, kcap), kc = imin(g, kcap, sub(g, K, pc));
   set(g, cx, X_JC, jc), set(g, cx, X_NC, nc), set(g, cx, X_PC, pc), set(g, cx, X_KC, kc);
   set(g, cx, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, k64(g, 0), ""), g->i64, ""));
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
+  set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
   par_for(g, cdiv(g, nc, k64(g, g->nr)), r->pack_body, cx);
   LLVMValueRef nnb = cdiv(g, nc, k64(g, NB_PANELS * g->nr));
+  set(g, cx, X_ANEXT, k64(g, 0));
   par_for(g, mul(g, cdiv(g, M, k64(g, g->mc)), nnb), r->block_body, cx);
   loop_close(g, &lp);
   loop_close(g, &lj);
 }
 
-/* Allocates the packed-B buffer (KC x NC of the compute type); returns
- * the pointer (NULL on failure). */
-static LLVMValueRef alloc_bpack(G *g, Run *r, LLVMValueRef N, LLVMValueRef K) {
+/* The packing memory (gemm.h cg_*_pool_bytes): a 64-byte header holding
+ * the thread count T it was sized for, the packed-B buffer (KC x NC of
+ * the compute type), then T packed-A buffers (MC x KC, take_apack). */
+static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
+                       LLVMValueRef *abytes) {
   LLVMValueRef kcap = g->od == g->cd ? imin(g, K, k64(g, g->kc)) : K;
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, k64(g, g->nc)), k64(g, g->nr)), k64(g, g->nr));
-  LLVMValueRef bytes = mul(g, mul(g, kcap, ncap), k64(g, dtype_size(g->cd)));
-  LLVMValueRef a[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
-  LLVMValueRef p = call(g, alloc_fn(g), a, 2);
-  set(g, r->cx, X_BPACK, p);
-  set(g, r->cx, X_ERR, k64(g, 0));
-  return p;
+  LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
+  *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
+  *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, k64(g, g->mc), kcap), sz), k64(g, 127)), r64, "");
 }
 
-/* Runs `inner` only when p is non-NULL; returns the i32 code. */
-static LLVMValueRef finish(G *g, Run *r, LLVMValueRef p, LLVMBasicBlockRef skip_from,
-                           LLVMBasicBlockRef done) {
-  LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, done);
-  LLVMValueRef phi = LLVMBuildPhi(g->b, g->i1, "");
-  LLVMValueRef vals[2] = {LLVMConstInt(g->i1, 1, 0), LLVMConstInt(g->i1, 0, 0)};
-  LLVMBasicBlockRef bbs[2] = {skip_from, here};
-  LLVMAddIncoming(phi, vals, bbs, 2);
-  free_(g, p);
+static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef N, LLVMValueRef K,
+                               LLVMValueRef *threads) {
+  LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
+  g->b = e->b;
+  LLVMValueRef bb, ab;
+  pool_sizes(g, N, K, &bb, &ab);
+  *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
+                           g->i64, "");
+  return add(g, k64(g, 64), add(g, bb, mul(g, *threads, ab)));
+}
+
+LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
+                                  const GemmTensor *out, LLVMValueRef *threads) {
+  G g;
+  setup(&g, e, a->dtype, b->dtype, out->dtype);
+  int R = out->rank;
+  return pool_bytes(&g, e, out->shape[R - 1], a->shape[R - 1], threads);
+}
+
+LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                                  const GemmTensor *out, LLVMValueRef attr[7], bool channels_last,
+                                  LLVMValueRef *threads) {
+  G g;
+  bool pix_m = channels_last; /* as cg_emit_conv2d */
+  setup(&g, e, pix_m ? x->dtype : w->dtype, pix_m ? w->dtype : x->dtype, out->dtype);
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef og = LLVMBuildSDiv(b, w->shape[0], attr[6], "");
+  LLVMValueRef pix = LLVMBuildMul(b, out->shape[out->rank - 2], out->shape[out->rank - 1], "");
+  LLVMValueRef K = LLVMBuildMul(b, w->shape[1], LLVMBuildMul(b, w->shape[2], w->shape[3], ""), "");
+  return pool_bytes(&g, e, pix_m ? og : pix, K, threads);
+}
+
+/* Points the context at the caller's pool (allocated before any nest,
+ * so a GEMM never fails once the kernel computes) and records T in its
+ * header. */
+static void use_pool(G *g, Run *r, LLVMValueRef N, LLVMValueRef K, LLVMValueRef pool) {
+  LLVMValueRef bb, ab;
+  LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
+  pool_sizes(g, N, K, &bb, &ab);
+  LLVMValueRef p = gep(g, i8, pool, k64(g, 64));
+  set(g, r->cx, X_BPACK, p);
+  set(g, r->cx, X_APOOL, gep(g, i8, p, bb));
+  set(g, r->cx, X_ABYTES, ab);
+  set(g, r->cx, X_ACOUNT, LLVMBuildLoad2(g->b, g->i64, pool, ""));
+  set(g, r->cx, X_ERR, k64(g, 0));
+}
+
+/* The i32 code: TDSL_E_NOMEM only when a block body had to allocate its
+ * own packed-A buffer (take_apack) and could not. */
+static LLVMValueRef finish(G *g, Run *r) {
   LLVMValueRef err = LLVMBuildICmp(g->b, LLVMIntNE, get(g, r->cx, X_ERR), k64(g, 0), "");
-  err = LLVMBuildOr(g->b, err, phi, "");
   return LLVMBuildSelect(g->b, err, LLVMConstInt(g->i32, (unsigned long long)E_NOMEM, 1),
                          LLVMConstInt(g->i32, 0, 0), "");
 }
 
-/* Opens the "allocation succeeded" region; *skip is the failing block. */
-static void open_ok(G *g, LLVMValueRef p, LLVMBasicBlockRef *skip, LLVMBasicBlockRef *done) {
-  LLVMBasicBlockRef ok = blk(g, "gemm_run");
-  *done = blk(g, "gemm_done");
-  *skip = LLVMGetInsertBlock(g->b);
-  LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, p, ""), *done, ok);
-  LLVMPositionBuilderAtEnd(g->b, ok);
+/* The epilogue hook's slots (gemm.h), when there is one. */
+static void set_epilogue(G *g, const GemmEmit *e, LLVMValueRef cx) {
+  if (!g->epi) return;
+  set(g, cx, X_EPIFN, e->epi_fn);
+  set(g, cx, X_EPIARG, e->epi_arg);
 }
 
 LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
@@ -700,21 +1042,22 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   set(&g, cx, X_AI, a->stride[R - 2]), set(&g, cx, X_AP, a->stride[R - 1]);
   set(&g, cx, X_BI, b->stride[R - 1]), set(&g, cx, X_BP, b->stride[R - 2]);
   set(&g, cx, X_CM, out->stride[R - 2]), set(&g, cx, X_CN, out->stride[R - 1]);
-  LLVMValueRef p = alloc_bpack(&g, &r, N, K);
-  LLVMBasicBlockRef skip, done;
-  open_ok(&g, p, &skip, &done);
+  use_pool(&g, &r, N, K, e->pool);
   GLoop l[TDSL_LF_MAX_RANK];
-  LLVMValueRef ao = a->offset, bo = b->offset, co = out->offset;
+  LLVMValueRef ao = a->offset, bo = b->offset, co = out->offset, bt = k64(&g, 0);
+  set_epilogue(&g, e, cx);
   for (int d = 0; d < R - 2; d++) {
     LLVMValueRef i = loop_open(&g, &l[d], k64(&g, 0), out->shape[d], k64(&g, 1));
     ao = add(&g, ao, mul(&g, i, a->stride[d]));
     bo = add(&g, bo, mul(&g, i, b->stride[d]));
     co = add(&g, co, mul(&g, i, out->stride[d]));
+    bt = add(&g, mul(&g, bt, out->shape[d]), i);
   }
   set(&g, cx, X_AOFF, ao), set(&g, cx, X_BOFF, bo), set(&g, cx, X_COFF, co);
+  set(&g, cx, X_BT, bt);
   run_gemm(&g, &r);
   for (int d = R - 3; d >= 0; d--) loop_close(&g, &l[d]);
-  return finish(&g, &r, p, skip, done);
+  return finish(&g, &r);
 }
 
 LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
@@ -754,9 +1097,7 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
     set(&g, cx, pix_m ? X_SM : X_SN, k64(&g, 0));
     set(&g, cx, pix_m ? X_SN : X_SM, bias->stride[0]);
   }
-  LLVMValueRef p = alloc_bpack(&g, &r, pix_m ? og : pix, K);
-  LLVMBasicBlockRef skip, done;
-  open_ok(&g, p, &skip, &done);
+  use_pool(&g, &r, pix_m ? og : pix, K, e->pool);
   GLoop ln, lg;
   LLVMValueRef n = k64(&g, 0);
   if (xr == 4) n = loop_open(&g, &ln, k64(&g, 0), x->shape[0], k64(&g, 1));
@@ -771,10 +1112,12 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
   set(&g, cx, pix_m ? X_AOFF : X_BOFF, xo), set(&g, cx, pix_m ? X_BOFF : X_AOFF, wo);
   set(&g, cx, X_COFF, co);
   if (bias) set(&g, cx, X_SOFF, add(&g, bias->offset, mul(&g, mul(&g, gi, og), bias->stride[0])));
+  set_epilogue(&g, e, cx);
+  set(&g, cx, X_BT, add(&g, mul(&g, n, groups), gi));
   run_gemm(&g, &r);
   loop_close(&g, &lg);
   if (xr == 4) loop_close(&g, &ln);
-  return finish(&g, &r, p, skip, done);
+  return finish(&g, &r);
 }
 
 int cg_gemm_vec_bits(const char *target) {

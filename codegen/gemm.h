@@ -37,14 +37,39 @@ typedef struct GemmEmit {
   LLVMBuilderRef b;  /* positioned inside fn */
   LLVMValueRef fn;   /* the kernel function being emitted */
   int vec_bits;      /* cg_gemm_vec_bits() */
+  /* Epilogue hook, or NULL: the emitted code calls
+   *   void epi_fn(ptr epi_arg, i64 bt, i64 i0, i64 i1, i64 j0, i64 j1)
+   * from the parallel bodies once rows [i0, i1) x columns [j0, j1) of C
+   * for batch item bt are final (after their last K block, while they
+   * are in cache); calls cover disjoint blocks, possibly concurrently.
+   * bt: matmul: the row-major index over out's batch dims; conv2d:
+   * image * groups + group (C's rows and columns are then within the
+   * group, as in cg_emit_conv2d's orientation). */
+  LLVMValueRef epi_fn, epi_arg;
+  /* The GEMM's packing memory (cg_*_pool_bytes), allocated by the caller
+   * before the kernel computes anything: a GEMM then cannot fail midway
+   * and leave outputs half written (spec §7.2). */
+  LLVMValueRef pool;
 } GemmEmit;
 
 /* Widest vector register of the target in bits (128, 256 or 512). */
 int cg_gemm_vec_bits(const char *target);
 
+/* Bytes of packing memory the matmul / conv2d with these operands needs,
+ * as an i64 computed at the builder's position (the kernel's entry, where
+ * every operand's shape is known).  The caller allocates them 64-byte
+ * aligned, stores *threads (an i64, the thread count they were sized
+ * for) in the first 8 bytes and passes the block as GemmEmit.pool. */
+LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
+                                  const GemmTensor *out, LLVMValueRef *threads);
+LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                                  const GemmTensor *out, LLVMValueRef attr[7],
+                                  bool channels_last, LLVMValueRef *threads);
+
 /* out[B..., M, N] = a[B..., M, K] @ b[B..., K, N] (equal ranks >= 2, equal
- * batch shapes).  Returns an i32: 0, or TDSL_E_NOMEM when scratch could
- * not be allocated (nothing useful written then). */
+ * batch shapes), packing in e->pool.  Returns an i32: 0, or TDSL_E_NOMEM
+ * only if the thread count changed since the pool was sized and a work
+ * item could not allocate its own panel. */
 LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a,
                             const GemmTensor *b, const GemmTensor *out);
 

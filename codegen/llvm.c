@@ -61,6 +61,7 @@ typedef struct Cg {
   LLVMValueRef *env;     /* symbol values (SSA) once all are bound */
   LLVMValueRef *base;    /* per buffer: element 0 */
   LLVMValueRef *slot;    /* per scratch buffer: alloca of its pointer */
+  LLVMValueRef *gpool;   /* per nest: alloca of its GEMM's packing memory */
   Loop loops[MAXL];
   int nloops;
   int vec_bits;          /* gemm.c: the target's vector width */
@@ -651,6 +652,11 @@ static void free_scratch(Cg *c) {
       LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->slot[i], "");
       call(c, fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
     }
+  for (int i = 0; i < c->lk->nnests; i++)
+    if (c->gpool[i]) {
+      LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->gpool[i], "");
+      call(c, fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
+    }
 }
 
 /* ---- loops ------------------------------------------------------------ */
@@ -748,13 +754,69 @@ static LLVMValueRef fcmp(Cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRe
   return LLVMBuildFCmp(c->b, p, a, b, "");
 }
 
+/* ---- exp for f32 (opt_level >= 2) ---------------------------------------
+ * Plain IR the loop vectorizer widens (llvm.exp on vectors becomes libm
+ * calls).  Only where LLVM's pipeline vectorizes loops: at -O1 (no loop
+ * vectorizer) a scalar libm expf call is faster.  x is clamped to [-104, 89] (beyond, exp underflows to 0 or
+ * overflows to inf anyway; a NaN stays NaN through every step, and k is
+ * taken from bits, not fptosi, so it is never poison).  k = round(x / ln2)
+ * by adding and subtracting 1.5 * 2^23; r = x - k ln2 with ln2 in two parts (LN2_HI has
+ * 15 significant bits, so k * LN2_HI is exact for |k| <= 256 and the
+ * subtraction cancels exactly); exp(r) = 1 + r + r^2 q(r), q a degree-4
+ * minimax fit for |r| <= ln2/2 (relative error 4.4e-9 with these f32
+ * coefficients); then * 2^k as 2^(k >> 1) * 2^(k - (k >> 1)): both factors
+ * are normal, the first product is exact, so overflow gives inf and a
+ * subnormal result is rounded once.  Max error 1 ulp against expf
+ * (tests/unit/test_codegen_exp.c sweeps the bit patterns). */
+#define EXP_LN2_HI 0x1.62e4p-1
+#define EXP_LN2_LO 0x1.7f7d1cp-20
+
+static LLVMValueRef fmuladd(Cg *c, LLVMValueRef a, LLVMValueRef m, LLVMValueRef add) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef v[3] = {a, m, add};
+  return intrinsic(c, "llvm.fmuladd", &t, 1, v, 3);
+}
+
+/* 2^e for an i32 e that is a normal exponent (-126..127). */
+static LLVMValueRef exp2_int(Cg *c, LLVMValueRef e) {
+  LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, e, i32c(c, 127), ""), i32c(c, 23), "");
+  return LLVMBuildBitCast(c->b, bits, c->f32, "");
+}
+
+static LLVMValueRef exp_f32(Cg *c, LLVMValueRef x) {
+  static const double q[5] = {0x1.fffffcp-2, 0x1.55549p-3, 0x1.5558f4p-5, 0x1.123a6cp-7,
+                              0x1.6a2352p-10};
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef lo = fconst(x, -104), hi = fconst(x, 89), magic = fconst(x, 0x1.8p23);
+  LLVMValueRef xc = LLVMBuildSelect(b, fcmp(c, LLVMRealOLT, x, lo), lo, x, "");
+  xc = LLVMBuildSelect(b, fcmp(c, LLVMRealOGT, xc, hi), hi, xc, "");
+  LLVMValueRef t = LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, fconst(x, 0x1.715476p0), ""), magic, "");
+  LLVMValueRef kf = LLVMBuildFSub(b, t, magic, "");
+  /* t = 1.5 * 2^23 + k exactly, so k is t's bits minus magic's */
+  LLVMValueRef k = LLVMBuildSub(b, LLVMBuildBitCast(b, t, c->i32, ""), i32c(c, 0x4b400000), "");
+  LLVMValueRef r = fmuladd(c, kf, fconst(x, -EXP_LN2_HI), xc);
+  r = fmuladd(c, kf, fconst(x, -EXP_LN2_LO), r);
+  LLVMValueRef p = fconst(x, q[4]);
+  for (int i = 3; i >= 0; i--) p = fmuladd(c, p, r, fconst(x, q[i]));
+  p = LLVMBuildFAdd(b, fconst(x, 1), fmuladd(c, LLVMBuildFMul(b, r, r, ""), p, r), "");
+  LLVMValueRef k1 = LLVMBuildAShr(b, k, i32c(c, 1), ""), k2 = LLVMBuildSub(b, k, k1, "");
+  return LLVMBuildFMul(b, LLVMBuildFMul(b, p, exp2_int(c, k1), ""), exp2_int(c, k2), "");
+}
+
+/* exp: exp_f32 for f32 (f16/bf16 compute in f32) at -O2+, else llvm.exp
+ * (libm). */
+static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) {
+  if (c->opt >= 2 && LLVMTypeOf(x) == c->f32) return exp_f32(c, x);
+  return unary_intr(c, "llvm.exp", x);
+}
+
 static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
   switch (op) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
   case OP_ABS: return unary_intr(c, "llvm.fabs", x);
-  case OP_EXP: return unary_intr(c, "llvm.exp", x);
+  case OP_EXP: return exp_f(c, x);
   case OP_LOG: return unary_intr(c, "llvm.log", x);
   case OP_LOG1P: return libm(c, "log1p", x);
   case OP_EXPM1: return libm(c, "expm1", x);
@@ -765,7 +827,7 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   case OP_TANH: return libm(c, "tanh", x);
   case OP_SIGMOID:
   case OP_SILU: {
-    LLVMValueRef d = LLVMBuildFAdd(b, one, unary_intr(c, "llvm.exp", LLVMBuildFNeg(b, x, "")), "");
+    LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
     return LLVMBuildFDiv(b, op == OP_SILU ? x : one, d, "");
   }
   case OP_RELU: return sel(c, fcmp(c, LLVMRealUGT, x, zero), x, zero);
@@ -1012,6 +1074,27 @@ static void red_bounds(Cg *c, NestCtx *x, LLVMValueRef *lo) {
   }
 }
 
+/* Float accumulation steps the loop vectorizer can widen.  SUM/MEAN
+ * (opt_level >= 1): the fadd may be reassociated (vector partial sums;
+ * within spec §9's reduction tolerance, and a nest's reduction never
+ * spans threads, so results do not depend on the thread count).
+ * AMAX/AMIN (opt_level >= 2, where LLVM vectorizes loops; scalar, the
+ * select form is cheaper): llvm.maximum/minimum, which propagate NaN as
+ * PyTorch does (a row with a NaN reduces to NaN); they order -0 < +0,
+ * where the select form keeps the first of equal values (the same
+ * number). */
+static LLVMValueRef fsum_step(Cg *c, LLVMValueRef a, LLVMValueRef v) {
+  LLVMValueRef r = LLVMBuildFAdd(c->b, a, v, "");
+  if (c->opt > 0) LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+  return r;
+}
+
+static LLVMValueRef fextreme_step(Cg *c, Op op, LLVMValueRef a, LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef av[2] = {a, v};
+  return intrinsic(c, op == OP_AMAX ? "llvm.maximum" : "llvm.minimum", &t, 1, av, 2);
+}
+
 static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
   const LfNest *n = x->n;
   Op op = n->reduce;
@@ -1037,8 +1120,9 @@ static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
   LLVMValueRef v = convert(c, eval(c, x, n->value), in, ad);
   LLVMValueRef a = LLVMBuildLoad2(c->b, t, acc, ""), p = LLVMBuildLoad2(c->b, c->i64, pos, "");
   LLVMValueRef r;
-  if (op == OP_SUM || op == OP_MEAN) r = isf ? LLVMBuildFAdd(c->b, a, v, "") : LLVMBuildAdd(c->b, a, v, "");
+  if (op == OP_SUM || op == OP_MEAN) r = isf ? fsum_step(c, a, v) : LLVMBuildAdd(c->b, a, v, "");
   else if (op == OP_PROD) r = isf ? LLVMBuildFMul(c->b, a, v, "") : LLVMBuildMul(c->b, a, v, "");
+  else if (isf && c->opt >= 2 && (op == OP_AMAX || op == OP_AMIN)) r = fextreme_step(c, op, a, v);
   else {
     LLVMValueRef take;
     if (isf) {
@@ -1081,23 +1165,63 @@ static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **sh
   return t;
 }
 
-static void emit_gemm_nest(Cg *c, const LfNest *n) {
-  const IrValue *v = ir_val(c->k, n->src);
-  GemmTensor t[3], out = gemm_tensor(c, &n->store, n->rank, n->shape, n->dtype);
+/* The channels-last orientation of a conv nest's GEMM (gemm.h). */
+static bool gemm_cl(const LfNest *n) {
+  return n->reduce == OP_CONV2D && !n->cstore.rt_strides &&
+         sym_is(n->cstore.stride[n->rank - 3], 1);
+}
+
+static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e);
+
+/* The run-time operands (t), result and conv attributes of gemm nest n
+ * at the builder's position. */
+static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out,
+                          LLVMValueRef *attr) {
+  const IrValue *v = ir_val(c->k, n->gemm);
+  *out = gemm_tensor(c, &n->cstore, n->rank, n->shape, n->cdtype);
   for (int j = 0; j < n->nopnd; j++) {
     const IrValue *a = ir_val(c->k, v->args[j]);
     t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, c->lk->bufs[n->opnd[j].buf].dtype);
   }
-  GemmEmit e = {c->ctx, c->mod, c->b, c->fn, c->vec_bits};
-  LLVMValueRef rc;
-  if (n->reduce == OP_MATMUL) {
-    rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
-  } else {
-    LLVMValueRef attr[7];
+  if (n->reduce == OP_CONV2D)
     for (int i = 0; i < 7; i++) attr[i] = sym_val(c, v->attrs[i]);
-    bool cl = !n->store.rt_strides && sym_is(n->store.stride[n->rank - 3], 1);
-    rc = cg_emit_conv2d(&e, &t[0], &t[1], (v->flags & IRF_BIAS) ? &t[2] : NULL, &out, attr, cl);
+}
+
+/* At the kernel's entry, with the scratch buffers: each GEMM's packing
+ * memory (gemm.h), so that once the nests run nothing can fail and a
+ * failing kernel has written no output (spec §7.2). */
+static void setup_gemm_pools(Cg *c) {
+  for (int i = 0; i < c->lk->nnests; i++) {
+    const LfNest *n = &c->lk->nests[i];
+    if (!c->gpool[i]) continue;
+    GemmTensor t[3], out;
+    LLVMValueRef attr[7], nt, bytes;
+    gemm_operands(c, n, t, &out, attr);
+    GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
+    if (n->reduce == OP_MATMUL) bytes = cg_matmul_pool_bytes(&e, &t[0], &t[1], &out, &nt);
+    else bytes = cg_conv2d_pool_bytes(&e, &t[0], &t[1], &out, attr, gemm_cl(n), &nt);
+    LLVMTypeRef ps[2] = {c->i64, c->i64};
+    LLVMValueRef a[2] = {bytes, i64c(c, 64)};
+    LLVMValueRef p = call(c, fdecl(c, "tdsl_alloc", c->ptr, ps, 2, 0), a, 2);
+    LLVMBuildStore(c->b, p, c->gpool[i]);
+    check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""), i32c(c, E_NOMEM), i32c(c, 0), ""));
+    LLVMBuildStore(c->b, nt, p);
   }
+}
+
+static void emit_gemm_nest(Cg *c, const LfNest *n) {
+  const IrValue *v = ir_val(c->k, n->gemm);
+  GemmTensor t[3], out;
+  LLVMValueRef attr[7], rc;
+  gemm_operands(c, n, t, &out, attr);
+  GemmEmit e = {c->ctx, c->mod, c->b, c->fn, c->vec_bits, NULL, NULL, NULL};
+  e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
+  if (n->post) gemm_epilogue(c, n, &e);
+  if (n->reduce == OP_MATMUL)
+    rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
+  else
+    rc = cg_emit_conv2d(&e, &t[0], &t[1], (v->flags & IRF_BIAS) ? &t[2] : NULL, &out, attr,
+                        gemm_cl(n));
   check_rc(c, rc);
 }
 
@@ -1538,6 +1662,313 @@ static void emit_nest_parallel(Cg *c, const LfNest *n) {
   call(c, fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
 }
 
+/* ---- row groups (opt_level >= 1; lower.h LfNest.group) -------------------
+ * A group (a normalization's statistics nests and its final nest) runs as
+ * one parallel loop over the flattened iterations of its `shared` outer
+ * loops: for each shared index (a row), every nest's remaining outer
+ * loops and reduction in turn, so the later nests find the row in cache.
+ * Two private functions, as for single nests:
+ *   K.nestI(i64 begin, i64 end, ptr noalias buf..., i64 sym...,
+ *           i64 rtstride... (each nest's rank of them, in order))
+ *     decomposes begin once and steps the shared index like an odometer;
+ *     noalias holds as for single nests: each nest writes only its store
+ *     buffer (a statistics buffer, which the later nests read through the
+ *     same pointer, or the value's own buffer, which no nest reads).
+ *     Always-inlined into
+ *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body.
+ * Chunks split shared iterations only (>= PAR_MIN_ELEMS elements of work
+ * of all nests per chunk); each row is reduced by one thread in a fixed
+ * order, so results do not depend on the thread count. */
+
+/* Elements of work per shared iteration: every nest's remaining loops. */
+static LLVMValueRef group_row_work(Cg *c, const LfNest *g) {
+  LLVMValueRef sum = i64c(c, 0);
+  for (int k = 0; k < g->group; k++) {
+    const LfNest *n = &g[k];
+    LLVMValueRef w = i64c(c, 1);
+    for (int l = g->shared; l < n->rank + n->nred; l++)
+      w = LLVMBuildMul(c->b, w, sym_val(c, loop_extent(n, l)), "");
+    sum = LLVMBuildAdd(c->b, sum, w, "");
+  }
+  return smin(c, sum, i64c(c, 1), true);
+}
+
+/* One nest of a group at the current shared index (x->iv[0..s-1] set). */
+static void emit_group_member(Cg *c, NestCtx *x, int s) {
+  const LfNest *n = x->n;
+  for (int l = s; l < n->rank; l++) x->iv[l] = open_loop(c, x->ub[l]);
+  LLVMValueRef v = n->reduce == OP_COUNT ? eval(c, x, n->value) : emit_reduce(c, x);
+  store_el(c, v, address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  for (int l = s; l < n->rank; l++) close_loop(c);
+}
+
+/* The loops of K.nestI for shared iterations [lo, hi); rt: the first
+ * output-stride parameter. */
+static void emit_group_range(Cg *c, const LfNest *g, LLVMValueRef lo, LLVMValueRef hi,
+                             unsigned rt) {
+  int s = g->shared;
+  VLoops sh = {.n = s, .nouter = s};
+  LLVMValueRef idx[MAXL], rest = lo;
+  NestCtx *x = arena_alloc(c->m->arena, sizeof *x * (size_t)g->group);
+  for (int k = 0; k < g->group; k++) {
+    const LfNest *n = &g[k];
+    x[k] = (NestCtx){.n = n};
+    for (int l = 0; l < n->rank + n->nred; l++) x[k].ub[l] = sym_val(c, loop_extent(n, l));
+    for (int l = 0; l < n->rank; l++) x[k].rt_stride[l] = LLVMGetParam(c->fn, rt++);
+  }
+  for (int j = s - 1; j >= 0; j--) {
+    sh.ub[j] = x[0].ub[j];
+    idx[j] = entry_alloca(c, c->i64, NULL);
+    LLVMBuildStore(c->b, j ? LLVMBuildURem(c->b, rest, sh.ub[j], "") : rest, idx[j]);
+    if (j) rest = LLVMBuildUDiv(c->b, rest, sh.ub[j], "");
+  }
+  open_loop_from(c, lo, hi);
+  for (int j = 0; j < s; j++) {
+    LLVMValueRef iv = LLVMBuildLoad2(c->b, c->i64, idx[j], "");
+    for (int k = 0; k < g->group; k++) x[k].iv[j] = iv;
+  }
+  for (int k = 0; k < g->group; k++) emit_group_member(c, &x[k], s);
+  odometer_step(c, &sh, idx, s);
+  close_loop(c);
+}
+
+/* On targets with 512-bit vectors, lets the vectorizer use them in fn
+ * (LLVM prefers 256 bits by default): a group's loops are compute-bound
+ * on exp once their row is in cache. */
+static void prefer_wide_vectors(Cg *c, LLVMValueRef fn) {
+  if (c->vec_bits < 512) return;
+  const char *keys[2] = {"prefer-vector-width", "min-legal-vector-width"};
+  for (int i = 0; i < 2; i++)
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(c->ctx, keys[i], (unsigned)strlen(keys[i]),
+                                                      "512", 3));
+}
+
+/* Builds K.nestI and K.nestI.body of group g (see above). */
+static NestFn group_functions(Cg *c, const LfNest *g) {
+  NestFn f = {.nb = c->lk->nbufs, .nv = c->k->nsyms};
+  for (int k = 0; k < g->group; k++) f.nv += g[k].rank;
+  int np = 2 + f.nb + f.nv;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
+  ps[0] = ps[1] = c->i64;
+  for (int i = 0; i < f.nb; i++) ps[2 + i] = c->ptr;
+  for (int i = 0; i < f.nv; i++) ps[2 + f.nb + i] = c->i64;
+  char name[600];
+  snprintf(name, sizeof name, "%s.nest%d", c->k->name, c->nfns++);
+  f.impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(f.impl, LLVMPrivateLinkage);
+  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < f.nb; i++) add_fn_attr(c, f.impl, (unsigned)(3 + i), "noalias");
+  prefer_wide_vectors(c, f.impl);
+  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
+  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
+  c->fn = f.impl;
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(f.nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < f.nb; i++) c->base[i] = LLVMGetParam(f.impl, (unsigned)(2 + i));
+  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(f.impl, (unsigned)(2 + f.nb + i));
+  emit_group_range(c, g, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
+                   (unsigned)(2 + f.nb + c->k->nsyms));
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, start);
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)f.nb), LLVMArrayType2(c->i64, (uint64_t)f.nv)};
+  f.ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMTypeRef bps[3] = {c->ptr, c->i64, c->i64};
+  snprintf(name, sizeof name, "%s.nest%d.body", c->k->name, c->nfns - 1);
+  f.body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 3, 0));
+  LLVMSetLinkage(f.body, LLVMPrivateLinkage);
+  prefer_wide_vectors(c, f.body);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f.body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(f.body, 0);
+  a[0] = LLVMGetParam(f.body, 1);
+  a[1] = LLVMGetParam(f.body, 2);
+  for (int i = 0; i < f.nb + f.nv; i++) {
+    bool isb = i < f.nb;
+    LLVMValueRef gi[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - f.nb)};
+    LLVMValueRef q = LLVMBuildGEP2(c->b, f.ctxt, ctx, gi, 3, "");
+    a[2 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
+  }
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f.impl), f.impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
+  LLVMPositionBuilderAtEnd(c->b, spos);
+  return f;
+}
+
+/* Stores context field (part, j) of f. */
+static void ctx_store(Cg *c, const NestFn *f, LLVMValueRef ctx, int part, int j, LLVMValueRef v) {
+  LLVMValueRef gi[3] = {i32c(c, 0), i32c(c, part), i64c(c, j)};
+  LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, f->ctxt, ctx, gi, 3, ""));
+}
+
+/* Fills group g's context in the kernel and calls tdsl_parallel_for. */
+static void emit_group_parallel(Cg *c, const LfNest *g) {
+  if (g->shared < 1 || g->shared > g->rank) ICE("row group sharing %d loops", g->shared);
+  NestFn f = group_functions(c, g);
+  LLVMValueRef ctx = entry_alloca(c, f.ctxt, NULL);
+  for (int i = 0; i < f.nb; i++) ctx_store(c, &f, ctx, 0, i, c->base[i] ? c->base[i] : LLVMConstNull(c->ptr));
+  for (int j = 0; j < c->k->nsyms; j++) ctx_store(c, &f, ctx, 1, j, c->env[j]);
+  int j = c->k->nsyms;
+  for (int k = 0; k < g->group; k++) {
+    const LfNest *n = &g[k];
+    for (int l = 0; l < n->rank; l++, j++) {
+      LLVMValueRef v = i64c(c, 0);
+      if (n->store.rt_strides)
+        v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank, l);
+      ctx_store(c, &f, ctx, 1, j, v);
+    }
+  }
+  LLVMValueRef total = i64c(c, 1);
+  for (int l = 0; l < g->shared; l++) total = LLVMBuildMul(c->b, total, sym_val(c, g->shape[l]), "");
+  LLVMValueRef grain = smin(c, LLVMBuildSDiv(c->b, i64c(c, PAR_MIN_ELEMS), group_row_work(c, g), ""),
+                            i64c(c, 1), true);
+  LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
+  LLVMValueRef a[4] = {total, grain, f.body, ctx};
+  call(c, fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
+}
+
+/* ---- GEMM epilogues (lower.h "Epilogues") ----------------------------------
+ * The hook gemm.c calls on each finished block of C (gemm.h) is two
+ * private functions, as for parallel nests:
+ *   K.epiI(i64 bt, i64 i0, i64 i1, i64 j0, i64 j1, ptr noalias buf...,
+ *          i64 sym..., i64 rtstride...)
+ *     maps the block to output indices and runs `post` over it, LFE_ACC
+ *     loaded through cstore, the value stored through store; the inner
+ *     loop runs over C's columns, the output's unit-stride dim (N of a
+ *     matmul, channels of a channels-last conv, the pixels of an NCHW
+ *     conv: one loop over OH*OW when every access allows collapsing them,
+ *     as plan_vloops would), so it vectorizes.  Always-inlined into
+ *   K.epiI.body(ptr ctx, i64 bt, i64 i0, i64 i1, i64 j0, i64 j1), which
+ *     unpacks the context the kernel filled (buffers, symbols, output
+ *     strides). */
+
+/* Output indices of C row i (row = true) or column j: sets x->iv. */
+static void epi_index(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef bt, LLVMValueRef q,
+                      bool row, bool collapse) {
+  int R = n->rank;
+  if (n->reduce == OP_MATMUL) {
+    x->iv[row ? R - 2 : R - 1] = q;
+    for (int d = R - 3; row && d >= 0; d--) { /* batch dims, row-major in bt */
+      x->iv[d] = d ? LLVMBuildURem(c->b, bt, x->ub[d], "") : bt;
+      if (d) bt = LLVMBuildUDiv(c->b, bt, x->ub[d], "");
+    }
+    return;
+  }
+  const IrValue *v = ir_val(c->k, n->gemm);
+  LLVMValueRef groups = sym_val(c, v->attrs[6]);
+  LLVMValueRef og = LLVMBuildSDiv(c->b, x->ub[R - 3], groups, "");
+  LLVMValueRef gi = LLVMBuildSRem(c->b, bt, groups, "");
+  if (row && R == 4) x->iv[0] = LLVMBuildSDiv(c->b, bt, groups, "");
+  if (row != gemm_cl(n)) { /* a channel */
+    x->iv[R - 3] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, og, ""), q, "");
+  } else if (collapse) { /* a pixel, OH and OW as one loop */
+    x->iv[R - 2] = i64c(c, 0);
+    x->iv[R - 1] = q;
+  } else {
+    x->iv[R - 2] = LLVMBuildSDiv(c->b, q, x->ub[R - 1], "");
+    x->iv[R - 1] = LLVMBuildSRem(c->b, q, x->ub[R - 1], "");
+  }
+}
+
+/* The block loops of K.epiI; args: bt, i0, i1, j0, j1. */
+static void epi_loops(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef *args) {
+  int R = n->rank;
+  bool collapse = n->reduce == OP_CONV2D && !gemm_cl(n) &&
+                  acc_collapses(c, n, &n->store, R - 2, R - 1) &&
+                  acc_collapses(c, n, &n->cstore, R - 2, R - 1) &&
+                  expr_collapses(c, n, n->post, R - 2, R - 1);
+  epi_index(c, n, x, args[0], open_loop_from(c, args[1], args[2]), true, collapse);
+  epi_index(c, n, x, args[0], open_loop_from(c, args[3], args[4]), false, collapse);
+  x->acc = load_el(c, address(c, x, &n->cstore, n->cdtype, R), n->cdtype);
+  store_el(c, eval(c, x, n->post), address(c, x, &n->store, n->dtype, R), n->dtype);
+  close_loop(c);
+  close_loop(c);
+}
+
+/* Builds K.epiI and its wrapper; returns the wrapper and the context type. */
+static LLVMValueRef epi_functions(Cg *c, const LfNest *n, LLVMTypeRef *ctxt) {
+  int nb = c->lk->nbufs, nv = c->k->nsyms + n->rank, np = 5 + nb + nv;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
+  for (int i = 0; i < np; i++) ps[i] = i >= 5 && i < 5 + nb ? c->ptr : c->i64;
+  char name[600];
+  snprintf(name, sizeof name, "%s.epi%d", c->k->name, c->nfns++);
+  LLVMValueRef impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(impl, LLVMPrivateLinkage);
+  add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < nb; i++) add_fn_attr(c, impl, (unsigned)(6 + i), "noalias");
+  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
+  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
+  c->fn = impl;
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < nb; i++) c->base[i] = LLVMGetParam(impl, (unsigned)(5 + i));
+  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(impl, (unsigned)(5 + nb + i));
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) {
+    x.ub[l] = sym_val(c, n->shape[l]);
+    x.rt_stride[l] = LLVMGetParam(impl, (unsigned)(5 + nb + c->k->nsyms + l));
+  }
+  LLVMValueRef a5[5];
+  for (int i = 0; i < 5; i++) a5[i] = LLVMGetParam(impl, (unsigned)i);
+  epi_loops(c, n, &x, a5);
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, start);
+  /* the wrapper */
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)nv)};
+  *ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMTypeRef bps[6] = {c->ptr, c->i64, c->i64, c->i64, c->i64, c->i64};
+  snprintf(name, sizeof name, "%s.epi%d.body", c->k->name, c->nfns - 1);
+  LLVMValueRef body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 6, 0));
+  LLVMSetLinkage(body, LLVMPrivateLinkage);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(body, 0);
+  for (int i = 0; i < 5; i++) a[i] = LLVMGetParam(body, (unsigned)(1 + i));
+  for (int i = 0; i < nb + nv; i++) {
+    bool isb = i < nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMValueRef q = LLVMBuildGEP2(c->b, *ctxt, ctx, g, 3, "");
+    a[5 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
+  }
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(impl), impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
+  LLVMPositionBuilderAtEnd(c->b, spos);
+  return body;
+}
+
+/* Builds the hook for gemm nest n and fills its context in the kernel. */
+static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
+  LLVMTypeRef ctxt;
+  LLVMValueRef body = epi_functions(c, n, &ctxt);
+  int nb = c->lk->nbufs;
+  LLVMValueRef ctx = entry_alloca(c, ctxt, NULL);
+  for (int i = 0; i < nb + c->k->nsyms + n->rank; i++) {
+    bool isb = i < nb;
+    int j = isb ? i : i - nb;
+    LLVMValueRef v;
+    if (isb) v = c->base[i] ? c->base[i] : LLVMConstNull(c->ptr);
+    else if (j < c->k->nsyms) v = c->env[j];
+    else if (n->store.rt_strides)
+      v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank,
+                    j - c->k->nsyms);
+    else v = i64c(c, 0);
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, j)};
+    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, ctxt, ctx, g, 3, ""));
+  }
+  e->epi_fn = body;
+  e->epi_arg = ctx;
+}
+
 static void emit_nest(Cg *c, const LfNest *n) {
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
     emit_gemm_nest(c, n);
@@ -1593,6 +2024,14 @@ static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
       c->slot[i] = LLVMBuildAlloca(c->b, c->ptr, "scratch");
       LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->slot[i]);
     }
+  c->gpool = arena_alloc(c->m->arena, sizeof *c->gpool * (size_t)(lk->nnests + 1));
+  for (int i = 0; i < lk->nnests; i++) {
+    c->gpool[i] = NULL;
+    if (lk->nests[i].reduce == OP_MATMUL || lk->nests[i].reduce == OP_CONV2D) {
+      c->gpool[i] = LLVMBuildAlloca(c->b, c->ptr, "gemm_pool");
+      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->gpool[i]);
+    }
+  }
   int ns = k->nsyms ? k->nsyms : 1;
   c->envp = LLVMBuildArrayAlloca(c->b, c->i64, i32c(c, ns), "env");
   c->boundp = LLVMBuildArrayAlloca(c->b, c->i32, i32c(c, ns), "bound");
@@ -1606,7 +2045,15 @@ static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
   c->kname = str(c, k->name);
   emit_entry_checks(c);
   setup_buffers(c);
-  for (int i = 0; i < lk->nnests; i++) emit_nest(c, &lk->nests[i]);
+  setup_gemm_pools(c);
+  for (int i = 0; i < lk->nnests; i++) {
+    if (c->opt > 0 && lk->nests[i].group > 1) { /* a row group: its nests at once */
+      emit_group_parallel(c, &lk->nests[i]);
+      i += lk->nests[i].group - 1;
+      continue;
+    }
+    emit_nest(c, &lk->nests[i]);
+  }
   free_scratch(c);
   LLVMBuildRet(c->b, i32c(c, 0));
   LLVMPositionBuilderAtEnd(c->b, c->fail);

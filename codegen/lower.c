@@ -5,7 +5,8 @@
  * to the caller's output when plan-memory placed it there), then one
  * copy nest per remaining result into the caller's output.
  * Views fold into the accesses of their users; TENSOR data becomes a
- * constant buffer.
+ * constant buffer.  At -O1+ values flagged by pass fuse are inlined and
+ * GEMMs take their readers as epilogues (lower.h "Fusion", "Epilogues").
  *
  * Needs: ir.h, sym.h.  Produces: LfKernel (arena of m). */
 #include "lower.h"
@@ -19,6 +20,7 @@ typedef struct Lower {
   SymTab *st;
   int *buf_of; /* per IR value: its buffer when it is a storage root */
   bool *inl;   /* per IR value: computed inside its users (IRF_INLINE) */
+  IrRef epi;   /* the inlined GEMM value read by the nest being built, or -1 */
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -169,6 +171,7 @@ static const int *identity(Lower *L, int n) {
 }
 
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
+static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops);
 
 static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   LfExpr *e = inline_load(L, r, map, nloops);
@@ -240,6 +243,8 @@ static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops) {
   IrRef root = ir_storage_root(L->k, r);
   if (!L->inl || !L->inl[root]) return NULL;
   const IrValue *p = ir_val(L->k, root);
+  if (op_kind(p->op) == IRK_MATMUL || op_kind(p->op) == IRK_CONV)
+    return epilogue_acc(L, r, map, nloops);
   int *pm = zalloc(L, sizeof *pm * (size_t)(p->rank + 1));
   if (!lf_view_map(L->m, L->k, r, map, pm))
     ICE("inlined value %%%d read through a view it cannot follow", root);
@@ -403,6 +408,15 @@ static void final_nest(Lower *L, IrRef r, LfExpr *value) {
   n->src = r;
 }
 
+/* -O1+: the nests from `first` on (one normalization: statistics nests,
+ * then the final one) form a row group over their first `shared` outer
+ * loops, the dims before the normalized one(s) (lower.h), if any. */
+static void row_group(Lower *L, int first, int shared) {
+  if (!L->inl || shared < 1) return;
+  L->lk->nests[first].group = L->lk->nnests - first;
+  L->lk->nests[first].shared = shared;
+}
+
 /* The statistics dtype: half types compute in f32. */
 static DType stat_dtype(DType dt) { return dt == DT_F64 ? DT_F64 : DT_F32; }
 
@@ -428,6 +442,7 @@ static void lower_softmax(Lower *L, IrRef r) {
   if (R > 0) red[dim < 0 ? dim + R : dim] = true; /* 0-dim: a row of one */
   red_map(R, red, map);
   DType ad = stat_dtype(v->dtype);
+  int first = L->lk->nnests;
   int bmax = stats_nest(L, r, red, map, OP_AMAX, cast(L, load(L, x, map, R), ad), ad, smax);
   LfExpr *d = op2(L, OP_SUB, ad, cast(L, load(L, x, map, R), ad),
                   finite_max(L, stats_load(L, bmax, smax, R, map, R)));
@@ -440,6 +455,7 @@ static void lower_softmax(Lower *L, IrRef r) {
     final_nest(L, r, op2(L, OP_SUB, ad, t, op2(L, OP_LOG, ad, s, NULL)));
   else
     final_nest(L, r, op2(L, OP_DIV, ad, op2(L, OP_EXP, ad, t, NULL), s));
+  row_group(L, first, R > 0 ? (int)(dim < 0 ? dim + R : dim) : 0);
 }
 
 /* x - mean at loop variables map (dim d of x at map[d]). */
@@ -461,6 +477,7 @@ static void lower_layer_norm(Lower *L, IrRef r) {
   for (int d = 0; d < R; d++) red[d] = d >= R - nn;
   red_map(R, red, map);
   DType ad = stat_dtype(v->dtype);
+  int first = L->lk->nnests;
   int bmean = stats_nest(L, r, red, map, OP_MEAN, cast(L, load(L, x, map, R), ad), ad, smean);
   LfExpr *sq = op2(L, OP_MUL, ad, centered(L, x, bmean, smean, R, map, ad),
                    centered(L, x, bmean, smean, R, map, ad));
@@ -475,6 +492,7 @@ static void lower_layer_norm(Lower *L, IrRef r) {
   if (v->flags & IRF_BIAS)
     y = op2(L, OP_ADD, ad, y, cast(L, load(L, v->args[next++], wmap, R), ad));
   final_nest(L, r, y);
+  row_group(L, first, R - (int)nn);
 }
 
 /* Window of output index o (loop variable loop) along input size `in`:
@@ -575,6 +593,59 @@ static void lower_gemm(Lower *L, IrRef r) {
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
+  n->gemm = r;
+  n->cstore = n->store;
+  n->cdtype = v->dtype;
+}
+
+/* ---- epilogues (lower.h "Epilogues") ---- */
+
+/* A read of inlined GEMM value g (pass fuse: once, directly, at the
+ * output index of the nest being built): LFE_ACC. */
+static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops) {
+  const IrValue *v = ir_val(L->k, g);
+  if (L->epi >= 0 || nloops != v->rank)
+    ICE("GEMM value %%%d read as an epilogue where it cannot be", g);
+  for (int d = 0; d < v->rank; d++)
+    if (map[d] != d) ICE("GEMM value %%%d read off its output index", g);
+  L->epi = g;
+  return expr(L, LFE_ACC, v->dtype);
+}
+
+/* Whether the GEMM can accumulate into n's store itself (in place). */
+static bool epilogue_in_place(Lower *L, const LfNest *n, const IrValue *g) {
+  if (n->dtype != g->dtype || n->store.lin_rank ||
+      (g->dtype != DT_F32 && g->dtype != DT_F64 && g->dtype != DT_I64))
+    return false;
+  if (op_kind(g->op) == IRK_MATMUL) return true;
+  if (n->store.rt_strides) return false;
+  /* conv (gemm.h): each channel's pixels dense, stride h == OW * stride w */
+  int R = g->rank;
+  const Sym *sh = n->store.stride[R - 2], *sw = n->store.stride[R - 1], *ow = g->shape[R - 1];
+  return sym_is(g->shape[R - 2], 1) || sh == sym_mul(L->st, ow, sw) ||
+         sh == sym_mul(L->st, sym_max(L->st, ow, sym_const(L->st, 1)), sw);
+}
+
+/* Turns n, the nest that reads inlined GEMM value L->epi, into that
+ * GEMM's nest with n's expression as its epilogue. */
+static void epilogue_nest(Lower *L, LfNest *n) {
+  IrRef g = L->epi;
+  const IrValue *v = ir_val(L->k, g);
+  L->epi = -1;
+  if (n->reduce != OP_COUNT || n->nred) ICE("an epilogue in a reduction nest");
+  n->post = n->value;
+  n->reduce = v->op;
+  n->gemm = g;
+  n->nopnd = v->nargs;
+  if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
+  for (int j = 0; j < v->nargs; j++) {
+    int rank = ir_val(L->k, v->args[j])->rank;
+    n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
+  }
+  n->value = load(L, v->args[0], identity(L, ir_val(L->k, v->args[0])->rank),
+                  ir_val(L->k, v->args[0])->rank);
+  n->cdtype = v->dtype;
+  n->cstore = epilogue_in_place(L, n, v) ? n->store : dense_store(L, g);
 }
 
 /* -O1+: the nest just added for rank-4 value r stored channels-last
@@ -616,6 +687,7 @@ static void lower_value(Lower *L, IrRef r) {
   n->dtype = v->dtype;
   n->src = r;
   cl_loop_order(L, r);
+  if (L->epi >= 0) epilogue_nest(L, n);
 }
 
 /* Outputs of a checked dense layout: strides known from the shape (the
@@ -655,6 +727,21 @@ static void lower_result(Lower *L, int i) {
   n->dtype = res->dtype;
   n->src = -1;
   if (L->inl) static_output_strides(L, n, res);
+  if (L->epi >= 0) epilogue_nest(L, n);
+}
+
+/* Result copies carrying a GEMM epilogue run before the other result
+ * copies (from nest `first` on): the GEMM allocates its packing memory,
+ * which may fail, and a failed kernel leaves every output untouched
+ * (spec §7.2).  Copies only read values and write their own outputs, so
+ * their order is free. */
+static void gemm_copies_first(LfKernel *lk, int first) {
+  for (int i = first, to = first; i < lk->nnests; i++) {
+    if (lk->nests[i].reduce != OP_MATMUL && lk->nests[i].reduce != OP_CONV2D) continue;
+    LfNest g = lk->nests[i];
+    memmove(&lk->nests[to + 1], &lk->nests[to], sizeof g * (size_t)(i - to));
+    lk->nests[to++] = g;
+  }
 }
 
 LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported) {
@@ -662,7 +749,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported) {
 }
 
 LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level) {
-  Lower L = {.m = m, .k = k, .st = m->st};
+  Lower L = {.m = m, .k = k, .st = m->st, .epi = -1};
   for (int r = 0; r < k->nvalues; r++)
     if (!supported(ir_val(k, r)->op)) {
       *unsupported = ir_val(k, r)->op;
@@ -674,7 +761,9 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
   for (int r = 0; r < k->nvalues; r++) L.buf_of[r] = -1;
   if (opt_level > 0) L.inl = planned_inline(&L);
   for (int r = 0; r < k->nvalues; r++) lower_value(&L, r);
+  int first = L.lk->nnests;
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
+  gemm_copies_first(L.lk, first);
   return L.lk;
 }
 
@@ -773,35 +862,52 @@ void lf_print(FILE *f, const LfKernel *lk) {
 
 /* ---- traffic estimate (the optimization report) ---- */
 
-/* Bytes loaded by e evaluated `count` times (loads of its subtrees). */
-static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
+/* Distinct-address model: a load counts once per iteration of the loops
+ * its address depends on (loads invariant in a loop stay in a register
+ * or in cache across it). */
+static const Sym *load_count(SymTab *st, const LfExpr *e, const Sym *const *ext, int nl,
                              const Sym *count) {
+  if (e->acc.lin_rank > 0 || e->acc.rt_strides || !e->acc.stride) return count;
+  const Sym *c = sym_const(st, 1);
+  for (int l = 0; l < nl; l++)
+    if (!sym_is(e->acc.stride[l], 0)) c = sym_mul(st, c, ext[l]);
+  return c;
+}
+
+static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
+                             const Sym *count, const Sym *const *ext, int nl) {
   if (!e) return sym_const(st, 0);
   const Sym *b = sym_const(st, 0);
   if (e->kind == LFE_LOAD)
-    b = sym_mul(st, count, sym_const(st, dtype_size(lk->bufs[e->acc.buf].dtype)));
+    b = sym_mul(st, load_count(st, e, ext, nl, count),
+                sym_const(st, dtype_size(lk->bufs[e->acc.buf].dtype)));
   for (int i = 0; i < e->nargs && i < 3; i++)
-    b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count));
+    b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count, ext, nl));
   return b;
 }
 
-/* Bytes one nest reads and writes: each load counts once per iteration
- * of the loops around it; gemm nests read each operand once. */
+/* Bytes one nest reads and writes: each element stored once, each load
+ * once per distinct address (load_count); gemm nests read each operand
+ * once. */
 static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n) {
   SymTab *st = m->st;
+  const Sym *ext[2 * TDSL_LF_MAX_RANK + 4];
+  int nl = 0;
+  for (int l = 0; l < n->rank; l++) ext[nl++] = n->shape[l];
+  for (int l = 0; l < n->nred; l++) ext[nl++] = n->red[l];
   const Sym *outer = sym_prod(st, n->shape, n->rank);
   const Sym *b = sym_mul(st, outer, sym_const(st, dtype_size(n->dtype)));
-  if ((n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) && n->src >= 0) {
-    const IrValue *v = ir_val(lk->k, n->src);
+  if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
+    const IrValue *v = ir_val(lk->k, n->gemm);
     for (int j = 0; j < v->nargs; j++) {
       const IrValue *x = ir_val(lk->k, v->args[j]);
       b = sym_add(st, b, sym_mul(st, ir_numel(m, x), sym_const(st, dtype_size(x->dtype))));
     }
-    return b;
+    return sym_add(st, b, expr_bytes(st, lk, n->post, outer, ext, n->rank));
   }
   const Sym *all = sym_mul(st, outer, sym_prod(st, n->red, n->nred));
-  b = sym_add(st, b, expr_bytes(st, lk, n->value, all));
-  return sym_add(st, b, expr_bytes(st, lk, n->post, outer));
+  b = sym_add(st, b, expr_bytes(st, lk, n->value, all, ext, nl));
+  return sym_add(st, b, expr_bytes(st, lk, n->post, outer, ext, n->rank));
 }
 
 int lf_slot_shared(const LfKernel *lk, int i) {

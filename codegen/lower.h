@@ -48,7 +48,10 @@
  *    MEAN of (x - mean)^2 (biased variance), then the normalization with
  *    weight/bias.  Statistics buffers are LFB_SCRATCH with index = the
  *    normalized value; all three nests have src = that value, and only
- *    the last stores it.
+ *    the last stores it (to scratch, or to an output: it assumes
+ *    neither).  At -O1+ the three form a row group (LfNest.group) over
+ *    the dims before the normalized one(s), when there are any: each
+ *    row's statistics are computed and used while the row is in cache.
  *  - Pools (lower.c, lower_pool): one reduction nest over N, C, OH, OW
  *    with two window loops whose bounds are the window clipped to the
  *    input (max pooling then never sees padding, as -inf padding
@@ -142,6 +145,24 @@ typedef struct LfNest {
    * load of operand 0 (for printing) and red/nred are unused. */
   int nopnd;
   LfAccess opnd[3];
+  /* Gemm nests: `gemm` is the MATMUL/CONV2D value, and the GEMM writes
+   * its value (dtype `cdtype`, over its dims) through `cstore`.  Without
+   * an epilogue gemm == src, cstore == store, cdtype == dtype and post is
+   * NULL.  With one (see "Epilogues" below) `post` is the stored value in
+   * terms of LFE_ACC, the GEMM's value at the output index (dtype
+   * cdtype, read back through cstore), and src/store/dtype are those of
+   * the value (or result copy, src -1) the epilogue computes. */
+  IrRef gemm;
+  LfAccess cstore;
+  DType cdtype;
+  /* Row groups (see "Normalizations" above): group > 1 on the first nest
+   * of a group says that it and the next group - 1 nests share their
+   * first `shared` outer loops (same extents; loop variable l < shared is
+   * the same index in each).  The code generator may run them as one
+   * loop over those shared iterations that runs each nest's remaining
+   * loops in turn; it must keep their order for each shared index.  0 on
+   * every other nest. */
+  int group, shared;
 } LfNest;
 
 typedef struct LfKernel {
@@ -176,6 +197,24 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
  * loop in the layout's memory order (LfNest.order). */
 LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level);
 
+/* Epilogues (opt_level >= 1): a MATMUL/CONV2D value flagged IRF_INLINE
+ * by pass fuse has no nest of its own; the one nest that reads it (an
+ * elementwise nest or a result copy, reading it once at the output index
+ * through a chain of inlined values) becomes its gemm nest, with the
+ * nest's expression as `post` (the GEMM value replaced by LFE_ACC).  The
+ * nest stays where it was in nest order (every operand of the epilogue
+ * is ready there; plan-memory keeps the GEMM's operands alive up to it,
+ * as for any inlined value).  cstore is `store` itself (in place: the
+ * GEMM accumulates into the final destination and the epilogue rewrites
+ * each finished block) when the stored dtype is the GEMM value's dtype,
+ * one of f32, f64, i64, and the GEMM can address the destination (a
+ * matmul: any strides; a conv2d: exactly its own dense strides); else
+ * the GEMM value's own scratch buffer (outside plan-memory's plan),
+ * which the epilogue reads back block by block while it is in cache.
+ * A GEMM allocates all its packing memory before it computes anything
+ * (gemm.c), so storing into a caller's output is safe: a failed
+ * allocation leaves every output untouched (spec §7.2). */
+
 /* Which values are inlined is decided by the pass "fuse" (passes/fuse.c)
  * and recorded as IRF_INLINE; lowering at opt_level >= 1 inlines exactly
  * the flagged values (none when the pass did not run), and ignores the
@@ -189,8 +228,10 @@ bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *p
 
 /* Traffic estimate for the optimization report: lowers k at opt_level
  * and sets the number of nests, the bytes all nests read and write
- * (each load counts once per iteration of the loops around it, each
- * store once per outer iteration; gemm nests read each operand once) and
+ * (each load counts once per distinct address: once per iteration of
+ * the loops its address depends on, so a broadcast operand counts its
+ * own size; each store once per outer iteration; gemm nests read each
+ * operand once) and
  * the scratch bytes.  Returns 0, or -1 when k cannot be lowered. */
 int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
              const Sym **bytes, const Sym **scratch);

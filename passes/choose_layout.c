@@ -21,12 +21,14 @@
  * Cost of each option, estimated with symbols at SYM_GUESS:
  *   bytes: every member's output written once, every operand read once;
  *          a read in the other layout than the reader's costs
- *          F_STRIDED times its bytes (a strided walk), a conv input in
- *          the other layout the packing factor (the conv packs from any
- *          strides); broadcast operands (a stride 0) and strided
- *          parameters and results cost the same either way.
+ *          F_STRIDED times its bytes (a strided walk); broadcast
+ *          operands (a stride 0) and strided parameters and results
+ *          cost the same either way.
  *   time:  bytes / BW_GBS + conv FLOPs / (GFLOPS * efficiency of the
- *          conv in that layout, 1x1 and larger kernels apart).
+ *          conv in that layout: 1x1, larger kernels, and larger kernels
+ *          over few input channels per group apart) + for a conv whose
+ *          input is in the other layout, the packing's extra time per
+ *          byte of its im2col matrix (the conv packs from any strides).
  * The cheaper time wins (ties: keep PyTorch's layout); --layout=nchw or
  * nhwc (PassOptions.layout) forces one.  One "layout" decision per group
  * with both estimates.
@@ -42,36 +44,47 @@
 /* Symbols are estimated at this value. */
 #define SYM_GUESS 32
 
-/* Measured once in a private harness (/tmp, not kept) on the 2-core
- * x86-64 development container, loaded by other builds, so rough:
- * kernels `return conv2d(x, w)` with x and the result declared strided,
- * N=8, C=O=64, 56x56, f32, compiled with tdslc -O2 --layout=nchw and
- * --layout=nhwc, called with NCHW and channels_last x (and the output
- * in the conv's layout, so the result copy is plain); minimum over 12
- * calls x 5 runs, in ms:
- *              conv NCHW            conv channels-last
- *              x NCHW   x CL        x NCHW   x CL
- *   3x3         33.4    33.7         41.2    41.5
- *   1x1          4.83    7.46         7.50    7.62
- * So our implicit GEMM is faster with an NCHW output (efficiency of the
- * channels-last conv 33.4/41.2 = 0.81 for 3x3, 4.83/7.50 = 0.64 for
- * 1x1), and packing a 1x1 conv's NCHW panels from a channels_last input
- * costs 2.6 ms, about 9 extra plain reads of the 6.4 MB input; the
- * other packings cost no measurable extra. */
-#define CONV_EFF_NCHW_1X1 1.00
-#define CONV_EFF_NHWC_1X1 0.64
+/* Measured in a private harness (/tmp, not kept) on the 2-core x86-64
+ * (AVX-512) development container, shared with other builds, so rough:
+ * kernels `return conv2d(x, w, ...)` with x and the result declared
+ * strided, N=32, f32, compiled with tdslc -O2 --layout=nchw and
+ * --layout=nhwc, called with NCHW and channels_last x and the output in
+ * the conv's layout (no result copy); one thread, minimum process CPU
+ * time over 4 calls (wall time was too noisy on the loaded machine), ms:
+ *                              conv NCHW          conv channels-last
+ *                              x NCHW   x CL      x NCHW   x CL
+ *   3x3 pad 1, C=O=64, 56x56   130.7   256.3      138.5   129.1
+ *   1x1, C=O=64, 56x56          28.7    33.3       43.9    39.8
+ *   7x7/2 pad 3, C=3, O=64,    206.3   339.3      551.9   561.8
+ *     224x224
+ * At GFLOPS (below) the 3x3 conv would take 134.5 ms, the 1x1 14.9, the
+ * 7x7/2 137.3; the efficiencies are those ratios.  Channels-last packs
+ * runs of Cg channels per pixel and tap, so few channels per group
+ * (C=3) make it slow; NCHW packs vectors of pixels. */
+#define CONV_EFF_NCHW_1X1 0.52
+#define CONV_EFF_NHWC_1X1 0.375
 #define CONV_EFF_NCHW_KXK 1.00
-#define CONV_EFF_NHWC_KXK 0.81
-/* Throughput in the same runs: 1.85 GFLOP of 3x3 conv in 33.4 ms; a
+#define CONV_EFF_NHWC_KXK 1.00
+#define CONV_EFF_NCHW_FEWC 0.665
+#define CONV_EFF_NHWC_FEWC 0.244
+#define FEW_CHANNELS 16 /* Cg below this: the FEWC efficiencies */
+/* The input in the other layout, extra ns per byte of the im2col matrix
+ * (N * OH * OW * Cg * KH * KW elements): an NCHW conv gathers pixels
+ * from a channels_last input (3x3: +125.6 ms over 231 MB; 7x7/2: +133
+ * over 236 MB; 1x1: +4.6 over 25.7), a channels-last conv copies runs of
+ * channels strided from an NCHW input (3x3: +9.4; 1x1: +4.1). */
+#define NS_GATHER_KXK 0.55
+#define NS_GATHER_1X1 0.18
+#define NS_RUNS_KXK 0.04
+#define NS_RUNS_1X1 0.16
+/* The earlier runs' throughput: 1.85 GFLOP of 3x3 conv in 33.4 ms (2
+ * threads; one thread of the measurements above reaches the same); a
  * plain 8x64x56x56 f32 copy (12.8 MB read + written) in 0.57 ms. */
 #define GFLOPS 55.0
 #define BW_GBS 22.0
 /* The same copy into a channels_last output took 3.84 ms (F_STRIDED:
- * a read walking the other layout); a conv's input in the other layout
- * (F_PACK; F_PACK_NCHW_1X1 for an NCHW 1x1 conv reading channels_last). */
+ * a read walking the other layout). */
 #define F_STRIDED 6.7
-#define F_PACK 1.0
-#define F_PACK_NCHW_1X1 10.0
 
 typedef enum Lay { LAY_NCHW, LAY_CL, LAY_ANY } Lay;
 
@@ -186,10 +199,23 @@ static bool is_1x1(const Ctx *x, const IrValue *conv) {
   return sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
 }
 
-/* Cost factor of conv v (in layout L) packing its input from the other
+/* Extra ms of conv v (in layout L) packing its input from the other
  * layout. */
-static double pack_factor(const Ctx *x, const IrValue *v, Lay L) {
-  return L == LAY_NCHW && is_1x1(x, v) ? F_PACK_NCHW_1X1 : F_PACK;
+static double pack_ms(const Ctx *x, const IrValue *v, Lay L) {
+  double cols = conv_flops(x, v) / (2.0 * num(x, v->shape[1])) * dtype_size(v->dtype);
+  bool one = is_1x1(x, v);
+  double ns = L == LAY_NCHW ? (one ? NS_GATHER_1X1 : NS_GATHER_KXK)
+                            : (one ? NS_RUNS_1X1 : NS_RUNS_KXK);
+  return cols * ns * 1e-6;
+}
+
+/* Efficiency of conv v in layout L (see the measurements above). */
+static double conv_eff(const Ctx *x, const IrValue *v, Lay L) {
+  bool cl = L == LAY_CL;
+  if (is_1x1(x, v)) return cl ? CONV_EFF_NHWC_1X1 : CONV_EFF_NCHW_1X1;
+  if (num(x, ir_val(x->k, v->args[1])->shape[1]) < FEW_CHANNELS)
+    return cl ? CONV_EFF_NHWC_FEWC : CONV_EFF_NCHW_FEWC;
+  return cl ? CONV_EFF_NHWC_KXK : CONV_EFF_NCHW_KXK;
 }
 
 /* A member's own reads and write, and its conv time, in layout L. */
@@ -202,15 +228,13 @@ static void member_cost(const Ctx *x, int g, IrRef r, Lay L, Est *e) {
     double b = bytes_of(x, ir_val(x->k, a));
     if (x->grp[a] >= 0 && find(x->grp, a) == g) e->bytes += b;
     else if (conv && j > 0) e->bytes += b; /* weight, bias: layout-free */
-    else e->bytes += read_cost(b, layout_of(x->k, a), L, conv ? pack_factor(x, v, L) : F_STRIDED);
+    else if (conv) {
+      Lay have = layout_of(x->k, a);
+      e->bytes += b;
+      if (have != LAY_ANY && have != L) e->ms += pack_ms(x, v, L);
+    } else e->bytes += read_cost(b, layout_of(x->k, a), L, F_STRIDED);
   }
-  if (conv) {
-    bool one = is_1x1(x, v);
-    double f = conv_flops(x, v);
-    double eff = L == LAY_CL ? (one ? CONV_EFF_NHWC_1X1 : CONV_EFF_NHWC_KXK)
-                             : (one ? CONV_EFF_NCHW_1X1 : CONV_EFF_NCHW_KXK);
-    e->ms += f / (GFLOPS * 1e9 * eff) * 1e3;
-  }
+  if (conv) e->ms += conv_flops(x, v) / (GFLOPS * 1e9 * conv_eff(x, v, L)) * 1e3;
 }
 
 /* Reads of member r by values outside the group and by result copies. */

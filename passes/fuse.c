@@ -8,17 +8,34 @@
  * every read of its storage (through any view) is by a consumer that
  * takes an expression (elementwise/copy ops, reductions, result copies)
  * through a view whose index map composes (lf_view_map: offset 0, dims
- * that are expands, permutes or (un)squeezes).  A value read once is
- * always inlined; one read several times only while its expression (its
- * inlined operands included) costs at most FUSE_MULTI_USE_BUDGET nodes,
- * transcendental ops and divisions counting 8.  Matmul/conv outputs are
- * materialized: gemm.c writes the whole tile through its own store and
- * takes no epilogue expression, so a bias add or relu after it is a
- * second pass over the output (reported as such).
+ * that are expands, permutes or (un)squeezes).  A value read once (and
+ * not through a broadcast) is always inlined; one read several times, or
+ * through a broadcast (an expand: each element read many times), only
+ * while its expression (its inlined operands included) costs at most
+ * FUSE_MULTI_USE_BUDGET nodes, transcendental ops and divisions counting
+ * 8, and recomputing it loads no more bytes than materializing it: per
+ * element, n reads of an expression loading L bytes (operands read
+ * through a broadcast count 0: loop-invariant) cost n*L recomputed and
+ * L + (n+1)*S stored once (S its element size); a broadcast read needs
+ * L <= S.  (Recomputing a compare of two f32 tensors for two readers
+ * would load 16 bytes per element where storing the bool costs 3.)
  *
- * Every computed value gets one decision: "fused", "recomputed" or
- * "materialized" with the reason, and the bytes the decision saves (the
- * value written and read back) or costs.
+ * Epilogues (codegen/lower.h "Epilogues"): a matmul/conv value read once,
+ * directly (no view) by an elementwise/copy/cast value E, where E and
+ * every value inlined above it up to the nest that computes it are each
+ * read once directly by an elementwise value (or returned as they are),
+ * and that nest runs no other GEMM's epilogue, is flagged IRF_INLINE
+ * too: the GEMM runs inside that nest and the chain (bias adds,
+ * activations, scales, casts; other operands are any loads at the
+ * output index: broadcast parameters, constants, residual tensors) is
+ * applied to each finished output block.  Otherwise the GEMM value is
+ * materialized and its readers are a second pass.
+ *
+ * Every computed value of rank >= 1 gets one decision: "fused",
+ * "recomputed", "epilogue" (reported at E) or "materialized" with the
+ * reason (reductions, normalizations, pools and reshape copies always
+ * have a nest of their own), and the bytes the decision saves (the value
+ * written and read back) or costs.
  *
  * Needs: passes.h, ir.h, lower.h (TDSL_LF_MAX_RANK, lf_view_map's
  * declaration; lf_view_map itself lives here so the pass and lowering
@@ -48,6 +65,9 @@ typedef struct Uses {
   IrRef first;   /* first reading value, -1: a result copy */
   Block block;
   IrRef via;     /* BLK_*: the reader (or the view) */
+  bool bcast;    /* some read is through a broadcast (each element read
+                    many times) */
+  int load;      /* bytes one element loads when computed inline */
 } Uses;
 
 /* v's semantic strides into st (row-major when it carries none). */
@@ -132,10 +152,21 @@ static int op_cost(Op op) {
   }
 }
 
+/* Whether view a reads its root broadcast: a dim of size != 1 with
+ * stride 0 (an expand), so each element of the root is read many times. */
+static bool broadcasts(const IrKernel *k, IrRef a) {
+  const IrValue *v = ir_val(k, a);
+  if (a == ir_storage_root(k, a) || !v->stride) return false;
+  for (int d = 0; d < v->rank; d++)
+    if (sym_is(v->stride[d], 0) && !sym_is(v->shape[d], 1)) return true;
+  return false;
+}
+
 static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef a, Op op) {
   IrRef root = ir_storage_root(k, a);
   Uses *x = &u[root];
   if (x->n++ == 0) x->first = reader;
+  x->bcast |= broadcasts(k, a);
   if (x->block != BLK_NONE) return;
   Block b = reader >= 0 ? consumer_block(op) : BLK_NONE;
   if (b == BLK_NONE && !view_ok(m, k, a)) b = BLK_VIEW, reader = a;
@@ -215,6 +246,11 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
                         who(m, c->k, u->via));
   case BLK_NONE: break;
   }
+  if (cost <= FUSE_MULTI_USE_BUDGET)
+    return arena_printf(m->arena, "read %s%d time%s: recomputing it loads %d bytes per "
+                        "element each time, more than it costs to store it once and read "
+                        "it back", u->bcast ? "through a broadcast, " : "", u->n,
+                        u->n == 1 ? "" : "s", u->load);
   return arena_printf(m->arena, "read %d times and its expression costs %d > %d, "
                       "cheaper to store once than to recompute", u->n, cost,
                       FUSE_MULTI_USE_BUDGET);
@@ -228,23 +264,159 @@ static void report_materialized(PassCtx *c, IrRef r, const Uses *u, int cost) {
                       v->loc.line, v->loc.col, bytes_str(c->m, b), block_reason(c, u, cost));
 }
 
-/* Matmul/conv outputs: gemm.c stores each tile itself and takes no
- * epilogue expression, so an elementwise reader is a second pass. */
-static void report_gemm(PassCtx *c, IrRef r, const Uses *u) {
+/* Matmul/conv outputs that take no epilogue (why: the reason). */
+static void report_gemm(PassCtx *c, IrRef r, const Uses *u, const char *why) {
   const IrValue *v = ir_val(c->k, r);
   const Sym *b = value_bytes(c->m, v);
   const char *what = op_kind(v->op) == IRK_CONV ? "conv" : "matmul";
-  if (u->n == 1 && u->first >= 0 && candidate(ir_val(c->k, u->first)->op))
-    report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
-                        "%s at %d:%d materialized: the %s output (%s) is written once and "
-                        "read once by %s (the GEMM takes no epilogue yet)", op_name(v->op),
-                        v->loc.line, v->loc.col, what, bytes_str(c->m, b),
-                        who(c->m, c->k, u->first));
-  else
-    report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
-                        "%s at %d:%d materialized: the %s output (%s) is written by the "
-                        "GEMM and read by %d reader%s", op_name(v->op), v->loc.line,
-                        v->loc.col, what, bytes_str(c->m, b), u->n, u->n == 1 ? "" : "s");
+  report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
+                      "%s at %d:%d materialized: the %s output (%s) is written by the "
+                      "GEMM and read by %d reader%s, no epilogue: %s", op_name(v->op),
+                      v->loc.line, v->loc.col, what, bytes_str(c->m, b), u->n,
+                      u->n == 1 ? "" : "s", why);
+}
+
+/* ---- epilogues: an elementwise chain run on the GEMM's finished blocks ---- */
+
+/* Whether value w reads r as an argument itself (not through a view). */
+static bool reads_directly(const IrValue *w, IrRef r) {
+  for (int j = 0; j < w->nargs; j++)
+    if (w->args[j] == r) return true;
+  return false;
+}
+
+/* Whether the expression of value r (through its inlined operands) reads
+ * a GEMM value other than g that is already an epilogue. */
+static bool other_gemm(const IrKernel *k, IrRef r, IrRef g, bool *seen) {
+  if (seen[r]) return false;
+  seen[r] = true;
+  const IrValue *v = ir_val(k, r);
+  for (int j = 0; j < v->nargs; j++) {
+    IrRef a = ir_storage_root(k, v->args[j]);
+    const IrValue *w = ir_val(k, a);
+    if (a == g || !(w->flags & IRF_INLINE)) continue;
+    OpKind kd = op_kind(w->op);
+    if (kd == IRK_MATMUL || kd == IRK_CONV || other_gemm(k, a, g, seen)) return true;
+  }
+  return false;
+}
+
+/* Follows GEMM g's single reader up the chain of values inlined into
+ * their single direct reader, to the nest that would run the epilogue:
+ * *end is that materialized value, or -1 for a result copy.  Returns
+ * NULL when g can take the epilogue, else why not. */
+static const char *epilogue_end(PassCtx *c, const Uses *u, IrRef g, IrRef *end) {
+  IrModule *m = c->m;
+  IrKernel *k = c->k;
+  if (u[g].n != 1)
+    return arena_printf(m->arena, "read by %d reader%s", u[g].n, u[g].n == 1 ? "" : "s");
+  IrRef cur = u[g].first;
+  if (cur < 0) return "returned as it is: the GEMM writes the result itself";
+  const IrValue *e = ir_val(k, cur);
+  if (!candidate(e->op) || op_kind(e->op) == IRK_VIEW)
+    return arena_printf(m->arena, "read by %s, which is not elementwise", who(m, k, cur));
+  if (!reads_directly(e, g))
+    return arena_printf(m->arena, "read by %s through a view, not at the output index",
+                        who(m, k, cur));
+  while (ir_val(k, cur)->flags & IRF_INLINE) {
+    IrRef next = u[cur].first;
+    if (u[cur].n != 1)
+      return arena_printf(m->arena, "%s is recomputed in %d readers", who(m, k, cur), u[cur].n);
+    if (next < 0) {
+      for (int i = 0; i < k->nresults; i++)
+        if (ir_storage_root(k, k->results[i].value) == cur && k->results[i].value != cur)
+          return arena_printf(m->arena, "%s is returned through a view", who(m, k, cur));
+      break;
+    }
+    const IrValue *w = ir_val(k, next);
+    if (!candidate(w->op) || !reads_directly(w, cur))
+      return arena_printf(m->arena, "%s is read by %s, not elementwise at the output index",
+                          who(m, k, cur), who(m, k, next));
+    cur = next;
+  }
+  *end = ir_val(k, cur)->flags & IRF_INLINE ? -1 : cur;
+  bool *seen = arena_alloc(m->arena, sizeof *seen * (size_t)(k->nvalues + 1));
+  memset(seen, 0, sizeof *seen * (size_t)(k->nvalues + 1));
+  if (other_gemm(k, cur, g, seen))
+    return "its reader already runs another GEMM's epilogue";
+  return NULL;
+}
+
+static void report_epilogue(PassCtx *c, IrRef g, IrRef end, const Uses *u) {
+  IrModule *m = c->m;
+  const IrValue *v = ir_val(c->k, g), *e = ir_val(c->k, u[g].first);
+  const Sym *b = value_bytes(m, v);
+  report_decision_sym(c->r, PASS, "epilogue", e->loc, sym_mul(m->st, b, sym_const(m->st, 2)),
+                      "%s(...) at %d:%d runs in the epilogue of the %s at %d:%d, on each "
+                      "finished output block while it is in cache, up to %s: the %s output "
+                      "(%s) is not written and read back", op_name(e->op), e->loc.line,
+                      e->loc.col, op_name(v->op), v->loc.line, v->loc.col,
+                      end < 0 ? "the copy into the result" : who(m, c->k, end),
+                      op_kind(v->op) == IRK_CONV ? "conv" : "matmul", bytes_str(m, b));
+}
+
+/* Matmul/conv values whose elementwise reader can run on the GEMM's
+ * output blocks: flagged IRF_INLINE (lower.h "Epilogues").  Returns
+ * whether a flag changed. */
+static bool decide_epilogues(PassCtx *c, const Uses *u, const bool *was) {
+  bool changed = false;
+  for (IrRef g = 0; g < c->k->nvalues; g++) {
+    IrValue *v = ir_val(c->k, g);
+    OpKind kd = op_kind(v->op);
+    if (kd != IRK_MATMUL && kd != IRK_CONV) continue;
+    IrRef end = -1;
+    const char *why = v->rank <= TDSL_LF_MAX_RANK ? epilogue_end(c, u, g, &end)
+                                                  : "of too high a rank";
+    if (!why) v->flags |= IRF_INLINE;
+    changed |= !why != was[g];
+    if (!c->r) continue;
+    if (why) report_gemm(c, g, &u[g], why);
+    else report_epilogue(c, g, end, u);
+  }
+  return changed;
+}
+
+/* Values that are never candidates (reductions, normalizations, pools,
+ * reshape copies, too high a rank) still get their one decision. */
+static void report_own_nest(PassCtx *c, IrRef r) {
+  const IrValue *v = ir_val(c->k, r);
+  OpKind kd = op_kind(v->op);
+  if (v->rank == 0 || kd == IRK_VIEW || v->op == OP_PARAM || v->op == OP_TENSOR) return;
+  const char *why = kd == IRK_REDUCE ? "a reduction runs its own loop nest over the "
+                                       "reduced dims and stores each result once"
+                    : kd == IRK_NORM ? "a normalization needs whole rows for its "
+                                       "statistics, so it runs its own loop nests"
+                    : kd == IRK_POOL ? "a pooling window runs its own loop nest"
+                    : v->op == OP_RESHAPE ? "a reshape copy reads its operand by linear "
+                                            "index in its own loop nest"
+                                          : "its rank is above the loop form's limit";
+  const Sym *b = value_bytes(c->m, v);
+  report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
+                      "%s(...) at %d:%d materialized (%s written): %s", op_name(v->op),
+                      v->loc.line, v->loc.col, bytes_str(c->m, b), why);
+}
+
+/* Bytes one element of r loads when r is computed inline: each operand's
+ * element size, or the loads of an inlined operand, nothing for an
+ * operand read through a broadcast (loop-invariant: kept in registers or
+ * cache) */
+static int inline_load(const IrKernel *k, const Uses *u, IrRef r) {
+  const IrValue *v = ir_val(k, r);
+  int b = 0;
+  for (int j = 0; j < v->nargs; j++) {
+    IrRef root = ir_storage_root(k, v->args[j]);
+    if (broadcasts(k, v->args[j])) continue;
+    b += ir_val(k, root)->flags & IRF_INLINE ? u[root].load : dtype_size(ir_val(k, root)->dtype);
+  }
+  return b;
+}
+
+/* Recomputing r in each of its n reads loads n * load bytes per element;
+ * materializing it loads `load` once, writes its element and reads it
+ * back n times.  A broadcast read counts as arbitrarily many reads. */
+static bool recompute_pays(const Uses *u, int elem) {
+  if (u->bcast) return u->load <= elem;
+  return (int64_t)(u->n - 1) * u->load <= (int64_t)(u->n + 1) * elem;
 }
 
 /* ---- the pass ---- */
@@ -254,16 +426,18 @@ bool pass_fuse(PassCtx *c) {
   IrKernel *k = c->k;
   Uses *u = count_uses(m, k);
   int *cost = arena_alloc(m->arena, sizeof *cost * (size_t)(k->nvalues + 1));
+  bool *was_inl = arena_alloc(m->arena, sizeof *was_inl * (size_t)(k->nvalues + 1));
   bool changed = false;
   for (IrRef r = 0; r < k->nvalues; r++) {
     IrValue *v = ir_val(k, r);
-    bool was = v->flags & IRF_INLINE;
+    bool was = was_inl[r] = v->flags & IRF_INLINE;
     v->flags &= ~IRF_INLINE;
     cost[r] = 0;
     OpKind kd = op_kind(v->op);
-    if (c->r && (kd == IRK_MATMUL || kd == IRK_CONV)) report_gemm(c, r, &u[r]);
+    if (kd == IRK_MATMUL || kd == IRK_CONV) continue; /* decide_epilogues */
     if (!candidate(v->op) || v->rank > TDSL_LF_MAX_RANK) {
       changed |= was;
+      if (c->r) report_own_nest(c, r);
       continue;
     }
     int cs = op_cost(v->op);
@@ -272,12 +446,14 @@ bool pass_fuse(PassCtx *c) {
       cs += ir_val(k, root)->flags & IRF_INLINE ? cost[root] : 1;
     }
     cost[r] = cs;
-    bool inl = u[r].block == BLK_NONE && (u[r].n <= 1 || cs <= FUSE_MULTI_USE_BUDGET);
+    u[r].load = inline_load(k, u, r);
+    bool inl = u[r].block == BLK_NONE && recompute_pays(&u[r], dtype_size(v->dtype)) &&
+               ((u[r].n <= 1 && !u[r].bcast) || cs <= FUSE_MULTI_USE_BUDGET);
     if (inl) v->flags |= IRF_INLINE;
     changed |= inl != was;
     if (!c->r || v->rank == 0) continue; /* scalars: not worth a line */
     if (inl) report_inlined(c, r, &u[r], cs);
     else report_materialized(c, r, &u[r], cs);
   }
-  return changed;
+  return decide_epilogues(c, u, was_inl) || changed;
 }

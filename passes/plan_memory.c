@@ -26,10 +26,13 @@
  * literal size 1 do not count), is computed directly in the caller's
  * output (IrValue.out): it gets no scratch and the result needs no final
  * copy.  The entry checks guarantee such an output's strides wherever
- * they matter (lower.c static_output_strides).  Not when a matmul or
- * conv2d runs at or after the value: they allocate packing panels as they
- * go, and a kernel that fails must leave its outputs untouched (§7.2),
- * which holds while every output is written after the last allocation.
+ * they matter (lower.c static_output_strides).  A kernel that fails must
+ * leave its outputs untouched (§7.2): scratch is allocated at entry, and
+ * the only later allocation is a matmul/conv2d's packing memory, taken
+ * before that GEMM computes anything; so no value is placed in an output
+ * when a GEMM runs in a later nest (an epilogue GEMM runs in its chain's
+ * last nest, lower.h "Epilogues"; lowering puts result copies that carry
+ * one before the other result copies).
  *
  * Needs: passes.h, ir.h.  Produces: slots and output placements on the
  * kernel, "reuse", "in-place" and "plan" decisions, plan_scratch_bytes(). */
@@ -65,14 +68,29 @@ static bool layout_strides(IrModule *m, Layout l, const Sym *const *shape, int r
   return true;
 }
 
+/* The nest (in value order; nvalues: a result copy) in which GEMM value q
+ * runs: its own, or for an epilogue (pass fuse, IRF_INLINE) that of the
+ * chain's last value, each link read once. */
+static IrRef gemm_nest(const IrKernel *k, IrRef q) {
+  IrRef at = q;
+  while (ir_val(k, at)->flags & IRF_INLINE) {
+    IrRef next = -1;
+    for (IrRef u = at + 1; u < k->nvalues && next < 0; u++)
+      for (int j = 0; j < ir_val(k, u)->nargs; j++)
+        if (ir_val(k, u)->args[j] == at) next = u;
+    if (next < 0) return k->nvalues;
+    at = next;
+  }
+  return at;
+}
+
 /* The first result whose output value r can be computed in, or -1. */
 static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
   const IrValue *v = ir_val(k, r);
   if (!computed(v) || (v->offset && !sym_is(v->offset, 0))) return -1;
-  for (IrRef q = r; q < k->nvalues; q++) {
-    Op op = ir_val(k, q)->op;
-    if ((op_kind(op) == IRK_MATMUL || op_kind(op) == IRK_CONV) && computed(ir_val(k, q)))
-      return -1;
+  for (IrRef q = 0; q < k->nvalues; q++) {
+    OpKind kd = op_kind(ir_val(k, q)->op);
+    if ((kd == IRK_MATMUL || kd == IRK_CONV) && gemm_nest(k, q) > r) return -1;
   }
   size_t n = sizeof(const Sym *) * (size_t)(v->rank + 1);
   const Sym **want = arena_alloc(m->arena, n), **want1 = arena_alloc(m->arena, n);

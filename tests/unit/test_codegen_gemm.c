@@ -224,6 +224,55 @@ START_TEST(conv2d_dtypes) {
 }
 END_TEST
 
+/* The im2col packers' edges (gemm.c): a kernel wider than the input
+ * (OW == W: vectors run on across output rows), padding larger than the
+ * input, stride 2 and 3 with odd sizes, dilation, 1x1 with stride 2,
+ * sliced inputs (offset, rows not dense, a column stride of 2), each
+ * with an NCHW and a channels-last input, each compiled with both conv
+ * layouts (--layout: the vector packer of pixel panels, the run packer
+ * of channel runs) for AVX-512 and SSE2 tiles. */
+static const char *CONV_EDGE =
+    "kernel ce(x: f32[2, 3, 7, 37]%s, y: f32[1, 3, 6, 5]%s, w7: f32[4, 3, 7, 7], "
+    "w3: f32[4, 3, 3, 3], w1: f32[4, 3, 1, 1]) -> (f32[1, 4, 6, 5], f32[1, 4, 16, 15], "
+    "f32[2, 4, 4, 19], f32[2, 4, 1, 13], f32[2, 4, 4, 19], f32[2, 4, 6, 36], f32[2, 4, 7, 37], "
+    "f32[2, 4, 7, 19]) {\n"
+    "  return conv2d(y, w7, None, 1, 3), conv2d(y, w3, None, 1, 6), conv2d(x, w3, None, 2, 1), "
+    "conv2d(x, w3, None, 3, [0, 2], 2), conv2d(x, w1, None, 2), "
+    "conv2d(x[:, :, 1:, 1:], w3, None, 1, 1), conv2d(x, w1), "
+    "conv2d(x[:, :, :, 0:37:2], w3, None, 1, 1)\n}\n";
+
+START_TEST(conv2d_pack_edges) {
+  static const int64_t si[5][4] = {{2, 3, 7, 37}, {1, 3, 6, 5}, {4, 3, 7, 7}, {4, 3, 3, 3},
+                                   {4, 3, 1, 1}};
+  static const int rk[5] = {4, 4, 4, 4, 4};
+  static const int64_t so[8][4] = {{1, 4, 6, 5}, {1, 4, 16, 15}, {2, 4, 4, 19}, {2, 4, 1, 13},
+                                   {2, 4, 4, 19}, {2, 4, 6, 36}, {2, 4, 7, 37}, {2, 4, 7, 19}};
+  static const char *const layouts[2] = {"--layout=nchw", "--layout=nhwc"};
+  for (int cl = 0; cl < 2; cl++) {
+    char src[1024], flags[64];
+    const char *lay = cl ? " channels_last" : "";
+    snprintf(src, sizeof src, CONV_EDGE, lay, lay);
+    for (int t = 0; t < 4; t++) {
+      Lib L;
+      snprintf(flags, sizeof flags, "%s %s", TARGETS[t % 2], layouts[t / 2]);
+      build_flags(&L, src, "ce", flags);
+      Ten in[5], out[8];
+      conv_inputs(in, 5, si, rk, DT_F32, cl);
+      if (cl) { /* conv_inputs makes only input 0 channels-last */
+        int64_t st[4] = {90, 1, 15, 3};
+        ten_free(&in[1]);
+        ten(&in[1], DT_F32, 4, si[1], st, 1, false);
+      }
+      for (int i = 0; i < 8; i++) out_ten(&out[i], DT_F32, 4, so[i]);
+      run_and_compare_k(&L, "ce", in, 5, out, 8, false, 3 * 49);
+      for (int i = 0; i < 5; i++) ten_free(&in[i]);
+      for (int i = 0; i < 8; i++) ten_free(&out[i]);
+      unbuild_pool(&L);
+    }
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_gemm");
   TCase *t = tcase_create("gemm");
@@ -234,6 +283,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv2d_f32_forms);
   tcase_add_test(t, conv2d_channels_last);
   tcase_add_test(t, conv2d_dtypes);
+  tcase_add_test(t, conv2d_pack_edges);
   suite_add_tcase(s, t);
   return s;
 }
