@@ -1561,32 +1561,77 @@ typedef struct NestFn {
   int nb, nv;
 } NestFn;
 
-/* Builds K.nestI (the loops) and K.nestI.body (the unpacking wrapper). */
-static NestFn nest_functions(Cg *c, const LfNest *n, int nvo) {
-  NestFn f = {.nb = c->lk->nbufs, .nv = c->k->nsyms + n->rank};
-  int np = 2 + f.nb + f.nv;
+/* The kernel's per-function state, swapped while a nest function is
+ * emitted. */
+typedef struct SavedFn {
+  LLVMValueRef fn, *base, *env;
+  LLVMBasicBlockRef entry, pos, start;
+} SavedFn;
+
+/* Creates K.nestI(i64 begin, i64 end, ptr noalias buf..., i64 value...)
+ * with f->nv i64 values after the buffers (the symbols first), and
+ * positions the builder inside it with the buffers and symbols bound. */
+static void open_nest_fn(Cg *c, NestFn *f, SavedFn *s) {
+  int np = 2 + f->nb + f->nv;
   LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
   ps[0] = ps[1] = c->i64;
-  for (int i = 0; i < f.nb; i++) ps[2 + i] = c->ptr;
-  for (int i = 0; i < f.nv; i++) ps[2 + f.nb + i] = c->i64;
+  for (int i = 0; i < f->nb; i++) ps[2 + i] = c->ptr;
+  for (int i = 0; i < f->nv; i++) ps[2 + f->nb + i] = c->i64;
   char name[600];
   snprintf(name, sizeof name, "%s.nest%d", c->k->name, c->nfns++);
-  f.impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
-  LLVMSetLinkage(f.impl, LLVMPrivateLinkage);
-  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "alwaysinline");
-  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "nounwind");
-  for (int i = 0; i < f.nb; i++) add_fn_attr(c, f.impl, (unsigned)(3 + i), "noalias");
-  /* emit the loops with the kernel's per-function state swapped */
-  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
-  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
-  c->fn = f.impl;
+  f->impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(f->impl, LLVMPrivateLinkage);
+  add_fn_attr(c, f->impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  add_fn_attr(c, f->impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < f->nb; i++) add_fn_attr(c, f->impl, (unsigned)(3 + i), "noalias");
+  *s = (SavedFn){c->fn, c->base, c->env, c->entry, LLVMGetInsertBlock(c->b), NULL};
+  c->fn = f->impl;
   c->entry = block(c, "entry");
-  LLVMBasicBlockRef start = block(c, "start");
-  LLVMPositionBuilderAtEnd(c->b, start);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(f.nb + 1));
+  s->start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, s->start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(f->nb + 1));
   c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
-  for (int i = 0; i < f.nb; i++) c->base[i] = LLVMGetParam(f.impl, (unsigned)(2 + i));
-  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(f.impl, (unsigned)(2 + f.nb + i));
+  for (int i = 0; i < f->nb; i++) c->base[i] = LLVMGetParam(f->impl, (unsigned)(2 + i));
+  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(f->impl, (unsigned)(2 + f->nb + i));
+}
+
+/* Ends K.nestI, builds K.nestI.body(ptr ctx, i64 begin, i64 end) (the
+ * tdsl_parallel_for body unpacking the context into K.nestI's
+ * arguments) and restores the kernel's state. */
+static void close_nest_fn(Cg *c, NestFn *f, const SavedFn *s) {
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, s->start);
+  int np = 2 + f->nb + f->nv;
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)f->nb), LLVMArrayType2(c->i64, (uint64_t)f->nv)};
+  f->ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMTypeRef bps[3] = {c->ptr, c->i64, c->i64};
+  char name[600];
+  snprintf(name, sizeof name, "%s.nest%d.body", c->k->name, c->nfns - 1);
+  f->body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 3, 0));
+  LLVMSetLinkage(f->body, LLVMPrivateLinkage);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f->body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(f->body, 0);
+  a[0] = LLVMGetParam(f->body, 1);
+  a[1] = LLVMGetParam(f->body, 2);
+  for (int i = 0; i < f->nb + f->nv; i++) {
+    bool isb = i < f->nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - f->nb)};
+    LLVMValueRef q = LLVMBuildGEP2(c->b, f->ctxt, ctx, g, 3, "");
+    a[2 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
+  }
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f->impl), f->impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = s->fn, c->base = s->base, c->env = s->env, c->entry = s->entry;
+  LLVMPositionBuilderAtEnd(c->b, s->pos);
+}
+
+/* Builds K.nestI (the loops) and K.nestI.body (the unpacking wrapper);
+ * the values after the symbols are the output strides. */
+static NestFn nest_functions(Cg *c, const LfNest *n, int nvo) {
+  NestFn f = {.nb = c->lk->nbufs, .nv = c->k->nsyms + n->rank};
+  SavedFn s;
+  open_nest_fn(c, &f, &s);
   NestCtx x = {.n = n};
   for (int l = 0; l < n->rank; l++) {
     x.ub[l] = sym_val(c, n->shape[l]);
@@ -1598,30 +1643,7 @@ static NestFn nest_functions(Cg *c, const LfNest *n, int nvo) {
   if (vl.nouter != nvo) ICE("nest loops collapsed differently");
   emit_nest_range(c, n, &x, &vl, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
                   nvo >= 2 ? nvo - 1 : 1);
-  LLVMBuildRetVoid(c->b);
-  LLVMPositionBuilderAtEnd(c->b, c->entry);
-  LLVMBuildBr(c->b, start);
-  /* the wrapper */
-  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)f.nb), LLVMArrayType2(c->i64, (uint64_t)f.nv)};
-  f.ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
-  LLVMTypeRef bps[3] = {c->ptr, c->i64, c->i64};
-  snprintf(name, sizeof name, "%s.nest%d.body", c->k->name, c->nfns - 1);
-  f.body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 3, 0));
-  LLVMSetLinkage(f.body, LLVMPrivateLinkage);
-  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f.body, "entry"));
-  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(f.body, 0);
-  a[0] = LLVMGetParam(f.body, 1);
-  a[1] = LLVMGetParam(f.body, 2);
-  for (int i = 0; i < f.nb + f.nv; i++) {
-    bool isb = i < f.nb;
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - f.nb)};
-    LLVMValueRef q = LLVMBuildGEP2(c->b, f.ctxt, ctx, g, 3, "");
-    a[2 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
-  }
-  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f.impl), f.impl, a, (unsigned)np, "");
-  LLVMBuildRetVoid(c->b);
-  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
-  LLVMPositionBuilderAtEnd(c->b, spos);
+  close_nest_fn(c, &f, &s);
   return f;
 }
 
@@ -1748,55 +1770,13 @@ static void prefer_wide_vectors(Cg *c, LLVMValueRef fn) {
 static NestFn group_functions(Cg *c, const LfNest *g) {
   NestFn f = {.nb = c->lk->nbufs, .nv = c->k->nsyms};
   for (int k = 0; k < g->group; k++) f.nv += g[k].rank;
-  int np = 2 + f.nb + f.nv;
-  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
-  ps[0] = ps[1] = c->i64;
-  for (int i = 0; i < f.nb; i++) ps[2 + i] = c->ptr;
-  for (int i = 0; i < f.nv; i++) ps[2 + f.nb + i] = c->i64;
-  char name[600];
-  snprintf(name, sizeof name, "%s.nest%d", c->k->name, c->nfns++);
-  f.impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
-  LLVMSetLinkage(f.impl, LLVMPrivateLinkage);
-  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "alwaysinline");
-  add_fn_attr(c, f.impl, LLVMAttributeFunctionIndex, "nounwind");
-  for (int i = 0; i < f.nb; i++) add_fn_attr(c, f.impl, (unsigned)(3 + i), "noalias");
+  SavedFn s;
+  open_nest_fn(c, &f, &s);
   prefer_wide_vectors(c, f.impl);
-  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
-  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
-  c->fn = f.impl;
-  c->entry = block(c, "entry");
-  LLVMBasicBlockRef start = block(c, "start");
-  LLVMPositionBuilderAtEnd(c->b, start);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(f.nb + 1));
-  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
-  for (int i = 0; i < f.nb; i++) c->base[i] = LLVMGetParam(f.impl, (unsigned)(2 + i));
-  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(f.impl, (unsigned)(2 + f.nb + i));
   emit_group_range(c, g, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
                    (unsigned)(2 + f.nb + c->k->nsyms));
-  LLVMBuildRetVoid(c->b);
-  LLVMPositionBuilderAtEnd(c->b, c->entry);
-  LLVMBuildBr(c->b, start);
-  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)f.nb), LLVMArrayType2(c->i64, (uint64_t)f.nv)};
-  f.ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
-  LLVMTypeRef bps[3] = {c->ptr, c->i64, c->i64};
-  snprintf(name, sizeof name, "%s.nest%d.body", c->k->name, c->nfns - 1);
-  f.body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 3, 0));
-  LLVMSetLinkage(f.body, LLVMPrivateLinkage);
+  close_nest_fn(c, &f, &s);
   prefer_wide_vectors(c, f.body);
-  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f.body, "entry"));
-  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(f.body, 0);
-  a[0] = LLVMGetParam(f.body, 1);
-  a[1] = LLVMGetParam(f.body, 2);
-  for (int i = 0; i < f.nb + f.nv; i++) {
-    bool isb = i < f.nb;
-    LLVMValueRef gi[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - f.nb)};
-    LLVMValueRef q = LLVMBuildGEP2(c->b, f.ctxt, ctx, gi, 3, "");
-    a[2 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
-  }
-  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f.impl), f.impl, a, (unsigned)np, "");
-  LLVMBuildRetVoid(c->b);
-  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
-  LLVMPositionBuilderAtEnd(c->b, spos);
   return f;
 }
 

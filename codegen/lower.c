@@ -444,10 +444,21 @@ static void lower_softmax(Lower *L, IrRef r) {
   DType ad = stat_dtype(v->dtype);
   int first = L->lk->nnests;
   int bmax = stats_nest(L, r, red, map, OP_AMAX, cast(L, load(L, x, map, R), ad), ad, smax);
+  const int *id = identity(L, R);
+  if (L->inl && v->op == OP_SOFTMAX && v->dtype == ad) {
+    /* -O1+, f32/f64: exp(x - max) once, stored in the result, then summed
+     * and scaled in place (a row stays in cache: row_group) */
+    LfExpr *t = op2(L, OP_SUB, ad, cast(L, load(L, x, id, R), ad),
+                    finite_max(L, stats_load(L, bmax, smax, R, id, R)));
+    final_nest(L, r, op2(L, OP_EXP, ad, t, NULL));
+    int bsum = stats_nest(L, r, red, map, OP_SUM, load(L, r, map, R), ad, ssum);
+    final_nest(L, r, op2(L, OP_DIV, ad, load(L, r, id, R), stats_load(L, bsum, ssum, R, id, R)));
+    row_group(L, first, R > 0 ? (int)(dim < 0 ? dim + R : dim) : 0);
+    return;
+  }
   LfExpr *d = op2(L, OP_SUB, ad, cast(L, load(L, x, map, R), ad),
                   finite_max(L, stats_load(L, bmax, smax, R, map, R)));
   int bsum = stats_nest(L, r, red, map, OP_SUM, op2(L, OP_EXP, ad, d, NULL), ad, ssum);
-  const int *id = identity(L, R);
   LfExpr *t = op2(L, OP_SUB, ad, cast(L, load(L, x, id, R), ad),
                   finite_max(L, stats_load(L, bmax, smax, R, id, R)));
   LfExpr *s = stats_load(L, bsum, ssum, R, id, R);
@@ -574,6 +585,22 @@ static bool supported(Op op) {
   return true;
 }
 
+/* n computes GEMM value g (MATMUL or CONV2D): its op, its operands, each
+ * over its own dims, and (for printing) a load of operand 0 as value. */
+static void gemm_operands(Lower *L, LfNest *n, IrRef g) {
+  const IrValue *v = ir_val(L->k, g);
+  n->reduce = v->op;
+  n->gemm = g;
+  n->nopnd = v->nargs;
+  if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
+  for (int j = 0; j < v->nargs; j++) {
+    int rank = ir_val(L->k, v->args[j])->rank;
+    n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
+  }
+  int r0 = ir_val(L->k, v->args[0])->rank;
+  n->value = load(L, v->args[0], identity(L, r0), r0);
+}
+
 /* MATMUL / CONV2D: one nest that carries its operands' accesses (lower.h);
  * the code generator emits a packed GEMM for it (gemm.c). */
 static void lower_gemm(Lower *L, IrRef r) {
@@ -581,19 +608,10 @@ static void lower_gemm(Lower *L, IrRef r) {
   LfNest *n = add_nest(L);
   n->rank = v->rank;
   n->shape = v->shape;
-  n->reduce = v->op;
-  n->nopnd = v->nargs;
-  if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
-  for (int j = 0; j < v->nargs; j++) {
-    int rank = ir_val(L->k, v->args[j])->rank;
-    n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
-  }
-  n->value = load(L, v->args[0], identity(L, ir_val(L->k, v->args[0])->rank),
-                  ir_val(L->k, v->args[0])->rank);
+  gemm_operands(L, n, r);
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
-  n->gemm = r;
   n->cstore = n->store;
   n->cdtype = v->dtype;
 }
@@ -634,16 +652,7 @@ static void epilogue_nest(Lower *L, LfNest *n) {
   L->epi = -1;
   if (n->reduce != OP_COUNT || n->nred) ICE("an epilogue in a reduction nest");
   n->post = n->value;
-  n->reduce = v->op;
-  n->gemm = g;
-  n->nopnd = v->nargs;
-  if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
-  for (int j = 0; j < v->nargs; j++) {
-    int rank = ir_val(L->k, v->args[j])->rank;
-    n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
-  }
-  n->value = load(L, v->args[0], identity(L, ir_val(L->k, v->args[0])->rank),
-                  ir_val(L->k, v->args[0])->rank);
+  gemm_operands(L, n, g);
   n->cdtype = v->dtype;
   n->cstore = epilogue_in_place(L, n, v) ? n->store : dense_store(L, g);
 }
