@@ -445,9 +445,11 @@ static void lower_softmax(Lower *L, IrRef r) {
   int first = L->lk->nnests;
   int bmax = stats_nest(L, r, red, map, OP_AMAX, cast(L, load(L, x, map, R), ad), ad, smax);
   const int *id = identity(L, R);
-  if (L->inl && v->op == OP_SOFTMAX && v->dtype == ad) {
-    /* -O1+, f32/f64: exp(x - max) once, stored in the result, then summed
-     * and scaled in place (a row stays in cache: row_group) */
+  int nd = R > 0 ? (int)(dim < 0 ? dim + R : dim) : 0;
+  if (L->inl && v->op == OP_SOFTMAX && v->dtype == ad && nd > 0) {
+    /* -O1+, f32/f64, rows to group: exp(x - max) once, stored in the
+     * result, then summed and scaled in place while the row is in cache
+     * (row_group); without a group the extra passes would go to memory */
     LfExpr *t = op2(L, OP_SUB, ad, cast(L, load(L, x, id, R), ad),
                     finite_max(L, stats_load(L, bmax, smax, R, id, R)));
     final_nest(L, r, op2(L, OP_EXP, ad, t, NULL));
