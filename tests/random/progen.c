@@ -274,6 +274,7 @@ typedef struct Opnd {
   int rank;
   Dim d[PG_MAXR];
   bool exact;
+  bool contig; /* kind 2: its semantic strides are row-major */
   double mag;
 } Opnd;
 
@@ -282,7 +283,7 @@ static void opnd_of(Opnd *o, const Val *v) {
   snprintf(o->s, sizeof o->s, "%s", v->name);
   o->dt = v->dt, o->kind = v->rank ? 2 : 1, o->rank = v->rank;
   memcpy(o->d, v->d, sizeof o->d);
-  o->exact = v->exact, o->mag = v->mag;
+  o->exact = v->exact, o->mag = v->mag, o->contig = v->contig;
 }
 
 static void opnd_num(Opnd *o, const char *s, DType dt, double mag) {
@@ -698,7 +699,7 @@ static bool g_binary(Gen *g, Stmt *st) {
   bool exact_in = o[0].exact && o[1].exact;
   r->dt = rt, r->exact = !is_float(rt), r->contig = o[0].kind == 2 && av->contig &&
       o[0].rank == r->rank;
-  if (o[1].kind == 2 && !(av->contig && o[1].rank == r->rank)) r->contig = false;
+  if (o[1].kind == 2 && !(o[1].contig && o[1].rank == r->rank)) r->contig = false;
   if (!strcmp(op, "+") || !strcmp(op, "-") || !strcmp(op, "*")) {
     if (op[0] == '-' && (a == DT_BOOL || b == DT_BOOL)) return false;
     snprintf(st->e, sizeof st->e, "%s %s %s", swap ? o[1].s : o[0].s, op, swap ? o[0].s : o[1].s);
@@ -933,7 +934,8 @@ static bool g_norm(Gen *g, Stmt *st) {
   r->exact = false, r->contig = true;
   g->pending_reduce = true;
   int n = a->rank;
-  if (coin(g, 0.6)) {
+  if (coin(g, 0.6)) { /* the result keeps the input's layout */
+    r->contig = a->contig;
     const char *f = coin(g, 0.5) ? "softmax" : "log_softmax";
     int d = norm_dim(g, rint_(g, 0, n - 1), n);
     snprintf(st->e, sizeof st->e, coin(g, 0.5) ? "%s(%s, %d)" : "%s(%s, dim=%d)", f, a->name, d);
