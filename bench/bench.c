@@ -132,6 +132,12 @@ static int call_matmul_bias_relu(DLTensor *t) { return matmul_bias_relu(&t[0], &
 #else
 #define CALL_matmul_bias_relu NULL, BENCH_WHY_matmul_bias_relu
 #endif
+#ifdef BENCH_HAVE_matmul_prologue
+static int call_matmul_prologue(DLTensor *t) { return matmul_prologue(&t[0], &t[1], &t[2]); }
+#define CALL_matmul_prologue call_matmul_prologue, NULL
+#else
+#define CALL_matmul_prologue NULL, BENCH_WHY_matmul_prologue
+#endif
 #ifdef BENCH_HAVE_conv_bias_relu
 static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
 #define CALL_conv_bias_relu call_conv_bias_relu, NULL
@@ -212,6 +218,8 @@ static const workload k_workloads[] = {
     {"conv_bias_relu", 3, 1,
      {F32(32, 64, 56, 56), F32(64, 64, 3, 3), VEC(64, FILL_SIGNED), F32(32, 64, 56, 56)},
      CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv_bias_relu},
+    {"matmul_prologue", 2, 1, {MAT(1024, 1024), MAT(1024, 1024), MAT(1024, 1024)},
+     2.0 * 1024 * 1024 * 1024, CALL_matmul_prologue},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

@@ -226,6 +226,14 @@ def workloads(rng):
         at, bt, ct = map(torch.from_numpy, (a, b, c))
         return lambda: torch.relu(at @ bt + ct)
 
+    def matmul_prologue(impl):
+        a = rand_f32(rng, (1024, 1024))
+        b = rand_f32(rng, (1024, 1024))
+        if impl == "numpy":
+            return lambda: np.maximum(a, 0) @ b
+        at, bt = map(torch.from_numpy, (a, b))
+        return lambda: torch.relu(at) @ bt
+
     def conv_bias_relu(impl):
         x = rand_f32(rng, (32, 64, 56, 56))
         w = rand_f32(rng, (64, 64, 3, 3))
@@ -271,6 +279,7 @@ def workloads(rng):
          matmul_bias_relu),
         ("conv_bias_relu", conv_bytes + 64 * f32, conv_flops(32, 64, 56, 56, 64, 3, 3),
          conv_bias_relu),
+        ("matmul_prologue", 3 * 1024 * 1024 * f32, 2.0 * 1024 ** 3, matmul_prologue),
     ]
 
 
@@ -310,6 +319,7 @@ def check_refs():
         "matmul_bias_relu": lambda a, b, c: torch.relu(a @ b + c),
         "conv_bias_relu": lambda x, w, c: torch.relu(F.conv2d(x, w, padding=1)
                                                      + c.view(1, -1, 1, 1)),
+        "matmul_prologue": lambda a, b: torch.relu(a) @ b,
     }
 
 

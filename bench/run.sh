@@ -151,7 +151,9 @@ awk '
 
 # ---- 4a. epilogues: the GEMM kernels with bias + relu fused into the GEMM
 # (tdsl) against the same build without pass fuse (tdsl-noepi: the GEMM
-# writes its output, a second nest adds the bias and applies relu).
+# writes its output, a second nest adds the bias and applies relu); and
+# matmul_prologue, relu(a) @ b with relu evaluated while packing a
+# (tdsl-noepi: relu written to scratch, then packed).
 echo
 echo "GEMM epilogues (tdsl -O2 against tdsl-noepi = --disable-pass=fuse)"
 awk '
@@ -161,8 +163,8 @@ awk '
     printf fmt, "benchmark", "tdsl", "tdsl-noepi", "fused speedup", "torch", "tdsl/torch"
     printf "|%s|%s|%s|%s|%s|%s|\n", "-------------------", "------------",
            "-------------", "----------------", "------------", "------------"
-    split("matmul_bias_relu conv_bias_relu", bs, " ")
-    for (i = 1; i <= 2; i++) {
+    split("matmul_bias_relu conv_bias_relu matmul_prologue", bs, " ")
+    for (i = 1; i <= 3; i++) {
       b = bs[i]; t = b SUBSEP "tdsl"; u = b SUBSEP "tdsl-noepi"; p = b SUBSEP "torch"
       if (!(t in tm)) continue
       printf fmt, b, sprintf("%.2f ms", tm[t]),

@@ -26,6 +26,10 @@
  * the kernel's hook on that block of C through a function pointer in the
  * context, so the helper functions stay shared per configuration (the
  * key says ".epi") while the epilogue is the kernel's own.
+ * Prologues (gemm.h GemmPrologue): an operand with one is packed by
+ * emit_pack_pro, which inlines the caller's expression per element; its
+ * helper functions are then the kernel's own (key ".pro", always
+ * emitted afresh: LLVM makes the names unique).
  *
  * All run-time parameters live in a context array of 8-byte slots (X_*)
  * shared with the emitted parallel bodies.  Needs: gemm.h.  Produces:
@@ -41,9 +45,10 @@
 #include <llvm-c/TargetMachine.h>
 
 #define E_NOMEM (-15)
-/* Parallel work items split N into chunks of this many NR panels (each
- * repacks its A block: cheap against NB_PANELS * NR columns of work). */
-#define NB_PANELS 8
+/* Parallel work items: X_NROWB balanced row blocks of at most MC rows,
+ * each split into X_NCHUNK column chunks (each chunk repacks its A
+ * block, so there are as few as balance across the threads allows:
+ * work_split). */
 
 typedef enum GemmKind { GK_MAT, GK_IM2COL, GK_WEIGHT } GemmKind;
 
@@ -61,6 +66,8 @@ enum {
   X_PC, X_KC, X_JC, X_NC, X_FIRST, X_ERR,
   X_EPIFN, X_EPIARG, X_BT, X_LAST, /* epilogue hook (gemm.h), batch item, last K block */
   X_APOOL, X_ABYTES, X_ACOUNT, X_ANEXT, /* packed-A buffers: base, size, count, next free */
+  X_PROA, X_PROB, /* prologues of A and B: GemmPrologue.arg */
+  X_NROWB, X_NCHUNK, /* work items: row blocks, column chunks per row block (work_split) */
   X_COUNT
 };
 
@@ -74,6 +81,7 @@ typedef struct G {
   GemmKind ka, kb;
   bool bias, bias_n; /* a bias; varying along n (else along m) */
   bool epi;          /* finished blocks go through the epilogue hook */
+  const GemmPrologue *pa, *pb; /* prologues of A and B, or NULL */
   int vw, nv, mr, nr, mc, kc, nc;
   char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
@@ -583,8 +591,11 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
  * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
  * MAT and WEIGHT operands here, IM2COL ones above. */
+static LLVMValueRef emit_pack_pro(G *g, int which);
+
 static LLVMValueRef emit_pack(G *g, int which) {
   GemmKind kind = which ? g->kb : g->ka;
+  if (which ? g->pb : g->pa) return emit_pack_pro(g, which);
   if (kind == GK_IM2COL) return which ? emit_pack_im2col_vec(g) : emit_pack_im2col_rows(g);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
   LLVMValueRef f = new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
@@ -617,6 +628,78 @@ static LLVMValueRef emit_pack(G *g, int which) {
   if (kind == GK_WEIGHT) kwalk_next(g, cx, kst, kv);
   loop_close(g, &lp);
   LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* The logical position (gemm.h GemmIdx) of lane q, K index k (kv: the
+ * conv's (ci, ky, kx) there) of an operand of kind `kind`; y, x: an
+ * IM2COL element's input row and column.  *inb (IM2COL only, else NULL):
+ * whether the element lies inside the input (else the position is
+ * clamped to row and column 0 and the element is padding). */
+static GemmIdx pro_index(G *g, LLVMValueRef cx, GemmKind kind, int which, LLVMValueRef q,
+                         LLVMValueRef k, const LLVMValueRef kv[3], LLVMValueRef y,
+                         LLVMValueRef x, LLVMValueRef *inb) {
+  GemmIdx ix = {.bt = get(g, cx, X_BT)};
+  *inb = NULL;
+  if (kind == GK_MAT) {
+    ix.i = which ? k : q;
+    ix.j = which ? q : k;
+    return ix;
+  }
+  ix.ci = kv[0], ix.ky = kv[1], ix.kx = kv[2];
+  if (kind == GK_WEIGHT) {
+    ix.i = q;
+    return ix;
+  }
+  *inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, get(g, cx, X_H), ""),
+                      LLVMBuildICmp(g->b, LLVMIntULT, x, get(g, cx, X_W), ""), "");
+  ix.y = LLVMBuildSelect(g->b, *inb, y, k64(g, 0), "");
+  ix.x = LLVMBuildSelect(g->b, *inb, x, k64(g, 0), "");
+  return ix;
+}
+
+/* pack (as emit_pack) for an operand with a prologue: each element is the
+ * caller's expression at its logical position (gemm.h GemmIdx), so the
+ * operand is never materialized.  Lanes >= nvalid are 0 (the expression
+ * is evaluated at the last valid lane and discarded); so is the zero
+ * padding of an IM2COL operand: PyTorch pads the producer's output, so a
+ * padded element is 0, not the expression at 0 (it is evaluated at row
+ * and column 0 and discarded).  One scalar loop for every operand kind;
+ * the K order is the GEMM's (split_k). */
+static LLVMValueRef emit_pack_pro(G *g, int which) {
+  GemmKind kind = which ? g->kb : g->ka;
+  const GemmPrologue *pr = which ? g->pb : g->pa;
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = which ? g->nr : g->mr;
+  pr->begin(pr->user, g->b, f, getp(g, cx, which ? X_PROB : X_PROA));
+  LLVMValueRef pc = get(g, cx, X_PC), iy0 = NULL, ix0 = NULL, kst[3], kv[3] = {NULL, NULL, NULL};
+  if (kind == GK_IM2COL) lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
+  if (kind != GK_MAT) kwalk_init(g, cx, pc, kst);
+  GLoop lp, ll;
+  LLVMValueRef p = loop_open(g, &lp, k64(g, 0), kc, k64(g, 1)), y = NULL, x = NULL;
+  if (kind != GK_MAT) kwalk_get(g, kst, kv);
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef q = add(g, i0, imin(g, lane, sub(g, nvalid, k64(g, 1)))), inb;
+  if (kind == GK_IM2COL) {
+    y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""),
+            mul(g, kv[1], get(g, cx, X_DH)));
+    x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""),
+            mul(g, kv[2], get(g, cx, X_DW)));
+  }
+  GemmIdx ix = pro_index(g, cx, kind, which, q, add(g, pc, p), kv, y, x, &inb);
+  LLVMValueRef ok = lt(g, lane, nvalid);
+  if (inb) ok = LLVMBuildAnd(g->b, ok, inb, "");
+  LLVMValueRef v = LLVMBuildSelect(g->b, ok, pr->elem(pr->user, &ix, g->cd), czero(g), "");
+  LLVMBuildStore(g->b, v, gep(g, g->ct, row, lane));
+  loop_close(g, &ll);
+  if (kind != GK_MAT) kwalk_next(g, cx, kst, kv);
+  loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  pr->end(pr->user);
   return f;
 }
 
@@ -723,43 +806,71 @@ static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRe
   LLVMPositionBuilderAtEnd(g->b, done);
 }
 
-/* The micro-kernel over kc: acc[r][v] = sum_p A[r, p] * B[p, v*VW..]. */
-static void micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
-                         LLVMValueRef acc[][4]) {
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "mk"), body = blk(g, "mk_body"),
-                    exit = blk(g, "mk_end");
-  LLVMBuildBr(g->b, head);
-  LLVMPositionBuilderAtEnd(g->b, head);
-  LLVMValueRef p = LLVMBuildPhi(g->b, g->i64, ""), z = k64(g, 0);
-  LLVMAddIncoming(p, &z, &pre, 1);
-  LLVMValueRef phi[16][4], vz = LLVMConstNull(g->vt);
-  for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) {
-      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
-      LLVMAddIncoming(phi[r][v], &vz, &pre, 1);
-    }
-  LLVMBuildCondBr(g->b, lt(g, p, kc), body, exit);
-  LLVMPositionBuilderAtEnd(g->b, body);
+/* K step p of the micro-kernel: nx = cur + A[r, p] * B[p, v*VW..]. */
+static void mk_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p,
+                    LLVMValueRef cur[][4], LLVMValueRef nx[][4]) {
   LLVMValueRef bv[4], arow = gep(g, g->ct, ap, mul(g, p, k64(g, g->mr)));
   LLVMValueRef brow = gep(g, g->ct, bp, mul(g, p, k64(g, g->nr)));
   for (int v = 0; v < g->nv; v++) {
     bv[v] = LLVMBuildLoad2(g->b, g->vt, gep(g, g->ct, brow, k64(g, v * g->vw)), "");
     LLVMSetAlignment(bv[v], (unsigned)(g->vw * dtype_size(g->cd)));
   }
-  LLVMValueRef next[16][4];
   for (int r = 0; r < g->mr; r++) {
     LLVMValueRef a = splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, arow, k64(g, r)), ""));
-    for (int v = 0; v < g->nv; v++) next[r][v] = fma_(g, a, bv[v], phi[r][v]);
+    for (int v = 0; v < g->nv; v++) nx[r][v] = fma_(g, a, bv[v], cur[r][v]);
   }
+}
+
+/* MR x NV phis in the current block, each starting at init from pre. */
+static void mk_phis(G *g, LLVMValueRef phi[][4], LLVMValueRef init[][4], LLVMBasicBlockRef pre) {
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
+      LLVMAddIncoming(phi[r][v], &init[r][v], &pre, 1);
+    }
+}
+
+static void mk_incoming(G *g, LLVMValueRef phi[][4], LLVMValueRef val[][4], LLVMBasicBlockRef from) {
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &val[r][v], &from, 1);
+}
+
+/* The micro-kernel over kc: acc[r][v] = sum_p A[r, p] * B[p, v*VW..],
+ * in p order (the unrolling keeps it).  The loop does two K steps per
+ * iteration (less loop overhead beside MR * NV FMAs), then one step
+ * more when kc is odd. */
+static void micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                         LLVMValueRef acc[][4]) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "mk"), body = blk(g, "mk_body"),
+                    tail = blk(g, "mk_tail"), rest = blk(g, "mk_rest"), exit = blk(g, "mk_end");
+  LLVMValueRef zero[16][4], phi[16][4], mid[16][4], next[16][4], z = k64(g, 0);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) zero[r][v] = LLVMConstNull(g->vt);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef p = LLVMBuildPhi(g->b, g->i64, "");
+  LLVMAddIncoming(p, &z, &pre, 1);
+  mk_phis(g, phi, zero, pre);
   LLVMValueRef p1 = add(g, p, k64(g, 1));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMAddIncoming(p, &p1, &latch, 1);
-  for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &next[r][v], &latch, 1);
+  LLVMBuildCondBr(g->b, lt(g, p1, kc), body, tail);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  mk_step(g, ap, bp, p, phi, mid);
+  mk_step(g, ap, bp, p1, mid, next);
+  LLVMValueRef p2 = add(g, p, k64(g, 2));
+  LLVMAddIncoming(p, &p2, &body, 1);
+  mk_incoming(g, phi, next, body);
   no_vectorize(g, LLVMBuildBr(g->b, head));
+  LLVMPositionBuilderAtEnd(g->b, tail); /* p == kc or p == kc - 1 */
+  LLVMBuildCondBr(g->b, lt(g, p, kc), rest, exit);
+  LLVMPositionBuilderAtEnd(g->b, rest);
+  mk_step(g, ap, bp, p, phi, next);
+  LLVMBuildBr(g->b, exit);
   LLVMPositionBuilderAtEnd(g->b, exit);
+  LLVMValueRef out[16][4];
+  mk_phis(g, out, phi, tail);
+  mk_incoming(g, out, next, rest);
   for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
+    for (int v = 0; v < g->nv; v++) acc[r][v] = out[r][v];
 }
 
 static LLVMValueRef alloc_fn(G *g) {
@@ -811,6 +922,34 @@ static LLVMValueRef take_apack(G *g, LLVMValueRef cx, LLVMValueRef kc, LLVMValue
   return p;
 }
 
+/* Part t of `parts` of [0, size) cut at multiples of `width` (panels):
+ * [*lo, *hi), the parts' panel counts differing by at most one.  With
+ * parts = cdiv(size, MC) a row part has at most MC / MR panels. */
+static void even_part(G *g, LLVMValueRef t, LLVMValueRef parts, LLVMValueRef size, int width,
+                      LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMValueRef n = cdiv(g, size, k64(g, width)), w = k64(g, width);
+  *lo = mul(g, sdiv(g, mul(g, t, n), parts), w);
+  *hi = imin(g, size, mul(g, sdiv(g, mul(g, add(g, t, k64(g, 1)), n), parts), w));
+}
+
+/* Prefetches C's MR x NR tile at (i, j) for writing while the
+ * micro-kernel runs (store_tile reads it back after the first K block):
+ * each row's 64-byte lines, assuming unit column stride (else it only
+ * misses).  Rows past M are never read: x86 prefetches do not fault. */
+static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
+  LLVMValueRef c = getp(g, cx, X_C), cm = get(g, cx, X_CM);
+  LLVMValueRef row = add(g, add(g, get(g, cx, X_COFF), mul(g, i, cm)), mul(g, j, get(g, cx, X_CN)));
+  LLVMTypeRef st = storage(g, g->od);
+  int es = dtype_size(g->od), lines = (g->nr * es + 63) / 64;
+  for (int r = 0; r < g->mr; r++, row = add(g, row, cm))
+    for (int l = 0; l < lines; l++) {
+      LLVMValueRef a[4] = {gep(g, st, c, add(g, row, k64(g, l * 64 / es))),
+                           LLVMConstInt(g->i32, 1, 0), LLVMConstInt(g->i32, 3, 0),
+                           LLVMConstInt(g->i32, 1, 0)};
+      intrin(g, "llvm.prefetch", &g->ptr, 1, a, 4);
+    }
+}
+
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A block is packed into a buffer of its own (tdsl_alloc); a
  * failed allocation sets X_ERR. */
@@ -829,12 +968,12 @@ static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
   LLVMBuildRetVoid(g->b);
   LLVMPositionBuilderAtEnd(g->b, ok);
   GLoop lb, lpa, lj, li;
-  /* iteration t: row block t / nnb, column chunk t % nnb of NB columns */
-  LLVMValueRef nnb = cdiv(g, nc, k64(g, NB_PANELS * g->nr));
+  /* iteration t: row block t / nch, column chunk t % nch (work_chunks) */
+  LLVMValueRef nch = get(g, cx, X_NCHUNK), nrb = get(g, cx, X_NROWB), i0, i1, j0, j1;
   LLVMValueRef t = loop_open(g, &lb, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
-  LLVMValueRef ib = sdiv(g, t, nnb), j0 = mul(g, srem(g, t, nnb), k64(g, NB_PANELS * g->nr));
-  LLVMValueRef j1 = imin(g, nc, add(g, j0, k64(g, NB_PANELS * g->nr)));
-  LLVMValueRef i0 = mul(g, ib, k64(g, g->mc)), mc = imin(g, k64(g, g->mc), sub(g, M, i0));
+  even_part(g, sdiv(g, t, nch), nrb, M, g->mr, &i0, &i1);
+  even_part(g, srem(g, t, nch), nch, nc, g->nr, &j0, &j1);
+  LLVMValueRef mc = sub(g, i1, i0);
   LLVMValueRef r = loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, kc)), add(g, i0, r),
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
@@ -843,6 +982,7 @@ static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
   LLVMValueRef j = loop_open(g, &lj, j0, j1, k64(g, g->nr));
   LLVMValueRef i = loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
+  prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
   micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), gep(g, g->ct, bp, mul(g, j, kc)), kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));
@@ -897,9 +1037,9 @@ typedef struct Run {
  * context), so all GEMMs of a module with the same configuration share
  * one set: less code for LLVM to optimize and compile. */
 static void make_key(G *g) {
-  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s", (int)g->ad, (int)g->bd, (int)g->od,
-           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits,
-           g->epi ? ".epi" : "");
+  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd,
+           (int)g->od, (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n,
+           g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "");
 }
 
 /* Emits the helper functions (or finds the module's copy), then restores
@@ -912,7 +1052,7 @@ static Run make_fns(G *g, const GemmEmit *e) {
   r.block_body = LLVMGetNamedFunction(g->mod, name);
   snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
-  if (!r.block_body || !r.pack_body) {
+  if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
     LLVMValueRef pa = emit_pack(g, 0), pb = emit_pack(g, 1);
     r.pack_body = emit_packb_body(g, pb);
     r.block_body = emit_block_body(g, pa);
@@ -928,6 +1068,25 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
   LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
   LLVMValueRef a[4] = {n, k64(g, 1), body, cx};
   call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);
+}
+
+/* The work items for T threads (M rows, nc columns): with at least T
+ * blocks of MC rows, *nrb = their count rounded up to a multiple of T
+ * (at most one per MR panel; even_part makes them as large as can be)
+ * and *nch = 1, so each A block is packed once per K block; with fewer,
+ * *nrb = 1 block and *nch = T column chunks (at most one per NR panel).
+ * tdsl_parallel_for gives each thread a contiguous run of items, so an
+ * item count that is a multiple of T balances.  Only the split of the
+ * work depends on T: every tile sums the same products in the same order. */
+static void work_split(G *g, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb, LLVMValueRef *nch) {
+  LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
+                                 g->i64, "");
+  T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
+  LLVMValueRef rb = cdiv(g, M, k64(g, g->mc)), few = lt(g, rb, T), one = k64(g, 1);
+  LLVMValueRef up = imin(g, mul(g, cdiv(g, rb, T), T), cdiv(g, M, k64(g, g->mr)));
+  *nrb = LLVMBuildSelect(g->b, few, imin(g, rb, one), up, "");
+  LLVMValueRef ch = imin(g, T, cdiv(g, nc, k64(g, g->nr)));
+  *nch = LLVMBuildSelect(g->b, LLVMBuildAnd(g->b, few, lt(g, one, ch), ""), ch, one, "");
 }
 
 /* One C = A x B with the batch offsets already in the context: the jc /
@@ -948,9 +1107,11 @@ static void run_gemm(G *g, Run *r) {
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
   set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
   par_for(g, cdiv(g, nc, k64(g, g->nr)), r->pack_body, cx);
-  LLVMValueRef nnb = cdiv(g, nc, k64(g, NB_PANELS * g->nr));
+  LLVMValueRef nrb, nch;
+  work_split(g, M, nc, &nrb, &nch);
   set(g, cx, X_ANEXT, k64(g, 0));
-  par_for(g, mul(g, cdiv(g, M, k64(g, g->mc)), nnb), r->block_body, cx);
+  set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
+  par_for(g, mul(g, nrb, nch), r->block_body, cx);
   loop_close(g, &lp);
   loop_close(g, &lj);
 }
@@ -1022,6 +1183,12 @@ static LLVMValueRef finish(G *g, Run *r) {
                          LLVMConstInt(g->i32, 0, 0), "");
 }
 
+/* The prologues' slots (gemm.h GemmPrologue.arg), A's and B's. */
+static void set_prologues(G *g, LLVMValueRef cx) {
+  if (g->pa) set(g, cx, X_PROA, g->pa->arg);
+  if (g->pb) set(g, cx, X_PROB, g->pb->arg);
+}
+
 /* The epilogue hook's slots (gemm.h), when there is one. */
 static void set_epilogue(G *g, const GemmEmit *e, LLVMValueRef cx) {
   if (!g->epi) return;
@@ -1034,7 +1201,9 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   G g;
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
+  g.pa = e->pro[0], g.pb = e->pro[1];
   Run r = make_fns(&g, e);
+  set_prologues(&g, r.cx);
   int R = out->rank;
   LLVMValueRef cx = r.cx, M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
   set(&g, cx, X_A, a->base), set(&g, cx, X_B, b->base), set(&g, cx, X_C, out->base);
@@ -1072,7 +1241,9 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
   g.bias = bias != NULL;
   g.bias_n = bias && pix_m;
   g.sd = bias ? bias->dtype : out->dtype;
+  g.pa = e->pro[pix_m ? 0 : 1], g.pb = e->pro[pix_m ? 1 : 0];
   Run r = make_fns(&g, e);
+  set_prologues(&g, r.cx);
   LLVMValueRef cx = r.cx;
   int xr = x->rank, orr = out->rank;
   LLVMValueRef groups = attr[6], O = w->shape[0];

@@ -31,6 +31,32 @@ typedef struct GemmTensor {
   DType dtype;
 } GemmTensor;
 
+/* Prologues: an operand computed by an elementwise expression is not
+ * read from memory; its pack function evaluates the expression per
+ * element instead (lower.h LfNest.pro).  The logical position of the
+ * element being packed, as i64 values: bt as for the epilogue hook; a
+ * matmul operand's row `i` and column `j` within the batch item; a conv
+ * input's channel within the group `ci` and coordinates `y`, `x` (always
+ * inside the input: the packer substitutes 0 for padding itself); a conv
+ * weight's output channel within the group `i` and (ci, ky, kx). */
+typedef struct GemmIdx {
+  LLVMValueRef bt, i, j, ci, y, x, ky, kx;
+} GemmIdx;
+
+typedef struct GemmPrologue {
+  /* Called once at the start of each pack function that uses the
+   * prologue, with gemm.c's builder positioned in it and `arg` (the
+   * pointer below, read back from the run-time context): loads what the
+   * expression needs (buffers, symbols).  `elem` then emits, at the
+   * builder's position, the element at *ix converted to compute dtype cd
+   * (F32, F64 or I64); `end` closes the pack function's use. */
+  void (*begin)(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRef arg);
+  LLVMValueRef (*elem)(void *user, const GemmIdx *ix, DType cd);
+  void (*end)(void *user);
+  void *user;
+  LLVMValueRef arg; /* ptr, in the kernel: the caller's data for begin */
+} GemmPrologue;
+
 typedef struct GemmEmit {
   LLVMContextRef ctx;
   LLVMModuleRef mod;
@@ -50,6 +76,11 @@ typedef struct GemmEmit {
    * before the kernel computes anything: a GEMM then cannot fail midway
    * and leave outputs half written (spec §7.2). */
   LLVMValueRef pool;
+  /* Per IR operand (0: a / x, 1: b / w): its prologue, or NULL (the
+   * operand is read from memory).  With one, the GEMM's helper functions
+   * are the kernel's own (emitted afresh, not shared per configuration),
+   * and the operand's GemmTensor needs only its shape and dtype. */
+  const GemmPrologue *pro[2];
 } GemmEmit;
 
 /* Widest vector register of the target in bits (128, 256 or 512). */

@@ -1154,8 +1154,8 @@ static LLVMValueRef emit_reduce(Cg *c, NestCtx *x) {
 
 /* Run-time description of an access over its own dims (shape from IR). */
 static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **shape, DType dt) {
-  GemmTensor t = {.base = c->base[a->buf], .offset = sym_val(c, a->offset), .rank = rank,
-                  .dtype = dt};
+  GemmTensor t = {.base = a->buf >= 0 ? c->base[a->buf] : LLVMConstNull(c->ptr),
+                  .offset = sym_val(c, a->offset), .rank = rank, .dtype = dt};
   for (int d = 0; d < rank; d++) {
     t.shape[d] = sym_val(c, shape[d]);
     t.stride[d] = a->rt_strides
@@ -1172,6 +1172,7 @@ static bool gemm_cl(const LfNest *n) {
 }
 
 static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e);
+static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j);
 
 /* The run-time operands (t), result and conv attributes of gemm nest n
  * at the builder's position. */
@@ -1181,7 +1182,7 @@ static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out
   *out = gemm_tensor(c, &n->cstore, n->rank, n->shape, n->cdtype);
   for (int j = 0; j < n->nopnd; j++) {
     const IrValue *a = ir_val(c->k, v->args[j]);
-    t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, c->lk->bufs[n->opnd[j].buf].dtype);
+    t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, a->dtype); /* a buffer's dtype is its value's */
   }
   if (n->reduce == OP_CONV2D)
     for (int i = 0; i < 7; i++) attr[i] = sym_val(c, v->attrs[i]);
@@ -1214,9 +1215,10 @@ static void emit_gemm_nest(Cg *c, const LfNest *n) {
   GemmTensor t[3], out;
   LLVMValueRef attr[7], rc;
   gemm_operands(c, n, t, &out, attr);
-  GemmEmit e = {c->ctx, c->mod, c->b, c->fn, c->vec_bits, NULL, NULL, NULL};
+  GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
   e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
   if (n->post) gemm_epilogue(c, n, &e);
+  for (int j = 0; j < 2; j++) e.pro[j] = n->pro[j] ? gemm_prologue(c, n, j) : NULL;
   if (n->reduce == OP_MATMUL)
     rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
   else
@@ -1947,6 +1949,108 @@ static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
   }
   e->epi_fn = body;
   e->epi_arg = ctx;
+}
+
+/* ---- GEMM prologues (lower.h "Prologues") -------------------------------
+ * gemm.c's pack function for an operand with a prologue evaluates
+ * LfNest.pro[j] per element through these callbacks (gemm.h
+ * GemmPrologue), inlined into the pack loop: begin points the Cg at the
+ * pack function and loads the buffer bases and symbol values from the
+ * context the kernel filled ({[nb x ptr], [nsyms x i64]}, passed through
+ * the GEMM's run-time context); elem maps the element's position to the
+ * operand's dims and evaluates the expression; end restores the
+ * kernel's state. */
+
+typedef struct ProUser {
+  Cg *c;
+  const LfNest *n;
+  int j;              /* the operand: 0 a / x, 1 b / w */
+  LfNest dims;        /* rank: the operand's (eval's loop count) */
+  LLVMTypeRef ctxt;
+  GemmPrologue pro;
+  LLVMBuilderRef sb;  /* the kernel's state while a pack function is built */
+  LLVMValueRef sfn, *sbase, *senv;
+  LLVMBasicBlockRef sentry;
+} ProUser;
+
+static void pro_begin(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRef arg) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  int nb = c->lk->nbufs;
+  u->sb = c->b, u->sfn = c->fn, u->sbase = c->base, u->senv = c->env, u->sentry = c->entry;
+  c->b = b, c->fn = fn, c->entry = LLVMGetEntryBasicBlock(fn);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < nb + c->k->nsyms; i++) {
+    bool isb = i < nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMValueRef v = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64,
+                                    LLVMBuildGEP2(c->b, u->ctxt, arg, g, 3, ""), "");
+    if (isb) c->base[i] = v;
+    else c->env[i - nb] = v;
+  }
+}
+
+static void pro_end(void *user) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  c->b = u->sb, c->fn = u->sfn, c->base = u->sbase, c->env = u->senv, c->entry = u->sentry;
+}
+
+/* The operand's indices (x->iv over its dims) of position ix. */
+static void pro_dims(Cg *c, const ProUser *u, const GemmIdx *ix, NestCtx *x) {
+  const LfNest *n = u->n;
+  int R = u->dims.rank;
+  if (n->reduce == OP_MATMUL) { /* the operand's batch dims are the output's */
+    LLVMValueRef bt = ix->bt;
+    for (int d = R - 3; d >= 0; d--) {
+      x->iv[d] = d ? LLVMBuildURem(c->b, bt, sym_val(c, n->shape[d]), "") : bt;
+      if (d) bt = LLVMBuildUDiv(c->b, bt, sym_val(c, n->shape[d]), "");
+    }
+    x->iv[R - 2] = ix->i, x->iv[R - 1] = ix->j;
+    return;
+  }
+  const IrValue *v = ir_val(c->k, n->gemm), *w = ir_val(c->k, v->args[1]);
+  LLVMValueRef groups = sym_val(c, v->attrs[6]), gi = LLVMBuildURem(c->b, ix->bt, groups, "");
+  if (u->j == 1) { /* the weight [O, C/groups, KH, KW] */
+    LLVMValueRef og = LLVMBuildUDiv(c->b, sym_val(c, w->shape[0]), groups, "");
+    x->iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, og, ""), ix->i, "");
+    x->iv[1] = ix->ci, x->iv[2] = ix->ky, x->iv[3] = ix->kx;
+    return;
+  }
+  if (R == 4) x->iv[0] = LLVMBuildUDiv(c->b, ix->bt, groups, "");
+  x->iv[R - 3] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, sym_val(c, w->shape[1]), ""), ix->ci, "");
+  x->iv[R - 2] = ix->y, x->iv[R - 1] = ix->x;
+}
+
+static LLVMValueRef pro_elem(void *user, const GemmIdx *ix, DType cd) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  NestCtx x = {.n = &u->dims};
+  pro_dims(c, u, ix, &x);
+  const LfExpr *e = u->n->pro[u->j];
+  return convert(c, eval(c, &x, e), e->dtype, cd);
+}
+
+/* The prologue of operand j of gemm nest n, its context filled in the
+ * kernel. */
+static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j) {
+  ProUser *u = arena_alloc(c->m->arena, sizeof *u);
+  memset(u, 0, sizeof *u);
+  int nb = c->lk->nbufs, ns = c->k->nsyms;
+  u->c = c, u->n = n, u->j = j;
+  u->dims.rank = ir_val(c->k, ir_val(c->k, n->gemm)->args[j])->rank;
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)ns)};
+  u->ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMValueRef ctx = entry_alloca(c, u->ctxt, NULL);
+  for (int i = 0; i < nb + ns; i++) {
+    bool isb = i < nb;
+    LLVMValueRef v = isb ? (c->base[i] ? c->base[i] : LLVMConstNull(c->ptr)) : c->env[i - nb];
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, u->ctxt, ctx, g, 3, ""));
+  }
+  u->pro = (GemmPrologue){pro_begin, pro_elem, pro_end, u, ctx};
+  return &u->pro;
 }
 
 static void emit_nest(Cg *c, const LfNest *n) {

@@ -587,6 +587,21 @@ static bool supported(Op op) {
   return true;
 }
 
+/* Operand j (0 or 1) of gemm nest n, value a: when its storage root is
+ * inlined (a prologue, lower.h), its expression over a's dims and no
+ * buffer.  Returns whether it is one. */
+static bool gemm_prologue(Lower *L, LfNest *n, IrRef a, int j) {
+  IrRef root = ir_storage_root(L->k, a);
+  OpKind kd = op_kind(ir_val(L->k, root)->op);
+  if (!L->inl || !L->inl[root] || kd == IRK_MATMUL || kd == IRK_CONV) return false;
+  int rank = ir_val(L->k, a)->rank;
+  n->pro[j] = load(L, a, identity(L, rank), rank);
+  n->opnd[j] = (LfAccess){.buf = -1, .offset = sym_const(L->st, 0)};
+  n->opnd[j].stride = zalloc(L, sizeof *n->opnd[j].stride * (size_t)(rank ? rank : 1));
+  for (int d = 0; d < rank; d++) n->opnd[j].stride[d] = sym_const(L->st, 0);
+  return true;
+}
+
 /* n computes GEMM value g (MATMUL or CONV2D): its op, its operands, each
  * over its own dims, and (for printing) a load of operand 0 as value. */
 static void gemm_operands(Lower *L, LfNest *n, IrRef g) {
@@ -597,10 +612,11 @@ static void gemm_operands(Lower *L, LfNest *n, IrRef g) {
   if (v->nargs > 3) ICE("%s with %d operands", op_name(v->op), v->nargs);
   for (int j = 0; j < v->nargs; j++) {
     int rank = ir_val(L->k, v->args[j])->rank;
+    if (j < 2 && gemm_prologue(L, n, v->args[j], j)) continue;
     n->opnd[j] = access(L, v->args[j], identity(L, rank), rank);
   }
   int r0 = ir_val(L->k, v->args[0])->rank;
-  n->value = load(L, v->args[0], identity(L, r0), r0);
+  n->value = n->pro[0] ? n->pro[0] : load(L, v->args[0], identity(L, r0), r0);
 }
 
 /* MATMUL / CONV2D: one nest that carries its operands' accesses (lower.h);
@@ -909,7 +925,7 @@ static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
 
 /* Bytes one nest reads and writes: each element stored once, each load
  * once per distinct address (load_count); gemm nests read each operand
- * once.  hot: as expr_bytes. */
+ * once (a prologue: its expression's loads).  hot: as expr_bytes. */
 static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, bool *hot) {
   SymTab *st = m->st;
   const Sym *ext[2 * TDSL_LF_MAX_RANK + 4];
@@ -923,6 +939,10 @@ static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, b
     const IrValue *v = ir_val(lk->k, n->gemm);
     for (int j = 0; j < v->nargs; j++) {
       const IrValue *x = ir_val(lk->k, v->args[j]);
+      if (j < 2 && n->pro[j]) { /* a prologue: its loads, over the operand's dims */
+        b = sym_add(st, b, expr_bytes(st, lk, n->pro[j], ir_numel(m, x), x->shape, x->rank, NULL));
+        continue;
+      }
       b = sym_add(st, b, sym_mul(st, ir_numel(m, x), sym_const(st, dtype_size(x->dtype))));
     }
     return sym_add(st, b, expr_bytes(st, lk, n->post, outer, ext, n->rank, NULL));

@@ -145,6 +145,11 @@ typedef struct LfNest {
    * load of operand 0 (for printing) and red/nred are unused. */
   int nopnd;
   LfAccess opnd[3];
+  /* Prologues (see below): per operand 0 / 1 NULL, or the operand's
+   * value as an expression over its own dims (loop variable l = dim l)
+   * whose loads are the producer's operands; opnd[j].buf is then -1 (no
+   * buffer holds the operand). */
+  LfExpr *pro[2];
   /* Gemm nests: `gemm` is the MATMUL/CONV2D value, and the GEMM writes
    * its value (dtype `cdtype`, over its dims) through `cstore`.  Without
    * an epilogue gemm == src, cstore == store, cdtype == dtype and post is
@@ -215,6 +220,15 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
  * (gemm.c), so storing into a caller's output is safe: a failed
  * allocation leaves every output untouched (spec §7.2). */
 
+/* Prologues (opt_level >= 1): a value computed by an elementwise,
+ * copy/cast or constant op that pass fuse flags IRF_INLINE and whose one
+ * reader is operand 0 or 1 of a MATMUL/CONV2D (read directly or through a
+ * view whose index map composes, lf_view_map) gets no nest and no buffer:
+ * the gemm nest carries its expression (LfNest.pro), which the code
+ * generator evaluates while packing the operand (gemm.h GemmPrologue).
+ * A conv input's zero padding stays 0 (PyTorch pads the producer's
+ * output), it is not the expression at the padded position. */
+
 /* Which values are inlined is decided by the pass "fuse" (passes/fuse.c)
  * and recorded as IRF_INLINE; lowering at opt_level >= 1 inlines exactly
  * the flagged values (none when the pass did not run), and ignores the
@@ -231,7 +245,7 @@ bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *p
  * (each load counts once per distinct address: once per iteration of
  * the loops its address depends on, so a broadcast operand counts its
  * own size; each store once per outer iteration; gemm nests read each
- * operand once) and
+ * operand once, a prologue's loads once per distinct address) and
  * the scratch bytes.  Returns 0, or -1 when k cannot be lowered. */
 int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
              const Sym **bytes, const Sym **scratch);

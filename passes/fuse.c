@@ -31,8 +31,16 @@
  * applied to each finished output block.  Otherwise the GEMM value is
  * materialized and its readers are a second pass.
  *
+ * Prologues (codegen/lower.h "Prologues"): a candidate value read once,
+ * not through a broadcast, as operand 0 or 1 of a matmul/conv2d (directly
+ * or through a view that composes), whose expression costs at most
+ * FUSE_MULTI_USE_BUDGET (packing evaluates an element several times: A
+ * panels are packed once per column chunk) is flagged IRF_INLINE: the
+ * GEMM's packing evaluates it instead of reading it from memory.  A conv
+ * input only when the kernel is 1 x 1 (one_tap).
+ *
  * Every computed value of rank >= 1 gets one decision: "fused",
- * "recomputed", "epilogue" (reported at E) or "materialized" with the
+ * "recomputed", "epilogue" (reported at E), "prologue" or "materialized" with the
  * reason (reductions, normalizations, pools and reshape copies always
  * have a nest of their own), and the bytes the decision saves (the value
  * written and read back) or costs.
@@ -240,7 +248,11 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
                         who(m, c->k, u->via));
   case BLK_GEMM:
     return arena_printf(m->arena, "an operand of %s, which packs its operands from "
-                        "memory anyway", who(m, c->k, u->via));
+                        "memory anyway: no prologue (read %d time%s%s, cost %d, budget %d; "
+                        "a conv bias, the input of a conv with more than one tap "
+                        "or a view that does not compose is never one)",
+                        who(m, c->k, u->via), u->n, u->n == 1 ? "" : "s",
+                        u->bcast ? ", through a broadcast" : "", cost, FUSE_MULTI_USE_BUDGET);
   case BLK_WHOLE:
     return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
                         who(m, c->k, u->via));
@@ -419,6 +431,43 @@ static bool recompute_pays(const Uses *u, int elem) {
   return (int64_t)(u->n - 1) * u->load <= (int64_t)(u->n + 1) * elem;
 }
 
+/* ---- prologues: an elementwise operand evaluated by the GEMM's packing ---- */
+
+/* Whether conv2d g has a 1 x 1 kernel: im2col then packs each input
+ * element once; with KH x KW taps it packs it once per tap, and
+ * recomputing a prologue that often (in a scalar packer instead of the
+ * vector one) measured about 2x slower than materializing it. */
+static bool one_tap(const IrKernel *k, const IrValue *g) {
+  const IrValue *w = ir_val(k, g->args[1]);
+  return w->rank == 4 && sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
+}
+
+/* Whether candidate r, blocked only by its one reader being a GEMM
+ * (u->via), can be that GEMM's prologue (see the header). */
+static bool prologue_ok(PassCtx *c, IrRef r, const Uses *u, int cost) {
+  if (u->block != BLK_GEMM || u->n != 1 || u->bcast || cost > FUSE_MULTI_USE_BUDGET ||
+      u->via < 0 || ir_val(c->k, r)->rank > TDSL_LF_MAX_RANK)
+    return false;
+  const IrValue *g = ir_val(c->k, u->via);
+  OpKind kd = op_kind(g->op);
+  if (kd != IRK_MATMUL && kd != IRK_CONV) return false;
+  int found = -1;
+  for (int j = 0; j < g->nargs; j++)
+    if (ir_storage_root(c->k, g->args[j]) == r) found = j;
+  if (kd == IRK_CONV && found == 0 && !one_tap(c->k, g)) return false;
+  return found >= 0 && found < 2 && view_ok(c->m, c->k, g->args[found]);
+}
+
+static void report_prologue(PassCtx *c, IrRef r, const Uses *u) {
+  IrModule *m = c->m;
+  const IrValue *v = ir_val(c->k, r);
+  const Sym *b = value_bytes(m, v);
+  report_decision_sym(c->r, PASS, "prologue", v->loc, sym_mul(m->st, b, sym_const(m->st, 2)),
+                      "%s(...) at %d:%d computed while %s packs its operand: %s not written "
+                      "and read back", op_name(v->op), v->loc.line, v->loc.col,
+                      who(m, c->k, u->via), bytes_str(m, b));
+}
+
 /* ---- the pass ---- */
 
 bool pass_fuse(PassCtx *c) {
@@ -449,10 +498,12 @@ bool pass_fuse(PassCtx *c) {
     u[r].load = inline_load(k, u, r);
     bool inl = u[r].block == BLK_NONE && recompute_pays(&u[r], dtype_size(v->dtype)) &&
                ((u[r].n <= 1 && !u[r].bcast) || cs <= FUSE_MULTI_USE_BUDGET);
-    if (inl) v->flags |= IRF_INLINE;
-    changed |= inl != was;
+    bool pro = !inl && prologue_ok(c, r, &u[r], cs);
+    if (inl || pro) v->flags |= IRF_INLINE;
+    changed |= (inl || pro) != was;
     if (!c->r || v->rank == 0) continue; /* scalars: not worth a line */
-    if (inl) report_inlined(c, r, &u[r], cs);
+    if (pro) report_prologue(c, r, &u[r]);
+    else if (inl) report_inlined(c, r, &u[r], cs);
     else report_materialized(c, r, &u[r], cs);
   }
   return decide_epilogues(c, u, was_inl) || changed;

@@ -1,7 +1,8 @@
 /* test_codegen_gemm.c — the CPU backend's packed GEMM (codegen/gemm.c):
  * matmul in every numeric dtype family (f32, f64, f16, bf16, i32, i64)
  * at sizes that are not multiples of the register tiles (1, 7, 17, 33,
- * 100, and K > the K block so partial sums accumulate), K = 0, 1-D, 2-D
+ * 100, and K > the K block so partial sums accumulate; the same bits at
+ * 1 to 4 threads across the parallel splits), K = 0, 1-D, 2-D
  * and batched operands with broadcast (stride 0) batch dims, transposed,
  * strided and sliced operands; conv2d with stride, padding, dilation,
  * groups (incl. depthwise), bias, 1x1 / 3x3 / 7x7 kernels, NCHW,
@@ -38,6 +39,44 @@ START_TEST(matmul_f32_sizes) {
       run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
       ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
     }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* The parallel split (gemm.c work_split) depends on the thread count:
+ * row blocks rounded up to a multiple of T (M = 600: 4 blocks of MC
+ * rows) or, with fewer blocks than threads, T column chunks (M = 20);
+ * odd K blocks (301 = 256 + 45, 513 = 2 * 256 + 1) take the
+ * micro-kernel's single-step tail.  At 1 to 4 threads the results must
+ * be bitwise equal, and within tolerance of the interpreter. */
+START_TEST(matmul_work_split) {
+  static const int64_t sz[][3] = {{600, 301, 150}, {20, 513, 700}, {13, 3, 40}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_flags(&L, MM, "mm", TARGETS[t]);
+    void (*threads)(int) = (void (*)(int))sym(&L, "tdsl_set_num_threads");
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+      int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
+      int64_t so[2] = {sz[i][0], sz[i][2]};
+      Ten in[2], out[1], one;
+      ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
+      ten(&in[1], DT_F32, 2, sb, NULL, 0, false);
+      out_ten(&out[0], DT_F32, 2, so);
+      out_ten(&one, DT_F32, 2, so);
+      threads(1);
+      call_ok(&L, "mm", in, 2, &one, 1);
+      for (int th = 4; th >= 2; th--) {
+        threads(th);
+        memset(out[0].store, 0x5A, out[0].bytes);
+        if (th > 2) call_ok(&L, "mm", in, 2, out, 1);
+        else run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
+        ck_assert_msg(!memcmp(out[0].store, one.store, one.bytes), "%d threads differ (size %zu)",
+                      th, i);
+      }
+      ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]), ten_free(&one);
+    }
+    threads(0); /* back to the default */
     unbuild_pool(&L);
   }
 }
@@ -278,6 +317,7 @@ static Suite *suite(void) {
   TCase *t = tcase_create("gemm");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, matmul_f32_sizes);
+  tcase_add_test(t, matmul_work_split);
   tcase_add_test(t, matmul_dtypes);
   tcase_add_test(t, matmul_views_and_broadcast);
   tcase_add_test(t, conv2d_f32_forms);
