@@ -87,7 +87,7 @@ START_TEST(matmul_prologues) {
       ten(&in[0], DT_F16, 2, sx, NULL, 0, false);
       ten(&in[1], DT_F32, 2, sw, NULL, 0, false);
       run_and_compare_k(&L, "ch", in, 2, out, 1, false, K);
-      ten_free(&in[0]);
+      ten_free(&in[0]), ten_free(&in[1]);
       ten(&in[0], DT_F32, 2, sxt, NULL, 0, false);
       in[1] = in[3];
       run_and_compare_k(&L, "tv", in, 2, out, 1, false, K);
