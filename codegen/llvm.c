@@ -1649,6 +1649,27 @@ static NestFn nest_functions(Cg *c, const LfNest *n, int nvo) {
   return f;
 }
 
+/* In the kernel: the context { [nb x ptr] buffer bases, [nsyms + rank x
+ * i64] symbol values then n's output strides (0 for static ones) } of a
+ * nest function of n. */
+static LLVMValueRef fill_nest_ctx(Cg *c, const LfNest *n, LLVMTypeRef ctxt, int nb) {
+  LLVMValueRef ctx = entry_alloca(c, ctxt, NULL);
+  for (int i = 0; i < nb + c->k->nsyms + n->rank; i++) {
+    bool isb = i < nb;
+    int j = isb ? i : i - nb;
+    LLVMValueRef v;
+    if (isb) v = c->base[i] ? c->base[i] : LLVMConstNull(c->ptr);
+    else if (j < c->k->nsyms) v = c->env[j];
+    else if (n->store.rt_strides)
+      v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank,
+                    j - c->k->nsyms);
+    else v = i64c(c, 0);
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, j)};
+    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, ctxt, ctx, g, 3, ""));
+  }
+  return ctx;
+}
+
 /* Fills the context in the kernel and calls tdsl_parallel_for. */
 static void emit_nest_parallel(Cg *c, const LfNest *n) {
   NestCtx x = {.n = n};
@@ -1658,20 +1679,7 @@ static void emit_nest_parallel(Cg *c, const LfNest *n) {
   plan_vloops(c, n, &x, &vl);
   int p = vl.nouter >= 2 ? vl.nouter - 1 : 1;
   NestFn f = nest_functions(c, n, vl.nouter);
-  LLVMValueRef ctx = entry_alloca(c, f.ctxt, NULL);
-  for (int i = 0; i < f.nb + f.nv; i++) {
-    bool isb = i < f.nb;
-    int j = isb ? i : i - f.nb;
-    LLVMValueRef v;
-    if (isb) v = c->base[i] ? c->base[i] : LLVMConstNull(c->ptr);
-    else if (j < c->k->nsyms) v = c->env[j];
-    else if (n->store.rt_strides)
-      v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank,
-                    j - c->k->nsyms);
-    else v = i64c(c, 0);
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, j)};
-    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, f.ctxt, ctx, g, 3, ""));
-  }
+  LLVMValueRef ctx = fill_nest_ctx(c, n, f.ctxt, f.nb);
   LLVMValueRef total = i64c(c, 1), inner = i64c(c, 1);
   for (int i = 0; i < vl.n; i++) {
     if (i < p) total = LLVMBuildMul(c->b, total, vl.ub[i], "");
@@ -1933,20 +1941,7 @@ static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
   LLVMTypeRef ctxt;
   LLVMValueRef body = epi_functions(c, n, &ctxt);
   int nb = c->lk->nbufs;
-  LLVMValueRef ctx = entry_alloca(c, ctxt, NULL);
-  for (int i = 0; i < nb + c->k->nsyms + n->rank; i++) {
-    bool isb = i < nb;
-    int j = isb ? i : i - nb;
-    LLVMValueRef v;
-    if (isb) v = c->base[i] ? c->base[i] : LLVMConstNull(c->ptr);
-    else if (j < c->k->nsyms) v = c->env[j];
-    else if (n->store.rt_strides)
-      v = dl_stride(c, c->args[c->k->nparams + c->lk->bufs[n->store.buf].index], n->rank,
-                    j - c->k->nsyms);
-    else v = i64c(c, 0);
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, j)};
-    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, ctxt, ctx, g, 3, ""));
-  }
+  LLVMValueRef ctx = fill_nest_ctx(c, n, ctxt, nb);
   e->epi_fn = body;
   e->epi_arg = ctx;
 }
