@@ -49,9 +49,12 @@
  *    weight/bias.  Statistics buffers are LFB_SCRATCH with index = the
  *    normalized value; all three nests have src = that value, and only
  *    the last stores it (to scratch, or to an output: it assumes
- *    neither).  At -O1+ the three form a row group (LfNest.group) over
+ *    neither).  At -O1+ the nests form a row group (LfNest.group) over
  *    the dims before the normalized one(s), when there are any: each
- *    row's statistics are computed and used while the row is in cache.
+ *    row's statistics are computed and used while the row is in cache;
+ *    an f32/f64 softmax in a group is then four nests that evaluate exp
+ *    once: AMAX, exp(x - max) stored into the value, SUM of the stored
+ *    value, and the value divided by the sum in place.
  *  - Pools (lower.c, lower_pool): one reduction nest over N, C, OH, OW
  *    with two window loops whose bounds are the window clipped to the
  *    input (max pooling then never sees padding, as -inf padding
@@ -216,9 +219,10 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
  * matmul: any strides; a conv2d: exactly its own dense strides); else
  * the GEMM value's own scratch buffer (outside plan-memory's plan),
  * which the epilogue reads back block by block while it is in cache.
- * A GEMM allocates all its packing memory before it computes anything
- * (gemm.c), so storing into a caller's output is safe: a failed
- * allocation leaves every output untouched (spec §7.2). */
+ * A GEMM's packing memory is allocated at the kernel's entry with the
+ * scratch (llvm.c setup_gemm_pools, gemm.h cg_*_pool_bytes), so storing
+ * into a caller's output is safe: a failed allocation leaves every
+ * output untouched (spec §7.2). */
 
 /* Prologues (opt_level >= 1): a value computed by an elementwise,
  * copy/cast or constant op that pass fuse flags IRF_INLINE and whose one
