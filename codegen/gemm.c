@@ -951,8 +951,8 @@ static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j)
 }
 
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
- * B block.  A block is packed into a buffer of its own (tdsl_alloc); a
- * failed allocation sets X_ERR. */
+ * B block.  A blocks are packed into the call's packed-A buffer
+ * (take_apack); a failed fallback allocation sets X_ERR. */
 static LLVMValueRef emit_block_body(G *g, LLVMValueRef pack_a) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = new_fn(g, "block_body", ps, 3);
