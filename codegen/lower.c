@@ -491,7 +491,12 @@ static void lower_layer_norm(Lower *L, IrRef r) {
   red_map(R, red, map);
   DType ad = stat_dtype(v->dtype);
   int first = L->lk->nnests;
-  int bmean = stats_nest(L, r, red, map, OP_MEAN, cast(L, load(L, x, map, R), ad), ad, smean);
+  /* the mean accumulates in f64 (stored in ad): a row of equal values
+   * then has exactly that mean, x - mean is exactly 0 and the row
+   * normalizes to the bias, as PyTorch's (Welford) does; an f32 sum of
+   * n copies of v is not n * v, and (x - mean) / sqrt(eps) magnifies
+   * its last-bit error about 300-fold */
+  int bmean = stats_nest(L, r, red, map, OP_MEAN, cast(L, load(L, x, map, R), DT_F64), ad, smean);
   LfExpr *sq = op2(L, OP_MUL, ad, centered(L, x, bmean, smean, R, map, ad),
                    centered(L, x, bmean, smean, R, map, ad));
   int bvar = stats_nest(L, r, red, map, OP_MEAN, sq, ad, svar);

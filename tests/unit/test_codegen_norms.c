@@ -265,6 +265,34 @@ static void layer_norm_rows(Lib *L, bool threads) {
   }
 }
 
+/* Rows of one repeated value normalize to exactly the bias (x - mean is
+ * 0, as with PyTorch's Welford moments): the mean accumulates in f64, an
+ * f32 sum of n copies of v not being n * v (found by test_random, seed
+ * 5807: exp(4) repeated, off by 1e-3 after the 1/sqrt(eps) scaling). */
+static void layer_norm_constant_rows(Lib *L) {
+  static const float vals[] = {54.59815f, 0.1f, 1e5f, -3.3f};
+  for (int64_t c = 1; c <= 67; c += 11) {
+    int64_t s[3] = {4, 1, c}, sw[2] = {1, c}, sg[1] = {c};
+    Ten in[4], o[3];
+    ten(&in[0], DT_F32, 3, s, NULL, 0, false);
+    ten(&in[1], DT_F32, 2, sw, NULL, 0, false);
+    ten(&in[2], DT_F32, 2, sw, NULL, 0, false);
+    ten(&in[3], DT_F32, 1, sg, NULL, 0, false);
+    for (int64_t r = 0; r < 4; r++)
+      for (int64_t j = 0; j < c; j++) ((float *)in[0].store)[r * c + j] = vals[r];
+    for (int j = 0; j < 3; j++) out_ten(&o[j], DT_F32, 3, s);
+    call_ok(L, "ln", in, 4, o, 3);
+    for (int64_t r = 0; r < 4; r++)
+      for (int64_t j = 0; j < c; j++) {
+        float got = ((float *)o[0].store)[r * c + j], want = ((float *)in[2].store)[j];
+        ck_assert_msg(got == want, "row of %g, C=%lld, element %lld: %.9g, want the bias %.9g",
+                      (double)vals[r], (long long)c, (long long)j, (double)got, (double)want);
+      }
+    for (int j = 0; j < 4; j++) ten_free(&in[j]);
+    for (int j = 0; j < 3; j++) ten_free(&o[j]);
+  }
+}
+
 /* Reassociated sums and means, NaN-propagating amax/amin, over rows long
  * and short (vector remainders) and down columns. */
 static void vector_reductions(Lib *L) {
@@ -292,6 +320,7 @@ START_TEST(norms_o2) {
   softmax_last_rows(&L, true);
   softmax_inner_dims(&L);
   layer_norm_rows(&L, true);
+  layer_norm_constant_rows(&L);
   vector_reductions(&L);
   unbuild_pool(&L);
 }
