@@ -5,7 +5,8 @@
  * conv2d: image and group), blocked BLIS-style:
  *   for jc in N by NC:  for pc in K by KC:
  *     pack B[pc.., jc..] into NR-wide panels (parallel over panels)
- *     for ic in M by MC (parallel):  pack A[ic.., pc..] into MR-high panels
+ *     one work item per thread (work_split: row blocks, or column chunks
+ *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
  * The micro-kernel keeps MR x (NV vectors of VW lanes) accumulators in
  * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
@@ -31,6 +32,9 @@
  * helper functions are then the kernel's own (key ".pro", always
  * emitted afresh: LLVM makes the names unique).
  *
+ * Packing memory (packed B and one packed-A buffer per thread) is the
+ * caller's, allocated at the kernel's entry (cg_*_pool_bytes), so a GEMM
+ * that has started does not fail.
  * All run-time parameters live in a context array of 8-byte slots (X_*)
  * shared with the emitted parallel bodies.  Needs: gemm.h.  Produces:
  * private functions tdsl.gemm.<configuration>.* in the
@@ -1094,9 +1098,8 @@ static void work_split(G *g, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb,
 static void run_gemm(G *g, Run *r) {
   LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
   LLVMValueRef kcap = g->od == g->cd ? k64(g, g->kc) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
-  LLVMValueRef kb = imin(g, K, kcap), nkb = cdiv(g, K, kcap);
+  LLVMValueRef nkb = cdiv(g, K, kcap);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
-  (void)kb;
   GLoop lj, lp;
   LLVMValueRef jc = loop_open(g, &lj, k64(g, 0), N, k64(g, g->nc));
   LLVMValueRef nc = imin(g, k64(g, g->nc), sub(g, N, jc));

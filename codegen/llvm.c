@@ -1330,7 +1330,7 @@ static bool transposing_load(const LfExpr *e, int j, int i) {
  * constant extent <= TILE: all of it, fully unrolled by LLVM), so that
  * the reads and the writes of a tile stay in cache and a small j turns
  * the strided reads into full interleave groups the vectorizer handles. */
-static void plan_tile(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
+static void plan_tile(Cg *c, const LfNest *n, VLoops *v) {
   v->tile_var = -1;
   if (n->reduce != OP_COUNT || v->nouter < 2 || v->n != v->nouter || n->store.rt_strides ||
       n->store.lin_rank)
@@ -1354,7 +1354,6 @@ static void plan_tile(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
       for (int m = k; m + 1 < v->n; m++) v->var[m] = v->var[m + 1], v->ub[m] = v->ub[m + 1];
       v->n--, v->nouter--;
     }
-    (void)x;
     return;
   }
 }
@@ -1389,7 +1388,7 @@ static void plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
     }
     if (!part) v->nouter = v->n;
   }
-  plan_tile(c, n, x, v);
+  plan_tile(c, n, v);
 }
 
 /* Steps the odometer idx over virtual loops 0..p-1 by one. */

@@ -337,4 +337,57 @@ static inline void run_and_compare(Lib *L, const char *name, Ten *ins, int nin,
   run_and_compare_k(L, name, ins, nin, outs, nout, reduction, -1);
 }
 
+/* ---- thread counts and reports ------------------------------------------ */
+
+static inline void set_threads(Lib *L, int n) {
+  ((void (*)(int))sym(L, "tdsl_set_num_threads"))(n);
+}
+
+static inline void reset_out(Ten *o) { memset(o->store, 0x5A, o->bytes); }
+
+static inline bool same_bytes(const Ten *a, const Ten *b) {
+  return a->bytes == b->bytes && !memcmp(a->store, b->store, a->bytes);
+}
+
+/* Runs `name` at 1, 3 and 2 threads: every output bitwise equal to the
+ * 1-thread run; then the last run compared with the interpreter. */
+static inline void threads_and_reference(Lib *L, const char *name, Ten *ins, int nin,
+                                         Ten *outs, int nout, bool reduction) {
+  Ten one[8];
+  ck_assert_int_le(nout, 8);
+  set_threads(L, 1);
+  call_ok(L, name, ins, nin, outs, nout);
+  for (int i = 0; i < nout; i++) {
+    one[i] = outs[i];
+    one[i].store = malloc(outs[i].bytes);
+    memcpy(one[i].store, outs[i].store, outs[i].bytes);
+  }
+  for (int th = 3; th >= 2; th--) {
+    set_threads(L, th);
+    for (int i = 0; i < nout; i++) reset_out(&outs[i]);
+    call_ok(L, name, ins, nin, outs, nout);
+    for (int i = 0; i < nout; i++)
+      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
+  }
+  for (int i = 0; i < nout; i++) free(one[i].store), reset_out(&outs[i]);
+  run_and_compare(L, name, ins, nin, outs, nout, reduction);
+}
+
+/* Occurrences of `what` in tdslc's text report on src at -O2. */
+static inline int report_lines(const char *src, const char *what) {
+  char dir[] = "/tmp/tdsl_rep_XXXXXX", path[64], cmd[512], line[4096];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", dir);
+  write_text(path, src);
+  snprintf(cmd, sizeof cmd, "%s %s --emit=report -o - -O2", TDSL_TDSLC, path);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
+  ck_assert_int_eq(pclose(f), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  return n;
+}
+
 #endif

@@ -18,23 +18,6 @@
 
 static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64"};
 
-/* Occurrences of `what` in tdslc's text report on src. */
-static int report_count(const char *src, const char *what) {
-  char dir[] = "/tmp/tdsl_epi_XXXXXX", path[64], cmd[512], line[4096];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/k.tdsl", dir);
-  write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s --emit=report -o - -O2", TDSL_TDSLC, path);
-  FILE *f = popen(cmd, "r");
-  ck_assert_ptr_nonnull(f);
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
-  ck_assert_int_eq(pclose(f), 0);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ck_assert_int_eq(sh(cmd), 0);
-  return n;
-}
-
 /* ---- matmul --------------------------------------------------------------- */
 
 static const char *MM =
@@ -50,7 +33,7 @@ static const char *MM =
 START_TEST(matmul_bias_relu_residual_casts) {
   static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 300, 70}, {33, 600, 17},
                                   {17, 0, 5}, {0, 5, 3}, {65, 40, 1}};
-  ck_assert_int_eq(report_count(MM, "fuse: epilogue:"), 4);
+  ck_assert_int_eq(report_lines(MM, "fuse: epilogue:"), 4);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "mbr", TARGETS[t]);
@@ -100,8 +83,8 @@ static const char *MMB =
 
 START_TEST(matmul_batched_materialized_strided_multi) {
   static const int64_t sz[][4] = {{2, 7, 17, 33}, {3, 40, 300, 20}, {1, 1, 1, 1}};
-  ck_assert_int_eq(report_count(MMB, "fuse: epilogue:"), 3);
-  ck_assert_int_eq(report_count(MMB, "read by 2 readers, no epilogue"), 1);
+  ck_assert_int_eq(report_lines(MMB, "fuse: epilogue:"), 3);
+  ck_assert_int_eq(report_lines(MMB, "read by 2 readers, no epilogue"), 1);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MMB, "bs", TARGETS[t]);
@@ -146,7 +129,7 @@ static const char *MMI =
 
 START_TEST(matmul_integer) {
   static const int64_t sz[][3] = {{7, 17, 33}, {40, 300, 20}, {1, 1, 1}};
-  ck_assert_int_eq(report_count(MMI, "fuse: epilogue:"), 3);
+  ck_assert_int_eq(report_lines(MMI, "fuse: epilogue:"), 3);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MMI, "mi", TARGETS[t]);
@@ -212,7 +195,7 @@ static void conv_case(Lib *L, const char *k, int64_t N, int64_t C, int64_t H, in
 
 START_TEST(conv_scale_bias_relu_layouts) {
   static const int64_t sz[][5] = {{2, 3, 9, 11, 6}, {1, 8, 17, 5, 20}, {3, 4, 1, 1, 1}};
-  ck_assert_int_eq(report_count(CONV, "fuse: epilogue:"), 5);
+  ck_assert_int_eq(report_lines(CONV, "fuse: epilogue:"), 5);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, CONV, "cn", TARGETS[t]);

@@ -10,40 +10,6 @@
  * end and interpreter, dlopen). */
 #include "codegen_util.h"
 
-static void set_threads(Lib *L, int n) {
-  ((void (*)(int))sym(L, "tdsl_set_num_threads"))(n);
-}
-
-static void reset_out(Ten *o) { memset(o->store, 0x5A, o->bytes); }
-
-static bool same_bytes(const Ten *a, const Ten *b) {
-  return a->bytes == b->bytes && !memcmp(a->store, b->store, a->bytes);
-}
-
-/* Runs `name` at 1 and 2 (and 3) threads: every output bitwise equal to
- * the 2-thread run; then that run compared with the interpreter. */
-static void threads_and_reference(Lib *L, const char *name, Ten *ins, int nin, Ten *outs,
-                                  int nout, bool reduction) {
-  Ten one[8];
-  ck_assert_int_le(nout, 8);
-  set_threads(L, 1);
-  call_ok(L, name, ins, nin, outs, nout);
-  for (int i = 0; i < nout; i++) {
-    one[i] = outs[i];
-    one[i].store = malloc(outs[i].bytes);
-    memcpy(one[i].store, outs[i].store, outs[i].bytes);
-  }
-  for (int th = 3; th >= 2; th--) {
-    set_threads(L, th);
-    for (int i = 0; i < nout; i++) reset_out(&outs[i]);
-    call_ok(L, name, ins, nin, outs, nout);
-    for (int i = 0; i < nout; i++)
-      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
-  }
-  for (int i = 0; i < nout; i++) free(one[i].store), reset_out(&outs[i]);
-  run_and_compare(L, name, ins, nin, outs, nout, reduction);
-}
-
 /* Inlining through expands (params broadcast per channel); a cheap value
  * read four times (a: recomputed); a costly one read several times (b:
  * materialized, with a inlined into its nest); a permute view of an

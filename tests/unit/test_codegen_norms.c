@@ -14,10 +14,6 @@
 
 #include "codegen_util.h"
 
-static void set_threads(Lib *L, int n) {
-  ((void (*)(int))sym(L, "tdsl_set_num_threads"))(n);
-}
-
 /* ---- exp ------------------------------------------------------------------ */
 
 static const char *EXP =
@@ -151,34 +147,6 @@ static const char *NORMS =
     "kernel red(x: f32[M, K]) -> (f32[M], f32[M], f32[M], f32[M], f32[K]) {\n"
     "  return x.sum(1), x.mean(-1), x.amax(1), x.amin(1), x.sum(0)\n}\n";
 
-static bool same_bytes(const Ten *a, const Ten *b) {
-  return a->bytes == b->bytes && !memcmp(a->store, b->store, a->bytes);
-}
-
-/* Runs `name` at 1 thread, then at 2 and 3: outputs bitwise equal; then
- * compares with the interpreter (reduction tolerances). */
-static void threads_and_reference(Lib *L, const char *name, Ten *ins, int nin, Ten *outs,
-                                  int nout) {
-  Ten one[8];
-  ck_assert_int_le(nout, 8);
-  set_threads(L, 1);
-  call_ok(L, name, ins, nin, outs, nout);
-  for (int i = 0; i < nout; i++) {
-    one[i] = outs[i];
-    one[i].store = malloc(outs[i].bytes);
-    memcpy(one[i].store, outs[i].store, outs[i].bytes);
-  }
-  for (int th = 2; th <= 3; th++) {
-    set_threads(L, th);
-    for (int i = 0; i < nout; i++) memset(outs[i].store, 0x5A, outs[i].bytes);
-    call_ok(L, name, ins, nin, outs, nout);
-    for (int i = 0; i < nout; i++)
-      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
-  }
-  for (int i = 0; i < nout; i++) free(one[i].store);
-  run_and_compare(L, name, ins, nin, outs, nout, true);
-}
-
 /* Row r of an [M, K] f32 tensor (row-major storage at offset 0). */
 static float *row(Ten *x, int64_t r) { return (float *)x->store + r * x->stride[0]; }
 
@@ -199,7 +167,7 @@ static void sm_case(Lib *L, int64_t m, int64_t k, bool special, bool threads) {
   if (special) special_rows(&x, k);
   out_ten(&o[0], DT_F32, 2, s);
   out_ten(&o[1], DT_F32, 2, s);
-  if (threads) threads_and_reference(L, "sm", &x, 1, o, 2);
+  if (threads) threads_and_reference(L, "sm", &x, 1, o, 2, true);
   else run_and_compare(L, "sm", &x, 1, o, 2, true);
   if (special) {
     const float *y = o[0].store, *ly = o[1].store;
@@ -235,7 +203,7 @@ static void softmax_inner_dims(Lib *L) {
       v[5] = NAN, v[1000] = -INFINITY, v[2000] = INFINITY;
     }
     for (int j = 0; j < 4; j++) out_ten(&o[j], DT_F32, 4, shapes[i]);
-    threads_and_reference(L, "sm4", &x, 1, o, 4);
+    threads_and_reference(L, "sm4", &x, 1, o, 4, true);
     ten_free(&x);
     for (int j = 0; j < 4; j++) ten_free(&o[j]);
   }
@@ -258,7 +226,7 @@ static void layer_norm_rows(Lib *L, bool threads) {
       for (int j = 0; j < 61; j++) v[61 * 10 + j] = 1e4f + (float)j; /* a large mean */
     }
     for (int j = 0; j < 3; j++) out_ten(&o[j], DT_F32, 3, s);
-    if (threads) threads_and_reference(L, "ln", in, 4, o, 3);
+    if (threads) threads_and_reference(L, "ln", in, 4, o, 3, true);
     else run_and_compare(L, "ln", in, 4, o, 3, true);
     for (int j = 0; j < 4; j++) ten_free(&in[j]);
     for (int j = 0; j < 3; j++) ten_free(&o[j]);
@@ -305,7 +273,7 @@ static void vector_reductions(Lib *L) {
     row(&x, 2)[0] = INFINITY;
     for (int j = 0; j < 4; j++) out_ten(&o[j], DT_F32, 1, sm);
     out_ten(&o[4], DT_F32, 1, sk);
-    threads_and_reference(L, "red", &x, 1, o, 5);
+    threads_and_reference(L, "red", &x, 1, o, 5, true);
     const float *mx = o[2].store, *mn = o[3].store;
     ck_assert(isnan(mx[1]) && isnan(mn[1]) && mx[2] == INFINITY && isfinite(mn[2]));
     ten_free(&x);

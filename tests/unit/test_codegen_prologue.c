@@ -18,23 +18,6 @@
 
 static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64"};
 
-/* Occurrences of `what` in tdslc's text report on src. */
-static int report_count(const char *src, const char *what) {
-  char dir[] = "/tmp/tdsl_pro_XXXXXX", path[64], cmd[512], line[4096];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/k.tdsl", dir);
-  write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s --emit=report -o - -O2", TDSL_TDSLC, path);
-  FILE *f = popen(cmd, "r");
-  ck_assert_ptr_nonnull(f);
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
-  ck_assert_int_eq(pclose(f), 0);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ck_assert_int_eq(sh(cmd), 0);
-  return n;
-}
-
 /* ---- matmul --------------------------------------------------------------- */
 
 static const char *MM =
@@ -58,8 +41,8 @@ START_TEST(matmul_prologues) {
   static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 300, 70}, {33, 600, 17},
                                   {17, 0, 5}, {0, 5, 3}};
   /* ra, af (the add; the mul is fused into it), cu (both), ch, tv (both), pe */
-  ck_assert_int_eq(report_count(MM, "fuse: prologue:"), 8);
-  ck_assert_int_eq(report_count(MM, "fuse: epilogue:"), 1);
+  ck_assert_int_eq(report_lines(MM, "fuse: prologue:"), 8);
+  ck_assert_int_eq(report_lines(MM, "fuse: epilogue:"), 1);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "ra", TARGETS[t]);
@@ -107,7 +90,7 @@ static const char *MMB =
 
 START_TEST(matmul_batched_prologues) {
   static const int64_t sz[][4] = {{3, 5, 7, 9}, {2, 40, 600, 33}, {1, 1, 1, 1}, {4, 0, 3, 2}};
-  ck_assert_int_eq(report_count(MMB, "fuse: prologue:"), 2);
+  ck_assert_int_eq(report_lines(MMB, "fuse: prologue:"), 2);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MMB, "bb", TARGETS[t]);
@@ -192,7 +175,7 @@ static void conv_case(Lib *L, const char *k, int kk, int64_t N, int64_t C, int64
 START_TEST(conv_affine_relu_prologues) {
   static const int64_t sz[][5] = {{2, 3, 9, 11, 6}, {1, 8, 17, 5, 20}, {3, 4, 1, 1, 1},
                                   {1, 16, 6, 6, 40}};
-  ck_assert_int_eq(report_count(CONV, "fuse: prologue:"), 6);
+  ck_assert_int_eq(report_lines(CONV, "fuse: prologue:"), 6);
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, CONV, "cn", TARGETS[t]);
