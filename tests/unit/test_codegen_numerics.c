@@ -1,0 +1,223 @@
+/* test_codegen_numerics.c — compiled numerics that no optimization level
+ * may change (spec §9): float division is correctly rounded at -O0..-O3
+ * (no reciprocal of a loop-invariant divisor: `(t / 60.0).round()` at 150
+ * is 2 as in PyTorch), and float sums stay accurate over tens of millions
+ * of elements (sum, mean, the statistics of softmax and layer_norm; a
+ * row of 50M ones sums to exactly 50M, not 2^24).  Expected values are
+ * computed here in C (division bit for bit, sums in double), not by the
+ * interpreter, so the checks do not share code with the compiler.
+ * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
+#include "codegen_util.h"
+
+static const char *OPTS[] = {"-O0", "-O1", "-O2", "-O3"};
+
+/* ---- division -------------------------------------------------------------- */
+
+static const char *DIV =
+    "kernel q(t: f32[N], d: f32[], c: f32[3, 1]) -> (f32[N], f32[N], bool[N], f32[N], "
+    "f32[3, N], f64[N], f32[N]) {\n"
+    "  return (t / 60.0).round(), (t / 0.3).floor(), t / 60.0 == 2.5, t / d, t / c,\n"
+    "         t.to(f64) / 7.0, t / 8.0\n"
+    "}\n";
+
+/* Dividends: the values of the issue (150, 390, 9) first, then integers
+ * and random floats; n is not a multiple of any vector width. */
+static void dividends(float *t, int64_t n) {
+  static const float first[] = {150, 390, 9, 0, -150, 1e-30f, 3e38f};
+  for (int64_t i = 0; i < n; i++)
+    t[i] = i < 7 ? first[i] : i % 3 ? (float)(i - 500) : (float)(urand() * 2000 - 1000);
+}
+
+static void check_division(Lib *L) {
+  enum { N = 1003 };
+  int64_t n[1] = {N}, s0[1] = {0}, c2[2] = {3, 1}, o2[2] = {3, N};
+  Ten in[3], out[7];
+  ten(&in[0], DT_F32, 1, n, NULL, 0, false);
+  ten(&in[1], DT_F32, 0, s0, NULL, 0, false);
+  ten(&in[2], DT_F32, 2, c2, NULL, 0, false);
+  float *t = in[0].store, d = 7.1f, cv[3] = {60, 0.3f, 1.7f};
+  dividends(t, N);
+  memcpy(in[1].store, &d, sizeof d);
+  memcpy(in[2].store, cv, sizeof cv);
+  DType od[7] = {DT_F32, DT_F32, DT_BOOL, DT_F32, DT_F32, DT_F64, DT_F32};
+  for (int i = 0; i < 7; i++) out_ten(&out[i], od[i], i == 4 ? 2 : 1, i == 4 ? o2 : n);
+  call_ok(L, "q", in, 3, out, 7);
+  const float *r0 = out[0].store, *r1 = out[1].store, *r3 = out[3].store, *r4 = out[4].store,
+              *r6 = out[6].store;
+  const uint8_t *r2 = out[2].store;
+  const double *r5 = out[5].store;
+  for (int64_t i = 0; i < N; i++) {
+    volatile float x = t[i];
+    ck_assert_msg(r0[i] == nearbyintf(x / 60.0f), "(t / 60).round() at %g: %g", x, r0[i]);
+    ck_assert_msg(r1[i] == floorf(x / 0.3f), "(t / 0.3).floor() at %g: %g", x, r1[i]);
+    ck_assert_msg(r2[i] == (x / 60.0f == 2.5f), "t / 60 == 2.5 at %g", x);
+    ck_assert_msg(r3[i] == x / d, "t / d at %g: %.9g", x, r3[i]);
+    for (int k = 0; k < 3; k++)
+      ck_assert_msg(r4[k * N + i] == x / cv[k], "t / %g at %g: %.9g", cv[k], x, r4[k * N + i]);
+    ck_assert_msg(r5[i] == (double)x / 7.0, "t.to(f64) / 7 at %g", x);
+    ck_assert_msg(r6[i] == x * 0.125f, "t / 8 at %g", x);
+  }
+  ck_assert(r0[0] == 2 && r0[1] == 6 && r1[2] == 29 && r2[0] == 1);
+  for (int i = 0; i < 3; i++) ten_free(&in[i]);
+  for (int i = 0; i < 7; i++) ten_free(&out[i]);
+}
+
+START_TEST(division_is_correctly_rounded) {
+  Lib L;
+  build_flags(&L, DIV, "q", OPTS[_i]);
+  check_division(&L);
+  unbuild_pool(&L);
+}
+END_TEST
+
+/* ---- long sums -------------------------------------------------------------- */
+
+static const char *SUMS =
+    "kernel s(x: f32[N] strided) -> (f32[], f32[]) {\n"
+    "  return x.sum(), x.mean()\n"
+    "}\n"
+    "kernel rows(x: f32[R, C] strided) -> (f32[R], f32[R, 1]) {\n"
+    "  return x.sum(1), x.mean(-1, keepdim=true)\n"
+    "}\n"
+    "kernel sq(x: f32[N]) -> (f32[], f32[]) {\n"
+    "  return (x * x).mean(), x.sum(0)\n"
+    "}\n"
+    "kernel mse(a: f32[H, W], b: f32[H, W]) -> f32[] {\n"
+    "  return ((a - b) ** 2).mean()\n"
+    "}\n"
+    "kernel norms(x: f32[1, C]) -> (f32[1, C], f32[1, C]) {\n"
+    "  return softmax(x, -1), layer_norm(x, [C])\n"
+    "}\n";
+
+static float f32_at(const Ten *t, int64_t i) { return ((const float *)t->store)[i]; }
+
+static void check_rel(const char *what, double got, double want, double rtol) {
+  ck_assert_msg(fabs(got - want) <= rtol * fabs(want), "%s: got %.9g, want %.9g (rel %.3g)",
+                what, got, want, fabs(got - want) / fabs(want));
+}
+
+/* A stride-0 parameter: 50M ones (exact: 50M) and 20M times 0.1. */
+static void stride0_sums(Lib *L) {
+  int64_t n[1] = {50000000}, z[1] = {0}, s0[1] = {0};
+  Ten x, o[2];
+  ten(&x, DT_F32, 1, n, z, 0, false);
+  ((float *)x.store)[0] = 1;
+  for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 0, s0);
+  call_ok(L, "s", &x, 1, o, 2);
+  ck_assert_msg(f32_at(&o[0], 0) == 5e7f, "sum of 50M ones: %.9g", f32_at(&o[0], 0));
+  ck_assert_msg(f32_at(&o[1], 0) == 1.0f, "mean of 50M ones: %.9g", f32_at(&o[1], 0));
+  x.shape[0] = 20000000;
+  ((float *)x.store)[0] = 0.1f;
+  call_ok(L, "s", &x, 1, o, 2);
+  check_rel("sum of 20M x 0.1", f32_at(&o[0], 0), 2e7 * (double)0.1f, 1e-5);
+  check_rel("mean of 20M x 0.1", f32_at(&o[1], 0), (double)0.1f, 1e-5);
+  ten_free(&x);
+  for (int i = 0; i < 2; i++) ten_free(&o[i]);
+}
+
+/* Rows of 20M ones (stride 0 in both dims) and their means. */
+static void stride0_rows(Lib *L) {
+  int64_t sh[2] = {3, 20000000}, z[2] = {0, 0}, r1[1] = {3}, r2[2] = {3, 1};
+  Ten x, o[2];
+  ten(&x, DT_F32, 2, sh, z, 0, false);
+  ((float *)x.store)[0] = 1;
+  out_ten(&o[0], DT_F32, 1, r1);
+  out_ten(&o[1], DT_F32, 2, r2);
+  call_ok(L, "rows", &x, 1, o, 2);
+  for (int r = 0; r < 3; r++) {
+    ck_assert_msg(f32_at(&o[0], r) == 2e7f, "row %d sum: %.9g", r, f32_at(&o[0], r));
+    ck_assert_msg(f32_at(&o[1], r) == 1.0f, "row %d mean: %.9g", r, f32_at(&o[1], r));
+  }
+  ten_free(&x);
+  for (int i = 0; i < 2; i++) ten_free(&o[i]);
+}
+
+/* 16M values in [0, 1): (x * x).mean() and x.sum(0) against double. */
+static void dense_sums(Lib *L) {
+  enum { N = 16000000 };
+  int64_t n[1] = {N}, s0[1] = {0};
+  Ten x, o[2];
+  ten(&x, DT_F32, 1, n, NULL, 0, false);
+  float *v = x.store;
+  double sq = 0, s = 0;
+  for (int64_t i = 0; i < N; i++) {
+    v[i] = (float)urand();
+    s += v[i], sq += (double)v[i] * v[i];
+  }
+  for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 0, s0);
+  call_ok(L, "sq", &x, 1, o, 2);
+  check_rel("(x * x).mean() over 16M", f32_at(&o[0], 0), sq / N, 1e-5);
+  check_rel("x.sum(0) over 16M", f32_at(&o[1], 0), s, 1e-5);
+  ten_free(&x);
+  for (int i = 0; i < 2; i++) ten_free(&o[i]);
+}
+
+/* The mean squared error of two 1024 x 1024 maps. */
+static void mse_maps(Lib *L) {
+  int64_t sh[2] = {1024, 1024}, s0[1] = {0};
+  Ten in[2], o;
+  ten(&in[0], DT_F32, 2, sh, NULL, 0, false);
+  ten(&in[1], DT_F32, 2, sh, NULL, 0, false);
+  double want = 0;
+  for (int64_t i = 0; i < 1024 * 1024; i++) {
+    double e = (double)((float *)in[0].store)[i] - ((float *)in[1].store)[i];
+    want += e * e;
+  }
+  out_ten(&o, DT_F32, 0, s0);
+  call_ok(L, "mse", in, 2, &o, 1);
+  check_rel("mse of 1024 x 1024", f32_at(&o, 0), want / (1024 * 1024), 1e-5);
+  for (int i = 0; i < 2; i++) ten_free(&in[i]);
+  ten_free(&o);
+}
+
+/* softmax of a row of 20M zeros is 1/20M everywhere; layer_norm of a
+ * row alternating 0 and 2 (mean 1, variance 1) is +-1/sqrt(1 + 1e-5). */
+static void long_norm_rows(Lib *L) {
+  enum { C = 20000000 };
+  int64_t sh[2] = {1, C};
+  Ten x, o[2];
+  ten(&x, DT_F32, 2, sh, NULL, 0, false);
+  for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 2, sh);
+  float *v = x.store;
+  for (int64_t i = 0; i < C; i++) v[i] = 0;
+  call_ok(L, "norms", &x, 1, o, 2);
+  check_rel("softmax of 20M zeros", f32_at(&o[0], 0), 1.0 / C, 1e-4);
+  check_rel("softmax of 20M zeros, last", f32_at(&o[0], C - 1), 1.0 / C, 1e-4);
+  for (int64_t i = 0; i < C; i++) v[i] = i % 2 ? 2.0f : 0.0f;
+  call_ok(L, "norms", &x, 1, o, 2);
+  double y = 1 / sqrt(1 + 1e-5);
+  check_rel("layer_norm of 0, 2, ... (first)", f32_at(&o[1], 0), -y, 1e-4);
+  check_rel("layer_norm of 0, 2, ... (last)", f32_at(&o[1], C - 1), y, 1e-4);
+  ten_free(&x);
+  for (int i = 0; i < 2; i++) ten_free(&o[i]);
+}
+
+START_TEST(long_sums_are_accurate) {
+  Lib L;
+  build_flags(&L, SUMS, NULL, OPTS[_i]);
+  stride0_sums(&L);
+  stride0_rows(&L);
+  dense_sums(&L);
+  mse_maps(&L);
+  long_norm_rows(&L);
+  unbuild_pool(&L);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("codegen_numerics");
+  TCase *t = tcase_create("cpu");
+  tcase_set_timeout(t, 300);
+  tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
+  tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
