@@ -807,6 +807,43 @@ static bool g_unary(Gen *g, Stmt *st) {
   return fin(r, m);
 }
 
+/* Exact f32/f64 tensors and integer tensors that convert to f32 exactly. */
+static bool quantizable(const Gen *g, const Val *v) {
+  (void)g;
+  if (v->scalar || !v->exact) return false;
+  if (v->dt == DT_F32 || v->dt == DT_F64) return v->mag < 1e6;
+  return !is_float(v->dt) && v->dt != DT_BOOL && v->mag < 16777216;
+}
+
+/* Quantization and bucketing: an exact value divided by a divisor that is
+ * not a power of two, then rounded, floored or compared.  IEEE division
+ * is correctly rounded, so every implementation agrees bit for bit where
+ * a multiply by the reciprocal would not ((150 / 60).round() is 2, not
+ * 3; (9 / 0.3).floor() is 29).  Integers divide in f32, as PyTorch's
+ * true division does. */
+static bool g_quantize(Gen *g, Stmt *st) {
+  Val *a = pick(g, quantizable);
+  if (!a) return false;
+  static const char *const dv[] = {"60", "3", "0.3", "7", "255", "1.5", "0.1", "10"};
+  static const double dm[] = {60, 3, 0.3, 7, 255, 1.5, 0.1, 10};
+  int k = rint_(g, 0, 7), how = rint_(g, 0, 4);
+  Val *r = &st->r;
+  set_like(r, a);
+  r->contig = a->contig;
+  if (!is_float(r->dt)) r->dt = DT_F32;
+  r->exact = true;
+  if (how == 4) { /* a round trip through the quotient */
+    snprintf(st->e, sizeof st->e, "%s / %s * %s == %s", a->name, dv[k], dv[k], a->name);
+    r->dt = DT_BOOL;
+    return fin(r, 1);
+  }
+  static const char *const fs[] = {"round", "floor", "ceil", "round"};
+  if (how == 3) /* the scaled form quantizers use: round(x * s / d) */
+    snprintf(st->e, sizeof st->e, "(%s * 30 / %s).round()", a->name, dv[k]);
+  else snprintf(st->e, sizeof st->e, "(%s / %s).%s()", a->name, dv[k], fs[how]);
+  return fin(r, a->mag * (how == 3 ? 30 : 1) / dm[k] + 1);
+}
+
 static bool exact_bool_like(const Gen *g, const Val *v) {
   (void)g;
   return !v->scalar && v->exact;
@@ -1125,7 +1162,7 @@ static const struct {
   GenFn f;
   int w;
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
-            {g_binary, 6}, {g_unary, 4},  {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
+            {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}};
 
 static bool statement(Gen *g) {

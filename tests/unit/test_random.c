@@ -1,14 +1,17 @@
 /* test_random.c — differential testing on random programs: the reference
- * interpreter, `tdslc -O0` and `tdslc -O2` must agree.
+ * interpreter, `tdslc -O0`, `-O2` and `-O1` or `-O3` (alternate seeds)
+ * must agree.
  *
  * For seeds TDSL_RANDOM_SEED .. +TDSL_RANDOM_COUNT (default 1 and 40),
  * tests/random/progen.c generates a kernel `k`; it must pass the front end
  * in-process (else it is a generator bug: the program is printed).  Inputs
  * are random and deterministic in the seed; the kernel is evaluated by
- * interp_run and compiled twice by tdslc (TDSL_TDSLC) into shared objects
+ * interp_run and compiled three times by tdslc (TDSL_TDSLC) into shared objects
  * (a generated C shim including the generated header, linked with runtime
  * objects built once per run), called as declared, and the -O2 build also
- * with byte offsets and transposed storage for `strided` parameters.
+ * (and the -O1/-O3 build) with byte offsets and transposed storage for
+ * `strided` parameters.  A quarter of the float inputs are multiples of
+ * 0.5, so that ties and quotients beside an integer expose rounding.
  * Results are compared with the interpreter's: bit-exact where the
  * generator says so (integers, bool, data movement), else under spec §9
  * (the looser set when the program reduces).  Programs run in forked
@@ -96,7 +99,9 @@ static uint64_t xs(uint64_t *s) {
 static Scalar rand_elem(uint64_t *s, DType d) {
   Scalar v;
   double u = (double)(xs(s) >> 11) / 9007199254740992.0;
-  if (dtype_is_float(d)) v.f = 4 * u - 2;
+  /* floats: one in four a multiple of 0.5, where rounding decides ties
+   * and quotients by 3, 0.3 or 60 land just beside an integer */
+  if (dtype_is_float(d)) v.f = u < 0.25 ? floor(u * 36) / 2 - 2 : 4 * u - 2;
   else if (d == DT_BOOL) v.i = u < 0.5;
   else if (d == DT_U8) v.i = (int64_t)(u * 256);
   else v.i = (int64_t)(u * 201) - 100;
@@ -430,11 +435,14 @@ static int run_case(Case *c) {
       print_failure(c, "the interpreter's result dtype differs from the declared one");
       return R_FAIL;
     }
+  int other = c->seed % 2 ? 1 : 3; /* -O1 and -O3 on alternate seeds */
   res = build_opt(c, 0);
   if (!res) res = build_opt(c, 2);
+  if (!res) res = build_opt(c, other);
   if (!res) res = run_compiled(c, 0, false, ref);
   if (!res) res = run_compiled(c, 2, false, ref);
   if (!res) res = run_compiled(c, 2, true, ref);
+  if (!res) res = run_compiled(c, other, true, ref);
   if (res != R_FAIL) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
     sh(cmd);
