@@ -21,7 +21,7 @@ shell line to rerun it, the expected outputs) under --keep.
 
 With --compiled, every program that `tdslc run` evaluates correctly is
 also compiled by the CPU backend (`tdslc k.tdsl --kernel=k -O2`, a
-fraction --o0-fraction at -O0), linked with a generated shim calling k and
+fraction --o0-fraction at -O0, 15% each at -O1 and -O3), linked with a generated shim calling k and
 the runtime sources into k.so, and run by tests/tools/run_kernel (built as
 build/tests/run_kernel) on the same inputs, as declared and in one more
 storage layout; its outputs must match PyTorch's under the same
@@ -36,7 +36,9 @@ modified or a write outside an output), c-shape, c-value.
 Avoided on purpose (spec differences, not bugs): float->int casts of
 out-of-range or NaN values, integer division by zero, negative integer
 powers, size symbols equal to 0 or 1 (symbols are 7, 11 or 13, never a
-product of literal dims).
+product of literal dims).  A quarter of float inputs are multiples of 0.5
+and quantize statements divide by 3, 0.3, 60 ... before rounding, so that
+a rewrite changing a rounded result shows.
 """
 import argparse
 import os
@@ -177,6 +179,10 @@ class Gen:
                 layout = "strided"
             shape = [int(d) if d.isdigit() else symset[d] for d in dims]
             t = gen.make_input(self.nrng, dt, shape or [1], None).reshape(shape)
+            if t.dtype.is_floating_point:  # a quarter on multiples of 0.5: ties, quotients beside integers
+                halves = torch.from_numpy(np.asarray(self.nrng.integers(-6, 7, size=shape) / 2))
+                pick = torch.from_numpy(np.asarray(self.nrng.random(shape) < 0.25))
+                t = torch.where(pick, halves.to(t.dtype), t)
             if layout == "channels_last":
                 t = to_cl(t)
             self.params.append((pname, dt, dims, layout, t))
@@ -389,6 +395,22 @@ class Gen:
             return f"{a.name} {op} {bs}"
         return f"{bs} {op} {a.name}" if op not in ("//", "%", "**") else f"{a.name} {op} {bs}"
 
+    def g_quantize(self):
+        """Quantization and bucketing: a quotient by a divisor that is not a
+        power of two, rounded, floored or compared (IEEE division is
+        correctly rounded; a multiply by the reciprocal is not)."""
+        a = self.pick(lambda t: t.dtype in (torch.float32, torch.float64) or
+                      (not t.dtype.is_floating_point and t.dtype != torch.bool))
+        if not a:
+            return None
+        d = self.r.choice(["60", "3", "0.3", "7", "255", "1.5", "0.1", "10"])
+        k = self.r.randrange(5)
+        if k == 4:
+            return f"{a.name} / {d} * {d} == {a.name}"
+        if k == 3:
+            return f"({a.name} * 30 / {d}).round()"
+        return f"({a.name} / {d}).{['round', 'floor', 'ceil'][k]}()"
+
     def g_func(self):
         a = self.pick()
         if not a:
@@ -548,7 +570,7 @@ class Gen:
         return f"tensor([{', '.join(rows)}])"
 
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
-            ("g_copy", 2), ("g_binary", 5), ("g_func", 4), ("g_reduce", 2),
+            ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
             ("g_factory", 1)]
 
@@ -676,7 +698,7 @@ class Compiled:
     def __init__(self, tdslc, run_kernel, cc, o0_frac, rng):
         self.tdslc, self.run_kernel, self.cc = tdslc, run_kernel, cc
         self.o0_frac, self.r = o0_frac, rng
-        self.counts = {"-O2": 0, "-O0": 0}
+        self.counts = {"-O0": 0, "-O1": 0, "-O2": 0, "-O3": 0}
         self.rt = tempfile.mkdtemp(prefix="tdslrt")
         rtdir = os.path.join(SRC_DIR, "runtime")
         srcs = [os.path.join(rtdir, f) for f in sorted(os.listdir(rtdir)) if f.endswith(".c")]
@@ -743,7 +765,9 @@ class Compiled:
         return "ok-error", ""
 
     def check(self, g, wd, vals, tolclass, low):
-        opt = "-O0" if self.r.random() < self.o0_frac else "-O2"
+        u = self.r.random()  # every level: none may change a rounded result
+        opt = "-O0" if u < self.o0_frac else "-O1" if u < self.o0_frac + 0.15 else \
+            "-O3" if u < self.o0_frac + 0.3 else "-O2"
         self.counts[opt] += 1
         fail = self.build(g, wd, opt, len(vals))
         if fail:
@@ -925,7 +949,7 @@ def main():
     ap.add_argument("--keep", default="/tmp/tdsl_fuzz_fail")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--compiled", action="store_true",
-                    help="also compile each program tdslc runs correctly (-O2, some -O0) "
+                    help="also compile each program tdslc runs correctly (-O0..-O3) "
                          "and run it with tests/tools/run_kernel")
     ap.add_argument("--run-kernel", help="run_kernel executable (default: tests/run_kernel beside tdslc)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
