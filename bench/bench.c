@@ -145,6 +145,19 @@ static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1]
 #define CALL_conv_bias_relu NULL, BENCH_WHY_conv_bias_relu
 #endif
 
+#ifdef BENCH_HAVE_sum_all
+static int call_sum_all(DLTensor *t) { return sum_all(&t[0], &t[1]); }
+#define CALL_sum_all call_sum_all, NULL
+#else
+#define CALL_sum_all NULL, BENCH_WHY_sum_all
+#endif
+#ifdef BENCH_HAVE_mse
+static int call_mse(DLTensor *t) { return mse(&t[0], &t[1], &t[2]); }
+#define CALL_mse call_mse, NULL
+#else
+#define CALL_mse NULL, BENCH_WHY_mse
+#endif
+
 /* ---- variants: the same kernel built with other options -------------- */
 
 /* One extra build of benchmark `name` (bench/CMakeLists.txt: -O0, and for
@@ -220,6 +233,10 @@ static const workload k_workloads[] = {
      CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv_bias_relu},
     {"matmul_prologue", 2, 1, {MAT(1024, 1024), MAT(1024, 1024), MAT(1024, 1024)},
      2.0 * 1024 * 1024 * 1024, CALL_matmul_prologue},
+    {"sum_all", 1, 1, {VEC(32 << 20, FILL_SIGNED), {0, 0, {0}, 0, FILL_SIGNED}}, 0,
+     CALL_sum_all},
+    {"mse", 2, 1, {MAT(4096, 4096), MAT(4096, 4096), {0, 0, {0}, 0, FILL_SIGNED}}, 0,
+     CALL_mse},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

@@ -257,6 +257,21 @@ def workloads(rng):
         xt, gt, bt = map(torch.from_numpy, (x, g, b))
         return lambda: F.layer_norm(xt, (1024,), gt, bt)
 
+    def sum_all(impl):
+        x = rand_f32(rng, (32 << 20,))
+        if impl == "numpy":
+            return lambda: x.sum()
+        xt = torch.from_numpy(x)
+        return lambda: xt.sum()
+
+    def mse(impl):
+        a = rand_f32(rng, (4096, 4096))
+        b = rand_f32(rng, (4096, 4096))
+        if impl == "numpy":
+            return lambda: ((a - b) ** 2).mean()
+        at, bt = map(torch.from_numpy, (a, b))
+        return lambda: ((at - bt) ** 2).mean()
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -280,6 +295,8 @@ def workloads(rng):
         ("conv_bias_relu", conv_bytes + 64 * f32, conv_flops(32, 64, 56, 56, 64, 3, 3),
          conv_bias_relu),
         ("matmul_prologue", 3 * 1024 * 1024 * f32, 2.0 * 1024 ** 3, matmul_prologue),
+        ("sum_all", ((32 << 20) + 1) * f32, 0, sum_all),
+        ("mse", (2 * 4096 * 4096 + 1) * f32, 0, mse),
     ]
 
 
@@ -320,6 +337,8 @@ def check_refs():
         "conv_bias_relu": lambda x, w, c: torch.relu(F.conv2d(x, w, padding=1)
                                                      + c.view(1, -1, 1, 1)),
         "matmul_prologue": lambda a, b: torch.relu(a) @ b,
+        "sum_all": lambda x: x.sum(),
+        "mse": lambda a, b: ((a - b) ** 2).mean(),
     }
 
 
