@@ -1607,8 +1607,12 @@ static SVal h_as_strided(Sema *s, CallArgs *c, const Builtin *b) {
       !sema_sym_arg(s, of, "as_strided() storage_offset", &off))
     return sv_error();
   GeomCtx g = sema_geom(s, c->loc);
+  /* The bound is against the whole storage x views (PyTorch's
+   * setStorage), not x's own extent. */
   Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_as_strided(&g, &in, size, stride, n, off, &out);
+  Geom root = sema_geom_of(s, ir_storage_root(s->k, x));
+  const char *err =
+      geom_as_strided(&g, &in, &root, size, stride, n, off, &out);
   if (err) return geom_fail(s, err, x, c->loc);
   return sv_tensor(emit_view(s, OP_AS_STRIDED, x, &out, NULL, 0, 0, c->loc),
                    c->loc);
