@@ -1456,29 +1456,57 @@ static SVal h_unsqueeze(Sema *s, CallArgs *c, const Builtin *b) {
   return do_unsqueeze(s, x, d, c->loc);
 }
 
+/* squeeze's dim= as a mask of the dims to try (wrapped; a 0-dim input
+ * takes dim 0 or -1): one int, or a list (PyTorch 2) without repeats. */
+static bool squeeze_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
+                         bool *mask) {
+  int64_t d[MAX_DIMS];
+  int n = 0;
+  const char *what = "squeeze() argument 'dim'";
+  if (dv->kind == SV_LIST ? !sema_int_list(s, dv, what, d, &n, MAX_DIMS)
+                          : !sema_int_arg(s, dv, what, &d[n++]))
+    return false;
+  GeomCtx g = sema_geom(s, c->loc);
+  for (int i = 0; i < n; i++) {
+    int w = 0;
+    const char *err = geom_wrap_dim(&g, d[i], rank, &w);
+    if (err) {
+      diag_error(s->d, c->loc, "%s", err);
+      return false;
+    }
+    if (mask[w]) {
+      diag_error(s->d, c->loc,
+                 "squeeze(): dim %d appears multiple times in the list of "
+                 "dims; name each dim once", w);
+      return false;
+    }
+    mask[w] = true;
+  }
+  return true;
+}
+
 static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *dv = sema_arg(s, c, 1, "dim");
-  int64_t d = 0;
+  Geom in = sema_geom_of(s, x);
+  bool mask[MAX_DIMS + 1] = {false};
   bool has_dim = dv && dv->kind != SV_NONE;
-  if ((has_dim && !sema_int_arg(s, dv, "squeeze() argument 'dim'", &d)) ||
+  if ((has_dim && !squeeze_dims(s, c, dv, in.rank, mask)) ||
       !sema_args_done(s, c, 2))
     return sv_error();
-  GeomCtx g = sema_geom(s, c->loc);
-  Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_squeeze(&g, &in, has_dim ? &d : NULL, &out);
-  if (err) return geom_fail(s, err, x, c->loc);
-  if (out.rank == in.rank) return sv_tensor(x, c->loc);
-  /* attrs: the removed dims, in order */
+  /* attrs: the removed dims, in order; only size-1 dims go */
   int64_t removed[MAX_DIMS];
   int nr = 0;
-  if (has_dim) {
-    removed[nr++] = in.rank == 0 ? 0 : wrap_ok(s, d, in.rank);
-  } else {
-    for (int i = 0; i < in.rank; i++)
-      if (sym_is(in.shape[i], 1)) removed[nr++] = i;
+  for (int i = 0; i < in.rank; i++)
+    if ((!has_dim || mask[i]) && sym_is(in.shape[i], 1)) removed[nr++] = i;
+  if (nr == 0) return sv_tensor(x, c->loc);
+  GeomCtx g = sema_geom(s, c->loc);
+  Geom out = in;
+  for (int i = nr - 1; i >= 0; i--) { /* highest first: lower dims stay */
+    const char *err = geom_squeeze(&g, &out, &removed[i], &out);
+    if (err) return geom_fail(s, err, x, c->loc);
   }
   return sv_tensor(emit_view_ints(s, OP_SQUEEZE, x, &out, removed, nr, c->loc),
                    c->loc);
