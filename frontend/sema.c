@@ -2346,6 +2346,11 @@ static void sema_param(Sema *s, const AstKernel *ak, int pi) {
       diag_note(s->d, ak->params[j].loc, "'%s' first declared here",
                 ap->name);
     }
+  const char *why = sema_param_name_problem(ap->name);
+  if (why)
+    diag_error(s->d, ap->loc,
+               "parameter name '%s' %s, so the generated header would not "
+               "compile; rename the parameter", ap->name, why);
   check_layout(s, &ap->type,
                arena_printf(s->a, "parameter '%s'", ap->name));
   p->name = ap->name;
@@ -2508,12 +2513,33 @@ static void sema_kernel(Arena *a, Diag *d, IrModule *m, const AstKernel *ak) {
   sema_body(&s, ak);
 }
 
+/* The kernel's name becomes the C functions NAME and NAME_info. */
+static void check_kernel_name(Diag *d, const AstProgram *p, int i) {
+  const AstKernel *ak = &p->kernels[i];
+  const char *why = sema_kernel_name_problem(ak->name);
+  if (why)
+    diag_error(d, ak->loc,
+               "kernel name '%s' %s; the kernel becomes a C function of "
+               "that name, so rename it", ak->name, why);
+  size_t n = strlen(ak->name);
+  for (int j = 0; j < p->nkernels; j++) {
+    const char *o = p->kernels[j].name;
+    if (strncmp(o, ak->name, n) != 0 || strcmp(o + n, "_info") != 0) continue;
+    diag_error(d, p->kernels[j].loc,
+               "kernel name '%s' clashes with the function %s_info() that "
+               "tdslc generates for kernel '%s'; rename one of them", o,
+               ak->name, ak->name);
+    diag_note(d, ak->loc, "kernel '%s' is defined here", ak->name);
+  }
+}
+
 IrModule *sema_program(Arena *a, Diag *d, const AstProgram *p,
                        const char *file) {
   int errors_before = d->nerrors;
   IrModule *m = ir_module_new(a, file);
   for (int i = 0; i < p->nkernels; i++) {
     const AstKernel *ak = &p->kernels[i];
+    check_kernel_name(d, p, i);
     bool dup = false;
     for (int j = 0; j < i && !dup; j++)
       if (strcmp(p->kernels[j].name, ak->name) == 0) {

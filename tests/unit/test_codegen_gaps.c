@@ -3,7 +3,8 @@
  * run through the C ABI: unfold of a 0-dim tensor, sum/prod with a bool
  * or narrow integer dtype= (PyTorch wraps in that type), conv2d
  * padding="same" with an odd total padding (the extra row/column at the
- * end), squeeze with a list of dims (PyTorch 2).  Expected values are
+ * end), squeeze with a list of dims (PyTorch 2); and (item 5) names
+ * next to the refused C names still compile.  Expected values are
  * worked out by hand from PyTorch's rules; the conv case is also compared
  * with the reference interpreter on random inputs.  (unbuild_pool: the
  * kernels may start the runtime thread pool.)
@@ -151,6 +152,35 @@ START_TEST(squeeze_dim_list) {
 }
 END_TEST
 
+/* Names close to the refused ones (spec §3) stay usable: parameters may
+ * share a C library function's name (they are block-scope in the
+ * prototype), and only out<digits> is a generated result name.  The
+ * header must compile (build includes it) and the kernel must run. */
+static const char *NEAR_NAMES =
+    "kernel outf(exp: f32[2], main: f32[2], out_0: f32[2], outx: f32[2], "
+    "out: f32[2], _x: f32[2]) -> f32[2] {\n"
+    "  return exp + main + out_0 + outx + out + _x\n"
+    "}\n";
+
+START_TEST(near_reserved_names) {
+  Lib L;
+  build(&L, NEAR_NAMES, "outf");
+  int64_t two[1] = {2};
+  Ten in[6], o;
+  for (int i = 0; i < 6; i++) {
+    float v[2] = {(float)i, (float)(10 * i)};
+    ten_f32(&in[i], 1, two, v);
+  }
+  out_ten(&o, DT_F32, 1, two);
+  call_ok(&L, "outf", in, 6, &o, 1);
+  float want[2] = {15, 150};
+  ck_assert_mem_eq(o.store, want, sizeof want);
+  for (int i = 0; i < 6; i++) ten_free(&in[i]);
+  ten_free(&o);
+  unbuild_pool(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_gaps");
   TCase *t = tcase_create("gaps");
@@ -159,6 +189,7 @@ static Suite *suite(void) {
   tcase_add_test(t, sum_prod_narrow_dtype);
   tcase_add_test(t, conv_same_odd_padding);
   tcase_add_test(t, squeeze_dim_list);
+  tcase_add_test(t, near_reserved_names);
   suite_add_tcase(s, t);
   return s;
 }
