@@ -500,9 +500,14 @@ static LLVMValueRef ptr_array(Cg *c, LLVMValueRef *v, int n) {
   return a;
 }
 
+/* Arrays sized by the kernel: any number of tensor parameters. */
+static LLVMValueRef *value_list(Cg *c, int n) {
+  return arena_alloc(c->m->arena, sizeof(LLVMValueRef) * (size_t)(n + 1));
+}
+
 static void check_overlap(Cg *c, Arg *in, int nin, Arg *out, int nout) {
-  LLVMValueRef t[2][64], nm[2][64];
-  if (nin > 64 || nout > 64) ICE("too many arguments");
+  LLVMValueRef *t[2] = {value_list(c, nin), value_list(c, nout)};
+  LLVMValueRef *nm[2] = {value_list(c, nin), value_list(c, nout)};
   for (int i = 0; i < nin; i++) t[0][i] = in[i].t, nm[0][i] = in[i].name;
   for (int i = 0; i < nout; i++) t[1][i] = out[i].t, nm[1][i] = out[i].name;
   LLVMValueRef v[7] = {c->kname, ptr_array(c, t[1], nout), ptr_array(c, nm[1], nout),
@@ -540,9 +545,9 @@ static void write_shapes(Cg *c, const Arg *a) {
 /* Emits every check; leaves the builder where computing starts, after a
  * shape query has returned. */
 static void emit_entry_checks(Cg *c) {
-  Arg in[64], out[64];
   int nin = 0, nout = c->k->nresults;
-  if (c->k->nparams > 64 || nout > 64) ICE("too many parameters");
+  Arg *in = arena_alloc(c->m->arena, sizeof *in * (size_t)(c->k->nparams + 1));
+  Arg *out = arena_alloc(c->m->arena, sizeof *out * (size_t)(nout + 1));
   for (int i = 0; i < c->k->nparams; i++)
     if (c->k->params[i].is_tensor) in[nin++] = param_arg(c, i);
   for (int i = 0; i < nout; i++) out[i] = result_arg(c, i);

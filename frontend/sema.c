@@ -1456,29 +1456,57 @@ static SVal h_unsqueeze(Sema *s, CallArgs *c, const Builtin *b) {
   return do_unsqueeze(s, x, d, c->loc);
 }
 
+/* squeeze's dim= as a mask of the dims to try (wrapped; a 0-dim input
+ * takes dim 0 or -1): one int, or a list (PyTorch 2) without repeats. */
+static bool squeeze_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
+                         bool *mask) {
+  int64_t d[MAX_DIMS];
+  int n = 0;
+  const char *what = "squeeze() argument 'dim'";
+  if (dv->kind == SV_LIST ? !sema_int_list(s, dv, what, d, &n, MAX_DIMS)
+                          : !sema_int_arg(s, dv, what, &d[n++]))
+    return false;
+  GeomCtx g = sema_geom(s, c->loc);
+  for (int i = 0; i < n; i++) {
+    int w = 0;
+    const char *err = geom_wrap_dim(&g, d[i], rank, &w);
+    if (err) {
+      diag_error(s->d, c->loc, "%s", err);
+      return false;
+    }
+    if (mask[w]) {
+      diag_error(s->d, c->loc,
+                 "squeeze(): dim %d appears multiple times in the list of "
+                 "dims; name each dim once", w);
+      return false;
+    }
+    mask[w] = true;
+  }
+  return true;
+}
+
 static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   if (!tensor_recv(s, c, &x)) return sv_error();
   const SVal *dv = sema_arg(s, c, 1, "dim");
-  int64_t d = 0;
+  Geom in = sema_geom_of(s, x);
+  bool mask[MAX_DIMS + 1] = {false};
   bool has_dim = dv && dv->kind != SV_NONE;
-  if ((has_dim && !sema_int_arg(s, dv, "squeeze() argument 'dim'", &d)) ||
+  if ((has_dim && !squeeze_dims(s, c, dv, in.rank, mask)) ||
       !sema_args_done(s, c, 2))
     return sv_error();
-  GeomCtx g = sema_geom(s, c->loc);
-  Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_squeeze(&g, &in, has_dim ? &d : NULL, &out);
-  if (err) return geom_fail(s, err, x, c->loc);
-  if (out.rank == in.rank) return sv_tensor(x, c->loc);
-  /* attrs: the removed dims, in order */
+  /* attrs: the removed dims, in order; only size-1 dims go */
   int64_t removed[MAX_DIMS];
   int nr = 0;
-  if (has_dim) {
-    removed[nr++] = in.rank == 0 ? 0 : wrap_ok(s, d, in.rank);
-  } else {
-    for (int i = 0; i < in.rank; i++)
-      if (sym_is(in.shape[i], 1)) removed[nr++] = i;
+  for (int i = 0; i < in.rank; i++)
+    if ((!has_dim || mask[i]) && sym_is(in.shape[i], 1)) removed[nr++] = i;
+  if (nr == 0) return sv_tensor(x, c->loc);
+  GeomCtx g = sema_geom(s, c->loc);
+  Geom out = in;
+  for (int i = nr - 1; i >= 0; i--) { /* highest first: lower dims stay */
+    const char *err = geom_squeeze(&g, &out, &removed[i], &out);
+    if (err) return geom_fail(s, err, x, c->loc);
   }
   return sv_tensor(emit_view_ints(s, OP_SQUEEZE, x, &out, removed, nr, c->loc),
                    c->loc);
@@ -1607,8 +1635,12 @@ static SVal h_as_strided(Sema *s, CallArgs *c, const Builtin *b) {
       !sema_sym_arg(s, of, "as_strided() storage_offset", &off))
     return sv_error();
   GeomCtx g = sema_geom(s, c->loc);
+  /* The bound is against the whole storage x views (PyTorch's
+   * setStorage), not x's own extent. */
   Geom in = sema_geom_of(s, x), out;
-  const char *err = geom_as_strided(&g, &in, size, stride, n, off, &out);
+  Geom root = sema_geom_of(s, ir_storage_root(s->k, x));
+  const char *err =
+      geom_as_strided(&g, &in, &root, size, stride, n, off, &out);
   if (err) return geom_fail(s, err, x, c->loc);
   return sv_tensor(emit_view(s, OP_AS_STRIDED, x, &out, NULL, 0, 0, c->loc),
                    c->loc);
@@ -2314,6 +2346,11 @@ static void sema_param(Sema *s, const AstKernel *ak, int pi) {
       diag_note(s->d, ak->params[j].loc, "'%s' first declared here",
                 ap->name);
     }
+  const char *why = sema_param_name_problem(ap->name);
+  if (why)
+    diag_error(s->d, ap->loc,
+               "parameter name '%s' %s, so the generated header would not "
+               "compile; rename the parameter", ap->name, why);
   check_layout(s, &ap->type,
                arena_printf(s->a, "parameter '%s'", ap->name));
   p->name = ap->name;
@@ -2476,12 +2513,33 @@ static void sema_kernel(Arena *a, Diag *d, IrModule *m, const AstKernel *ak) {
   sema_body(&s, ak);
 }
 
+/* The kernel's name becomes the C functions NAME and NAME_info. */
+static void check_kernel_name(Diag *d, const AstProgram *p, int i) {
+  const AstKernel *ak = &p->kernels[i];
+  const char *why = sema_kernel_name_problem(ak->name);
+  if (why)
+    diag_error(d, ak->loc,
+               "kernel name '%s' %s; the kernel becomes a C function of "
+               "that name, so rename it", ak->name, why);
+  size_t n = strlen(ak->name);
+  for (int j = 0; j < p->nkernels; j++) {
+    const char *o = p->kernels[j].name;
+    if (strncmp(o, ak->name, n) != 0 || strcmp(o + n, "_info") != 0) continue;
+    diag_error(d, p->kernels[j].loc,
+               "kernel name '%s' clashes with the function %s_info() that "
+               "tdslc generates for kernel '%s'; rename one of them", o,
+               ak->name, ak->name);
+    diag_note(d, ak->loc, "kernel '%s' is defined here", ak->name);
+  }
+}
+
 IrModule *sema_program(Arena *a, Diag *d, const AstProgram *p,
                        const char *file) {
   int errors_before = d->nerrors;
   IrModule *m = ir_module_new(a, file);
   for (int i = 0; i < p->nkernels; i++) {
     const AstKernel *ak = &p->kernels[i];
+    check_kernel_name(d, p, i);
     bool dup = false;
     for (int j = 0; j < i && !dup; j++)
       if (strcmp(p->kernels[j].name, ak->name) == 0) {

@@ -121,6 +121,11 @@ void sema_note_origin(Sema *s, IrRef r);
 
 /* ---- sema_ops.c: builders called from the dispatch table ---- */
 /* Each returns the result SVal (SV_ERROR after reporting). */
+/* cnames.c: why a kernel or parameter name would break the generated C
+ * (keywords, reserved names, the runtime's prefixes, ...), or NULL. */
+const char *sema_kernel_name_problem(const char *name);
+const char *sema_param_name_problem(const char *name);
+
 SVal sema_reduce(Sema *s, Op op, CallArgs *c);          /* sum mean amax amin prod argmax argmin */
 SVal sema_softmax(Sema *s, Op op, CallArgs *c);         /* softmax log_softmax */
 SVal sema_layer_norm(Sema *s, CallArgs *c);

@@ -330,7 +330,15 @@ SVal sema_reduce(Sema *s, Op op, CallArgs *c) {
     return sv_error();
   /* sum/prod of integers accumulate in i64; dtype= converts first. */
   x = sema_cast(s, x, dt, c->loc);
-  return sv_tensor(emit_reduce(s, c, op, x, dt, mask, keepdim), c->loc);
+  if (dtype_is_float(dt) || dt == DT_I64 || (op != OP_SUM && op != OP_PROD))
+    return sv_tensor(emit_reduce(s, c, op, x, dt, mask, keepdim), c->loc);
+  /* A narrower integer or bool dtype=: PyTorch adds (multiplies) in that
+   * type, wrapping; + and * commute with truncation mod 2^n, and bool's
+   * saturating + and * are "!= 0" of the i64 sum and product of 0s and 1s, so
+   * reducing in i64 and casting the result back is exact. */
+  x = sema_cast(s, x, DT_I64, c->loc);
+  IrRef r = emit_reduce(s, c, op, x, DT_I64, mask, keepdim);
+  return sv_tensor(sema_cast(s, r, dt, c->loc), c->loc);
 }
 
 /* ---- softmax, log_softmax, layer_norm ---- */
@@ -693,9 +701,12 @@ static IrRef finish_batched(Sema *s, IrRef r, bool unbatched, Loc loc) {
 
 typedef struct ConvParams {
   int64_t stride[2], pad[2], dil[2], groups;
+  bool trim[2]; /* padding="same" with an odd total: drop output row/col 0 */
 } ConvParams;
 
-/* padding="valid" / "same" (stride 1 and an even total only). */
+/* padding="valid" / "same" (stride 1, static kernel).  An odd total
+ * padding P puts the extra row/column at the end (PyTorch): the conv pads
+ * ceil(P/2) on both sides and trims its first output row/column. */
 static bool conv_pad_str(Sema *s, CallArgs *c, const char *p,
                          const IrValue *wv, ConvParams *cp) {
   if (strcmp(p, "valid") == 0) {
@@ -715,15 +726,17 @@ static bool conv_pad_str(Sema *s, CallArgs *c, const char *p,
   }
   for (int i = 0; i < 2; i++) {
     int64_t k;
-    if (!sym_is_const(wv->shape[2 + i], &k) || (cp->dil[i] * (k - 1)) % 2) {
+    if (!sym_is_const(wv->shape[2 + i], &k)) {
       diag_error(s->d, c->loc,
                  "conv2d(): padding=\"same\" with kernel %s is not "
-                 "supported by tdsl (it needs an even, static total "
-                 "padding); pass explicit padding",
+                 "supported by tdsl (it needs a static kernel size); pass "
+                 "explicit padding",
                  shape_str(s, wv->shape + 2, 2));
       return false;
     }
-    cp->pad[i] = cp->dil[i] * (k - 1) / 2;
+    int64_t total = cp->dil[i] * (k - 1);
+    cp->pad[i] = (total + 1) / 2;
+    cp->trim[i] = total % 2 != 0;
   }
   return true;
 }
@@ -735,6 +748,7 @@ static bool conv_params(Sema *s, CallArgs *c, const IrValue *wv,
   const SVal *dv = sema_arg(s, c, 5, "dilation");
   const SVal *gv = sema_arg(s, c, 6, "groups");
   cp->groups = 1;
+  cp->trim[0] = cp->trim[1] = false;
   if (!pair_arg(s, c, sv, "stride", 1, cp->stride) ||
       !pair_arg(s, c, dv, "dilation", 1, cp->dil) ||
       (!absent(gv) && !sema_int_arg(s, gv, "groups", &cp->groups)))
@@ -843,6 +857,29 @@ static const char *conv_kernel_str(Sema *s, const IrValue *wv,
                       sym_text(s, e[0]), sym_text(s, e[1]));
 }
 
+/* The conv result r (one row/column too many where cp->trim) without its
+ * first row/column, copied into a fresh tensor with the strides the conv
+ * result itself has (channels-last when `cl`), as PyTorch's is. */
+static IrRef conv_trim(Sema *s, IrRef r, const ConvParams *cp, bool cl,
+                       Loc loc) {
+  GeomCtx gc = sema_geom(s, loc);
+  for (int i = 0; i < 2; i++) {
+    if (!cp->trim[i]) continue;
+    Geom in = sema_geom_of(s, r), out;
+    const char *msg = geom_slice(&gc, &in, 2 + i, K(s, 1), NULL, NULL, &out);
+    if (msg) ICE("conv2d same-padding trim: %s", msg);
+    int64_t a[4] = {2 + i, 1, 0, 1};
+    IrRef t = emit_view(s, OP_SLICE, r, &out, a, 4, loc);
+    sema_val(s, t)->attrs[2] = in.shape[2 + i]; /* end: the whole dim */
+    r = t;
+  }
+  IrValue rv = *sema_val(s, r);
+  IrValue v = window_result(s, OP_COPY, rv.dtype, rv.shape[0], rv.shape[1],
+                            rv.shape[2], rv.shape[3], cl, loc);
+  v.flags = cl ? IRF_CL : 0;
+  return emit_op(s, &v, &r, 1);
+}
+
 SVal sema_conv2d(Sema *s, CallArgs *c) {
   if (has_error_arg(c)) return sv_error();
   IrRef x, w, b;
@@ -889,6 +926,7 @@ SVal sema_conv2d(Sema *s, CallArgs *c) {
   IrRef args[3] = {x, w, b};
   if (b >= 0) v.flags |= IRF_BIAS;
   IrRef r = emit_op(s, &v, args, b >= 0 ? 3 : 2);
+  if (cp.trim[0] || cp.trim[1]) r = conv_trim(s, r, &cp, cl, c->loc);
   return sv_tensor(finish_batched(s, r, unbatched, c->loc), c->loc);
 }
 

@@ -813,9 +813,39 @@ const char *geom_unfold(GeomCtx *c, const Geom *in, int64_t dim,
   return NULL;
 }
 
-const char *geom_as_strided(GeomCtx *c, const Geom *in, const Sym *const *size,
-                            const Sym *const *stride, int n, const Sym *offset,
-                            Geom *out) {
+/* Elements a geometry's addresses need from offset 0: offset + 1 +
+ * sum((size-1)*stride), or 0 when some size is the literal 0 (PyTorch's
+ * computeStorageNbytes; symbolic sizes are taken as non-zero). */
+static const Sym *storage_need(GeomCtx *c, const Geom *g) {
+  const Sym *end = add(c, g->offset, K(c, 1));
+  for (int d = 0; d < g->rank; d++) {
+    if (sym_is(g->shape[d], 0)) return K(c, 0);
+    end = add(c, end, mul(c, sub(c, g->shape[d], K(c, 1)), g->stride[d]));
+  }
+  return end;
+}
+
+/* PyTorch's checkInBoundsForStorage: a non-empty as_strided view must
+ * stay inside its input's storage, here the extent of the storage root's
+ * own geometry (a parameter's descriptor, or an op's fresh result). */
+static const char *as_strided_bound(GeomCtx *c, const Geom *out,
+                                    const Geom *storage) {
+  for (int d = 0; d < out->rank; d++)
+    if (sym_is(out->shape[d], 0)) return NULL;
+  const Sym *needed = storage_need(c, out), *have = storage_need(c, storage);
+  const char *msg = arena_printf(
+      c->arena,
+      "as_strided(): sizes %s, strides %s and storage offset %s require a "
+      "storage of %s elements, out of bounds for the input's storage of %s "
+      "elements; offset + sum((size - 1) * stride) must stay below %s",
+      shp(c, out), strd(c, out), S(c, out->offset), S(c, needed),
+      S(c, have), S(c, have));
+  return need(c, needed, CHK_LE, have, msg) ? NULL : msg;
+}
+
+const char *geom_as_strided(GeomCtx *c, const Geom *in, const Geom *storage,
+                            const Sym *const *size, const Sym *const *stride,
+                            int n, const Sym *offset, Geom *out) {
   const Sym **sh = syms_new(c, n), **st = syms_new(c, n);
   for (int i = 0; i < n; i++) {
     int64_t v;
@@ -839,7 +869,7 @@ const char *geom_as_strided(GeomCtx *c, const Geom *in, const Sym *const *size,
                         "as_strided(): storage offset %lld is negative",
                         (long long)ov);
   geom_set(out, n, sh, st, offset ? offset : in->offset);
-  return NULL;
+  return storage ? as_strided_bound(c, out, storage) : NULL;
 }
 
 /* ---- clone with preserve_format (§6) ---------------------------------- */

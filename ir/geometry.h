@@ -81,10 +81,13 @@ const char *geom_diagonal(GeomCtx *c, const Geom *in, int64_t offset,
                           int64_t dim1, int64_t dim2, Geom *out);
 const char *geom_unfold(GeomCtx *c, const Geom *in, int64_t dim,
                         const Sym *size, const Sym *step, Geom *out);
-/* as_strided(): offset NULL keeps the input's. */
-const char *geom_as_strided(GeomCtx *c, const Geom *in, const Sym *const *size,
-                            const Sym *const *stride, int n, const Sym *offset,
-                            Geom *out);
+/* as_strided(): offset NULL keeps the input's.  `storage` is the
+ * geometry of in's storage root (NULL: unknown, no bound check); the
+ * result must address only elements inside it (checked at run time when
+ * symbolic). */
+const char *geom_as_strided(GeomCtx *c, const Geom *in, const Geom *storage,
+                            const Sym *const *size, const Sym *const *stride,
+                            int n, const Sym *offset, Geom *out);
 
 /* clone() / to(dtype) with preserve_format: dense inputs keep strides,
  * others get dense strides in the inputs' stride order. */

@@ -341,8 +341,10 @@ static void check_view_attrs(Ctx *c, IrRef r, const IrValue *v,
       bad_value(c, r, "diagonal of one dim with itself");
     break;
   case OP_UNFOLD:
+    /* a 0-dim operand unfolds as if it were [1] (PyTorch): dim 0 */
     want_rank(c, r, v->rank, x->rank + 1, "unfold result");
-    if (want_nattrs(c, r, v, 3)) attr_in(c, r, v, 0, 0, x->rank, NULL);
+    if (want_nattrs(c, r, v, 3))
+      attr_in(c, r, v, 0, 0, x->rank ? x->rank : 1, NULL);
     break;
   default: break;
   }

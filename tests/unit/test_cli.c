@@ -333,6 +333,30 @@ START_TEST(run_input_errors) {
 }
 END_TEST
 
+/* as_strided over a symbolic storage: PyTorch's storage bound becomes a
+ * kernel-entry check (2 + 3 + 1 + 1 = 7 elements needed, 3*N held). */
+START_TEST(run_as_strided_bound) {
+  static const char src[] =
+      "kernel k(x: f32[N, 3]) -> f32[2, 2] {\n"
+      "    return x.as_strided([2, 2], [3, 1], 2) + 0.0\n"
+      "}\n";
+  write_text("s.tdsl", src, sizeof src - 1);
+  int64_t s23[2] = {2, 3}, s33[2] = {3, 3};
+  float v[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  write_f32("x2.npy", 2, s23, v);
+  write_f32("x3.npy", 2, s33, v);
+  expect_run_error("run s.tdsl --kernel=k --input x=x2.npy",
+                   "require a storage of 7 elements, out of bounds for the "
+                   "input's storage of 3*N elements");
+  int rc = tdslc("run s.tdsl --kernel=k --input x=x3.npy");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  HostTensor r = read_result("out0.npy", DT_F32, 2);
+  float want[4] = {2, 3, 5, 6};
+  ck_assert_mem_eq(r.data, want, sizeof want);
+  host_tensor_free(&r);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("usage");
@@ -349,6 +373,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(run, run_channels_last);
   tcase_add_test(run, run_scalars);
   tcase_add_test(run, run_input_errors);
+  tcase_add_test(run, run_as_strided_bound);
   suite_add_tcase(s, run);
   return s;
 }

@@ -482,23 +482,52 @@ END_TEST
 
 START_TEST(test_as_strided) {
   Geom in = mk(1, L(12), NOSTRIDE, 2), out;
-  expect_ok(geom_as_strided(&C, &in, syms(L(3, 3), 2), syms(L(1, 1), 2), 2,
+  expect_ok(geom_as_strided(&C, &in, &in, syms(L(3, 3), 2), syms(L(1, 1), 2), 2,
                             NULL, &out),
             "overlap");
   expect_geom(&out, 2, L(3, 3), L(1, 1), 2, "as_strided keeps offset");
-  expect_ok(geom_as_strided(&C, &in, syms(L(2), 1), syms(L(0), 1), 1, k(0),
+  expect_ok(geom_as_strided(&C, &in, &in, syms(L(2), 1), syms(L(0), 1), 1, k(0),
                             &out),
             "offset 0");
   expect_geom(&out, 1, L(2), L(0), 0, "as_strided offset 0");
-  expect_err(geom_as_strided(&C, &in, syms(L(2), 1), syms(L(-1), 1), 1, NULL,
+  expect_err(geom_as_strided(&C, &in, &in, syms(L(2), 1), syms(L(-1), 1), 1, NULL,
                              &out),
              "neg stride", "-1", "stride", NULL);
-  expect_err(geom_as_strided(&C, &in, syms(L(2), 1), syms(L(1), 1), 1, k(-3),
+  expect_err(geom_as_strided(&C, &in, &in, syms(L(2), 1), syms(L(1), 1), 1, k(-3),
                              &out),
              "neg offset", "-3", "offset", NULL);
-  expect_err(geom_as_strided(&C, &in, syms(L(-2), 1), syms(L(1), 1), 1, NULL,
+  expect_err(geom_as_strided(&C, &in, &in, syms(L(-2), 1), syms(L(1), 1), 1, NULL,
                              &out),
              "neg size", "-2", NULL);
+}
+END_TEST
+
+/* PyTorch's setStorage bound, against the storage root (here [4, 4]):
+ * 0 + 2*6 + 2*2 = 16 is past the last element 15. */
+START_TEST(test_as_strided_bounds) {
+  Geom st = mk(2, L(4, 4), NOSTRIDE, 0), out;
+  expect_err(geom_as_strided(&C, &st, &st, syms(L(3, 3), 2),
+                             syms(L(6, 2), 2), 2, NULL, &out),
+             "past the end", "[3, 3]", "[6, 2]", "17 elements", "of 16", NULL);
+  expect_err(geom_as_strided(&C, &st, &st, syms(L(3, 3), 2),
+                             syms(L(4, 1), 2), 2, k(6), &out),
+             "offset past the end", "offset 6", "17 elements", NULL);
+  expect_ok(geom_as_strided(&C, &st, &st, syms(L(3, 3), 2), syms(L(4, 1), 2),
+                            2, k(5), &out),
+            "last element exactly");
+  /* empty views need no storage; the view's own offset is not the root's */
+  expect_ok(geom_as_strided(&C, &st, &st, syms(L(0, 3), 2),
+                            syms(L(100, 100), 2), 2, k(99), &out),
+            "empty");
+  Geom row = mk(1, L(4), L(1), 12);
+  expect_ok(geom_as_strided(&C, &row, &st, syms(L(4), 1), syms(L(1), 1), 1,
+                            NULL, &out),
+            "row view of the storage");
+  /* an expanded input's storage is its unexpanded root */
+  Geom v = mk(1, L(4), NOSTRIDE, 0);
+  expect_err(geom_as_strided(&C, &st, &v, syms(L(3, 3), 2), syms(L(1, 2), 2),
+                             2, NULL, &out),
+             "expanded", "7 elements", "of 4", NULL);
 }
 END_TEST
 
@@ -823,6 +852,16 @@ START_TEST(test_sym_select_check) {
   /* narrow(0, 0, N) is provably fine */
   expect_ok(geom_narrow(&C, &g, 0, k(0), s.N, &out), "narrow full");
   ck_assert_int_eq(C.k->nchecks, 4);
+  /* as_strided over a symbolic storage [N, 3]: 3*N elements at run time */
+  expect_ok(geom_as_strided(&C, &g, &g, syms(L(2, 2), 2), syms(L(3, 1), 2), 2,
+                            NULL, &out),
+            "as_strided symbolic");
+  ck_assert_int_eq(C.k->nchecks, 5);
+  ch = &C.k->checks[4];
+  ck_assert_int_eq(ch->op, CHK_LE);
+  ck_assert_ptr_eq(ch->lhs, k(5));
+  ck_assert_ptr_eq(ch->rhs, sym_mul(C.st, s.N, k(3)));
+  ck_assert_ptr_nonnull(strstr(ch->msg, "as_strided()"));
 }
 END_TEST
 
@@ -888,6 +927,7 @@ static Suite *geometry_suite(void) {
   tcase_add_test(t, test_narrow_select);
   tcase_add_test(t, test_diagonal_unfold);
   tcase_add_test(t, test_as_strided);
+  tcase_add_test(t, test_as_strided_bounds);
   tcase_add_test(t, test_broadcast);
   tcase_add_loop_test(t, test_clone_table, 0, nclone);
   tcase_add_loop_test(t, test_iter_table, 0, niter);
