@@ -130,6 +130,50 @@ static bool need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
   return true;
 }
 
+/* ---- size equality under the entry checks' facts ---------------------- */
+
+SymFacts geom_facts(GeomCtx *c) {
+  static const SymRel rel[] = {[CHK_EQ] = SYM_EQ, [CHK_LE] = SYM_LE, [CHK_LT] = SYM_LT};
+  SymFacts f = sym_facts_new(c->arena, c->k ? c->k->nsyms : 0);
+  for (int i = 0; c->k && i < c->k->nchecks; i++) {
+    const IrCheck *ck = &c->k->checks[i];
+    sym_facts_add(c->st, &f, ck->lhs, rel[ck->op], ck->rhs);
+  }
+  return f;
+}
+
+static bool has_check(const IrKernel *k, const Sym *a, IrCheckOp op, const Sym *b) {
+  for (int i = 0; i < k->nchecks; i++) {
+    const IrCheck *ck = &k->checks[i];
+    if (ck->op == op && ((ck->lhs == a && ck->rhs == b) ||
+                         (op == CHK_EQ && ck->lhs == b && ck->rhs == a)))
+      return true;
+  }
+  return false;
+}
+
+bool geom_same_size(GeomCtx *c, const Sym *a, const Sym *b, const char *msg) {
+  if (a == b) return true;
+  SymFacts f = geom_facts(c);
+  SymTruth t = sym_decide(c->st, &f, a, SYM_EQ, b);
+  if (t != SYM_UNKNOWN) return t == SYM_YES;
+  if (!c->m || !c->k || sym_differ_generically(&f, a, b)) return false;
+  if (!has_check(c->k, a, CHK_EQ, b)) {
+    IrCheck chk = {.lhs = a, .rhs = b, .op = CHK_EQ, .msg = msg, .loc = c->loc};
+    ir_add_check(c->m, c->k, &chk);
+  }
+  return true;
+}
+
+const char *geom_size_text(GeomCtx *c, const Sym *s) {
+  SymFacts f = geom_facts(c);
+  for (int i = 0; i < f.n; i++)
+    if (f.lo[i] < 2 && f.hi[i] >= 2) f.lo[i] = 2;
+  const char *raw = S(c, s), *gen = S(c, sym_simplify(c->st, &f, s));
+  if (strlen(gen) >= strlen(raw)) return raw;
+  return arena_printf(c->arena, "%s (%s for sizes >= 2)", raw, gen);
+}
+
 /* ---- generic numeric comparison (no SymTab needed) ------------------ */
 
 enum { NPTS = 3, MAXVARS = 256 };
@@ -554,7 +598,15 @@ const char *geom_expand(GeomCtx *c, const Geom *in, const Sym *const *sizes,
       return arena_printf(c->arena, "expand() to %s: invalid size %lld", want,
                           (long long)v);
     }
-    if (target != size) {
+    if (target != size && !sym_is(size, 1) &&
+        geom_same_size(c, size, target,
+                       arena_printf(c->arena,
+                                    "the expanded size %s must match the "
+                                    "existing size %s at dim %d (expanding "
+                                    "shape %s to %s)",
+                                    S(c, target), S(c, size), i, shp(c, in), want))) {
+      size = target; /* the same size written two ways: no broadcast */
+    } else if (target != size) {
       if (!sym_is(size, 1))
         return arena_printf(c->arena,
                             "the expanded size %s must match the existing "
@@ -894,6 +946,16 @@ void geom_preserve(GeomCtx *c, const Geom *in, Geom *out) {
 
 /* ---- broadcasting (§5) ------------------------------------------------- */
 
+/* The entry check's message when two symbolic sizes may differ. */
+static const char *broadcast_check_msg(GeomCtx *c, const char *shapes,
+                                       const Sym *x, const Sym *y, int d) {
+  return arena_printf(c->arena,
+                      "cannot broadcast %s: sizes %s and %s at dim %d differ "
+                      "for these sizes and neither is 1 (this program assumes "
+                      "they are equal)",
+                      shapes, S(c, x), S(c, y), d);
+}
+
 const char *geom_broadcast(GeomCtx *c, const Sym *const *a, int na,
                            const Sym *const *b, int nb, const Sym ***out,
                            int *nout) {
@@ -903,19 +965,24 @@ const char *geom_broadcast(GeomCtx *c, const Sym *const *a, int na,
     int ia = na - n + i, ib = nb - n + i;
     const Sym *x = ia >= 0 ? a[ia] : K(c, 1);
     const Sym *y = ib >= 0 ? b[ib] : K(c, 1);
+    const char *shapes = arena_printf(c->arena, "shapes %s and %s",
+                                      geom_shape_str(c->arena, a, na),
+                                      geom_shape_str(c->arena, b, nb));
     if (x == y || sym_is(y, 1))
       r[i] = x;
     else if (sym_is(x, 1))
       r[i] = y;
+    else if (geom_same_size(c, x, y, broadcast_check_msg(c, shapes, x, y, i)))
+      r[i] = x; /* equal sizes written two ways */
     else
       return arena_printf(
           c->arena,
-          "cannot broadcast shapes %s and %s: sizes %s and %s at dim %d "
-          "differ and neither is 1%s",
-          geom_shape_str(c->arena, a, na), geom_shape_str(c->arena, b, nb),
-          S(c, x), S(c, y), i,
+          "cannot broadcast %s: sizes %s and %s at dim %d differ and neither "
+          "is 1%s",
+          shapes, geom_size_text(c, x), geom_size_text(c, y), i,
           is_const(x) && is_const(y) ? ""
-              : " (symbolic sizes must be the same symbol, or the literal 1)");
+              : " (symbolic sizes must be equal for every value of the "
+                "symbols, or the literal 1)");
   }
   *out = r;
   *nout = n;

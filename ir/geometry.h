@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "ir.h"
+#include "symprove.h"
 
 typedef struct Geom {
   int rank;
@@ -35,6 +36,21 @@ typedef struct GeomCtx {
   IrKernel *k;
   Loc loc;      /* location given to run-time checks */
 } GeomCtx;
+
+/* Facts the context kernel's entry checks establish so far (variable
+ * ranges, see symprove.h); all variables in [0, +inf) without a kernel. */
+SymFacts geom_facts(GeomCtx *c);
+/* Whether sizes a and b are the same size: pointer-equal, proved equal
+ * under geom_facts, or, when undecidable and not generically different,
+ * equal by a CHK_EQ entry check with msg (added once; the answer is then
+ * true, as PyTorch would fail at run time where they differ).  False when
+ * they differ generically or there is no kernel to check on. */
+bool geom_same_size(GeomCtx *c, const Sym *a, const Sym *b, const char *msg);
+
+/* A size as text for messages: as written, then in parentheses what it
+ * reads as once every size is at least 2 where that is shorter:
+ * "H - min(H, 2) (H - 2 for sizes >= 2)". */
+const char *geom_size_text(GeomCtx *c, const Sym *s);
 
 /* Shapes and strides as text: "[4, N]", "[1, 4]" (as in spec §8.1). */
 char *geom_shape_str(Arena *a, const Sym *const *v, int n);
