@@ -14,7 +14,10 @@
  *    assignment, otherwise it is "unknown" and the conservative answer is
  *    taken.  The same comparison orders strides when sorting dims.
  * Facts that depend on a symbol's value and that PyTorch checks at run time
- * become IrChecks on the context's kernel (none when c->m is NULL). */
+ * become IrChecks on the context's kernel (none when c->m is NULL); so do
+ * generic decisions that would change the program's shapes where a symbol
+ * is 1 (squeeze() keeping a symbolic dim), and equalities of sizes written
+ * two ways that symprove cannot decide (geom_same_size). */
 #include "geometry.h"
 
 #include <string.h>
@@ -643,6 +646,30 @@ const char *geom_unsqueeze(GeomCtx *c, const Geom *in, int64_t dim,
   return NULL;
 }
 
+/* squeeze() keeps a dim whose size is not the literal 1; PyTorch decides
+ * with the actual size and would drop it where it is 1, giving another
+ * rank than the program's.  A rank cannot depend on the call, so such a
+ * size must not be 1: an entry check `1 <= (size - 1)**2` (0 stays, as
+ * in PyTorch), unless the facts give size >= 2 or size is constant. */
+static void kept_not_one(GeomCtx *c, const Geom *in, int d) {
+  const Sym *size = in->shape[d];
+  if (is_const(size) || !c->m || !c->k) return;
+  SymFacts f = geom_facts(c);
+  if (sym_decide(c->st, &f, K(c, 2), SYM_LE, size) == SYM_YES) return;
+  const Sym *m1 = sub(c, size, K(c, 1));
+  const Sym *sq = mul(c, m1, m1);
+  if (has_check(c->k, K(c, 1), CHK_LE, sq)) return;
+  IrCheck chk = {
+      .lhs = K(c, 1), .rhs = sq, .op = CHK_LE, .loc = c->loc,
+      .msg = arena_printf(c->arena,
+                          "squeeze(): dim %d of shape %s has size %s = 1 here; "
+                          "PyTorch would drop it, so the result would not "
+                          "have the rank this program was compiled for "
+                          "(declare a dim that may be 1 as the literal 1)",
+                          d, shp(c, in), S(c, size))};
+  ir_add_check(c->m, c->k, &chk);
+}
+
 const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
                          Geom *out) {
   int only = -1;
@@ -650,10 +677,12 @@ const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
     const char *err = geom_wrap_dim(c, *dim, in->rank, &only);
     if (err) return err;
     if (in->rank == 0 || !sym_is(in->shape[only], 1)) {
+      if (in->rank > 0) kept_not_one(c, in, only);
       geom_copy(c, in, out);
       return NULL;
     }
   }
+  for (int d = 0; !dim && d < in->rank; d++) kept_not_one(c, in, d);
   const Sym **sh = syms_new(c, in->rank), **st = syms_new(c, in->rank);
   int n = 0;
   for (int d = 0; d < in->rank; d++) {

@@ -12,7 +12,9 @@
  * Symbols: decisions that depend on a symbol's run-time value are taken
  * for the generic case, a symbol being neither 0 nor 1 (a dim that must be
  * 1 is declared as the literal 1).  Conditions PyTorch checks at run time
- * (an index within a symbolic size, -1 dividing a symbolic numel) are
+ * (an index within a symbolic size, -1 dividing a symbolic numel), and
+ * those under which the generic decision would give another shape than
+ * PyTorch's (a symbolic dim that squeeze() keeps must not be 1), are
  * added to the context's check list. */
 #ifndef TDSL_GEOMETRY_H
 #define TDSL_GEOMETRY_H
@@ -83,7 +85,8 @@ const char *geom_transpose(GeomCtx *c, const Geom *in, int64_t a, int64_t b,
 const char *geom_expand(GeomCtx *c, const Geom *in, const Sym *const *sizes,
                         int n, Geom *out);
 const char *geom_unsqueeze(GeomCtx *c, const Geom *in, int64_t dim, Geom *out);
-/* squeeze(): all size-1 dims when dim == NULL. */
+/* squeeze(): all size-1 dims when dim == NULL; a kept symbolic dim gets
+ * an entry check that it is not 1. */
 const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
                          Geom *out);
 /* Slice a:b:c of one dim; start/stop NULL when omitted; step >= 1. */

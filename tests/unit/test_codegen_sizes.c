@@ -6,6 +6,8 @@
  * both sides of every min/max and parity; where equality depends on the
  * sizes (a crop of fewer than 2 columns, halves of an odd length) the
  * kernel fails at entry with TDSL_E_CHECK and leaves its output alone.
+ * Issue 8, item 12: squeeze() keeps a symbolic dim, which PyTorch would
+ * drop where it is 1 (another rank): such a call fails at entry too.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -27,6 +29,9 @@ static const char *SIZES =
     "}\n"
     "kernel halves(x: f32[N]) -> f32[N // 2] {\n"
     "  return x[:N//2] + x[N//2:]\n"
+    "}\n"
+    "kernel sq(x: f32[N, 1, 3]) -> f32[N, 3] {\n"
+    "  return x.squeeze()\n"
     "}\n";
 
 /* Runs name on row-major inputs and one output, against the interpreter. */
@@ -121,6 +126,19 @@ START_TEST(broadcast_checked_at_entry) {
 }
 END_TEST
 
+START_TEST(squeeze_symbolic_one) {
+  Lib L;
+  build(&L, SIZES, "sq");
+  for (int64_t n = 0; n <= 3; n += 2) {
+    int64_t x[3] = {n, 1, 3}, o[2] = {n, 3};
+    run2(&L, "sq", 3, x, -1, NULL, 2, o);
+  }
+  int64_t x[3] = {1, 1, 3}, o[2] = {1, 3};
+  fails_check(&L, "sq", 3, x, 2, o, "PyTorch would drop it");
+  unbuild(&L);
+}
+END_TEST
+
 static Suite *sizes_suite(void) {
   Suite *s = suite_create("codegen_sizes");
   TCase *tc = tcase_create("core");
@@ -129,6 +147,7 @@ static Suite *sizes_suite(void) {
   tcase_add_test(tc, crop_and_finite_difference);
   tcase_add_test(tc, stacked_strided_convs);
   tcase_add_test(tc, broadcast_checked_at_entry);
+  tcase_add_test(tc, squeeze_symbolic_one);
   suite_add_tcase(s, tc);
   return s;
 }
