@@ -137,7 +137,12 @@ static bool need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
 
 SymFacts geom_facts(GeomCtx *c) {
   static const SymRel rel[] = {[CHK_EQ] = SYM_EQ, [CHK_LE] = SYM_LE, [CHK_LT] = SYM_LT};
-  SymFacts f = sym_facts_new(c->arena, c->k ? c->k->nsyms : 0);
+  int n = c->k ? c->k->nsyms : 0;
+  for (int i = 0; c->k && i < c->k->nchecks; i++) {
+    if (sym_max_var(c->k->checks[i].lhs) > n) n = sym_max_var(c->k->checks[i].lhs);
+    if (sym_max_var(c->k->checks[i].rhs) > n) n = sym_max_var(c->k->checks[i].rhs);
+  }
+  SymFacts f = sym_facts_new(c->arena, n);
   for (int i = 0; c->k && i < c->k->nchecks; i++) {
     const IrCheck *ck = &c->k->checks[i];
     sym_facts_add(c->st, &f, ck->lhs, rel[ck->op], ck->rhs);
