@@ -2429,6 +2429,41 @@ static void sema_result(Sema *s, const AstKernel *ak, int ri) {
   if (!ok) r->shape = NULL; /* already reported: skip the return check */
 }
 
+/* Whether the returned shape is the declared one: dim by dim the same
+ * size, possibly written another way (`(H - 1)//2 + 1` for `(H + 1)//2`),
+ * proved so or checked at kernel entry.  The declared dims then take the
+ * returned value's expressions, so the IR's result shapes stay
+ * pointer-equal to their values' (which verify.c requires). */
+static bool return_shape_ok(Sema *s, int i, const IrValue *x, Loc loc) {
+  IrResult *r = &s->k->results[i];
+  if (x->rank != r->rank) return false;
+  GeomCtx c = sema_geom(s, loc);
+  for (int d = 0; d < r->rank; d++) {
+    const char *msg = arena_printf(
+        s->a, "return value %d has size %s at dim %d but result %d is declared "
+        "with size %s there",
+        i, sym_str(s->a, x->shape[d]), d, i, sym_str(s->a, r->shape[d]));
+    if (!geom_same_size(&c, x->shape[d], r->shape[d], msg)) return false;
+  }
+  for (int d = 0; d < r->rank; d++) r->shape[d] = x->shape[d];
+  return true;
+}
+
+/* "; its dim 1 is (H + 1)//2 where the declaration says H//2" for the
+ * first differing dim with a symbol in it, else "". */
+static const char *dim_mismatch(Sema *s, const IrValue *x, const IrResult *r) {
+  if (x->rank != r->rank) return "";
+  GeomCtx c = sema_geom(s, r->loc);
+  for (int d = 0; d < r->rank; d++) {
+    const Sym *have = x->shape[d], *want = r->shape[d];
+    if (have == want || (sym_is_const(have, NULL) && sym_is_const(want, NULL)))
+      continue;
+    return arena_printf(s->a, "; its dim %d is %s where the declaration says %s",
+                        d, geom_size_text(&c, have), sym_str(s->a, want));
+  }
+  return "";
+}
+
 static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
   IrResult *r = &s->k->results[i];
   Loc loc = st->values[i]->loc;
@@ -2446,11 +2481,11 @@ static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
                "%s; convert with .to(%s)",
                i, dtype_name(x->dtype), decl, dtype_name(r->dtype));
     diag_note(s->d, r->loc, "result %d declared here", i);
-  } else if (!same_shape(x->shape, x->rank, r->shape, r->rank)) {
+  } else if (!return_shape_ok(s, i, x, loc)) {
     diag_error(s->d, loc,
                "return value %d has shape %s but the result is declared as "
-               "%s",
-               i, sema_shape_str(s, v.ref), decl);
+               "%s%s",
+               i, sema_shape_str(s, v.ref), decl, dim_mismatch(s, x, r));
     diag_note(s->d, r->loc, "result %d declared here", i);
   }
   r->value = v.ref;

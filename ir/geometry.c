@@ -14,7 +14,10 @@
  *    assignment, otherwise it is "unknown" and the conservative answer is
  *    taken.  The same comparison orders strides when sorting dims.
  * Facts that depend on a symbol's value and that PyTorch checks at run time
- * become IrChecks on the context's kernel (none when c->m is NULL). */
+ * become IrChecks on the context's kernel (none when c->m is NULL); so do
+ * generic decisions that would change the program's shapes where a symbol
+ * is 1 (squeeze() keeping a symbolic dim), and equalities of sizes written
+ * two ways that symprove cannot decide (geom_same_size). */
 #include "geometry.h"
 
 #include <string.h>
@@ -128,6 +131,55 @@ static bool need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
     ir_add_check(c->m, c->k, &chk);
   }
   return true;
+}
+
+/* ---- size equality under the entry checks' facts ---------------------- */
+
+SymFacts geom_facts(GeomCtx *c) {
+  static const SymRel rel[] = {[CHK_EQ] = SYM_EQ, [CHK_LE] = SYM_LE, [CHK_LT] = SYM_LT};
+  int n = c->k ? c->k->nsyms : 0;
+  for (int i = 0; c->k && i < c->k->nchecks; i++) {
+    if (sym_max_var(c->k->checks[i].lhs) > n) n = sym_max_var(c->k->checks[i].lhs);
+    if (sym_max_var(c->k->checks[i].rhs) > n) n = sym_max_var(c->k->checks[i].rhs);
+  }
+  SymFacts f = sym_facts_new(c->arena, n);
+  for (int i = 0; c->k && i < c->k->nchecks; i++) {
+    const IrCheck *ck = &c->k->checks[i];
+    sym_facts_add(c->st, &f, ck->lhs, rel[ck->op], ck->rhs);
+  }
+  return f;
+}
+
+static bool has_check(const IrKernel *k, const Sym *a, IrCheckOp op, const Sym *b) {
+  for (int i = 0; i < k->nchecks; i++) {
+    const IrCheck *ck = &k->checks[i];
+    if (ck->op == op && ((ck->lhs == a && ck->rhs == b) ||
+                         (op == CHK_EQ && ck->lhs == b && ck->rhs == a)))
+      return true;
+  }
+  return false;
+}
+
+bool geom_same_size(GeomCtx *c, const Sym *a, const Sym *b, const char *msg) {
+  if (a == b) return true;
+  SymFacts f = geom_facts(c);
+  SymTruth t = sym_decide(c->st, &f, a, SYM_EQ, b);
+  if (t != SYM_UNKNOWN) return t == SYM_YES;
+  if (!c->m || !c->k || sym_differ_generically(&f, a, b)) return false;
+  if (!has_check(c->k, a, CHK_EQ, b)) {
+    IrCheck chk = {.lhs = a, .rhs = b, .op = CHK_EQ, .msg = msg, .loc = c->loc};
+    ir_add_check(c->m, c->k, &chk);
+  }
+  return true;
+}
+
+const char *geom_size_text(GeomCtx *c, const Sym *s) {
+  SymFacts f = geom_facts(c);
+  for (int i = 0; i < f.n; i++)
+    if (f.lo[i] < 2 && f.hi[i] >= 2) f.lo[i] = 2;
+  const char *raw = S(c, s), *gen = S(c, sym_simplify(c->st, &f, s));
+  if (strlen(gen) >= strlen(raw)) return raw;
+  return arena_printf(c->arena, "%s (%s for sizes >= 2)", raw, gen);
 }
 
 /* ---- generic numeric comparison (no SymTab needed) ------------------ */
@@ -554,7 +606,15 @@ const char *geom_expand(GeomCtx *c, const Geom *in, const Sym *const *sizes,
       return arena_printf(c->arena, "expand() to %s: invalid size %lld", want,
                           (long long)v);
     }
-    if (target != size) {
+    if (target != size && !sym_is(size, 1) &&
+        geom_same_size(c, size, target,
+                       arena_printf(c->arena,
+                                    "the expanded size %s must match the "
+                                    "existing size %s at dim %d (expanding "
+                                    "shape %s to %s)",
+                                    S(c, target), S(c, size), i, shp(c, in), want))) {
+      size = target; /* the same size written two ways: no broadcast */
+    } else if (target != size) {
       if (!sym_is(size, 1))
         return arena_printf(c->arena,
                             "the expanded size %s must match the existing "
@@ -591,6 +651,30 @@ const char *geom_unsqueeze(GeomCtx *c, const Geom *in, int64_t dim,
   return NULL;
 }
 
+/* squeeze() keeps a dim whose size is not the literal 1; PyTorch decides
+ * with the actual size and would drop it where it is 1, giving another
+ * rank than the program's.  A rank cannot depend on the call, so such a
+ * size must not be 1: an entry check `1 <= (size - 1)**2` (0 stays, as
+ * in PyTorch), unless the facts give size >= 2 or size is constant. */
+static void kept_not_one(GeomCtx *c, const Geom *in, int d) {
+  const Sym *size = in->shape[d];
+  if (is_const(size) || !c->m || !c->k) return;
+  SymFacts f = geom_facts(c);
+  if (sym_decide(c->st, &f, K(c, 2), SYM_LE, size) == SYM_YES) return;
+  const Sym *m1 = sub(c, size, K(c, 1));
+  const Sym *sq = mul(c, m1, m1);
+  if (has_check(c->k, K(c, 1), CHK_LE, sq)) return;
+  IrCheck chk = {
+      .lhs = K(c, 1), .rhs = sq, .op = CHK_LE, .loc = c->loc,
+      .msg = arena_printf(c->arena,
+                          "squeeze(): dim %d of shape %s has size %s = 1 here; "
+                          "PyTorch would drop it, so the result would not "
+                          "have the rank this program was compiled for "
+                          "(declare a dim that may be 1 as the literal 1)",
+                          d, shp(c, in), S(c, size))};
+  ir_add_check(c->m, c->k, &chk);
+}
+
 const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
                          Geom *out) {
   int only = -1;
@@ -598,10 +682,12 @@ const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
     const char *err = geom_wrap_dim(c, *dim, in->rank, &only);
     if (err) return err;
     if (in->rank == 0 || !sym_is(in->shape[only], 1)) {
+      if (in->rank > 0) kept_not_one(c, in, only);
       geom_copy(c, in, out);
       return NULL;
     }
   }
+  for (int d = 0; !dim && d < in->rank; d++) kept_not_one(c, in, d);
   const Sym **sh = syms_new(c, in->rank), **st = syms_new(c, in->rank);
   int n = 0;
   for (int d = 0; d < in->rank; d++) {
@@ -924,6 +1010,16 @@ void geom_preserve(GeomCtx *c, const Geom *in, Geom *out) {
 
 /* ---- broadcasting (§5) ------------------------------------------------- */
 
+/* The entry check's message when two symbolic sizes may differ. */
+static const char *broadcast_check_msg(GeomCtx *c, const char *shapes,
+                                       const Sym *x, const Sym *y, int d) {
+  return arena_printf(c->arena,
+                      "cannot broadcast %s: sizes %s and %s at dim %d differ "
+                      "for these sizes and neither is 1 (this program assumes "
+                      "they are equal)",
+                      shapes, S(c, x), S(c, y), d);
+}
+
 const char *geom_broadcast(GeomCtx *c, const Sym *const *a, int na,
                            const Sym *const *b, int nb, const Sym ***out,
                            int *nout) {
@@ -933,19 +1029,24 @@ const char *geom_broadcast(GeomCtx *c, const Sym *const *a, int na,
     int ia = na - n + i, ib = nb - n + i;
     const Sym *x = ia >= 0 ? a[ia] : K(c, 1);
     const Sym *y = ib >= 0 ? b[ib] : K(c, 1);
+    const char *shapes = arena_printf(c->arena, "shapes %s and %s",
+                                      geom_shape_str(c->arena, a, na),
+                                      geom_shape_str(c->arena, b, nb));
     if (x == y || sym_is(y, 1))
       r[i] = x;
     else if (sym_is(x, 1))
       r[i] = y;
+    else if (geom_same_size(c, x, y, broadcast_check_msg(c, shapes, x, y, i)))
+      r[i] = x; /* equal sizes written two ways */
     else
       return arena_printf(
           c->arena,
-          "cannot broadcast shapes %s and %s: sizes %s and %s at dim %d "
-          "differ and neither is 1%s",
-          geom_shape_str(c->arena, a, na), geom_shape_str(c->arena, b, nb),
-          S(c, x), S(c, y), i,
+          "cannot broadcast %s: sizes %s and %s at dim %d differ and neither "
+          "is 1%s",
+          shapes, geom_size_text(c, x), geom_size_text(c, y), i,
           is_const(x) && is_const(y) ? ""
-              : " (symbolic sizes must be the same symbol, or the literal 1)");
+              : " (symbolic sizes must be equal for every value of the "
+                "symbols, or the literal 1)");
   }
   *out = r;
   *nout = n;

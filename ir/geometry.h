@@ -12,7 +12,9 @@
  * Symbols: decisions that depend on a symbol's run-time value are taken
  * for the generic case, a symbol being neither 0 nor 1 (a dim that must be
  * 1 is declared as the literal 1).  Conditions PyTorch checks at run time
- * (an index within a symbolic size, -1 dividing a symbolic numel) are
+ * (an index within a symbolic size, -1 dividing a symbolic numel), and
+ * those under which the generic decision would give another shape than
+ * PyTorch's (a symbolic dim that squeeze() keeps must not be 1), are
  * added to the context's check list. */
 #ifndef TDSL_GEOMETRY_H
 #define TDSL_GEOMETRY_H
@@ -20,6 +22,7 @@
 #include <stdbool.h>
 
 #include "ir.h"
+#include "symprove.h"
 
 typedef struct Geom {
   int rank;
@@ -35,6 +38,21 @@ typedef struct GeomCtx {
   IrKernel *k;
   Loc loc;      /* location given to run-time checks */
 } GeomCtx;
+
+/* Facts the context kernel's entry checks establish so far (variable
+ * ranges, see symprove.h); all variables in [0, +inf) without a kernel. */
+SymFacts geom_facts(GeomCtx *c);
+/* Whether sizes a and b are the same size: pointer-equal, proved equal
+ * under geom_facts, or, when undecidable and not generically different,
+ * equal by a CHK_EQ entry check with msg (added once; the answer is then
+ * true, as PyTorch would fail at run time where they differ).  False when
+ * they differ generically or there is no kernel to check on. */
+bool geom_same_size(GeomCtx *c, const Sym *a, const Sym *b, const char *msg);
+
+/* A size as text for messages: as written, then in parentheses what it
+ * reads as once every size is at least 2 where that is shorter:
+ * "H - min(H, 2) (H - 2 for sizes >= 2)". */
+const char *geom_size_text(GeomCtx *c, const Sym *s);
 
 /* Shapes and strides as text: "[4, N]", "[1, 4]" (as in spec §8.1). */
 char *geom_shape_str(Arena *a, const Sym *const *v, int n);
@@ -67,7 +85,8 @@ const char *geom_transpose(GeomCtx *c, const Geom *in, int64_t a, int64_t b,
 const char *geom_expand(GeomCtx *c, const Geom *in, const Sym *const *sizes,
                         int n, Geom *out);
 const char *geom_unsqueeze(GeomCtx *c, const Geom *in, int64_t dim, Geom *out);
-/* squeeze(): all size-1 dims when dim == NULL. */
+/* squeeze(): all size-1 dims when dim == NULL; a kept symbolic dim gets
+ * an entry check that it is not 1. */
 const char *geom_squeeze(GeomCtx *c, const Geom *in, const int64_t *dim,
                          Geom *out);
 /* Slice a:b:c of one dim; start/stop NULL when omitted; step >= 1. */

@@ -9,7 +9,8 @@
  * "fold" decision is recorded per folded chain, at the outermost view,
  * naming the chain in source terms and the single index map left.  Each
  * implicit broadcast (an EXPAND that sema inserted) gets a "broadcast"
- * decision saying it stays a stride-0 read (nothing is materialized).
+ * decision saying it stays a stride-0 read (nothing is materialized);
+ * one that only renames equal sizes gets none.
  *
  * Needs: passes.h, ir.h.  Changes: view operands and ops, value list. */
 #include <string.h>
@@ -22,12 +23,22 @@ static bool is_view(const IrKernel *k, IrRef r) {
   return op_kind(ir_val(k, r)->op) == IRK_VIEW;
 }
 
+/* An implicit EXPAND that keeps every stride only renames sizes that are
+ * equal written two ways (sema's geom_same_size): no broadcast. */
+static bool renames_only(const IrValue *v, const IrValue *x) {
+  if (v->rank != x->rank || !v->stride || !x->stride) return false;
+  for (int d = 0; d < v->rank; d++)
+    if (v->stride[d] != x->stride[d]) return false;
+  return true;
+}
+
 static void note_broadcasts(PassCtx *c) {
   const IrKernel *k = c->k;
   for (IrRef r = 0; r < k->nvalues; r++) {
     const IrValue *v = ir_val(k, r);
     if (v->op != OP_EXPAND || !(v->flags & IRF_IMPLICIT) || !c->r) continue;
     const IrValue *x = ir_val(k, v->args[0]);
+    if (renames_only(v, x)) continue;
     int n;
     char *src = pass_describe(c->m->arena, k, v->args[0], &n);
     report_decision(c->r, PASS, "broadcast", v->loc, 0,

@@ -865,6 +865,51 @@ START_TEST(test_sym_select_check) {
 }
 END_TEST
 
+START_TEST(test_sym_same_size_and_squeeze) {
+  Vars s = vars();
+  SymTab *t = C.st;
+  const Sym *half = sym_floordiv(t, s.N, k(2));
+  const Sym *rest = sym_sub(t, s.N, half);
+  /* without a kernel, only proofs count */
+  ck_assert(geom_same_size(&C, sym_add(t, sym_floordiv(t, sym_sub(t, s.H, k(1)), k(2)), k(1)),
+                           sym_floordiv(t, sym_add(t, s.H, k(1)), k(2)), "m"));
+  ck_assert(!geom_same_size(&C, half, rest, "m"));
+  IrModule *m = ir_module_new(A, "t.tdsl");
+  C.m = m;
+  C.k = ir_kernel_new(m, "f", (Loc){1, 1, 1});
+  /* equal for even N only: one entry check, however often asked */
+  ck_assert(geom_same_size(&C, half, rest, "halves"));
+  ck_assert(geom_same_size(&C, rest, half, "halves"));
+  ck_assert_int_eq(C.k->nchecks, 1);
+  ck_assert_int_eq(C.k->checks[0].op, CHK_EQ);
+  /* different in general: rejected, no check */
+  ck_assert(!geom_same_size(&C, s.N, s.M, "m"));
+  ck_assert(!geom_same_size(&C, s.N, sym_add(t, s.N, k(1)), "m"));
+  ck_assert_int_eq(C.k->nchecks, 1);
+  /* a broadcast of the two halves gets the same check */
+  const Sym **out;
+  int nout;
+  ck_assert_ptr_null(geom_broadcast(&C, &half, 1, &rest, 1, &out, &nout));
+  ck_assert_int_eq(C.k->nchecks, 1);
+  /* squeeze() keeps N and M: each must not be 1 at entry; H >= 2 is known */
+  const Sym *shape[4] = {s.N, k(1), s.M, s.H};
+  Geom g, o;
+  geom_contiguous(&C, 4, shape, &g);
+  IrCheck h2 = {.lhs = k(2), .rhs = s.H, .op = CHK_LE, .msg = "h"};
+  ir_add_check(m, C.k, &h2);
+  expect_ok(geom_squeeze(&C, &g, NULL, &o), "squeeze()");
+  ck_assert_int_eq(o.rank, 3);
+  ck_assert_int_eq(C.k->nchecks, 4);
+  const Sym *n1 = sym_sub(t, s.N, k(1));
+  ck_assert_int_eq(C.k->checks[2].op, CHK_LE);
+  ck_assert_ptr_eq(C.k->checks[2].rhs, sym_mul(t, n1, n1));
+  ck_assert_ptr_nonnull(strstr(C.k->checks[2].msg, "PyTorch would drop it"));
+  expect_ok(geom_squeeze(&C, &g, L(0), &o), "squeeze(0)");
+  ck_assert_int_eq(o.rank, 4);
+  ck_assert_int_eq(C.k->nchecks, 4); /* the same check, not twice */
+}
+END_TEST
+
 START_TEST(test_sym_channels_last) {
   Vars s = vars();
   const Sym *shape[4] = {s.N, s.C, s.H, s.W};
@@ -940,6 +985,7 @@ static Suite *geometry_suite(void) {
   tcase_add_test(y, test_sym_broadcast);
   tcase_add_test(y, test_sym_slice);
   tcase_add_test(y, test_sym_select_check);
+  tcase_add_test(y, test_sym_same_size_and_squeeze);
   tcase_add_test(y, test_sym_channels_last);
   suite_add_tcase(s, y);
   return s;
