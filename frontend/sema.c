@@ -1496,14 +1496,19 @@ static SVal h_squeeze(Sema *s, CallArgs *c, const Builtin *b) {
   if ((has_dim && !squeeze_dims(s, c, dv, in.rank, mask)) ||
       !sema_args_done(s, c, 2))
     return sv_error();
-  /* attrs: the removed dims, in order; only size-1 dims go */
+  /* attrs: the removed dims, in order; only size-1 dims go.  A kept
+   * symbolic dim gets geom_squeeze's entry check that it is not 1. */
   int64_t removed[MAX_DIMS];
   int nr = 0;
-  for (int i = 0; i < in.rank; i++)
-    if ((!has_dim || mask[i]) && sym_is(in.shape[i], 1)) removed[nr++] = i;
-  if (nr == 0) return sv_tensor(x, c->loc);
   GeomCtx g = sema_geom(s, c->loc);
   Geom out = in;
+  for (int64_t i = 0; i < in.rank; i++) {
+    if (has_dim && !mask[i]) continue;
+    if (sym_is(in.shape[i], 1)) removed[nr++] = i;
+    else geom_squeeze(&g, &in, &i, &out);
+  }
+  out = in;
+  if (nr == 0) return sv_tensor(x, c->loc);
   for (int i = nr - 1; i >= 0; i--) { /* highest first: lower dims stay */
     const char *err = geom_squeeze(&g, &out, &removed[i], &out);
     if (err) return geom_fail(s, err, x, c->loc);
