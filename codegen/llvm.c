@@ -424,10 +424,12 @@ static void check3(Cg *c, const char *fn, const Arg *a) {
   check_rc(c, rt_check(c, fn, v, 3));
 }
 
-static void check_tensor(Cg *c, const Arg *a) {
+/* fn: tdsl_check_tensor, or tdsl_check_output, which leaves the dims
+ * alone (a shape query's output shape arrays are uninitialized). */
+static void check_tensor(Cg *c, const char *fn, const Arg *a) {
   LLVMValueRef v[6] = {c->kname, a->name, a->t, dl_dtype(c, a->dtype),
                        i32c(c, a->rank), i32c(c, DL_CPU)};
-  check_rc(c, rt_check(c, "tdsl_check_tensor", v, 6));
+  check_rc(c, rt_check(c, fn, v, 6));
 }
 
 static void check_dim(Cg *c, const Arg *a, int d, LLVMValueRef want, const Sym *text) {
@@ -546,8 +548,8 @@ static void emit_entry_checks(Cg *c) {
   for (int i = 0; i < c->k->nparams; i++)
     if (c->k->params[i].is_tensor) in[nin++] = param_arg(c, i);
   for (int i = 0; i < nout; i++) out[i] = result_arg(c, i);
-  for (int i = 0; i < nin; i++) check_tensor(c, &in[i]);
-  for (int i = 0; i < nout; i++) check_tensor(c, &out[i]);
+  for (int i = 0; i < nin; i++) check_tensor(c, "tdsl_check_tensor", &in[i]);
+  for (int i = 0; i < nout; i++) check_tensor(c, "tdsl_check_output", &out[i]);
   for (int i = 0; i < nin; i++) bind_param_dims(c, &in[i]);
   bind_strides(c);
   run_ir_checks(c);

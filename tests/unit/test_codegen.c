@@ -274,6 +274,8 @@ START_TEST(entry_checks) {
   c.x.t.byte_offset = 0;
   c.o1.shape[0] = 4;
   expect(&L, &c, TDSL_E_SHAPE, "output dim");
+  c.o1.shape[0] = -5; /* a negative output dim outside a query is still wrong */
+  expect(&L, &c, TDSL_E_SHAPE, "negative output dim");
   c.o1.shape[0] = 3;
   c.o0.t.data = c.x.store; /* an output over an input */
   ck_assert_int_eq(f(&c.x.t, &c.y.t, &c.o0.t, &c.o1.t), TDSL_E_OVERLAP);
@@ -294,9 +296,9 @@ START_TEST(entry_checks) {
 
   /* shape query */
   chk_setup(&c, 6);
-  /* (the runtime's tdsl_check_tensor rejects negative dims, so a query's
-   * shape arrays start at zero) */
-  int64_t shp0[2] = {0, 0}, shp1[1] = {0}, st0[2] = {-1, -1};
+  /* a query's shape arrays may hold anything (docs/abi.md passes an
+   * uninitialized one): negative and huge garbage must not be checked */
+  int64_t shp0[2] = {-7, INT64_MIN}, shp1[1] = {-1}, st0[2] = {-1, -1};
   c.o0.t.data = c.o1.t.data = NULL;
   c.o0.t.shape = shp0, c.o0.t.strides = st0;
   c.o1.t.shape = shp1, c.o1.t.strides = NULL;
