@@ -19,7 +19,10 @@ typedef struct CgOptions {
   const char *target;  /* host, x86-64, x86-64-v2, -v3, -v4 */
   int opt_level;       /* 0..3 */
   unsigned emit;       /* CG_* */
-  const char *stem;    /* output path without extension */
+  const char *stem;    /* output path without extension; names the header's
+                          include guard */
+  const char *path;    /* a single emit's exact path (-o), or NULL: stem plus
+                          the emit's extension */
   bool to_stdout;      /* -o -: the single textual emit goes to stdout */
   bool time_passes;    /* print the LLVM phase times to stderr */
 } CgOptions;

@@ -2272,13 +2272,20 @@ static LLVMTargetMachineRef target_machine(const CgOptions *o, char **triple) {
   return tm;
 }
 
-static int write_file(const char *stem, const char *ext, const char *data, size_t n,
-                      bool to_stdout) {
-  if (to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
-  size_t len = strlen(stem) + strlen(ext) + 1;
+/* o->path when set (one emit), else stem + ext. Malloc'd. */
+static char *out_path(const CgOptions *o, const char *ext) {
+  if (o->path) ext = "";
+  const char *base = o->path ? o->path : o->stem;
+  size_t len = strlen(base) + strlen(ext) + 1;
   char *path = malloc(len);
   if (!path) ICE("out of memory");
-  snprintf(path, len, "%s%s", stem, ext);
+  snprintf(path, len, "%s%s", base, ext);
+  return path;
+}
+
+static int write_file(const CgOptions *o, const char *ext, const char *data, size_t n) {
+  if (o->to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
+  char *path = out_path(o, ext);
   FILE *f = fopen(path, "wb");
   int bad = !f || fwrite(data, 1, n, f) != n;
   if (f && fclose(f)) bad = 1;
@@ -2293,8 +2300,7 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
   char *err = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, ft, &err, &buf))
     ICE("LLVM code emission failed: %s", err);
-  int s = write_file(o->stem, ext, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf),
-                     o->to_stdout);
+  int s = write_file(o, ext, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
   LLVMDisposeMemoryBuffer(buf);
   return s;
 }
@@ -2335,7 +2341,7 @@ static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
   int s = 0;
   if (o->emit & CG_LLVM) {
     char *ir = LLVMPrintModuleToString(mod);
-    s |= write_file(o->stem, ".ll", ir, strlen(ir), o->to_stdout);
+    s |= write_file(o, ".ll", ir, strlen(ir));
     LLVMDisposeMessage(ir);
   }
   if (o->emit & CG_ASM) s |= emit_machine(tm, mod, o, LLVMAssemblyFile, ".s");
@@ -2373,10 +2379,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
     if (o->to_stdout) {
       s = cg_write_header(m, stdout, o->stem);
     } else {
-      size_t len = strlen(o->stem) + 3;
-      char *path = malloc(len);
-      if (!path) ICE("out of memory");
-      snprintf(path, len, "%s.h", o->stem);
+      char *path = out_path(o, ".h");
       FILE *f = fopen(path, "w");
       s = f ? cg_write_header(m, f, o->stem) : -1;
       if (f && fclose(f)) s = -1;
