@@ -483,9 +483,15 @@ static void run_ir_checks(Cg *c) {
     LLVMPositionBuilderAtEnd(c->b, bad);
     LLVMTypeRef ps[2] = {c->i32, c->ptr};
     LLVMValueRef f = fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1);
-    LLVMValueRef a[4] = {i32c(c, E_CHECK), str(c, "kernel '%s': %s"), c->kname,
-                         str(c, ck->msg ? ck->msg : "run-time check failed")};
-    LLVMValueRef rc = call(c, f, a, 4);
+    char *fmt;
+    int ids[IR_CHECK_MAX_SYMS];
+    int n = ir_check_format(c->m->arena, c->k, ck, &fmt, ids);
+    /* the message gives the symbols' values: "size N (= 3)" */
+    LLVMValueRef a[3 + IR_CHECK_MAX_SYMS] = {
+        i32c(c, E_CHECK), str(c, arena_printf(c->m->arena, "kernel '%%s': %s", fmt)),
+        c->kname};
+    for (int j = 0; j < n; j++) a[3 + j] = c->env[ids[j]];
+    LLVMValueRef rc = call(c, f, a, (unsigned)(3 + n));
     LLVMBuildBr(c->b, c->fail);
     LLVMAddIncoming(c->rcphi, &rc, &bad, 1);
     LLVMPositionBuilderAtEnd(c->b, next);

@@ -337,6 +337,18 @@ static int check_dims(Ctx *c, int i) {
   return 0;
 }
 
+/* The check's message with the values of the symbols it involves. */
+static int fail_check(Ctx *c, const IrCheck *ck) {
+  char *fmt, what[1024];
+  int ids[IR_CHECK_MAX_SYMS];
+  long long v[IR_CHECK_MAX_SYMS] = {0};
+  int n = ir_check_format(c->m->arena, c->k, ck, &fmt, ids);
+  for (int i = 0; i < n; i++) v[i] = (long long)c->env[ids[i]];
+  /* fmt has n <= 4 conversions, all %lld; printf ignores extra arguments */
+  snprintf(what, sizeof what, fmt, v[0], v[1], v[2], v[3]);
+  return fail(c, "%s", what);
+}
+
 static int run_checks(Ctx *c) {
   for (int i = 0; i < c->k->nchecks; i++) {
     const IrCheck *ck = &c->k->checks[i];
@@ -344,7 +356,7 @@ static int run_checks(Ctx *c) {
     if (eval_sym(c, ck->lhs, &l) != 0 || eval_sym(c, ck->rhs, &r) != 0)
       return -1;
     bool ok = ck->op == CHK_EQ ? l == r : ck->op == CHK_LE ? l <= r : l < r;
-    if (!ok) return fail(c, "%s", ck->msg ? ck->msg : "run-time check failed");
+    if (!ok) return fail_check(c, ck);
   }
   return 0;
 }

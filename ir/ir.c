@@ -1,6 +1,8 @@
 /* ir.c — the op table's accessors and IR construction helpers. */
 #include "ir.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -120,4 +122,93 @@ int ir_compact(IrModule *m, IrKernel *k, const bool *drop_ok) {
   for (int i = 0; i < k->nresults; i++)
     k->results[i].value = to[k->results[i].value];
   return n - kept;
+}
+
+/* ---- run-time check messages ---- */
+
+/* Adds the variables of s not yet in ids[0..*n). */
+static void check_vars(const Sym *s, int *ids, int *n) {
+  const Sym *a, *b;
+  int id, nterms;
+  switch (sym_form(s, NULL, &id, &a, &b, &nterms)) {
+  case SYMF_CONST: return;
+  case SYMF_VAR:
+    for (int i = 0; i < *n; i++)
+      if (ids[i] == id) return;
+    if (*n < IR_CHECK_MAX_SYMS) ids[(*n)++] = id;
+    return;
+  case SYMF_POLY:
+    for (int t = 0; t < nterms; t++) {
+      int64_t coef;
+      int natoms;
+      const Sym *const *atoms;
+      sym_term(s, t, &coef, &natoms, &atoms);
+      for (int j = 0; j < natoms; j++) check_vars(atoms[j], ids, n);
+    }
+    return;
+  default:
+    check_vars(a, ids, n);
+    check_vars(b, ids, n);
+    return;
+  }
+}
+
+static bool word_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+         (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* Offset just past the first whole-word `name` in msg, or -1. */
+static long word_end(const char *msg, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = strstr(msg, name); p && n; p = strstr(p + 1, name))
+    if ((p == msg || !word_char(p[-1])) && !word_char(p[n]))
+      return (long)(p - msg + (long)n);
+  return -1;
+}
+
+static void put_escaped(FILE *f, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%') fputc('%', f);
+    fputc(s[i], f);
+  }
+}
+
+int ir_check_format(Arena *a, const IrKernel *k, const IrCheck *c, char **fmt,
+                    int *ids) {
+  const char *msg = c->msg ? c->msg : "run-time check failed";
+  int vars[IR_CHECK_MAX_SYMS], nv = 0, n = 0;
+  check_vars(c->lhs, vars, &nv);
+  check_vars(c->rhs, vars, &nv);
+  long at[IR_CHECK_MAX_SYMS], pos[IR_CHECK_MAX_SYMS];
+  for (int i = 0; i < nv; i++) {
+    at[i] = vars[i] < k->nsyms ? word_end(msg, k->syms[vars[i]].name) : -1;
+    if (at[i] < 0) continue;
+    int j = n++; /* sorted by position: the arguments follow the text */
+    for (; j > 0 && pos[j - 1] > at[i]; j--) ids[j] = ids[j - 1], pos[j] = pos[j - 1];
+    ids[j] = vars[i], pos[j] = at[i];
+  }
+  char *buf = NULL;
+  size_t len = 0, done = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) ICE("out of memory");
+  for (int i = 0; i < n; i++) {
+    size_t end = (size_t)pos[i];
+    put_escaped(f, msg + done, end - done);
+    fputs(" (= %lld)", f);
+    done = end;
+  }
+  put_escaped(f, msg + done, strlen(msg + done));
+  for (int i = 0; i < nv; i++)
+    if (at[i] < 0) {
+      const char *name = vars[i] < k->nsyms ? k->syms[vars[i]].name : "?";
+      fputs(" (", f);
+      put_escaped(f, name, strlen(name));
+      fputs(" = %lld)", f);
+      ids[n++] = vars[i];
+    }
+  fclose(f);
+  *fmt = arena_strdup(a, buf);
+  free(buf);
+  return n;
 }

@@ -292,6 +292,9 @@ START_TEST(entry_checks) {
   /* narrow(0, 2, 3) needs N >= 5 */
   chk_setup(&c, 4);
   expect(&L, &c, TDSL_E_CHECK, "run-time check");
+  const char *(*last)(void) = (const char *(*)(void))sym(&L, "tdsl_last_error");
+  ck_assert_str_eq(last(), "kernel 'chk': narrow(): start 2 + length 3 exceeds the size "
+                           "N (= 4) of dim 0 (shape [N])");
   chk_free(&c);
 
   /* shape query */
