@@ -397,17 +397,35 @@ static int eval_param(Ctx *c, IrRef r, RtVal *rv) {
   return 0;
 }
 
+/* A value as the user knows it: "y" or "the add at 3:15". */
+static const char *value_text(Ctx *c, IrRef r, char *buf, size_t cap) {
+  const IrValue *v = ir_val(c->k, r);
+  if (v->name) return v->name;
+  snprintf(buf, cap, "the %s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
+  return buf;
+}
+
 static int eval_view(Ctx *c, IrRef r, RtVal *rv) {
-  const RtVal *src = &c->vals[ir_val(c->k, r)->args[0]];
+  const IrValue *v = ir_val(c->k, r);
+  const RtVal *src = &c->vals[v->args[0]];
   if (eval_geom(c, r, rv) != 0) return -1;
   rv->t.data = src->t.data;
   rv->lo = src->lo;
   rv->hi = src->hi;
   int64_t lo, hi;
   if (rv->numel == 0) return 0;
-  if (!addr_range(&rv->t, &lo, &hi) || lo < rv->lo || hi >= rv->hi)
-    return fail(c, "%s view %%%d reaches outside its storage",
-                op_name(ir_val(c->k, r)->op), r);
+  if (!addr_range(&rv->t, &lo, &hi))
+    return fail(c, "the %s view at %d:%d: invalid or overflowing geometry",
+                op_name(v->op), v->loc.line, v->loc.col);
+  if (lo < rv->lo || hi >= rv->hi) {
+    char root[96];
+    return fail(c, "the %s view%s%s at %d:%d addresses elements %lld to %lld of the "
+                "storage of %s, which holds elements %lld to %lld", op_name(v->op),
+                v->name ? " " : "", v->name ? v->name : "", v->loc.line, v->loc.col,
+                (long long)lo, (long long)hi,
+                value_text(c, ir_storage_root(c->k, r), root, sizeof root),
+                (long long)rv->lo, (long long)rv->hi - 1);
+  }
   return 0;
 }
 

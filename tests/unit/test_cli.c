@@ -382,6 +382,20 @@ START_TEST(run_input_errors) {
                    "only makes a 0-dim tensor; give a .npy file");
   expect_run_error("run k.tdsl --kernel=zero_dim --input x=flat.npy "
                    "--input s=2.0 --input b=maybe", "maybe: cannot open");
+  /* a view outside its storage is named by its source, not the IR */
+  static const char st[] = "kernel st(x: f32[N]) -> (f32[2, 2], f32[2, 2]) {\n"
+                           "    y = x.as_strided([2, 2], [1, 1])\n"
+                           "    return y, (x + 1.0).as_strided([2, 2], [2, 1])\n}\n";
+  write_text("st.tdsl", st, sizeof st - 1);
+  write_f32("two.npy", 1, (int64_t[]){3}, v);
+  expect_run_error("run st.tdsl --kernel=st --input x=two.npy",
+                   "kernel 'st': the as_strided view at 3:25 addresses elements 0 "
+                   "to 3 of the storage of the add at 3:18, which holds elements "
+                   "0 to 2");
+  write_f32("two.npy", 1, (int64_t[]){2}, v);
+  expect_run_error("run st.tdsl --kernel=st --input x=two.npy",
+                   "kernel 'st': the as_strided view y at 2:11 addresses elements 0 "
+                   "to 2 of the storage of x, which holds elements 0 to 1");
   ck_assert_int_eq(tdslc("run k.tdsl --kernel=add --input x"), 2);
   ck_assert_ptr_nonnull(strstr(err_text, "--input expects NAME=VALUE"));
 }
