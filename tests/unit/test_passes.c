@@ -162,6 +162,18 @@ START_TEST(fold_nothing_and_broadcast) {
   ck_assert(run_pass(m, r, pass_fold_views));
   ck_assert_int_eq(report_count(r, NULL, "fold-views", "broadcast"), 1);
   ck_assert_ptr_nonnull(strstr(json_of(r), "broadcast of b [3] to [N, 3] stays a stride-0 read"));
+  /* Values without a name are named by their source: the scalar literal
+   * or the op, with its line:col, never the IR's %N. */
+  IrModule *m3 = compile("kernel h(x: f32[B, T, T], y: f32[120]) -> (f32[B, T, T], f32[15, 8]) {\n"
+                         "    return x * 2.5, (y + 1.0).view(8, 15).t()\n}\n");
+  Report *r3 = report_new(A, "t.tdsl", "host");
+  ck_assert(run_pass(m3, r3, pass_fold_views));
+  char *j3 = json_of(r3);
+  ck_assert_ptr_null(strchr(j3, '%'));
+  ck_assert_ptr_nonnull(strstr(j3, "broadcast of the scalar 2.5 at 2:16 to [B, T, T] "
+                                   "stays a stride-0 read"));
+  ck_assert_ptr_nonnull(strstr(j3, "add(y, 1.0).view(8, 15).t() reads add(y, 1.0) at 2:24 "
+                                   "directly with shape [15, 8]"));
   /* A kernel with single views only is left alone. */
   IrModule *m2 = compile("kernel g(x: f32[3, 4]) -> f32[4, 3] {\n  return x.t()\n}\n");
   Report *r2 = report_new(A, "t.tdsl", "host");
