@@ -290,6 +290,25 @@ START_TEST(pipeline_levels) {
 }
 END_TEST
 
+/* plan-memory's totals say something true when sharing saved nothing. */
+START_TEST(plan_totals_text) {
+  IrModule *m = compile("kernel f(x: f32[4]) -> f32[] {\n  return (x * x).sum()\n}\n");
+  Report *r = report_new(A, "t.tdsl", "host");
+  run_pass(m, r, pass_plan_memory);
+  char *j = json_of(r);
+  ck_assert_ptr_nonnull(strstr(j, "1 scratch buffer: 16 B of scratch\""));
+  ck_assert_ptr_null(strstr(j, "instead of"));
+  /* three live at once: nothing to share */
+  IrModule *m2 = compile("kernel f(x: f32[4]) -> f32[4] {\n"
+                         "  return (x * x) + (x - x) * exp(x)\n}\n");
+  Report *r2 = report_new(A, "t.tdsl", "host");
+  run_pass(m2, r2, pass_plan_memory);
+  j = json_of(r2);
+  ck_assert_ptr_null(strstr(j, "instead of"));
+  ck_assert_ptr_nonnull(strstr(j, "no buffer could take over the block of a dead one"));
+}
+END_TEST
+
 START_TEST(report_escapes_and_totals) {
   IrModule *m = compile("kernel f(x: f32[N]) -> f32[N] {\n  return x.exp()\n}\n");
   Report *r = report_new(A, "a\"b\\c.tdsl", "x86-64");
@@ -330,6 +349,7 @@ static Suite *suite(void) {
   tcase_add_test(t, compact_renumbers);
   tcase_add_test(t, pipeline_levels);
   tcase_add_test(t, report_escapes_and_totals);
+  tcase_add_test(t, plan_totals_text);
   suite_add_tcase(s, t);
   return s;
 }
