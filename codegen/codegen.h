@@ -2,7 +2,8 @@
  *
  * cg_emit lowers every kernel of a module (lower.h), generates LLVM IR for
  * the CPU (llvm.c), optimizes it and writes the requested files; the
- * header (header.c) is written from the IR alone.
+ * header (header.c) is written from the IR and each kernel's scratch
+ * total.
  * Needs: ir.h.  Messages go to stderr as "tdslc: error: ...". */
 #ifndef TDSL_CODEGEN_H
 #define TDSL_CODEGEN_H
@@ -32,8 +33,11 @@ typedef struct CgOptions {
  * cannot be written), or 2 (a target this backend does not serve). */
 int cg_emit(IrModule *m, const CgOptions *o);
 
-/* Writes the C header for m (header.c).  Returns 0, or -1 on I/O error. */
-int cg_write_header(const IrModule *m, FILE *f, const char *stem);
+/* Writes the C header for m (header.c); scratch[i]: kernel i's scratch
+ * bytes as K_info gives them (lf_scratch_total), for its comment.
+ * Returns 0, or -1 on I/O error. */
+int cg_write_header(const IrModule *m, FILE *f, const char *stem,
+                    const Sym *const *scratch);
 
 /* The C type of a scalar parameter of dtype t ("float", "uint16_t"). */
 const char *cg_scalar_ctype(DType t);

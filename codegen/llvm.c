@@ -2189,10 +2189,7 @@ static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool ten
  * kernel's loop form (one per plan-memory slot), as a number when
  * constant (else -1) and as text. */
 static void info_scratch(Cg *c, LLVMValueRef *f) {
-  const Sym *b = sym_const(c->m->st, 0);
-  for (int i = 0; i < c->lk->nbufs; i++)
-    if (c->lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(c->lk, i))
-      b = sym_add(c->m->st, b, lf_scratch_bytes(c->m->st, &c->lk->bufs[i]));
+  const Sym *b = lf_scratch_total(c->m->st, c->lk);
   int64_t n;
   f[0] = i64c(c, sym_is_const(b, &n) ? n : -1);
   f[1] = cstr(c, sym_str(c->m->arena, b));
@@ -2382,12 +2379,14 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   phase_ms(o, "lower", &t);
   if (o->emit & CG_HEADER) {
     int s;
+    const Sym **scratch = arena_alloc(m->arena, sizeof *scratch * (size_t)(m->nkernels + 1));
+    for (int i = 0; i < m->nkernels; i++) scratch[i] = lf_scratch_total(m->st, lks[i]);
     if (o->to_stdout) {
-      s = cg_write_header(m, stdout, o->stem);
+      s = cg_write_header(m, stdout, o->stem, scratch);
     } else {
       char *path = out_path(o, ".h");
       FILE *f = fopen(path, "w");
-      s = f ? cg_write_header(m, f, o->stem) : -1;
+      s = f ? cg_write_header(m, f, o->stem, scratch) : -1;
       if (f && fclose(f)) s = -1;
       if (s) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
       free(path);

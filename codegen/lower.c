@@ -980,7 +980,6 @@ int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
   SymTab *st = m->st;
   *nests = lk->nnests;
   *bytes = sym_const(st, 0);
-  *scratch = sym_const(st, 0);
   bool *hot = zalloc_arena(m->arena, sizeof *hot * (size_t)(lk->nbufs + 1));
   for (int i = 0, end = 0; i < lk->nnests; i++) {
     const LfNest *n = &lk->nests[i];
@@ -991,8 +990,14 @@ int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
     }
     *bytes = sym_add(st, *bytes, nest_bytes(m, lk, n, i < end ? hot : NULL));
   }
+  *scratch = lf_scratch_total(st, lk);
+  return 0;
+}
+
+const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk) {
+  const Sym *b = sym_const(st, 0);
   for (int i = 0; i < lk->nbufs; i++)
     if (lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(lk, i))
-      *scratch = sym_add(st, *scratch, lf_scratch_bytes(st, &lk->bufs[i]));
-  return 0;
+      b = sym_add(st, b, lf_scratch_bytes(st, &lk->bufs[i]));
+  return b;
 }

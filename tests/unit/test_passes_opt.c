@@ -294,6 +294,16 @@ static int64_t info_scratch(const char *src, const char *flags, const char **exp
   static char text[128];
   snprintf(text, sizeof text, "%s", info()->scratch_expr);
   *expr = text;
+  /* the header's comment gives the same expression */
+  char path[160], head[4096], want[256];
+  snprintf(path, sizeof path, "%s/k.h", L.dir);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  head[fread(head, 1, sizeof head - 1, f)] = '\0';
+  fclose(f);
+  snprintf(want, sizeof want, "/* f: scratch memory per call (f_info()->scratch_expr): %s bytes",
+           text);
+  ck_assert_msg(strstr(head, want), "'%s' not in the header:\n%s", want, head);
   unbuild_pool(&L);
   return b;
 }
