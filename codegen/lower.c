@@ -75,16 +75,10 @@ static const Sym **strides(Lower *L, const IrValue *v) {
   return st;
 }
 
-/* Elements a dense buffer with v's semantic geometry needs. */
+/* Elements a dense buffer with v's semantic geometry needs (the same
+ * expression plan-memory sizes its blocks with). */
 static const Sym *extent(Lower *L, const IrValue *v) {
-  const Sym *e = v->offset ? v->offset : sym_const(L->st, 0);
-  const Sym **st = strides(L, v);
-  for (int d = 0; d < v->rank; d++) {
-    const Sym *last = sym_max(L->st, sym_sub(L->st, v->shape[d], sym_const(L->st, 1)),
-                              sym_const(L->st, 0));
-    e = sym_add(L->st, e, sym_mul(L->st, last, st[d]));
-  }
-  return sym_add(L->st, e, sym_const(L->st, 1));
+  return ir_dense_extent(L->m, v);
 }
 
 /* Pass plan-memory's slot of scratch value r: the block is as large as

@@ -82,6 +82,23 @@ const Sym *ir_numel(IrModule *m, const IrValue *v) {
   return sym_prod(m->st, v->shape, v->rank);
 }
 
+const Sym *ir_dense_extent(IrModule *m, const IrValue *v) {
+  SymTab *st = m->st;
+  const Sym *one = sym_const(st, 1), *e = v->offset ? v->offset : sym_const(st, 0);
+  const Sym *acc = one, *prod = one; /* row-major strides, PyTorch's or clamped */
+  bool row_major = sym_is(e, 0);
+  for (int d = v->rank - 1; d >= 0; d--) {
+    const Sym *stride = v->stride ? v->stride[d] : acc;
+    /* Syms are interned: equal expressions are the same pointer */
+    row_major &= stride == acc || stride == prod || sym_is(v->shape[d], 1);
+    const Sym *last = sym_max(st, sym_sub(st, v->shape[d], one), sym_const(st, 0));
+    e = sym_add(st, e, sym_mul(st, last, stride));
+    acc = sym_mul(st, acc, sym_max(st, v->shape[d], one));
+    prod = sym_mul(st, prod, v->shape[d]);
+  }
+  return row_major ? sym_max(st, ir_numel(m, v), one) : sym_add(st, e, one);
+}
+
 IrRef ir_storage_root(const IrKernel *k, IrRef r) {
   while (op_kind(k->values[r].op) == IRK_VIEW) r = k->values[r].args[0];
   return r;

@@ -161,6 +161,11 @@ static inline IrValue *ir_val(const IrKernel *k, IrRef r) {
 }
 /* Number of elements as a Sym. */
 const Sym *ir_numel(IrModule *m, const IrValue *v);
+/* Elements a dense buffer with v's semantic geometry needs: offset + 1 +
+ * sum (size - 1) * stride over the dims; with row-major strides (or none)
+ * and offset 0 that is max(numel, 1) (equal when no dim is 0, and then
+ * nothing is addressed), written so. */
+const Sym *ir_dense_extent(IrModule *m, const IrValue *v);
 /* Follows view operands back to the value that owns the storage. */
 IrRef ir_storage_root(const IrKernel *k, IrRef r);
 

@@ -114,16 +114,7 @@ static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
 /* Bytes of r's scratch buffer: its dense extent (as lower.c) times the
  * dtype size. */
 static const Sym *scratch_bytes(IrModule *m, const IrValue *v) {
-  SymTab *st = m->st;
-  const Sym *one = sym_const(st, 1), *e = v->offset ? v->offset : sym_const(st, 0);
-  const Sym *acc = one;
-  for (int d = v->rank - 1; d >= 0; d--) {
-    const Sym *stride = v->stride ? v->stride[d] : acc;
-    const Sym *last = sym_max(st, sym_sub(st, v->shape[d], one), sym_const(st, 0));
-    e = sym_add(st, e, sym_mul(st, last, stride));
-    acc = sym_mul(st, acc, sym_max(st, v->shape[d], one));
-  }
-  return sym_mul(st, sym_add(st, e, one), sym_const(st, dtype_size(v->dtype)));
+  return sym_mul(m->st, ir_dense_extent(m, v), sym_const(m->st, dtype_size(v->dtype)));
 }
 
 /* end[r]: the last nest that reads r's storage (nvalues: a result). */
