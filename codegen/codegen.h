@@ -2,7 +2,8 @@
  *
  * cg_emit lowers every kernel of a module (lower.h), generates LLVM IR for
  * the CPU (llvm.c), optimizes it and writes the requested files; the
- * header (header.c) is written from the IR alone.
+ * header (header.c) is written from the IR and each kernel's scratch
+ * total.
  * Needs: ir.h.  Messages go to stderr as "tdslc: error: ...". */
 #ifndef TDSL_CODEGEN_H
 #define TDSL_CODEGEN_H
@@ -19,7 +20,10 @@ typedef struct CgOptions {
   const char *target;  /* host, x86-64, x86-64-v2, -v3, -v4 */
   int opt_level;       /* 0..3 */
   unsigned emit;       /* CG_* */
-  const char *stem;    /* output path without extension */
+  const char *stem;    /* output path without extension; names the header's
+                          include guard */
+  const char *path;    /* a single emit's exact path (-o), or NULL: stem plus
+                          the emit's extension */
   bool to_stdout;      /* -o -: the single textual emit goes to stdout */
   bool time_passes;    /* print the LLVM phase times to stderr */
 } CgOptions;
@@ -29,8 +33,11 @@ typedef struct CgOptions {
  * cannot be written), or 2 (a target this backend does not serve). */
 int cg_emit(IrModule *m, const CgOptions *o);
 
-/* Writes the C header for m (header.c).  Returns 0, or -1 on I/O error. */
-int cg_write_header(const IrModule *m, FILE *f, const char *stem);
+/* Writes the C header for m (header.c); scratch[i]: kernel i's scratch
+ * bytes as K_info gives them (lf_scratch_total), for its comment.
+ * Returns 0, or -1 on I/O error. */
+int cg_write_header(const IrModule *m, FILE *f, const char *stem,
+                    const Sym *const *scratch);
 
 /* The C type of a scalar parameter of dtype t ("float", "uint16_t"). */
 const char *cg_scalar_ctype(DType t);

@@ -424,10 +424,12 @@ static void check3(Cg *c, const char *fn, const Arg *a) {
   check_rc(c, rt_check(c, fn, v, 3));
 }
 
-static void check_tensor(Cg *c, const Arg *a) {
+/* fn: tdsl_check_tensor, or tdsl_check_output, which leaves the dims
+ * alone (a shape query's output shape arrays are uninitialized). */
+static void check_tensor(Cg *c, const char *fn, const Arg *a) {
   LLVMValueRef v[6] = {c->kname, a->name, a->t, dl_dtype(c, a->dtype),
                        i32c(c, a->rank), i32c(c, DL_CPU)};
-  check_rc(c, rt_check(c, "tdsl_check_tensor", v, 6));
+  check_rc(c, rt_check(c, fn, v, 6));
 }
 
 static void check_dim(Cg *c, const Arg *a, int d, LLVMValueRef want, const Sym *text) {
@@ -481,9 +483,15 @@ static void run_ir_checks(Cg *c) {
     LLVMPositionBuilderAtEnd(c->b, bad);
     LLVMTypeRef ps[2] = {c->i32, c->ptr};
     LLVMValueRef f = fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1);
-    LLVMValueRef a[4] = {i32c(c, E_CHECK), str(c, "kernel '%s': %s"), c->kname,
-                         str(c, ck->msg ? ck->msg : "run-time check failed")};
-    LLVMValueRef rc = call(c, f, a, 4);
+    char *fmt;
+    int ids[IR_CHECK_MAX_SYMS];
+    int n = ir_check_format(c->m->arena, c->k, ck, &fmt, ids);
+    /* the message gives the symbols' values: "size N (= 3)" */
+    LLVMValueRef a[3 + IR_CHECK_MAX_SYMS] = {
+        i32c(c, E_CHECK), str(c, arena_printf(c->m->arena, "kernel '%%s': %s", fmt)),
+        c->kname};
+    for (int j = 0; j < n; j++) a[3 + j] = c->env[ids[j]];
+    LLVMValueRef rc = call(c, f, a, (unsigned)(3 + n));
     LLVMBuildBr(c->b, c->fail);
     LLVMAddIncoming(c->rcphi, &rc, &bad, 1);
     LLVMPositionBuilderAtEnd(c->b, next);
@@ -551,8 +559,8 @@ static void emit_entry_checks(Cg *c) {
   for (int i = 0; i < c->k->nparams; i++)
     if (c->k->params[i].is_tensor) in[nin++] = param_arg(c, i);
   for (int i = 0; i < nout; i++) out[i] = result_arg(c, i);
-  for (int i = 0; i < nin; i++) check_tensor(c, &in[i]);
-  for (int i = 0; i < nout; i++) check_tensor(c, &out[i]);
+  for (int i = 0; i < nin; i++) check_tensor(c, "tdsl_check_tensor", &in[i]);
+  for (int i = 0; i < nout; i++) check_tensor(c, "tdsl_check_output", &out[i]);
   for (int i = 0; i < nin; i++) bind_param_dims(c, &in[i]);
   bind_strides(c);
   run_ir_checks(c);
@@ -2293,10 +2301,7 @@ static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool ten
  * kernel's loop form (one per plan-memory slot), as a number when
  * constant (else -1) and as text. */
 static void info_scratch(Cg *c, LLVMValueRef *f) {
-  const Sym *b = sym_const(c->m->st, 0);
-  for (int i = 0; i < c->lk->nbufs; i++)
-    if (c->lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(c->lk, i))
-      b = sym_add(c->m->st, b, lf_scratch_bytes(c->m->st, &c->lk->bufs[i]));
+  const Sym *b = lf_scratch_total(c->m->st, c->lk);
   int64_t n;
   f[0] = i64c(c, sym_is_const(b, &n) ? n : -1);
   f[1] = cstr(c, sym_str(c->m->arena, b));
@@ -2382,13 +2387,20 @@ static LLVMTargetMachineRef target_machine(const CgOptions *o, char **triple) {
   return tm;
 }
 
-static int write_file(const char *stem, const char *ext, const char *data, size_t n,
-                      bool to_stdout) {
-  if (to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
-  size_t len = strlen(stem) + strlen(ext) + 1;
+/* o->path when set (one emit), else stem + ext. Malloc'd. */
+static char *out_path(const CgOptions *o, const char *ext) {
+  if (o->path) ext = "";
+  const char *base = o->path ? o->path : o->stem;
+  size_t len = strlen(base) + strlen(ext) + 1;
   char *path = malloc(len);
   if (!path) ICE("out of memory");
-  snprintf(path, len, "%s%s", stem, ext);
+  snprintf(path, len, "%s%s", base, ext);
+  return path;
+}
+
+static int write_file(const CgOptions *o, const char *ext, const char *data, size_t n) {
+  if (o->to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
+  char *path = out_path(o, ext);
   FILE *f = fopen(path, "wb");
   int bad = !f || fwrite(data, 1, n, f) != n;
   if (f && fclose(f)) bad = 1;
@@ -2403,8 +2415,7 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
   char *err = NULL;
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, ft, &err, &buf))
     ICE("LLVM code emission failed: %s", err);
-  int s = write_file(o->stem, ext, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf),
-                     o->to_stdout);
+  int s = write_file(o, ext, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
   LLVMDisposeMemoryBuffer(buf);
   return s;
 }
@@ -2445,7 +2456,7 @@ static int optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
   int s = 0;
   if (o->emit & CG_LLVM) {
     char *ir = LLVMPrintModuleToString(mod);
-    s |= write_file(o->stem, ".ll", ir, strlen(ir), o->to_stdout);
+    s |= write_file(o, ".ll", ir, strlen(ir));
     LLVMDisposeMessage(ir);
   }
   if (o->emit & CG_ASM) s |= emit_machine(tm, mod, o, LLVMAssemblyFile, ".s");
@@ -2480,15 +2491,14 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   phase_ms(o, "lower", &t);
   if (o->emit & CG_HEADER) {
     int s;
+    const Sym **scratch = arena_alloc(m->arena, sizeof *scratch * (size_t)(m->nkernels + 1));
+    for (int i = 0; i < m->nkernels; i++) scratch[i] = lf_scratch_total(m->st, lks[i]);
     if (o->to_stdout) {
-      s = cg_write_header(m, stdout, o->stem);
+      s = cg_write_header(m, stdout, o->stem, scratch);
     } else {
-      size_t len = strlen(o->stem) + 3;
-      char *path = malloc(len);
-      if (!path) ICE("out of memory");
-      snprintf(path, len, "%s.h", o->stem);
+      char *path = out_path(o, ".h");
       FILE *f = fopen(path, "w");
-      s = f ? cg_write_header(m, f, o->stem) : -1;
+      s = f ? cg_write_header(m, f, o->stem, scratch) : -1;
       if (f && fclose(f)) s = -1;
       if (s) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
       free(path);

@@ -75,16 +75,10 @@ static const Sym **strides(Lower *L, const IrValue *v) {
   return st;
 }
 
-/* Elements a dense buffer with v's semantic geometry needs. */
+/* Elements a dense buffer with v's semantic geometry needs (the same
+ * expression plan-memory sizes its blocks with). */
 static const Sym *extent(Lower *L, const IrValue *v) {
-  const Sym *e = v->offset ? v->offset : sym_const(L->st, 0);
-  const Sym **st = strides(L, v);
-  for (int d = 0; d < v->rank; d++) {
-    const Sym *last = sym_max(L->st, sym_sub(L->st, v->shape[d], sym_const(L->st, 1)),
-                              sym_const(L->st, 0));
-    e = sym_add(L->st, e, sym_mul(L->st, last, st[d]));
-  }
-  return sym_add(L->st, e, sym_const(L->st, 1));
+  return ir_dense_extent(L->m, v);
 }
 
 /* Pass plan-memory's slot of scratch value r: the block is as large as
@@ -980,7 +974,6 @@ int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
   SymTab *st = m->st;
   *nests = lk->nnests;
   *bytes = sym_const(st, 0);
-  *scratch = sym_const(st, 0);
   bool *hot = zalloc_arena(m->arena, sizeof *hot * (size_t)(lk->nbufs + 1));
   for (int i = 0, end = 0; i < lk->nnests; i++) {
     const LfNest *n = &lk->nests[i];
@@ -991,8 +984,14 @@ int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
     }
     *bytes = sym_add(st, *bytes, nest_bytes(m, lk, n, i < end ? hot : NULL));
   }
+  *scratch = lf_scratch_total(st, lk);
+  return 0;
+}
+
+const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk) {
+  const Sym *b = sym_const(st, 0);
   for (int i = 0; i < lk->nbufs; i++)
     if (lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(lk, i))
-      *scratch = sym_add(st, *scratch, lf_scratch_bytes(st, &lk->bufs[i]));
-  return 0;
+      b = sym_add(st, b, lf_scratch_bytes(st, &lk->bufs[i]));
+  return b;
 }

@@ -259,6 +259,10 @@ int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
 int lf_slot_shared(const LfKernel *lk, int i);
 /* Bytes to allocate for scratch buffer b (its slot's block when planned). */
 const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b);
+/* Bytes of all of lk's scratch blocks, each once: K_info's scratch_expr,
+ * the header's comment and the report's scratch line (GEMM packing
+ * memory, sized at run time, is not included). */
+const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
 
 /* Prints the loop form (debugging, tests). */
 void lf_print(FILE *f, const LfKernel *lk);

@@ -1,8 +1,9 @@
 /* run.c — `tdslc run` (spec §8): matches --input/--output specs to the
  * kernel's parameters and results by name, loads .npy inputs (checking
  * dtype and rank against the declaration) and parses scalar values in the
- * parameter's dtype, lays each tensor out as its parameter declares
- * (channels_last gets channels-last strides), runs the reference
+ * parameter's dtype (a value for a 0-dim tensor parameter makes that
+ * tensor: `--input s=2.0`), lays each tensor out as its parameter
+ * declares (channels_last gets channels-last strides), runs the reference
  * interpreter, and writes every result as .npy (`outN.npy` by default).
  * Every problem is a message on `err` and an exit status, never a crash.
  * Needs: interp.h, npy.h, dtype.h, sym.h (for printing declared shapes). */
@@ -182,12 +183,16 @@ static bool parse_float(const char *s, DType dt, Scalar *v) {
   return true;
 }
 
+/* text as a value of p's dtype (bool, number in range). */
+static bool parse_value(const IrParam *p, const char *text, Scalar *v) {
+  return p->dtype == DT_BOOL           ? parse_bool(text, v)
+         : dtype_is_float(p->dtype) ? parse_float(text, p->dtype, v)
+                                    : parse_int(text, p->dtype, v);
+}
+
 static int parse_scalar(const IrParam *p, const char *text, Scalar *v,
                         FILE *err) {
-  bool ok = p->dtype == DT_BOOL   ? parse_bool(text, v)
-            : dtype_is_float(p->dtype) ? parse_float(text, p->dtype, v)
-                                        : parse_int(text, p->dtype, v);
-  if (ok) return 0;
+  if (parse_value(p, text, v)) return 0;
   const char *want = p->dtype == DT_BOOL ? "true, false, 1 or 0"
                      : dtype_is_float(p->dtype) ? "a number"
                      : "an integer in the dtype's range";
@@ -236,9 +241,38 @@ static void print_shape(FILE *f, const HostTensor *t) {
   fputs(t->rank == 1 ? ",)" : ")", f);
 }
 
+/* A value given where a tensor is expected: for a 0-dim parameter it
+ * makes that tensor (*made = true); for others it is an error, unless a
+ * file of that name exists. Returns the status. */
+static int value_tensor(const IrParam *p, const char *text, HostTensor *t,
+                        bool *made, FILE *err) {
+  Scalar v;
+  *made = false;
+  if (!parse_value(p, text, &v)) return 0;
+  if (p->rank == 0) {
+    if (host_tensor_alloc(t, p->dtype, 0, NULL)) {
+      fprintf(err, RUN_ERR "parameter '%s': out of memory\n", p->name);
+      return 1;
+    }
+    scalar_store(p->dtype, t->data, v);
+    *made = true;
+    return 0;
+  }
+  FILE *f = fopen(text, "rb");
+  if (f) return fclose(f), 0;
+  fprintf(err, RUN_ERR "parameter '%s' is ", p->name);
+  print_type(err, p);
+  fprintf(err, " (rank %d): a number (%s) only makes a 0-dim tensor; give a "
+          ".npy file\n", p->rank, text);
+  return 1;
+}
+
 static int load_tensor(const IrParam *p, const char *path, HostTensor *t,
                        FILE *err) {
   char msg[600];
+  bool made;
+  int s = value_tensor(p, path, t, &made, err);
+  if (s || made) return s;
   if (npy_read(path, p->dtype == DT_BF16 ? DT_BF16 : DT_NONE, t, msg,
                sizeof msg)) {
     fprintf(err, RUN_ERR "%s\n", msg);

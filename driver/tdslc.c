@@ -54,7 +54,7 @@ static const struct {
     {"header", ".h", true, NULL},
     {"llvm", ".ll", true, NULL},
     {"asm", ".s", true, NULL},
-    {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available yet"},
+    {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available in this build"},
     {"ir", ".ir", true, NULL},
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},
@@ -103,14 +103,18 @@ static void print_help(void) {
       "       tdslc --version | --help\n"
       "\n"
       "options:\n"
-      "  -o OUT                 output path; each emit gets its own "
-      "extension\n"
+      "  -o OUT                 output path: with one emit, the file "
+      "itself; with\n"
+      "                         several, OUT's extension gives way to each "
+      "emit's own\n"
       "                         (-o - writes one textual emit to stdout)\n"
       "  --emit=LIST            comma list of obj header llvm asm ptx ir "
       "report\n"
       "                         report-json (default obj,header)\n"
       "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
       "cuda cuda:sm_NN\n"
+      "                         (ptx and cuda are not available in this "
+      "build)\n"
       "  -O0 -O1 -O2 -O3        optimization level (default -O2)\n"
       "  --kernel=NAME          only this kernel (repeatable); for run: "
       "the kernel\n"
@@ -443,15 +447,24 @@ static char *output_stem(const Options *o) {
   return stem;
 }
 
+/* With a single emit, -o names its file exactly (spec §8); otherwise
+ * each emit goes to the stem plus its own extension. Malloc'd. */
+static char *emit_path(const Options *o, const char *stem, Emit e) {
+  bool exact = o->out && count_bits(o->emit) == 1;
+  const char *ext = exact ? "" : emits[e].ext;
+  size_t n = strlen(exact ? o->out : stem) + strlen(ext) + 1;
+  char *path = malloc(n);
+  if (!path) ICE("out of memory");
+  snprintf(path, n, "%s%s", exact ? o->out : stem, ext);
+  return path;
+}
+
 static int write_ir(const Options *o, const IrModule *m, const char *stem) {
   if (o->out && !strcmp(o->out, "-")) {
     ir_print_module(stdout, m);
     return fflush(stdout) ? 1 : 0;
   }
-  size_t n = strlen(stem) + sizeof ".ir";
-  char *path = malloc(n);
-  if (!path) ICE("out of memory");
-  snprintf(path, n, "%s.ir", stem);
+  char *path = emit_path(o, stem, EM_IR);
   FILE *f = fopen(path, "w");
   int status = 0;
   if (f) ir_print_module(f, m);
@@ -511,12 +524,10 @@ static int write_report(const Options *o, const Report *r, Emit e,
   if (o->report_path && o->report_path[0] && json == o->report_json) {
     path = malloc(strlen(o->report_path) + 1);
     if (path) strcpy(path, o->report_path);
+    if (!path) ICE("out of memory");
   } else {
-    size_t n = strlen(stem) + strlen(emits[e].ext) + 1;
-    path = malloc(n);
-    if (path) snprintf(path, n, "%s%s", stem, emits[e].ext);
+    path = emit_path(o, stem, e);
   }
-  if (!path) ICE("out of memory");
   FILE *f = fopen(path, "w");
   int status = 0;
   if (f) json ? report_write_json(r, f) : report_write_text(r, f);
@@ -548,8 +559,10 @@ static int emit_all(const Options *o, IrModule *m) {
   if (o->emit >> EM_IR & 1) status = write_ir(o, sel, stem);
   for (int e = EM_REPORT; !status && e <= EM_REPORT_JSON; e++)
     if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem);
+  bool exact = o->out && strcmp(o->out, "-") && count_bits(o->emit) == 1;
   CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
-                  .stem = stem, .to_stdout = o->out && !strcmp(o->out, "-"),
+                  .stem = stem, .path = exact ? o->out : NULL,
+                  .to_stdout = o->out && !strcmp(o->out, "-"),
                   .time_passes = o->time_passes};
   cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |
             (o->emit >> EM_ASM & 1 ? CG_ASM : 0) |

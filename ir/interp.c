@@ -337,6 +337,18 @@ static int check_dims(Ctx *c, int i) {
   return 0;
 }
 
+/* The check's message with the values of the symbols it involves. */
+static int fail_check(Ctx *c, const IrCheck *ck) {
+  char *fmt, what[1024];
+  int ids[IR_CHECK_MAX_SYMS];
+  long long v[IR_CHECK_MAX_SYMS] = {0};
+  int n = ir_check_format(c->m->arena, c->k, ck, &fmt, ids);
+  for (int i = 0; i < n; i++) v[i] = (long long)c->env[ids[i]];
+  /* fmt has n <= 4 conversions, all %lld; printf ignores extra arguments */
+  snprintf(what, sizeof what, fmt, v[0], v[1], v[2], v[3]);
+  return fail(c, "%s", what);
+}
+
 static int run_checks(Ctx *c) {
   for (int i = 0; i < c->k->nchecks; i++) {
     const IrCheck *ck = &c->k->checks[i];
@@ -344,7 +356,7 @@ static int run_checks(Ctx *c) {
     if (eval_sym(c, ck->lhs, &l) != 0 || eval_sym(c, ck->rhs, &r) != 0)
       return -1;
     bool ok = ck->op == CHK_EQ ? l == r : ck->op == CHK_LE ? l <= r : l < r;
-    if (!ok) return fail(c, "%s", ck->msg ? ck->msg : "run-time check failed");
+    if (!ok) return fail_check(c, ck);
   }
   return 0;
 }
@@ -385,17 +397,35 @@ static int eval_param(Ctx *c, IrRef r, RtVal *rv) {
   return 0;
 }
 
+/* A value as the user knows it: "y" or "the add at 3:15". */
+static const char *value_text(Ctx *c, IrRef r, char *buf, size_t cap) {
+  const IrValue *v = ir_val(c->k, r);
+  if (v->name) return v->name;
+  snprintf(buf, cap, "the %s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
+  return buf;
+}
+
 static int eval_view(Ctx *c, IrRef r, RtVal *rv) {
-  const RtVal *src = &c->vals[ir_val(c->k, r)->args[0]];
+  const IrValue *v = ir_val(c->k, r);
+  const RtVal *src = &c->vals[v->args[0]];
   if (eval_geom(c, r, rv) != 0) return -1;
   rv->t.data = src->t.data;
   rv->lo = src->lo;
   rv->hi = src->hi;
   int64_t lo, hi;
   if (rv->numel == 0) return 0;
-  if (!addr_range(&rv->t, &lo, &hi) || lo < rv->lo || hi >= rv->hi)
-    return fail(c, "%s view %%%d reaches outside its storage",
-                op_name(ir_val(c->k, r)->op), r);
+  if (!addr_range(&rv->t, &lo, &hi))
+    return fail(c, "the %s view at %d:%d: invalid or overflowing geometry",
+                op_name(v->op), v->loc.line, v->loc.col);
+  if (lo < rv->lo || hi >= rv->hi) {
+    char root[96];
+    return fail(c, "the %s view%s%s at %d:%d addresses elements %lld to %lld of the "
+                "storage of %s, which holds elements %lld to %lld", op_name(v->op),
+                v->name ? " " : "", v->name ? v->name : "", v->loc.line, v->loc.col,
+                (long long)lo, (long long)hi,
+                value_text(c, ir_storage_root(c->k, r), root, sizeof root),
+                (long long)rv->lo, (long long)rv->hi - 1);
+  }
   return 0;
 }
 

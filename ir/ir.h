@@ -147,11 +147,25 @@ IrKernel *ir_kernel_new(IrModule *m, const char *name, Loc loc);
 IrRef ir_add(IrModule *m, IrKernel *k, const IrValue *v);
 int ir_add_sym(IrModule *m, IrKernel *k, const IrSymVar *s);
 void ir_add_check(IrModule *m, IrKernel *k, const IrCheck *c);
+/* A failed check's message as a printf format (its '%' escaped) with one
+ * "%lld" per symbol variable in lhs or rhs, so the message gives the
+ * values it speaks of: " (= %lld)" after the symbol's first whole-word
+ * mention ("size N (= 3)"), or " (N = %lld)" at the end when the message
+ * does not name it. ids[] gets the symbol ids in argument order; returns
+ * how many (at most IR_CHECK_MAX_SYMS; further symbols are not shown). */
+#define IR_CHECK_MAX_SYMS 4
+int ir_check_format(Arena *a, const IrKernel *k, const IrCheck *c, char **fmt,
+                    int *ids);
 static inline IrValue *ir_val(const IrKernel *k, IrRef r) {
   return &k->values[r];
 }
 /* Number of elements as a Sym. */
 const Sym *ir_numel(IrModule *m, const IrValue *v);
+/* Elements a dense buffer with v's semantic geometry needs: offset + 1 +
+ * sum (size - 1) * stride over the dims; with row-major strides (or none)
+ * and offset 0 that is max(numel, 1) (equal when no dim is 0, and then
+ * nothing is addressed), written so. */
+const Sym *ir_dense_extent(IrModule *m, const IrValue *v);
 /* Follows view operands back to the value that owns the storage. */
 IrRef ir_storage_root(const IrKernel *k, IrRef r);
 

@@ -39,11 +39,12 @@ static void note_broadcasts(PassCtx *c) {
     if (v->op != OP_EXPAND || !(v->flags & IRF_IMPLICIT) || !c->r) continue;
     const IrValue *x = ir_val(k, v->args[0]);
     if (renames_only(v, x)) continue;
-    int n;
-    char *src = pass_describe(c->m->arena, k, v->args[0], &n);
+    char *src = pass_describe_at(c->m->arena, k, v->args[0]);
+    /* a scalar's shape [] says nothing: "broadcast of the scalar 2.0 at 3:9" */
+    const char *shape = x->rank ? pass_shape_text(c->m->arena, x) : NULL;
     report_decision(c->r, PASS, "broadcast", v->loc, 0,
-                    "broadcast of %s %s to %s stays a stride-0 read: nothing "
-                    "is materialized", src, pass_shape_text(c->m->arena, x),
+                    "broadcast of %s%s%s to %s stays a stride-0 read: nothing "
+                    "is materialized", src, shape ? " " : "", shape ? shape : "",
                     pass_shape_text(c->m->arena, v));
   }
 }
@@ -71,11 +72,9 @@ bool pass_fold_views(PassCtx *c) {
     int n;
     IrRef root = ir_storage_root(k, r);
     char *chain = pass_describe(c->m->arena, k, r, &n);
-    const char *rn = ir_val(k, root)->name;
     report_decision(c->r, PASS, "fold", ir_val(k, r)->loc, 0,
-                    "%s reads %s%s directly with %s: %d views folded, "
-                    "nothing copied", chain, rn ? rn : "%", rn ? "" :
-                    arena_printf(c->m->arena, "%d", root),
+                    "%s reads %s directly with %s: %d views folded, "
+                    "nothing copied", chain, pass_describe_at(c->m->arena, k, root),
                     pass_geom_text(c->m->arena, ir_val(k, r)), n);
   }
   for (IrRef r = 0; r < k->nvalues; r++) {

@@ -61,9 +61,13 @@ bool pass_plan_memory(PassCtx *c);
 
 /* ---- describe.c: values in the user's terms, for decisions ---- */
 /* The chain of views from r's storage root to r in PyTorch syntax
- * ("x[0].t()"); the root is its source name or %N.  *nviews = the number
- * of views in the chain.  In the arena. */
+ * ("x[0].t()"); the root is its source name, or unnamed, a scalar literal
+ * ("2.5") or `op(operands)` ("add(y, 1.0)").  *nviews = the number of
+ * views in the chain.  In the arena. */
 char *pass_describe(Arena *a, const IrKernel *k, IrRef r, int *nviews);
+/* The same, followed by where an unnamed root is: "add(y, 1.0) at 3:12",
+ * "the scalar 2.5 at 2:16" (a literal alone). */
+char *pass_describe_at(Arena *a, const IrKernel *k, IrRef r);
 /* "shape [4, 3] strides [1, 4] offset 0" and "[4, 3]". */
 char *pass_geom_text(Arena *a, const IrValue *v);
 char *pass_shape_text(Arena *a, const IrValue *v);

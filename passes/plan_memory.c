@@ -114,16 +114,7 @@ static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
 /* Bytes of r's scratch buffer: its dense extent (as lower.c) times the
  * dtype size. */
 static const Sym *scratch_bytes(IrModule *m, const IrValue *v) {
-  SymTab *st = m->st;
-  const Sym *one = sym_const(st, 1), *e = v->offset ? v->offset : sym_const(st, 0);
-  const Sym *acc = one;
-  for (int d = v->rank - 1; d >= 0; d--) {
-    const Sym *stride = v->stride ? v->stride[d] : acc;
-    const Sym *last = sym_max(st, sym_sub(st, v->shape[d], one), sym_const(st, 0));
-    e = sym_add(st, e, sym_mul(st, last, stride));
-    acc = sym_mul(st, acc, sym_max(st, v->shape[d], one));
-  }
-  return sym_mul(st, sym_add(st, e, one), sym_const(st, dtype_size(v->dtype)));
+  return sym_mul(m->st, ir_dense_extent(m, v), sym_const(m->st, dtype_size(v->dtype)));
 }
 
 /* end[r]: the last nest that reads r's storage (nvalues: a result). */
@@ -193,6 +184,27 @@ static void report_in_place(PassCtx *c, IrRef r) {
                       layout_name(c->k->results[v->out - 1].layout), bytes_str(m, bytes));
 }
 
+/* The totals: what sharing saved, or that it saved nothing and why. */
+static void report_plan(PassCtx *c, int nbufs, int nb, const Sym *unshared) {
+  IrModule *m = c->m;
+  const Sym *planned = plan_scratch_bytes(m, c->k);
+  const Sym *saved = sym_sub(m->st, unshared, planned);
+  const char *total = bytes_str(m, planned);
+  if (nbufs == 1)
+    report_decision_sym(c->r, PASS, "plan", c->k->loc, saved,
+                        "1 scratch buffer: %s of scratch", total);
+  else if (sym_is(saved, 0))
+    report_decision_sym(c->r, PASS, "plan", c->k->loc, saved,
+                        "%d scratch buffers in %d blocks: %s of scratch; no buffer could "
+                        "take over the block of a dead one (none was dead yet, or it "
+                        "was too small)", nbufs, nb, total);
+  else
+    report_decision_sym(c->r, PASS, "plan", c->k->loc, saved,
+                        "%d scratch buffers in %d block%s: %s of scratch instead of %s, "
+                        "%s saved", nbufs, nb, nb == 1 ? "" : "s", total,
+                        bytes_str(m, unshared), bytes_str(m, saved));
+}
+
 /* The tightest free block r fits, or -1. */
 static int free_block(IrModule *m, const Block *bl, int nb, IrRef r, const Sym *need) {
   int best = -1;
@@ -234,11 +246,7 @@ bool pass_plan_memory(PassCtx *c) {
     }
     changed |= v->slot != was || v->out != was_out;
   }
-  if (c->r && nbufs > 0)
-    report_decision_sym(c->r, PASS, "plan", k->loc, sym_sub(m->st, unshared, plan_scratch_bytes(m, k)),
-                        "%d scratch buffer%s in %d block%s: %s of scratch instead of %s",
-                        nbufs, nbufs == 1 ? "" : "s", nb, nb == 1 ? "" : "s",
-                        bytes_str(m, plan_scratch_bytes(m, k)), bytes_str(m, unshared));
+  if (c->r && nbufs > 0) report_plan(c, nbufs, nb, unshared);
   return changed;
 }
 

@@ -45,7 +45,7 @@ static const char *rt_device_text(int type, char *buf, size_t cap) {
   return buf;
 }
 
-int tdsl_check_tensor(const char *kernel, const char *arg, const DLTensor *t,
+int tdsl_check_output(const char *kernel, const char *arg, const DLTensor *t,
                       DLDataType dtype, int ndim, int device_type) {
   if (!t)
     return rt_fail(TDSL_E_NULL, kernel, arg, "tensor descriptor is NULL");
@@ -68,6 +68,14 @@ int tdsl_check_tensor(const char *kernel, const char *arg, const DLTensor *t,
                    rt_device_text((int)t->device.device_type, b2,
                                   sizeof b2));
   }
+  return TDSL_OK;
+}
+
+int tdsl_check_tensor(const char *kernel, const char *arg, const DLTensor *t,
+                      DLDataType dtype, int ndim, int device_type) {
+  int rc = tdsl_check_output(kernel, arg, t, dtype, ndim, device_type);
+  if (rc != TDSL_OK)
+    return rc;
   for (int d = 0; d < ndim; d++)
     if (t->shape[d] < 0)
       return rt_fail(TDSL_E_SHAPE, kernel, arg,

@@ -1,7 +1,8 @@
 /* test_cli.c — the tdslc command line, run as a process (TDSL_TDSLC):
  * --version/--help, one-line usage errors with status 2, unreadable and
  * NUL-containing files (status 1), the not-yet-available emits, --emit=ir,
- * and `tdslc run` end to end: inputs written with npy_write, results read
+ * where -o puts each emit, and `tdslc run` end to end (scalars and 0-dim
+ * tensors given inline too): inputs written with npy_write, results read
  * back with npy_read and compared with values worked out by hand, plus
  * the input errors of spec §8 (status 1).  Each test works in a fresh
  * temporary directory, which is also the current directory of tdslc. */
@@ -103,6 +104,10 @@ START_TEST(version_and_help) {
   ck_assert_ptr_nonnull(strstr(out_text, "usage: tdslc"));
   ck_assert_ptr_nonnull(strstr(out_text, "tdslc run"));
   ck_assert_str_eq(err_text, "");
+  size_t n = strlen(out_text);
+  ck_assert_msg(n > 0 && out_text[n - 1] == '\n', "--help lacks a final newline");
+  /* the emits and targets this build cannot produce say so */
+  ck_assert_ptr_nonnull(strstr(out_text, "ptx and cuda are not available in this build"));
 }
 END_TEST
 
@@ -160,6 +165,9 @@ static const char add_src[] =
     "}\n"
     "kernel scale(x: f32[3], a: f32, n: i32, b: bool) -> f32[3] {\n"
     "    return where(b, x * a + n, x)\n"
+    "}\n"
+    "kernel zero_dim(x: f32[3], s: f32[], b: bool[]) -> f32[3] {\n"
+    "    return where(b, x * s, x)\n"
     "}\n";
 
 static void write_program(void) {
@@ -186,8 +194,42 @@ START_TEST(emits) {
   ck_assert_int_eq(tdslc("k.tdsl --emit=ir"), 0);
   slurp("k.ir", out_text, sizeof out_text);
   ck_assert_ptr_nonnull(strstr(out_text, "add"));
-  ck_assert_int_eq(tdslc("k.tdsl --emit=ir -o sub.o"), 0);
+  ck_assert_int_eq(tdslc("k.tdsl --emit=ir,header -o sub.o"), 0);
   ck_assert_int_eq(access(path_in("sub.ir"), F_OK), 0);
+  ck_assert_int_eq(access(path_in("sub.h"), F_OK), 0);
+}
+END_TEST
+
+/* With a single emit -o names the file exactly (spec §8), so a Makefile
+ * rule gets the path it expects; with several, OUT's extension gives way
+ * to each emit's own. */
+START_TEST(output_paths) {
+  write_program();
+  static const char *single[][2] = {
+      {"--emit=obj -o foo", "foo"},          {"--emit=obj -o foo.obj", "foo.obj"},
+      {"--emit=header -o k.hpp", "k.hpp"},   {"--emit=ir -o sub.o", "sub.o"},
+      {"--emit=llvm -o x.txt", "x.txt"},     {"--emit=asm -o a.S", "a.S"},
+      {"--emit=report -o r", "r"},           {"--emit=report-json -o r.js", "r.js"},
+  };
+  for (size_t i = 0; i < sizeof single / sizeof *single; i++) {
+    char args[128];
+    snprintf(args, sizeof args, "k.tdsl %s", single[i][0]);
+    ck_assert_msg(tdslc(args) == 0, "%s: %s", args, err_text);
+    ck_assert_msg(access(path_in(single[i][1]), F_OK) == 0, "%s did not write %s",
+                  args, single[i][1]);
+  }
+  char text[8192];
+  slurp("k.hpp", text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "int add("));
+  slurp("sub.o", text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "kernel add"));
+  ck_assert_int_eq(access(path_in("foo.o"), F_OK), -1);
+  ck_assert_int_eq(access(path_in("sub.ir"), F_OK), -1);
+  /* several emits: the stem rule */
+  ck_assert_int_eq(tdslc("k.tdsl -o two.obj"), 0);
+  ck_assert_int_eq(access(path_in("two.o"), F_OK), 0);
+  ck_assert_int_eq(access(path_in("two.h"), F_OK), 0);
+  ck_assert_int_eq(access(path_in("two.obj"), F_OK), -1);
   ck_assert_int_eq(tdslc("k.tdsl --emit=ir -o - --kernel=two"), 0);
   ck_assert_ptr_nonnull(strstr(out_text, "two"));
   ck_assert_ptr_null(strstr(out_text, "scale"));
@@ -274,6 +316,13 @@ START_TEST(run_scalars) {
   r = read_result("out0.npy", DT_F32, 1);
   ck_assert_mem_eq(r.data, x, sizeof x);
   host_tensor_free(&r);
+  /* a number where a 0-dim tensor is expected makes that tensor */
+  rc = tdslc("run k.tdsl --kernel=zero_dim --input x=x.npy --input s=2.0 "
+             "--input b=true");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  r = read_result("out0.npy", DT_F32, 1);
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(((float *)r.data)[i], x[i] * 2);
+  host_tensor_free(&r);
 }
 END_TEST
 
@@ -328,6 +377,27 @@ START_TEST(run_input_errors) {
   expect_run_error("run k.tdsl --kernel=scale --input x=flat.npy "
                    "--input a=1 --input n=1 --input b=yes",
                    "expected true, false, 1 or 0");
+  expect_run_error("run k.tdsl --kernel=add --input x=2.0 --input y=x.npy",
+                   "parameter 'x' is f32[N, 3] (rank 2): a number (2.0) "
+                   "only makes a 0-dim tensor; give a .npy file");
+  expect_run_error("run k.tdsl --kernel=zero_dim --input x=flat.npy "
+                   "--input s=2.0 --input b=maybe", "maybe: cannot open");
+  /* a view outside its storage: PyTorch's error, at kernel entry, with
+   * the symbol's value */
+  static const char st[] = "kernel st(x: f32[N]) -> (f32[2, 2], f32[2, 2]) {\n"
+                           "    y = x.as_strided([2, 2], [1, 1])\n"
+                           "    return y, (x + 1.0).as_strided([2, 2], [2, 1])\n}\n";
+  write_text("st.tdsl", st, sizeof st - 1);
+  write_f32("two.npy", 1, (int64_t[]){3}, v);
+  expect_run_error("run st.tdsl --kernel=st --input x=two.npy",
+                   "kernel 'st': as_strided(): sizes [2, 2], strides [2, 1] and "
+                   "storage offset 0 require a storage of 4 elements, out of bounds "
+                   "for the input's storage of N (= 3) elements");
+  write_f32("two.npy", 1, (int64_t[]){2}, v);
+  expect_run_error("run st.tdsl --kernel=st --input x=two.npy",
+                   "kernel 'st': as_strided(): sizes [2, 2], strides [1, 1] and "
+                   "storage offset 0 require a storage of 3 elements, out of bounds "
+                   "for the input's storage of N (= 2) elements");
   ck_assert_int_eq(tdslc("run k.tdsl --kernel=add --input x"), 2);
   ck_assert_ptr_nonnull(strstr(err_text, "--input expects NAME=VALUE"));
 }
@@ -347,7 +417,7 @@ START_TEST(run_as_strided_bound) {
   write_f32("x3.npy", 2, s33, v);
   expect_run_error("run s.tdsl --kernel=k --input x=x2.npy",
                    "require a storage of 7 elements, out of bounds for the "
-                   "input's storage of 3*N elements");
+                   "input's storage of 3*N (N = 2) elements");
   int rc = tdslc("run s.tdsl --kernel=k --input x=x3.npy");
   ck_assert_msg(rc == 0, "stderr: %s", err_text);
   HostTensor r = read_result("out0.npy", DT_F32, 2);
@@ -368,6 +438,7 @@ static Suite *cli_suite(void) {
   TCase *run = tcase_create("program");
   tcase_add_checked_fixture(run, setup, teardown);
   tcase_add_test(run, emits);
+  tcase_add_test(run, output_paths);
   tcase_add_test(run, run_add);
   tcase_add_test(run, run_default_output_names);
   tcase_add_test(run, run_channels_last);

@@ -274,6 +274,8 @@ START_TEST(entry_checks) {
   c.x.t.byte_offset = 0;
   c.o1.shape[0] = 4;
   expect(&L, &c, TDSL_E_SHAPE, "output dim");
+  c.o1.shape[0] = -5; /* a negative output dim outside a query is still wrong */
+  expect(&L, &c, TDSL_E_SHAPE, "negative output dim");
   c.o1.shape[0] = 3;
   c.o0.t.data = c.x.store; /* an output over an input */
   ck_assert_int_eq(f(&c.x.t, &c.y.t, &c.o0.t, &c.o1.t), TDSL_E_OVERLAP);
@@ -290,13 +292,16 @@ START_TEST(entry_checks) {
   /* narrow(0, 2, 3) needs N >= 5 */
   chk_setup(&c, 4);
   expect(&L, &c, TDSL_E_CHECK, "run-time check");
+  const char *(*last)(void) = (const char *(*)(void))sym(&L, "tdsl_last_error");
+  ck_assert_str_eq(last(), "kernel 'chk': narrow(): start 2 + length 3 exceeds the size "
+                           "N (= 4) of dim 0 (shape [N])");
   chk_free(&c);
 
   /* shape query */
   chk_setup(&c, 6);
-  /* (the runtime's tdsl_check_tensor rejects negative dims, so a query's
-   * shape arrays start at zero) */
-  int64_t shp0[2] = {0, 0}, shp1[1] = {0}, st0[2] = {-1, -1};
+  /* a query's shape arrays may hold anything (docs/abi.md passes an
+   * uninitialized one): negative and huge garbage must not be checked */
+  int64_t shp0[2] = {-7, INT64_MIN}, shp1[1] = {-1}, st0[2] = {-1, -1};
   c.o0.t.data = c.o1.t.data = NULL;
   c.o0.t.shape = shp0, c.o0.t.strides = st0;
   c.o1.t.shape = shp1, c.o1.t.strides = NULL;

@@ -34,7 +34,7 @@ static int scratch_count(const char *src, int opt, bool *forks) {
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/k.tdsl", dir);
   write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s -o %s/k --emit=llvm -O%d", TDSL_TDSLC, path, dir, opt);
+  snprintf(cmd, sizeof cmd, "%s %s -o %s/k.ll --emit=llvm -O%d", TDSL_TDSLC, path, dir, opt);
   ck_assert_int_eq(sh(cmd), 0);
   snprintf(cmd, sizeof cmd, "grep -q 'call void @tdsl_parallel_for' %s/k.ll", dir);
   *forks = sh(cmd) == 0;

@@ -326,7 +326,7 @@ START_TEST(softmax_is_one_parallel_loop) {
   snprintf(ll, sizeof ll, "%s/s.ll", dir);
   write_text(path, "kernel s(x: f32[M, K]) -> f32[M, K] {\n  return softmax(x, -1)\n}\n");
   for (int opt = 0; opt <= 2; opt += 2) {
-    snprintf(cmd, sizeof cmd, "%s %s -O%d --emit=llvm -o %s/s", TDSL_TDSLC, path, opt, dir);
+    snprintf(cmd, sizeof cmd, "%s %s -O%d --emit=llvm -o %s/s.ll", TDSL_TDSLC, path, opt, dir);
     ck_assert_int_eq(sh(cmd), 0);
     int bodies = count_lines(ll, "define private void @s.nest");
     if (opt) ck_assert_msg(bodies >= 1 && bodies <= 2, "-O2: %d parallel loops", bodies);

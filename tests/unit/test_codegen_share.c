@@ -23,7 +23,7 @@ static char *emit_llvm(const char *dir, const char *src, const char *flags) {
   char path[128], cmd[512];
   snprintf(path, sizeof path, "%s/k.tdsl", dir);
   write_text(path, src);
-  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k --emit=llvm %s", TDSL_TDSLC, dir, dir, flags);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl -o %s/k.ll --emit=llvm %s", TDSL_TDSLC, dir, dir, flags);
   ck_assert_int_eq(sh(cmd), 0);
   snprintf(path, sizeof path, "%s/k.ll", dir);
   FILE *f = fopen(path, "rb");

@@ -738,7 +738,8 @@ START_TEST(test_view_out_of_bounds) {
         .strided = true, .stride = {2}, .nargs = 1, .args = {x}));
   InterpArg args[1] = {{.t = T(DT_F32, 1, I64(4), NULL)}};
   ck_assert_int_eq(run(args), -1);
-  ck_assert_ptr_nonnull(strstr(ERR, "outside its storage"));
+  ck_assert_ptr_nonnull(strstr(ERR, "addresses elements 0 to 4 of the storage of "));
+  ck_assert_ptr_nonnull(strstr(ERR, "which holds elements 0 to 3"));
   ck_assert_ptr_null(OUT[0].data);
 }
 END_TEST
@@ -848,10 +849,17 @@ START_TEST(test_failing_check) {
   InterpArg args[2] = {{.t = T(DT_F32, 2, I64(3, 3), NULL)},
                        {.t = T(DT_F32, 1, I64(3), NULL)}};
   ck_assert_int_eq(run(args), -1);
-  ck_assert_str_eq(ERR, "kernel 'f': index 3 is out of bounds for dim 0 with size N");
+  /* the message gives the symbol's value where it first names it */
+  ck_assert_str_eq(ERR, "kernel 'f': index 3 is out of bounds for dim 0 with size N (= 3)");
   args[0].t = T(DT_F32, 2, I64(2, 3), NULL);
   args[1].t = T(DT_F32, 1, I64(2), NULL);
   run_ok(args);
+  /* a message that does not name it gets the value at its end; '%' is text */
+  K->checks[0].msg = "100% too large: NN";
+  args[0].t = T(DT_F32, 2, I64(4, 3), NULL);
+  args[1].t = T(DT_F32, 1, I64(4), NULL);
+  ck_assert_int_eq(run(args), -1);
+  ck_assert_str_eq(ERR, "kernel 'f': 100% too large: NN (N = 4)");
 }
 END_TEST
 

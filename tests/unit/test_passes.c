@@ -162,6 +162,18 @@ START_TEST(fold_nothing_and_broadcast) {
   ck_assert(run_pass(m, r, pass_fold_views));
   ck_assert_int_eq(report_count(r, NULL, "fold-views", "broadcast"), 1);
   ck_assert_ptr_nonnull(strstr(json_of(r), "broadcast of b [3] to [N, 3] stays a stride-0 read"));
+  /* Values without a name are named by their source: the scalar literal
+   * or the op, with its line:col, never the IR's %N. */
+  IrModule *m3 = compile("kernel h(x: f32[B, T, T], y: f32[120]) -> (f32[B, T, T], f32[15, 8]) {\n"
+                         "    return x * 2.5, (y + 1.0).view(8, 15).t()\n}\n");
+  Report *r3 = report_new(A, "t.tdsl", "host");
+  ck_assert(run_pass(m3, r3, pass_fold_views));
+  char *j3 = json_of(r3);
+  ck_assert_ptr_null(strchr(j3, '%'));
+  ck_assert_ptr_nonnull(strstr(j3, "broadcast of the scalar 2.5 at 2:16 to [B, T, T] "
+                                   "stays a stride-0 read"));
+  ck_assert_ptr_nonnull(strstr(j3, "add(y, 1.0).view(8, 15).t() reads add(y, 1.0) at 2:24 "
+                                   "directly with shape [15, 8]"));
   /* A kernel with single views only is left alone. */
   IrModule *m2 = compile("kernel g(x: f32[3, 4]) -> f32[4, 3] {\n  return x.t()\n}\n");
   Report *r2 = report_new(A, "t.tdsl", "host");
@@ -278,6 +290,25 @@ START_TEST(pipeline_levels) {
 }
 END_TEST
 
+/* plan-memory's totals say something true when sharing saved nothing. */
+START_TEST(plan_totals_text) {
+  IrModule *m = compile("kernel f(x: f32[4]) -> f32[] {\n  return (x * x).sum()\n}\n");
+  Report *r = report_new(A, "t.tdsl", "host");
+  run_pass(m, r, pass_plan_memory);
+  char *j = json_of(r);
+  ck_assert_ptr_nonnull(strstr(j, "1 scratch buffer: 16 B of scratch\""));
+  ck_assert_ptr_null(strstr(j, "instead of"));
+  /* three live at once: nothing to share */
+  IrModule *m2 = compile("kernel f(x: f32[4]) -> f32[4] {\n"
+                         "  return (x * x) + (x - x) * exp(x)\n}\n");
+  Report *r2 = report_new(A, "t.tdsl", "host");
+  run_pass(m2, r2, pass_plan_memory);
+  j = json_of(r2);
+  ck_assert_ptr_null(strstr(j, "instead of"));
+  ck_assert_ptr_nonnull(strstr(j, "no buffer could take over the block of a dead one"));
+}
+END_TEST
+
 START_TEST(report_escapes_and_totals) {
   IrModule *m = compile("kernel f(x: f32[N]) -> f32[N] {\n  return x.exp()\n}\n");
   Report *r = report_new(A, "a\"b\\c.tdsl", "x86-64");
@@ -318,6 +349,7 @@ static Suite *suite(void) {
   tcase_add_test(t, compact_renumbers);
   tcase_add_test(t, pipeline_levels);
   tcase_add_test(t, report_escapes_and_totals);
+  tcase_add_test(t, plan_totals_text);
   suite_add_tcase(s, t);
   return s;
 }

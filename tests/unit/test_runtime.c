@@ -643,6 +643,13 @@ START_TEST(test_check_tensor) {
                    TDSL_E_SHAPE);
   ASSERT_MSG_HAS("dim 1");
   ASSERT_MSG_HAS("-4");
+  /* an output's dims are left to the query or tdsl_check_dim */
+  t.data = NULL;
+  ck_assert_int_eq(tdsl_check_output("mm", "out0", &t, TDSL_F32, 2, kDLCPU),
+                   TDSL_OK);
+  ck_assert_int_eq(tdsl_check_output("mm", "out0", &t, TDSL_F32, 1, kDLCPU),
+                   TDSL_E_RANK);
+  t.data = buf;
 
   /* 0-dim tensors need no shape array. */
   DLTensor s = mk(buf, TDSL_F64, 0, NULL, NULL);

@@ -194,12 +194,18 @@ typedef struct tdsl_kernel_info {
 /* ---- Entry checks for generated code (check.c) ----------------------- *
  * Each returns TDSL_OK or sets a message naming the kernel, the argument,
  * the dimension and the expected and actual values, and returns the code.
- * Preconditions: t passed tdsl_check_tensor before the other checks. */
+ * Preconditions: t passed tdsl_check_tensor (an input) or
+ * tdsl_check_output followed by tdsl_check_dim on every dim (an output)
+ * before the other checks. */
 
 /* NULL descriptor or shape (TDSL_E_NULL), rank, dtype (lanes must be 1),
- * device type, and negative dims (TDSL_E_SHAPE). Data is not examined
- * (outputs may have data == NULL in a shape query). */
+ * device type, and negative dims (TDSL_E_SHAPE). Data is not examined. */
 int tdsl_check_tensor(const char *kernel, const char *arg, const DLTensor *t,
+                      DLDataType dtype, int ndim, int device_type);
+/* tdsl_check_tensor without the dims: an output's shape array is what a
+ * shape query writes, so it may hold anything until the query branch;
+ * outside a query tdsl_check_dim checks every dim against its size. */
+int tdsl_check_output(const char *kernel, const char *arg, const DLTensor *t,
                       DLDataType dtype, int ndim, int device_type);
 /* data == NULL is TDSL_E_NULL unless the tensor has no elements (PyTorch
  * exports empty tensors with a NULL data pointer). */
