@@ -335,6 +335,15 @@ SVal sema_reduce(Sema *s, Op op, CallArgs *c) {
 
 /* ---- softmax, log_softmax, layer_norm ---- */
 
+/* PyTorch's CPU softmax and log_softmax return before dispatching on the
+ * dtype when the input has no elements, so an empty integer or bool input
+ * gives an empty (contiguous) result of that dtype instead of an error. */
+static IrRef empty_result(Sema *s, DType dt, const IrValue *xv, Loc loc) {
+  IrValue v = sema_new_dense(s, OP_FULL, dt, xv->rank, xv->shape, loc);
+  v.value = (Scalar){.i = 0};
+  return sema_emit(s, &v);
+}
+
 SVal sema_softmax(Sema *s, Op op, CallArgs *c) {
   if (has_error_arg(c)) return sv_error();
   IrRef x;
@@ -356,6 +365,8 @@ SVal sema_softmax(Sema *s, Op op, CallArgs *c) {
   if (!sema_int_arg(s, dv, "dim", &d) || !wrap_dim(s, c, d, xv.rank, &w))
     return sv_error();
   DType dt = given != DT_NONE ? given : xv.dtype;
+  if (!dtype_is_float(dt) && sym_is(sym_prod(s->st, xv.shape, xv.rank), 0))
+    return sv_tensor(empty_result(s, dt, &xv, c->loc), c->loc);
   if (!dtype_is_float(dt)) {
     diag_error(s->d, c->loc,
                "%s(): not implemented for dtype %s; it needs a "
