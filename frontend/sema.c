@@ -1222,6 +1222,25 @@ static bool clamp_bound_in_range(Sema *s, const SVal *v, bool is_min,
   return false;
 }
 
+/* clamp's result dtype.  A number bound beside a 0-dim tensor bound
+ * selects PyTorch's Number overload, which reads the tensor as a number
+ * (item()): it promotes as a Python number of its category would, so
+ * clamp(i32 x, 0, f64 0-dim) is f32 where the Tensor overload (two tensor
+ * bounds, or one) would give f64. */
+static DType clamp_result_type(Sema *s, const SVal *ops, int n) {
+  SVal t[3];
+  memcpy(t, ops, sizeof(SVal) * (size_t)n);
+  bool mixed = n == 3 && is_number(&t[1]) != is_number(&t[2]);
+  for (int i = 1; mixed && i < n; i++) {
+    if (is_number(&t[i])) continue;
+    DType bt = sema_val(s, t[i].ref)->dtype;
+    t[i].kind = dtype_is_float(bt) ? SV_FLOAT
+                : bt == DT_BOOL    ? SV_BOOL
+                                   : SV_INT;
+  }
+  return sema_result_type(s, t, n);
+}
+
 static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
@@ -1259,7 +1278,7 @@ static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
                sv_kind_name(&ops[1]), sv_kind_name(&ops[2]));
     return sv_error();
   }
-  DType dt = sema_result_type(s, ops, n);
+  DType dt = clamp_result_type(s, ops, n);
   bool keep[3] = {true, true, true};
   for (int i = 1; i < n; i++)
     if (!clamp_bound_in_range(s, &ops[i], lo && i == 1, dt, c->loc, &keep[i]))
