@@ -1150,17 +1150,19 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
-  /* torch.maximum/minimum take tensors only (no Number overload). */
+  if (x->kind == SV_ERROR || y->kind == SV_ERROR) return sv_error();
+  /* maximum/minimum take a Python number for either operand (spec §4.3,
+   * as PyTorch 2 does), which promotes as a number would in `x + 2`; one
+   * operand must be a tensor. */
   if (b->op != OP_POW)
     for (int i = 0; i < 2; i++) {
-      const SVal *v = i ? y : x;
-      if (v->kind == SV_ERROR) return sv_error();
-      if (v->kind != SV_TENSOR) {
-        diag_error(s->d, v->loc, "%s() needs tensors, got %s; use "
-                   "clamp(x, min=...) or clamp(x, max=...) with a number",
-                   c->name, sv_kind_name(v));
-        return sv_error();
-      }
+      const SVal *v = i ? y : x, *other = i ? x : y;
+      if (v->kind == SV_TENSOR || (is_number(v) && other->kind == SV_TENSOR))
+        continue;
+      diag_error(s->d, v->loc, "%s() needs a tensor and a tensor or a "
+                 "number, got %s and %s", c->name, sv_kind_name(x),
+                 sv_kind_name(y));
+      return sv_error();
     }
   return ew_binary(s, b->op, x, y, c->loc);
 }

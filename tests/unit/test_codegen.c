@@ -40,6 +40,37 @@ START_TEST(elementwise_broadcast_mixed) {
 }
 END_TEST
 
+/* maximum/minimum with a Python number (spec §4.3, PyTorch 2): the number
+ * promotes as in `x + 2` (i32 with 1.5 is f32), on either side. */
+START_TEST(maximum_minimum_numbers) {
+  Lib L;
+  build(&L,
+        "kernel mm(x: f32[N], i: i32[N]) -> (f32[N], i32[N], f32[N], f32[N]) {\n"
+        "  return maximum(x, 0.25), minimum(3, i), i.maximum(1.5), minimum(-1e30, x)\n"
+        "}\n",
+        "mm");
+  int64_t n[1] = {37};
+  Ten in[2], out[4];
+  ten(&in[0], DT_F32, 1, n, NULL, 2, false);
+  ten(&in[1], DT_I32, 1, n, NULL, 0, false);
+  DType od[4] = {DT_F32, DT_I32, DT_F32, DT_F32};
+  for (int i = 0; i < 4; i++) out_ten(&out[i], od[i], 1, n);
+  run_and_compare(&L, "mm", in, 2, out, 4, false);
+  const float *x = (const float *)in[0].store + 2;
+  const int32_t *iv = (const int32_t *)in[1].store;
+  for (int e = 0; e < 37; e++) {
+    ck_assert_float_eq(((float *)out[0].store)[e], x[e] > 0.25f ? x[e] : 0.25f);
+    ck_assert_int_eq(((int32_t *)out[1].store)[e], iv[e] < 3 ? iv[e] : 3);
+    float fi = (float)iv[e];
+    ck_assert_float_eq(((float *)out[2].store)[e], fi > 1.5f ? fi : 1.5f);
+    ck_assert_float_eq(((float *)out[3].store)[e], -1e30f);
+  }
+  for (int i = 0; i < 2; i++) ten_free(&in[i]);
+  for (int i = 0; i < 4; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
 START_TEST(integer_ops_and_casts) {
   Lib L;
   const char *src =
@@ -435,6 +466,7 @@ static Suite *suite(void) {
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, elementwise_broadcast_mixed);
+  tcase_add_test(t, maximum_minimum_numbers);
   tcase_add_test(t, integer_ops_and_casts);
   tcase_add_test(t, views_of_params_with_strides_and_offsets);
   tcase_add_test(t, reductions);
