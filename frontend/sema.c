@@ -2398,6 +2398,7 @@ static void sema_result(Sema *s, const AstKernel *ak, int ri) {
   r->rank = t->is_tensor ? t->rank : 0;
   r->loc = t->loc;
   r->value = -1;
+  r->qstride = NULL;
   if (!rank_ok(s, r->rank, t->loc)) return;
   if (!t->is_tensor) {
     diag_error(s->d, t->loc,
@@ -2411,6 +2412,45 @@ static void sema_result(Sema *s, const AstKernel *ak, int ri) {
   bool ok = true;
   for (int d = 0; d < r->rank; d++) r->shape[d] = result_dim(s, t->dims[d], &ok);
   if (!ok) r->shape = NULL; /* already reported: skip the return check */
+}
+
+/* True when e depends on a `strided` parameter's run-time strides. */
+static bool uses_stride_sym(const IrKernel *k, const Sym *e) {
+  int64_t c;
+  int id, n;
+  const Sym *a, *b;
+  switch (sym_form(e, &c, &id, &a, &b, &n)) {
+  case SYMF_CONST: return false;
+  case SYMF_VAR: return id < k->nsyms && k->syms[id].kind == SYMK_STRIDE;
+  case SYMF_POLY:
+    for (int i = 0; i < n; i++) {
+      int na;
+      const Sym *const *atoms;
+      sym_term(e, i, &c, &na, &atoms);
+      for (int j = 0; j < na; j++)
+        if (uses_stride_sym(k, atoms[j])) return true;
+    }
+    return false;
+  default: return uses_stride_sym(k, a) || uses_stride_sym(k, b);
+  }
+}
+
+/* The strides a shape query writes for a `strided` result returning r:
+ * PyTorch's strides of r where they are dense (`(x - y).t()` of [4, 6]
+ * operands: (1, 6)), else those clone() gives (dense, in r's stride
+ * order).  Where r's strides come from a `strided` parameter's run-time
+ * strides, which PyTorch would compare at run time, row-major.  Taken
+ * now: passes may return another value with the same elements (a dropped
+ * copy) but other semantic strides. */
+static const Sym **query_strides(Sema *s, IrRef r, Loc loc) {
+  GeomCtx gc = sema_geom(s, loc);
+  Geom in = sema_geom_of(s, r), out;
+  bool runtime = false;
+  for (int d = 0; d < in.rank; d++)
+    runtime = runtime || uses_stride_sym(s->k, in.stride[d]);
+  if (runtime) geom_contiguous(&gc, in.rank, in.shape, &out);
+  else geom_preserve(&gc, &in, &out);
+  return out.stride;
 }
 
 static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
@@ -2438,6 +2478,7 @@ static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
     diag_note(s->d, r->loc, "result %d declared here", i);
   }
   r->value = v.ref;
+  if (r->layout == LAYOUT_STRIDED) r->qstride = query_strides(s, v.ref, loc);
 }
 
 static void sema_return(Sema *s, const AstKernel *ak, const Stmt *st) {

@@ -359,6 +359,45 @@ START_TEST(entry_checks) {
 }
 END_TEST
 
+/* A shape query writes a `strided` result's PyTorch strides: (1, 6) for
+ * (x - y).t() of [N, 6] operands, (3, 6, 1) for a permuted view of a sum;
+ * the kernel then computes into storage laid out so. */
+START_TEST(strided_result_query_strides) {
+  Lib L;
+  build(&L,
+        "kernel tq(x: f32[N, 6], y: f32[N, 6]) -> (f32[6, N] strided, "
+        "f32[2, N, 3] strided) {\n"
+        "  return (x - y).t(), (x + y).view(N, 2, 3).permute(1, 0, 2)\n"
+        "}\n",
+        "tq");
+  int64_t n = 5, sx[2] = {n, 6};
+  Ten x, y, o0, o1;
+  ten(&x, DT_F32, 2, sx, NULL, 0, false);
+  ten(&y, DT_F32, 2, sx, NULL, 1, false);
+  int64_t sh0[2] = {0, 0}, st0[2] = {-1, -1}, sh1[3] = {0, 0, 0},
+          st1[3] = {-1, -1, -1};
+  DLTensor q0 = {.ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = sh0,
+                 .strides = st0, .device = {kDLCPU, 0}};
+  DLTensor q1 = {.ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = sh1,
+                 .strides = st1, .device = {kDLCPU, 0}};
+  typedef int (*Fn)(const DLTensor *, const DLTensor *, DLTensor *, DLTensor *);
+  Fn f = (Fn)sym(&L, "tq");
+  ck_assert_int_eq(f(&x.t, &y.t, &q0, &q1), 0);
+  ck_assert_int_eq(sh0[0], 6);
+  ck_assert_int_eq(sh0[1], n);
+  ck_assert_int_eq(st0[0], 1); /* PyTorch's; row-major would be (N, 1) */
+  ck_assert_int_eq(st0[1], 6);
+  ck_assert_int_eq(st1[0], 3);
+  ck_assert_int_eq(st1[1], 6);
+  ck_assert_int_eq(st1[2], 1);
+  ten(&o0, DT_F32, 2, sh0, st0, 0, false);
+  ten(&o1, DT_F32, 3, sh1, st1, 0, false);
+  run_and_compare(&L, "tq", (Ten[]){x, y}, 2, (Ten[]){o0, o1}, 2, false);
+  ten_free(&x), ten_free(&y), ten_free(&o0), ten_free(&o1);
+  unbuild(&L);
+}
+END_TEST
+
 START_TEST(intermediate_overflow) {
   Lib L;
   build(&L, "kernel big(x: f32[N] strided) -> f32[] {\n"
@@ -474,6 +513,7 @@ static Suite *suite(void) {
   tcase_add_test(t, scalar_parameters);
   tcase_add_test(t, channels_last_and_two_kernels);
   tcase_add_test(t, entry_checks);
+  tcase_add_test(t, strided_result_query_strides);
   tcase_add_test(t, intermediate_overflow);
   tcase_add_test(t, info_and_unsupported);
   tcase_add_test(t, emit_llvm_and_asm);
