@@ -1151,9 +1151,9 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
   if (x->kind == SV_ERROR || y->kind == SV_ERROR) return sv_error();
-  /* maximum/minimum take a Python number for either operand (spec §4.3,
-   * as PyTorch 2 does), which promotes as a number would in `x + 2`; one
-   * operand must be a tensor. */
+  /* maximum/minimum take a Python number for either operand (spec §4.3;
+   * torch.maximum itself takes tensors only), which promotes as a number
+   * would in `x + 2`; one operand must be a tensor. */
   if (b->op != OP_POW)
     for (int i = 0; i < 2; i++) {
       const SVal *v = i ? y : x, *other = i ? x : y;

@@ -40,7 +40,7 @@ START_TEST(elementwise_broadcast_mixed) {
 }
 END_TEST
 
-/* maximum/minimum with a Python number (spec §4.3, PyTorch 2): the number
+/* maximum/minimum with a Python number (spec §4.3): the number
  * promotes as in `x + 2` (i32 with 1.5 is f32), on either side. */
 START_TEST(maximum_minimum_numbers) {
   Lib L;
