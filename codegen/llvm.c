@@ -403,12 +403,13 @@ typedef struct Arg {
   DType dtype;
   int rank, layout;
   const Sym **shape;
+  const Sym **qstride; /* a strided result's shape-query strides, or NULL */
 } Arg;
 
 static Arg param_arg(Cg *c, int i) {
   const IrParam *p = &c->k->params[i];
   return (Arg){p->name, c->args[i], str(c, p->name), p->dtype, p->rank, (int)p->layout,
-               p->shape};
+               p->shape, NULL};
 }
 
 static Arg result_arg(Cg *c, int i) {
@@ -416,7 +417,7 @@ static Arg result_arg(Cg *c, int i) {
   char name[32];
   snprintf(name, sizeof name, "out%d", i);
   return (Arg){"result", c->args[c->k->nparams + i], str(c, name), r->dtype, r->rank,
-               (int)r->layout, r->shape};
+               (int)r->layout, r->shape, r->qstride};
 }
 
 static void check3(Cg *c, const char *fn, const Arg *a) {
@@ -536,6 +537,16 @@ static void write_shapes(Cg *c, const Arg *a) {
   LLVMBasicBlockRef wr = block(c, "write_strides"), done = block(c, "strides_done");
   LLVMBuildCondBr(c->b, LLVMBuildIsNull(c->b, st, ""), done, wr);
   LLVMPositionBuilderAtEnd(c->b, wr);
+  if (a->qstride) { /* strided: PyTorch's strides (IrResult.qstride) */
+    for (int d = 0; d < a->rank; d++) {
+      LLVMValueRef o = i64c(c, d);
+      LLVMBuildStore(c->b, sym_val(c, a->qstride[d]),
+                     LLVMBuildGEP2(c->b, c->i64, st, &o, 1, ""));
+    }
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+    return;
+  }
   int order[TDSL_LF_MAX_RANK] = {0, 1, 2, 3};
   bool cl = a->layout == LAYOUT_CHANNELS_LAST && a->rank == 4;
   if (cl) order[1] = 2, order[2] = 3, order[3] = 1; /* N H W C */

@@ -1150,17 +1150,19 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
-  /* torch.maximum/minimum take tensors only (no Number overload). */
+  if (x->kind == SV_ERROR || y->kind == SV_ERROR) return sv_error();
+  /* maximum/minimum take a Python number for either operand (spec §4.3;
+   * torch.maximum itself takes tensors only), which promotes as a number
+   * would in `x + 2`; one operand must be a tensor. */
   if (b->op != OP_POW)
     for (int i = 0; i < 2; i++) {
-      const SVal *v = i ? y : x;
-      if (v->kind == SV_ERROR) return sv_error();
-      if (v->kind != SV_TENSOR) {
-        diag_error(s->d, v->loc, "%s() needs tensors, got %s; use "
-                   "clamp(x, min=...) or clamp(x, max=...) with a number",
-                   c->name, sv_kind_name(v));
-        return sv_error();
-      }
+      const SVal *v = i ? y : x, *other = i ? x : y;
+      if (v->kind == SV_TENSOR || (is_number(v) && other->kind == SV_TENSOR))
+        continue;
+      diag_error(s->d, v->loc, "%s() needs a tensor and a tensor or a "
+                 "number, got %s and %s", c->name, sv_kind_name(x),
+                 sv_kind_name(y));
+      return sv_error();
     }
   return ew_binary(s, b->op, x, y, c->loc);
 }
@@ -1222,6 +1224,25 @@ static bool clamp_bound_in_range(Sema *s, const SVal *v, bool is_min,
   return false;
 }
 
+/* clamp's result dtype.  A number bound beside a 0-dim tensor bound
+ * selects PyTorch's Number overload, which reads the tensor as a number
+ * (item()): it promotes as a Python number of its category would, so
+ * clamp(i32 x, 0, f64 0-dim) is f32 where the Tensor overload (two tensor
+ * bounds, or one) would give f64. */
+static DType clamp_result_type(Sema *s, const SVal *ops, int n) {
+  SVal t[3];
+  memcpy(t, ops, sizeof(SVal) * (size_t)n);
+  bool mixed = n == 3 && is_number(&t[1]) != is_number(&t[2]);
+  for (int i = 1; mixed && i < n; i++) {
+    if (is_number(&t[i])) continue;
+    DType bt = sema_val(s, t[i].ref)->dtype;
+    t[i].kind = dtype_is_float(bt) ? SV_FLOAT
+                : bt == DT_BOOL    ? SV_BOOL
+                                   : SV_INT;
+  }
+  return sema_result_type(s, t, n);
+}
+
 static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
@@ -1259,7 +1280,7 @@ static SVal h_clamp(Sema *s, CallArgs *c, const Builtin *b) {
                sv_kind_name(&ops[1]), sv_kind_name(&ops[2]));
     return sv_error();
   }
-  DType dt = sema_result_type(s, ops, n);
+  DType dt = clamp_result_type(s, ops, n);
   bool keep[3] = {true, true, true};
   for (int i = 1; i < n; i++)
     if (!clamp_bound_in_range(s, &ops[i], lo && i == 1, dt, c->loc, &keep[i]))
@@ -2419,6 +2440,7 @@ static void sema_result(Sema *s, const AstKernel *ak, int ri) {
   r->rank = t->is_tensor ? t->rank : 0;
   r->loc = t->loc;
   r->value = -1;
+  r->qstride = NULL;
   if (!rank_ok(s, r->rank, t->loc)) return;
   if (!t->is_tensor) {
     diag_error(s->d, t->loc,
@@ -2469,6 +2491,45 @@ static const char *dim_mismatch(Sema *s, const IrValue *x, const IrResult *r) {
   return "";
 }
 
+/* True when e depends on a `strided` parameter's run-time strides. */
+static bool uses_stride_sym(const IrKernel *k, const Sym *e) {
+  int64_t c;
+  int id, n;
+  const Sym *a, *b;
+  switch (sym_form(e, &c, &id, &a, &b, &n)) {
+  case SYMF_CONST: return false;
+  case SYMF_VAR: return id < k->nsyms && k->syms[id].kind == SYMK_STRIDE;
+  case SYMF_POLY:
+    for (int i = 0; i < n; i++) {
+      int na;
+      const Sym *const *atoms;
+      sym_term(e, i, &c, &na, &atoms);
+      for (int j = 0; j < na; j++)
+        if (uses_stride_sym(k, atoms[j])) return true;
+    }
+    return false;
+  default: return uses_stride_sym(k, a) || uses_stride_sym(k, b);
+  }
+}
+
+/* The strides a shape query writes for a `strided` result returning r:
+ * PyTorch's strides of r where they are dense (`(x - y).t()` of [4, 6]
+ * operands: (1, 6)), else those clone() gives (dense, in r's stride
+ * order).  Where r's strides come from a `strided` parameter's run-time
+ * strides, which PyTorch would compare at run time, row-major.  Taken
+ * now: passes may return another value with the same elements (a dropped
+ * copy) but other semantic strides. */
+static const Sym **query_strides(Sema *s, IrRef r, Loc loc) {
+  GeomCtx gc = sema_geom(s, loc);
+  Geom in = sema_geom_of(s, r), out;
+  bool runtime = false;
+  for (int d = 0; d < in.rank; d++)
+    runtime = runtime || uses_stride_sym(s->k, in.stride[d]);
+  if (runtime) geom_contiguous(&gc, in.rank, in.shape, &out);
+  else geom_preserve(&gc, &in, &out);
+  return out.stride;
+}
+
 static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
   IrResult *r = &s->k->results[i];
   Loc loc = st->values[i]->loc;
@@ -2494,6 +2555,7 @@ static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
     diag_note(s->d, r->loc, "result %d declared here", i);
   }
   r->value = v.ref;
+  if (r->layout == LAYOUT_STRIDED) r->qstride = query_strides(s, v.ref, loc);
 }
 
 static void sema_return(Sema *s, const AstKernel *ak, const Stmt *st) {

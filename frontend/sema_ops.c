@@ -343,6 +343,15 @@ SVal sema_reduce(Sema *s, Op op, CallArgs *c) {
 
 /* ---- softmax, log_softmax, layer_norm ---- */
 
+/* PyTorch's CPU softmax and log_softmax return before dispatching on the
+ * dtype when the input has no elements, so an empty integer or bool input
+ * gives an empty (contiguous) result of that dtype instead of an error. */
+static IrRef empty_result(Sema *s, DType dt, const IrValue *xv, Loc loc) {
+  IrValue v = sema_new_dense(s, OP_FULL, dt, xv->rank, xv->shape, loc);
+  v.value = (Scalar){.i = 0};
+  return sema_emit(s, &v);
+}
+
 SVal sema_softmax(Sema *s, Op op, CallArgs *c) {
   if (has_error_arg(c)) return sv_error();
   IrRef x;
@@ -364,6 +373,8 @@ SVal sema_softmax(Sema *s, Op op, CallArgs *c) {
   if (!sema_int_arg(s, dv, "dim", &d) || !wrap_dim(s, c, d, xv.rank, &w))
     return sv_error();
   DType dt = given != DT_NONE ? given : xv.dtype;
+  if (!dtype_is_float(dt) && sym_is(sym_prod(s->st, xv.shape, xv.rank), 0))
+    return sv_tensor(empty_result(s, dt, &xv, c->loc), c->loc);
   if (!dtype_is_float(dt)) {
     diag_error(s->d, c->loc,
                "%s(): not implemented for dtype %s; it needs a "
@@ -644,7 +655,7 @@ static bool window_fits(Sema *s, CallArgs *c, const IrValue *xv,
   const Sym *ph = sym_add(s->st, xv->shape[2], K(s, 2 * pad[0]));
   const Sym *pw = sym_add(s->st, xv->shape[3], K(s, 2 * pad[1]));
   const char *msg = arena_printf(
-      s->a, "%s(): the input size (%sx%s) after padding is smaller than the "
+      s->a, "%s(): the padded input size [%s, %s] is smaller than the "
       "kernel %s", c->name, sym_text(s, ph), sym_text(s, pw), kernel);
   if ((sh && h < 1) || (sw && w < 1)) {
     diag_error(s->d, c->loc,
@@ -668,6 +679,35 @@ static bool nonzero_dims(Sema *s, CallArgs *c, IrRef x) {
                "may be empty", c->name, shape_str(s, xv.shape, 4), d);
     return false;
   }
+  return true;
+}
+
+/* PyTorch's convolution runs an empty input only when its batch or
+ * channel dim is 0: an input [N, C, 0, W] with N, C >= 1 is an error even
+ * when padding makes room for the kernel.  A dim without padding is
+ * already >= 1 by window_fits (it holds the kernel), so only padded dims
+ * are checked: statically, or at kernel entry as min(N*C, 1) <= H*W. */
+static bool conv_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
+                          const int64_t pad[2]) {
+  const Sym *spatial = K(s, 1);
+  for (int d = 0; d < 2; d++)
+    if (pad[d] > 0) spatial = sym_mul(s->st, spatial, xv->shape[2 + d]);
+  const Sym *nc = sym_mul(s->st, xv->shape[0], xv->shape[1]);
+  const Sym *need = sym_min(s->st, nc, K(s, 1));
+  int64_t have, want;
+  bool static_have = sym_is_const(spatial, &have);
+  bool static_want = sym_is_const(need, &want);
+  const char *msg = arena_printf(
+      s->a, "conv2d(): the input %s has an empty spatial dim; only the "
+      "batch or the channel dim may be 0 (as in PyTorch)",
+      shape_str(s, xv->shape, 4));
+  if (static_have && static_want) {
+    if (want <= have) return true;
+    diag_error(s->d, c->loc, "%s: give it a nonzero height and width", msg);
+    return false;
+  }
+  if (!(static_have && have >= 1) && !(static_want && want == 0))
+    add_check_le(s, need, spatial, msg, c->loc);
   return true;
 }
 
@@ -915,7 +955,8 @@ SVal sema_conv2d(Sema *s, CallArgs *c) {
                              cp.pad[0], cp.dil[0]);
   const Sym *ow = window_out(s, xv.shape[3], wv.shape[3], cp.stride[1],
                              cp.pad[1], cp.dil[1]);
-  if (!window_fits(s, c, &xv, cp.pad, oh, ow, conv_kernel_str(s, &wv, &cp)))
+  if (!window_fits(s, c, &xv, cp.pad, oh, ow, conv_kernel_str(s, &wv, &cp)) ||
+      !conv_nonempty(s, c, &xv, cp.pad))
     return sv_error();
   bool cl = (suggests_cl(s, x) || suggests_cl(s, w)) && xv.dtype != DT_F64;
   IrValue v = window_result(s, OP_CONV2D, xv.dtype, xv.shape[0], wv.shape[0],

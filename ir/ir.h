@@ -104,6 +104,10 @@ typedef struct IrResult {
   const Sym **shape; /* declared dims: expressions of bound symbols */
   Loc loc;
   IrRef value;       /* the returned value */
+  const Sym **qstride; /* `strided` results: the strides a shape query
+                          writes, PyTorch's strides of the returned value
+                          as sema built it when they are dense, else
+                          clone()'s (geom_preserve); NULL otherwise */
 } IrResult;
 
 /* A condition on symbol values that PyTorch would check at run time

@@ -26,7 +26,9 @@
  *     return %7
  *   }
  *
- * (The kernel line is one line; it is wrapped here only for width.)
+ * (The kernel line is one line; it is wrapped here only for width.)  A
+ * `strided` result also carries the strides its shape query writes
+ * (IrResult.qstride): `-> (f32[6, N] strided (1, 6) @1:40:3)`.
  *
  * Grammar, one construct per line:
  *   module   := ('module' STRING)? kernel*
@@ -237,6 +239,10 @@ static void print_header(FILE *f, const IrKernel *k) {
     fputs(dtype_str(res->dtype), f);
     print_syms(f, '[', res->shape, res->rank, ']');
     fprintf(f, " %s", layout_str(res->layout));
+    if (res->qstride) {
+      fputc(' ', f);
+      print_syms(f, '(', res->qstride, res->rank, ')');
+    }
     print_loc(f, res->loc);
   }
   fputc(')', f);

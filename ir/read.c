@@ -60,8 +60,9 @@ typedef struct Lex {
 
 /* A header dim list whose parse waits for the kernel's symbols. */
 typedef struct Pending {
-  Lex at;       /* positioned on the '[' */
+  Lex at;       /* positioned on the '[' (dims) or '(' (query strides) */
   bool result;  /* else a parameter */
+  bool qstride; /* a result's query strides, else its dims */
   int index;
 } Pending;
 
@@ -517,16 +518,23 @@ static int expr_list(Reader *R, int open, int close, const Sym ***out) {
 /* ---- kernel header ---- */
 
 /* Records a dim list for later and skips to just past its ']'. */
-static void defer_dims(Reader *R, bool result, int index) {
-  if (!is(R, '[')) fail_expected(R, "'['");
+/* Skips a header list of expressions (dims in [], a strided result's
+ * query strides in ()), to be parsed by finish_syms. */
+static void defer_list(Reader *R, bool result, bool qstride, int index) {
+  int open = qstride ? '(' : '[', close = qstride ? ')' : ']';
+  if (!is(R, open)) fail_expected(R, qstride ? "'('" : "'['");
   if (R->npending == R->pendcap)
     R->pending = arena_grow(R->a, R->pending, &R->pendcap, sizeof *R->pending);
-  R->pending[R->npending++] = (Pending){R->lx, result, index};
-  while (!is(R, ']')) {
-    if (is(R, T_EOF)) fail_expected(R, "']'");
+  R->pending[R->npending++] = (Pending){R->lx, result, qstride, index};
+  while (!is(R, close)) {
+    if (is(R, T_EOF)) fail_expected(R, qstride ? "')'" : "']'");
     next(R);
   }
   next(R);
+}
+
+static void defer_dims(Reader *R, bool result, int index) {
+  defer_list(R, result, false, index);
 }
 
 /* Parses the header's dim lists, now that every symbol is declared. */
@@ -537,7 +545,11 @@ static void finish_syms(Reader *R) {
   for (int i = 0; i < R->npending; i++) {
     Pending *p = &R->pending[i];
     R->lx = p->at;
-    if (p->result) {
+    if (p->result && p->qstride) {
+      IrResult *res = &R->k->results[p->index];
+      if (expr_list(R, '(', ')', &res->qstride) != res->rank)
+        fail(R, p->at.tok.loc, "query strides and dims differ in count");
+    } else if (p->result) {
       IrResult *res = &R->k->results[p->index];
       res->rank = expr_list(R, '[', ']', &res->shape);
     } else {
@@ -604,6 +616,9 @@ static void results(Reader *R) {
       res->dtype = dtype(R);
       defer_dims(R, true, k->nresults);
       res->layout = layout(R);
+      res->qstride = NULL;
+      if (res->layout == LAYOUT_STRIDED && is(R, '('))
+        defer_list(R, true, true, k->nresults);
       res->loc = opt_loc(R);
       res->value = -1;
       k->nresults++;

@@ -627,6 +627,10 @@ static void check_result(Ctx *c, int i) {
     bad_entry(c, what, "declared shape missing or names undeclared symbols");
     return;
   }
+  if (res->qstride && (res->layout != LAYOUT_STRIDED ||
+                       !syms_ok(c, res->qstride, res->rank)))
+    bad_entry(c, what, "query strides on a non-strided result or naming "
+                       "undeclared symbols");
   IrRef r = res->value;
   if (r < 0 || r >= c->k->nvalues || !c->ok[r]) {
     bad_entry(c, what, "returns %%%d, not a sound value", r);

@@ -44,6 +44,19 @@ def _clamp(x, min=None, max=None):
     return torch.clamp(x, min=min, max=max)
 
 
+def _with_number(fn):
+    """maximum/minimum as tdsl's spec (4.3) has them: a Python number for
+    either operand, promoting as in `a + b` (torch.maximum itself takes
+    tensors only), by making the number a 0-dim tensor of the result type."""
+    def call(a, b):
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a, dtype=torch.result_type(b, a))
+        if not isinstance(b, torch.Tensor):
+            b = torch.tensor(b, dtype=torch.result_type(a, b))
+        return fn(a, b)
+    return call
+
+
 def _gelu(x, approximate="none"):
     return F.gelu(x, approximate=approximate)
 
@@ -128,7 +141,8 @@ ENV = {
     "gelu": _gelu, "silu": F.silu, "erf": torch.erf, "floor": torch.floor,
     "ceil": torch.ceil, "round": torch.round, "sign": torch.sign,
     "reciprocal": torch.reciprocal, "logical_not": torch.logical_not,
-    "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow,
+    "maximum": _with_number(torch.maximum),
+    "minimum": _with_number(torch.minimum), "pow": torch.pow,
     "where": torch.where, "clamp": _clamp,
     "sum": torch.sum, "mean": torch.mean, "amax": torch.amax,
     "amin": torch.amin, "prod": torch.prod, "argmax": torch.argmax,

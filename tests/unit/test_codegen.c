@@ -40,6 +40,37 @@ START_TEST(elementwise_broadcast_mixed) {
 }
 END_TEST
 
+/* maximum/minimum with a Python number (spec §4.3): the number
+ * promotes as in `x + 2` (i32 with 1.5 is f32), on either side. */
+START_TEST(maximum_minimum_numbers) {
+  Lib L;
+  build(&L,
+        "kernel mm(x: f32[N], i: i32[N]) -> (f32[N], i32[N], f32[N], f32[N]) {\n"
+        "  return maximum(x, 0.25), minimum(3, i), i.maximum(1.5), minimum(-1e30, x)\n"
+        "}\n",
+        "mm");
+  int64_t n[1] = {37};
+  Ten in[2], out[4];
+  ten(&in[0], DT_F32, 1, n, NULL, 2, false);
+  ten(&in[1], DT_I32, 1, n, NULL, 0, false);
+  DType od[4] = {DT_F32, DT_I32, DT_F32, DT_F32};
+  for (int i = 0; i < 4; i++) out_ten(&out[i], od[i], 1, n);
+  run_and_compare(&L, "mm", in, 2, out, 4, false);
+  const float *x = (const float *)in[0].store + 2;
+  const int32_t *iv = (const int32_t *)in[1].store;
+  for (int e = 0; e < 37; e++) {
+    ck_assert_float_eq(((float *)out[0].store)[e], x[e] > 0.25f ? x[e] : 0.25f);
+    ck_assert_int_eq(((int32_t *)out[1].store)[e], iv[e] < 3 ? iv[e] : 3);
+    float fi = (float)iv[e];
+    ck_assert_float_eq(((float *)out[2].store)[e], fi > 1.5f ? fi : 1.5f);
+    ck_assert_float_eq(((float *)out[3].store)[e], -1e30f);
+  }
+  for (int i = 0; i < 2; i++) ten_free(&in[i]);
+  for (int i = 0; i < 4; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
 START_TEST(integer_ops_and_casts) {
   Lib L;
   const char *src =
@@ -333,6 +364,45 @@ START_TEST(entry_checks) {
 }
 END_TEST
 
+/* A shape query writes a `strided` result's PyTorch strides: (1, 6) for
+ * (x - y).t() of [N, 6] operands, (3, 6, 1) for a permuted view of a sum;
+ * the kernel then computes into storage laid out so. */
+START_TEST(strided_result_query_strides) {
+  Lib L;
+  build(&L,
+        "kernel tq(x: f32[N, 6], y: f32[N, 6]) -> (f32[6, N] strided, "
+        "f32[2, N, 3] strided) {\n"
+        "  return (x - y).t(), (x + y).view(N, 2, 3).permute(1, 0, 2)\n"
+        "}\n",
+        "tq");
+  int64_t n = 5, sx[2] = {n, 6};
+  Ten x, y, o0, o1;
+  ten(&x, DT_F32, 2, sx, NULL, 0, false);
+  ten(&y, DT_F32, 2, sx, NULL, 1, false);
+  int64_t sh0[2] = {0, 0}, st0[2] = {-1, -1}, sh1[3] = {0, 0, 0},
+          st1[3] = {-1, -1, -1};
+  DLTensor q0 = {.ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = sh0,
+                 .strides = st0, .device = {kDLCPU, 0}};
+  DLTensor q1 = {.ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = sh1,
+                 .strides = st1, .device = {kDLCPU, 0}};
+  typedef int (*Fn)(const DLTensor *, const DLTensor *, DLTensor *, DLTensor *);
+  Fn f = (Fn)sym(&L, "tq");
+  ck_assert_int_eq(f(&x.t, &y.t, &q0, &q1), 0);
+  ck_assert_int_eq(sh0[0], 6);
+  ck_assert_int_eq(sh0[1], n);
+  ck_assert_int_eq(st0[0], 1); /* PyTorch's; row-major would be (N, 1) */
+  ck_assert_int_eq(st0[1], 6);
+  ck_assert_int_eq(st1[0], 3);
+  ck_assert_int_eq(st1[1], 6);
+  ck_assert_int_eq(st1[2], 1);
+  ten(&o0, DT_F32, 2, sh0, st0, 0, false);
+  ten(&o1, DT_F32, 3, sh1, st1, 0, false);
+  run_and_compare(&L, "tq", (Ten[]){x, y}, 2, (Ten[]){o0, o1}, 2, false);
+  ten_free(&x), ten_free(&y), ten_free(&o0), ten_free(&o1);
+  unbuild(&L);
+}
+END_TEST
+
 START_TEST(intermediate_overflow) {
   Lib L;
   build(&L, "kernel big(x: f32[N] strided) -> f32[] {\n"
@@ -514,6 +584,7 @@ static Suite *suite(void) {
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, elementwise_broadcast_mixed);
+  tcase_add_test(t, maximum_minimum_numbers);
   tcase_add_test(t, integer_ops_and_casts);
   tcase_add_test(t, views_of_params_with_strides_and_offsets);
   tcase_add_test(t, reductions);
@@ -521,6 +592,7 @@ static Suite *suite(void) {
   tcase_add_test(t, scalar_parameters);
   tcase_add_test(t, channels_last_and_two_kernels);
   tcase_add_test(t, entry_checks);
+  tcase_add_test(t, strided_result_query_strides);
   tcase_add_test(t, intermediate_overflow);
   tcase_add_test(t, info_and_unsupported);
   tcase_add_test(t, emit_llvm_and_asm);

@@ -1,7 +1,8 @@
 /* test_codegen_ops.c — the CPU backend on normalizations and pools:
  * softmax/log_softmax along every dim, layer_norm with and without
  * weight/bias, max/avg/adaptive-avg pooling (float and integer dtypes,
- * channels-last and unbatched inputs, size-1 and empty dims), each
+ * channels-last and unbatched inputs, size-1 and empty dims; empty bool
+ * and integer softmax inputs), each
  * compiled with tdslc, run through the C ABI and compared with the
  * reference interpreter; plus a few values checked by hand (integer
  * average pooling truncates, max pooling pads with -inf, an all -inf
@@ -48,6 +49,10 @@ static const char *SOFTMAX =
     "}\n"
     "kernel sm0(x: f32[]) -> (f32[], f32[]) {\n"
     "  return softmax(x, 0), log_softmax(x, -1)\n"
+    "}\n"
+    "kernel smb(b: bool[A, B], i: i32[A, B]) -> (bool[0, B], i32[A, 0], i64[0, B]) {\n"
+    "  return softmax(b[0:0], -1), i[:, 0:0].log_softmax(0), softmax(b[0:0], 1, "
+    "dtype=i64)\n"
     "}\n";
 
 START_TEST(softmax_every_dim) {
@@ -81,6 +86,19 @@ START_TEST(softmax_dtypes) {
     for (int i = 0; i < 5; i++) out[i] = (Spec){od[i], 2, {shapes[s][0], shapes[s][1]}, NULL};
     run_case(&L, "smt", in, 3, out, 5);
   }
+  unbuild(&L);
+}
+END_TEST
+
+/* PyTorch returns an empty input's softmax before dispatching on the
+ * dtype: empty bool and integer slices give empty results of their dtype. */
+START_TEST(softmax_empty_int_and_bool) {
+  Lib L;
+  build(&L, SOFTMAX, "smb");
+  Spec in[2] = {{DT_BOOL, 2, {3, 4}, NULL}, {DT_I32, 2, {3, 4}, NULL}};
+  Spec out[3] = {{DT_BOOL, 2, {0, 4}, NULL}, {DT_I32, 2, {3, 0}, NULL},
+                 {DT_I64, 2, {0, 4}, NULL}};
+  run_case(&L, "smb", in, 2, out, 3);
   unbuild(&L);
 }
 END_TEST
@@ -329,6 +347,7 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 120);
   tcase_add_test(t, softmax_every_dim);
   tcase_add_test(t, softmax_dtypes);
+  tcase_add_test(t, softmax_empty_int_and_bool);
   tcase_add_test(t, softmax_special_values);
   tcase_add_test(t, layer_norm_weight_bias);
   tcase_add_test(t, layer_norm_dtypes);

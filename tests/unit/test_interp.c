@@ -132,7 +132,7 @@ static IrRef PC(const char *name, DType dt, int rank, const int64_t *shape) {
 static void R(IrRef r) {
   IrValue *v = ir_val(K, r);
   K->results[K->nresults++] = (IrResult){v->dtype, LAYOUT_CONTIGUOUS, v->rank,
-                                         v->shape, (Loc){0, 0, 0}, r};
+                                         v->shape, (Loc){0, 0, 0}, r, NULL};
 }
 
 static int sym_id(const char *name, SymKind kind, int param, int dim) {

@@ -137,7 +137,7 @@ static IrKernel *build_mlp(void) {
   k->nresults = 1;
   k->results = arena_alloc(A, sizeof *k->results);
   k->results[0] = (IrResult){DT_F32, LAYOUT_CONTIGUOUS, 2, out,
-                             (Loc){1, 62, 9}, sum};
+                             (Loc){1, 62, 9}, sum, NULL};
   return k;
 }
 
@@ -289,7 +289,7 @@ START_TEST(test_expressions) {
   k->nresults = 1;
   k->results = arena_alloc(A, sizeof *k->results);
   k->results[0] = (IrResult){DT_F16, LAYOUT_STRIDED, 4, S(4, chw, e1, e2, e3),
-                             (Loc){0, 0, 0}, r};
+                             (Loc){0, 0, 0}, r, NULL};
   IrModule *m2 = round_trip(print_module(M));
   IrKernel *k2 = m2->kernels[0];
   SymTab *t2 = m2->st;
@@ -350,9 +350,9 @@ START_TEST(test_values_and_data) {
   k->nresults = 2;
   k->results = arena_alloc(A, 2 * sizeof *k->results);
   k->results[0] = (IrResult){DT_F32, LAYOUT_CONTIGUOUS, 1, S(1, K(2)),
-                             (Loc){0, 0, 0}, ln};
+                             (Loc){0, 0, 0}, ln, NULL};
   k->results[1] = (IrResult){DT_I64, LAYOUT_CONTIGUOUS, 2, S(2, K(1), K(2)),
-                             (Loc){0, 0, 0}, s};
+                             (Loc){0, 0, 0}, s, NULL};
   IrKernel *k2 = ir_kernel_new(M, "empty", (Loc){0, 0, 0});
   (void)k2;
   ck_assert_int_eq(verify(M), 0);
@@ -407,7 +407,7 @@ START_TEST(test_two_kernels) {
     k->nresults = 1;
     k->results = arena_alloc(A, sizeof *k->results);
     k->results[0] = (IrResult){DT_BF16, LAYOUT_CONTIGUOUS, 1, S(1, N),
-                               (Loc){0, 0, 0}, i ? e : x};
+                               (Loc){0, 0, 0}, i ? e : x, NULL};
   }
   ck_assert_int_eq(verify(M), 0);
   IrModule *m2 = round_trip(print_module(M));
@@ -703,7 +703,7 @@ START_TEST(test_verify_structure) {
   k->nresults = 1;
   k->results = arena_alloc(A, sizeof *k->results);
   k->results[0] = (IrResult){DT_F16, LAYOUT_CONTIGUOUS, 2, S(2, K(4), K(3)),
-                             (Loc){0, 0, 0}, m};
+                             (Loc){0, 0, 0}, m, NULL};
   k->params[0].value = m;
   ck_assert_int_eq(verify(M), 2);
   ck_assert_ptr_nonnull(strstr(verify_buf, "kernel k: result 0: returns f32, "

@@ -322,6 +322,29 @@ START_TEST(clamp_where_gelu) {
 }
 END_TEST
 
+/* A number bound beside a 0-dim tensor bound is PyTorch's Number
+ * overload (the tensor read as a number); tensor bounds alone are the
+ * Tensor overload, where a 0-dim f64 bound promotes an i32 input to f64. */
+START_TEST(clamp_zero_dim_bounds) {
+  IrKernel *k = ok(
+      "kernel k(i: i32[4], h: f16[4], d: f64[], s: f64, n: i64[]) -> f32[4] {\n"
+      "  a = clamp(i, 0, d)\n"
+      "  b = i.clamp(s, 5)\n"
+      "  c = clamp(h, min=0.5, max=d)\n"
+      "  e = clamp(i, d, d)\n"
+      "  f = clamp(i, min=d)\n"
+      "  g = clamp(i, n, 7)\n"
+      "  return a\n"
+      "}\n");
+  check_geom(named(k, "a"), DT_F32, "[4]", "[1]");
+  check_geom(named(k, "b"), DT_F32, "[4]", "[1]");
+  check_geom(named(k, "c"), DT_F16, "[4]", "[1]");
+  check_geom(named(k, "e"), DT_F64, "[4]", "[1]");
+  check_geom(named(k, "f"), DT_F64, "[4]", "[1]");
+  check_geom(named(k, "g"), DT_I32, "[4]", "[1]");
+}
+END_TEST
+
 START_TEST(constant_folding) {
   IrKernel *k = ok("kernel k(x: f32[N, 6]) -> f32[N, 2, 3] {\n"
                    "  n = 2 * 3 // 2\n"
@@ -466,6 +489,7 @@ static Suite *sema_suite(void) {
   tcase_add_test(t, view_chain_absolute);
   tcase_add_test(t, symbolic_view);
   tcase_add_test(t, clamp_where_gelu);
+  tcase_add_test(t, clamp_zero_dim_bounds);
   tcase_add_test(t, constant_folding);
   tcase_add_test(t, err_view_not_contiguous);
   tcase_add_test(t, err_broadcast);

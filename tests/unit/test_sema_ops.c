@@ -13,6 +13,7 @@
 #include "ast.h"
 #include "ir/geometry.h"
 #include "ir/ir.h"
+#include "ir/sym.h"
 
 static Arena *A;
 static IrModule *M;
@@ -403,6 +404,57 @@ START_TEST(test_conv2d_symbolic) {
 }
 END_TEST
 
+/* True when kernel k's checks whose message contains `what` all hold
+ * for the size symbols named in `names` taking `vals` (others 1). */
+static bool checks_hold(const IrKernel *k, const char *what,
+                        const char *const *names, const int64_t *vals,
+                        int n) {
+  int64_t env[16];
+  ck_assert_int_le(k->nsyms, 16);
+  for (int i = 0; i < k->nsyms; i++) {
+    env[i] = 1;
+    for (int j = 0; j < n; j++)
+      if (strcmp(k->syms[i].name, names[j]) == 0) env[i] = vals[j];
+  }
+  int seen = 0;
+  for (int i = 0; i < k->nchecks; i++) {
+    const IrCheck *ck = &k->checks[i];
+    if (!strstr(ck->msg, what)) continue;
+    seen++;
+    int64_t l, r;
+    ck_assert(sym_eval(ck->lhs, env, &l) && sym_eval(ck->rhs, env, &r));
+    ck_assert_int_eq(ck->op, CHK_LE);
+    if (l > r) return false;
+  }
+  ck_assert_msg(seen > 0, "no check mentions \"%s\"", what);
+  return true;
+}
+
+/* PyTorch rejects an empty spatial dim unless the batch or the channel
+ * dim is 0; with symbols that is decided at kernel entry. */
+START_TEST(test_conv2d_empty_spatial) {
+  fails("kernel f(x: f32[2, 3, 0, 5], w: f32[4, 3, 1, 1]) -> "
+        "f32[2, 4, 2, 7] {\n  return conv2d(x, w, padding=1)\n}\n",
+        "conv2d", "empty spatial dim");
+  ok("kernel f(x: f32[2, 0, 0, 5], w: f32[4, 0, 1, 1]) -> "
+     "f32[2, 4, 2, 7] {\n  return conv2d(x, w, padding=1)\n}\n");
+  IrKernel *k = ok("kernel f(x: f32[N, 3, H, W], w: f32[4, 3, 3, 3]) -> "
+                   "f32[N, 4, H, W] {\n  return conv2d(x, w, padding=1)"
+                   "\n}\n");
+  const char *nm[3] = {"N", "H", "W"};
+  const char *what = "empty spatial dim";
+  ck_assert(checks_hold(k, what, nm, (int64_t[]){2, 5, 7}, 3));
+  ck_assert(!checks_hold(k, what, nm, (int64_t[]){2, 0, 7}, 3));
+  ck_assert(!checks_hold(k, what, nm, (int64_t[]){1, 4, 0}, 3));
+  ck_assert(checks_hold(k, what, nm, (int64_t[]){0, 0, 7}, 3));
+  /* without padding the kernel-size check already needs H, W >= 3 */
+  k = ok("kernel f(x: f32[N, 3, H, W], w: f32[4, 3, 3, 3]) -> "
+         "f32[N, 4, H - 2, W - 2] {\n  return conv2d(x, w)\n}\n");
+  for (int i = 0; i < k->nchecks; i++)
+    ck_assert(!strstr(k->checks[i].msg, what));
+}
+END_TEST
+
 START_TEST(test_conv2d_errors) {
   fails("kernel f(x: f32[1, 4, 8, 8], w: f32[2, 3, 3, 3]) -> f32[1, 2, 6, 6]"
         " {\n  return conv2d(x, w)\n}\n", "conv2d", "3 channels");
@@ -657,6 +709,7 @@ static Suite *suite(void) {
   tcase_add_test(t, test_conv2d_layouts);
   tcase_add_test(t, test_conv2d_groups_dilation_unbatched);
   tcase_add_test(t, test_conv2d_symbolic);
+  tcase_add_test(t, test_conv2d_empty_spatial);
   tcase_add_test(t, test_conv2d_errors);
   tcase_add_test(t, test_max_pool);
   tcase_add_test(t, test_avg_pool_unbatched_and_adaptive);
