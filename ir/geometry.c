@@ -901,14 +901,16 @@ const char *geom_unfold(GeomCtx *c, const Geom *in, int64_t dim,
 
 /* Elements a geometry's addresses need from offset 0: offset + 1 +
  * sum((size-1)*stride), or 0 when some size is the literal 0 (PyTorch's
- * computeStorageNbytes; symbolic sizes are taken as non-zero). */
-static const Sym *storage_need(GeomCtx *c, const Geom *g) {
-  const Sym *end = add(c, g->offset, K(c, 1));
+ * computeStorageNbytes).  A symbolic size may be 0 at run time, where
+ * nothing is needed: guarded scales the sum by min(numel, 1) then. */
+static const Sym *storage_need(GeomCtx *c, const Geom *g, bool guarded) {
+  const Sym *end = add(c, g->offset, K(c, 1)), *numel = K(c, 1);
   for (int d = 0; d < g->rank; d++) {
     if (sym_is(g->shape[d], 0)) return K(c, 0);
     end = add(c, end, mul(c, sub(c, g->shape[d], K(c, 1)), g->stride[d]));
+    numel = mul(c, numel, g->shape[d]);
   }
-  return end;
+  return guarded && !is_const(numel) ? mul(c, sym_min(c->st, numel, K(c, 1)), end) : end;
 }
 
 /* PyTorch's checkInBoundsForStorage: a non-empty as_strided view must
@@ -918,7 +920,7 @@ static const char *as_strided_bound(GeomCtx *c, const Geom *out,
                                     const Geom *storage) {
   for (int d = 0; d < out->rank; d++)
     if (sym_is(out->shape[d], 0)) return NULL;
-  const Sym *needed = storage_need(c, out), *have = storage_need(c, storage);
+  const Sym *needed = storage_need(c, out, false), *have = storage_need(c, storage, false);
   const char *msg = arena_printf(
       c->arena,
       "as_strided(): sizes %s, strides %s and storage offset %s require a "
@@ -926,7 +928,8 @@ static const char *as_strided_bound(GeomCtx *c, const Geom *out,
       "elements; offset + sum((size - 1) * stride) must stay below %s",
       shp(c, out), strd(c, out), S(c, out->offset), S(c, needed),
       S(c, have), S(c, have));
-  return need(c, needed, CHK_LE, have, msg) ? NULL : msg;
+  return need(c, storage_need(c, out, true), CHK_LE, storage_need(c, storage, true), msg)
+             ? NULL : msg;
 }
 
 const char *geom_as_strided(GeomCtx *c, const Geom *in, const Geom *storage,

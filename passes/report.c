@@ -189,8 +189,9 @@ static void text_totals(const KReport *kr, FILE *f) {
   fputs(" -> ", f);
   text_sym_bytes(f, kr->bytes_after);
   if (kr->bytes_before && kr->bytes_after && sym_is_const(kr->bytes_before, &b0) &&
-      sym_is_const(kr->bytes_after, &b1) && b1 > 0)
-    fprintf(f, " (%.2fx less)", (double)b0 / (double)b1);
+      sym_is_const(kr->bytes_after, &b1) && b1 > 0 && b0 != b1)
+    fprintf(f, b0 > b1 ? " (%.2fx less)" : " (%.2fx more)",
+            b0 > b1 ? (double)b0 / (double)b1 : (double)b1 / (double)b0);
   fputs(" (-O0 -> as compiled)\n", f);
   fprintf(f, "  loop nests:   %d -> %d\n", kr->nests_before, kr->nests_after);
   fputs("  scratch:      ", f);

@@ -424,6 +424,18 @@ START_TEST(run_as_strided_bound) {
   float want[4] = {2, 3, 5, 6};
   ck_assert_mem_eq(r.data, want, sizeof want);
   host_tensor_free(&r);
+  /* a view with a symbolic size is empty when N is 0, and needs no
+   * storage then (PyTorch's computeStorageNbytes) */
+  static const char empty[] =
+      "kernel e(x: f32[N, 3]) -> f32[N, 3] {\n"
+      "    return x.as_strided([N, 3], [3, 1], 1) + 0.0\n"
+      "}\n";
+  write_text("e.tdsl", empty, sizeof empty - 1);
+  write_f32("x0.npy", 2, (int64_t[]){0, 3}, v);
+  rc = tdslc("run e.tdsl --kernel=e --input x=x0.npy");
+  ck_assert_msg(rc == 0, "stderr: %s", err_text);
+  expect_run_error("run e.tdsl --kernel=e --input x=x2.npy",
+                   "require a storage of 3*N + 1 elements");
 }
 END_TEST
 
