@@ -325,6 +325,7 @@ static const char css[] =
     "h1{font-size:1.4em;margin:.8em 0 .2em}h2{font-size:1.2em;margin:1.2em 0 .4em}"
     "h3{font-size:1em;margin:1em 0 .3em}h4{font-size:.95em;margin:.6em 0 .2em}"
     "code,pre,.src{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}"
+    "h1 code,h2 code{font-size:.95em}h2 a.at{font-size:.8em;font-weight:400}"
     ".legend{display:flex;flex-wrap:wrap;gap:.4em;margin:.5em 0}"
     ".legend label{border-radius:3px;padding:.1em .5em;cursor:pointer}"
     ".legend button{margin-left:auto}"
