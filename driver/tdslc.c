@@ -13,8 +13,8 @@
  * then either runs a kernel with the interpreter (run.c, on the
  * unoptimized IR: the interpreter is the oracle) or runs the pass
  * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
- * (the optimized IR) and the reports here, obj/header/llvm/asm through
- * codegen.h; ptx is refused with exit 2 until it exists.
+ * (the optimized IR) and the reports (text, JSON, HTML) here,
+ * obj/header/llvm/asm through codegen.h; ptx is refused with exit 2 until it exists.
  * Needs: the whole front end (ast.h), ir.h, run.h, passes/passes.h,
  * codegen/codegen.h and lower.h (lf_stats, for the report's totals). */
 #include <errno.h>
@@ -41,7 +41,7 @@
 /* The emit kinds, in the order files are written. */
 typedef enum Emit {
   EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_REPORT,
-  EM_REPORT_JSON, EM_COUNT
+  EM_REPORT_JSON, EM_REPORT_HTML, EM_COUNT
 } Emit;
 
 static const struct {
@@ -58,6 +58,7 @@ static const struct {
     {"ir", ".ir", true, NULL},
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},
+    {"report-html", ".report.html", true, NULL},
 };
 
 typedef struct Options {
@@ -110,7 +111,8 @@ static void print_help(void) {
       "                         (-o - writes one textual emit to stdout)\n"
       "  --emit=LIST            comma list of obj header llvm asm ptx ir "
       "report\n"
-      "                         report-json (default obj,header)\n"
+      "                         report-json report-html (default "
+      "obj,header)\n"
       "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
       "cuda cuda:sm_NN\n"
       "                         (ptx and cuda are not available in this "
@@ -146,7 +148,7 @@ static int parse_emit_list(Options *o, const char *list) {
       e++;
     if (e == EM_COUNT)
       return usage_error("--emit: unknown kind '%.*s' (kinds: obj header "
-                         "llvm asm ptx ir report report-json)", (int)n, p);
+                         "llvm asm ptx ir report report-json report-html)", (int)n, p);
     o->emit |= 1u << e;
     if (!p[n]) return 0;
     p += n + 1;
@@ -480,7 +482,8 @@ static int write_ir(const Options *o, const IrModule *m, const char *stem) {
 /* ---- optimizing and the report ----------------------------------------- */
 
 static bool wants_report(const Options *o) {
-  return (o->emit >> EM_REPORT & 1) || (o->emit >> EM_REPORT_JSON & 1);
+  return (o->emit >> EM_REPORT & 1) || (o->emit >> EM_REPORT_JSON & 1) ||
+         (o->emit >> EM_REPORT_HTML & 1);
 }
 
 /* Runs the pass pipeline over m, decisions going to r.  When a report is
@@ -511,17 +514,48 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
   return status;
 }
 
-/* Writes the text or JSON report: to stdout with -o -, to --report=PATH
- * when that names this format, else to STEM.report.txt / .report.json. */
+/* The loop form of kernel k as the HTML report shows it.  The one place
+ * to call the loop-form printer (--emit=loops) once it exists; until
+ * then it prints the optimized IR, and says so. */
+static void print_loop_form(FILE *f, const IrModule *m, const IrKernel *k) {
+  fputs("# the optimized IR (no loop-form printer in this build yet)\n", f);
+  ir_print_kernel(f, m, k);
+}
+
+typedef struct HtmlCtx {
+  const IrModule *m; /* the optimized kernels */
+} HtmlCtx;
+
+/* ReportLoopForm for report_write_html: finds the kernel by name. */
+static void html_loop_form(FILE *f, const char *kernel, void *ctx) {
+  const HtmlCtx *h = ctx;
+  for (int i = 0; i < h->m->nkernels; i++)
+    if (!strcmp(h->m->kernels[i]->name, kernel))
+      print_loop_form(f, h->m, h->m->kernels[i]);
+}
+
+static void write_report_to(FILE *f, const Report *r, Emit e,
+                            const IrModule *m, const char *src) {
+  HtmlCtx h = {m};
+  if (e == EM_REPORT_JSON) report_write_json(r, f);
+  else if (e == EM_REPORT_HTML) report_write_html(r, src, html_loop_form, &h, f);
+  else report_write_text(r, f);
+}
+
+/* Writes the text, JSON or HTML report: to stdout with -o -, to
+ * --report=PATH when that names this format, else to STEM.report.txt /
+ * .report.json / .report.html.  m: the optimized kernels, src: the
+ * program text (for the HTML page). */
 static int write_report(const Options *o, const Report *r, Emit e,
-                        const char *stem) {
+                        const char *stem, const IrModule *m, const char *src) {
   bool json = e == EM_REPORT_JSON;
   if (o->out && !strcmp(o->out, "-")) {
-    json ? report_write_json(r, stdout) : report_write_text(r, stdout);
+    write_report_to(stdout, r, e, m, src);
     return fflush(stdout) ? 1 : 0;
   }
   char *path;
-  if (o->report_path && o->report_path[0] && json == o->report_json) {
+  if (o->report_path && o->report_path[0] && e != EM_REPORT_HTML &&
+      json == o->report_json) {
     path = malloc(strlen(o->report_path) + 1);
     if (path) strcpy(path, o->report_path);
     if (!path) ICE("out of memory");
@@ -530,7 +564,7 @@ static int write_report(const Options *o, const Report *r, Emit e,
   }
   FILE *f = fopen(path, "w");
   int status = 0;
-  if (f) json ? report_write_json(r, f) : report_write_text(r, f);
+  if (f) write_report_to(f, r, e, m, src);
   if (!f || ferror(f) | fclose(f)) {
     fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
             strerror(errno));
@@ -540,7 +574,7 @@ static int write_report(const Options *o, const Report *r, Emit e,
   return status;
 }
 
-static int emit_all(const Options *o, IrModule *m) {
+static int emit_all(const Options *o, IrModule *m, const char *src) {
   for (int e = 0; e < EM_COUNT; e++)
     if ((o->emit >> e & 1) && emits[e].missing) {
       fprintf(stderr, "tdslc: error: --emit=%s: %s\n", emits[e].name,
@@ -557,8 +591,8 @@ static int emit_all(const Options *o, IrModule *m) {
   if (status) return status;
   char *stem = output_stem(o);
   if (o->emit >> EM_IR & 1) status = write_ir(o, sel, stem);
-  for (int e = EM_REPORT; !status && e <= EM_REPORT_JSON; e++)
-    if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem);
+  for (int e = EM_REPORT; !status && e <= EM_REPORT_HTML; e++)
+    if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem, sel, src);
   bool exact = o->out && strcmp(o->out, "-") && count_bits(o->emit) == 1;
   CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
                   .stem = stem, .path = exact ? o->out : NULL,
@@ -583,7 +617,7 @@ static int compile_or_run(const Options *o) {
     status = tdsl_run(m, o->kernels[0], o->ninputs, o->inputs, o->noutputs,
                       o->outputs, stderr);
   else if (m)
-    status = emit_all(o, m);
+    status = emit_all(o, m, src);
   arena_free(a);
   free(src);
   return status;

@@ -124,4 +124,15 @@ void report_format_bytes(char *buf, size_t n, int64_t bytes);
 void report_write_text(const Report *r, FILE *f);
 void report_write_json(const Report *r, FILE *f);
 
+/* ---- report_html.c ---- */
+/* Prints the loop form of the kernel named `kernel` as plain text (the
+ * page escapes it); ctx is the caller's. */
+typedef void (*ReportLoopForm)(FILE *f, const char *kernel, void *ctx);
+/* The report as one self-contained HTML page (--emit=report-html):
+ * `source` (the program text, NULL: not shown) with each decision marked
+ * at its line:col, and per kernel the totals, the decisions, the pass
+ * times and, when loop_form is not NULL, the loop form. */
+void report_write_html(const Report *r, const char *source,
+                       ReportLoopForm loop_form, void *ctx, FILE *f);
+
 #endif

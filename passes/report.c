@@ -4,48 +4,16 @@
  * source location, a sentence, the bytes it saves or costs), the time of
  * each pass, and the totals the driver estimates after lowering (bytes
  * moved and loop nests at -O0 and as compiled, scratch bytes).  Writes
- * them as text for a person or as JSON for tools.
+ * them as text for a person or as JSON for tools; report_html.c writes
+ * the same data as a page, through report_data.h and the helpers here.
  *
- * Needs: passes.h, ir.h (Loc, Sym).  Everything lives in the caller's
+ * Needs: report_data.h, ir.h (Loc, Sym).  Everything lives in the caller's
  * arena; nothing is freed separately. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes.h"
-
-typedef struct Decision {
-  const char *pass, *kind, *msg;
-  Loc loc;
-  int64_t bytes;    /* when sbytes is NULL */
-  const Sym *sbytes; /* symbolic bytes, or NULL */
-} Decision;
-
-typedef struct PassTime {
-  const char *name;
-  double ms;
-  bool changed;
-} PassTime;
-
-typedef struct KReport {
-  const char *name;
-  Loc loc;
-  Decision *dec;
-  int ndec, deccap;
-  PassTime *times;
-  int ntimes, timecap;
-  bool has_totals;
-  const Sym *bytes_before, *bytes_after, *scratch;
-  int nests_before, nests_after;
-} KReport;
-
-struct Report {
-  Arena *a;
-  const char *file, *target;
-  KReport *ks;
-  int nks, kcap;
-  int cur; /* the kernel decisions go to; -1 before report_kernel */
-};
+#include "report_data.h"
 
 Report *report_new(Arena *a, const char *file, const char *target) {
   Report *r = arena_alloc(a, sizeof *r);
@@ -164,7 +132,7 @@ void report_format_bytes(char *buf, size_t n, int64_t b) {
   else snprintf(buf, n, "%s%.*f %s", sign, v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
 }
 
-static void text_sym_bytes(FILE *f, const Sym *s) {
+void report_put_bytes(FILE *f, const Sym *s) {
   int64_t v;
   char buf[48];
   if (!s) {
@@ -178,24 +146,28 @@ static void text_sym_bytes(FILE *f, const Sym *s) {
   }
 }
 
+void report_put_ratio(FILE *f, const KReport *kr) {
+  int64_t b0, b1;
+  if (kr->bytes_before && kr->bytes_after && sym_is_const(kr->bytes_before, &b0) &&
+      sym_is_const(kr->bytes_after, &b1) && b1 > 0 && b0 != b1)
+    fprintf(f, b0 > b1 ? " (%.2fx less)" : " (%.2fx more)",
+            b0 > b1 ? (double)b0 / (double)b1 : (double)b1 / (double)b0);
+}
+
 static void text_totals(const KReport *kr, FILE *f) {
   if (!kr->has_totals) {
     fputs("  bytes moved, loop nests: not estimated\n", f);
     return;
   }
-  int64_t b0, b1;
   fputs("  bytes moved:  ", f);
-  text_sym_bytes(f, kr->bytes_before);
+  report_put_bytes(f, kr->bytes_before);
   fputs(" -> ", f);
-  text_sym_bytes(f, kr->bytes_after);
-  if (kr->bytes_before && kr->bytes_after && sym_is_const(kr->bytes_before, &b0) &&
-      sym_is_const(kr->bytes_after, &b1) && b1 > 0 && b0 != b1)
-    fprintf(f, b0 > b1 ? " (%.2fx less)" : " (%.2fx more)",
-            b0 > b1 ? (double)b0 / (double)b1 : (double)b1 / (double)b0);
+  report_put_bytes(f, kr->bytes_after);
+  report_put_ratio(f, kr);
   fputs(" (-O0 -> as compiled)\n", f);
   fprintf(f, "  loop nests:   %d -> %d\n", kr->nests_before, kr->nests_after);
   fputs("  scratch:      ", f);
-  text_sym_bytes(f, kr->scratch);
+  report_put_bytes(f, kr->scratch);
   fputc('\n', f);
 }
 
@@ -205,6 +177,12 @@ static void text_decision(const Report *r, const Decision *d, FILE *f) {
   fputc('\n', f);
 }
 
+bool report_first_of_pass(const KReport *kr, int i) {
+  for (int j = 0; j < i; j++)
+    if (!strcmp(kr->dec[j].pass, kr->dec[i].pass)) return false;
+  return true;
+}
+
 /* Decisions grouped by pass, passes in the order they first appear. */
 static void text_decisions(const Report *r, const KReport *kr, FILE *f) {
   if (!kr->ndec) {
@@ -212,10 +190,7 @@ static void text_decisions(const Report *r, const KReport *kr, FILE *f) {
     return;
   }
   for (int i = 0; i < kr->ndec; i++) {
-    bool first = true;
-    for (int j = 0; j < i; j++)
-      if (!strcmp(kr->dec[j].pass, kr->dec[i].pass)) first = false;
-    if (!first) continue;
+    if (!report_first_of_pass(kr, i)) continue;
     fprintf(f, "  %s:\n", kr->dec[i].pass);
     for (int j = i; j < kr->ndec; j++)
       if (!strcmp(kr->dec[j].pass, kr->dec[i].pass)) text_decision(r, &kr->dec[j], f);

@@ -1,0 +1,2 @@
+" tdsl tensor programs (docs/language.md)
+autocmd BufRead,BufNewFile *.tdsl setfiletype tdsl

@@ -1,0 +1,66 @@
+" Vim syntax file for tdsl tensor programs (docs/language.md).
+" Keywords, dtypes, layouts, builtins, numbers, strings, comments and
+" operators.  The builtins are the functions and methods frontend/sema.c
+" knows; tests/editors/check_editors.py keeps this list in step with it.
+" Install: copy syntax/ and ftdetect/ into ~/.vim (or a plugin manager's
+" directory), see editors/README.md.
+
+if exists("b:current_syntax")
+  finish
+endif
+
+syn keyword tdslKeyword     kernel nextgroup=tdslKernelName skipwhite
+syn match   tdslKernelName  "\h\w*" contained
+syn keyword tdslStatement   return
+syn keyword tdslConstant    true false True False None
+syn keyword tdslType        bool i8 u8 i16 i32 i64 f16 bf16 f32 f64
+" A match, not a keyword, so that the builtin .contiguous( below wins.
+syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
+
+" Builtin functions and methods, only where they are called (name then
+" '('), so a variable named like one is left alone.
+syn match   tdslBuiltin     "\<\%(abs\|adaptive_avg_pool2d\|amax\|amin\|arange\|argmax\|argmin\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(as_strided\|avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|cos\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(diagonal\|erf\|exp\|expand\|expand_as\|expm1\|flatten\|floor\|full\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(gelu\|layer_norm\|log\|log1p\|log_softmax\|logical_not\|matmul\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(max_pool2d\|maximum\|mean\|minimum\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|reshape\|round\|rsqrt\|select\|sigmoid\|sign\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(silu\|sin\|softmax\|sqrt\|squeeze\|sum\|t\|tanh\|tensor\|to\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(transpose\|unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
+
+" Keyword arguments: padding=1, dim=-1 (not ==).
+syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
+
+" Numbers: 12, 1_000, 2.5, .5, 1e-3, 3.; anything else that starts like
+" a number is an error, as the compiler says.
+syn match   tdslNumberError "\<\d[[:alnum:]_.]*"
+syn match   tdslNumberError "\.\d[[:alnum:]_.]*"
+syn match   tdslNumber      "\<\d\+\%(_\d\+\)*\>"
+syn match   tdslFloat       "\<\d\+\%(_\d\+\)*\.\%(\d\+\%(_\d\+\)*\)\=\%([eE][+-]\=\d\+\%(_\d\+\)*\)\=\%([[:alnum:]_.]\)\@!"
+syn match   tdslFloat       "\%(\w\)\@<!\.\d\+\%(_\d\+\)*\%([eE][+-]\=\d\+\%(_\d\+\)*\)\=\>"
+syn match   tdslFloat       "\<\d\+\%(_\d\+\)*[eE][+-]\=\d\+\%(_\d\+\)*\>"
+
+syn match   tdslOperator    "->\|\.\.\.\|==\|!=\|<=\|>=\|\*\*\|//\|[-+*/%@&|^~<>=]"
+
+syn region  tdslString      start=+"+ end=+"+ end=+$+ oneline
+syn region  tdslString      start=+'+ end=+'+ end=+$+ oneline
+syn match   tdslComment     "#.*$" contains=tdslTodo
+syn keyword tdslTodo        TODO FIXME XXX NOTE contained
+
+hi def link tdslKeyword     Keyword
+hi def link tdslStatement   Statement
+hi def link tdslKernelName  Function
+hi def link tdslConstant    Constant
+hi def link tdslType        Type
+hi def link tdslLayout      StorageClass
+hi def link tdslBuiltin     Function
+hi def link tdslKwarg       Identifier
+hi def link tdslNumber      Number
+hi def link tdslFloat       Float
+hi def link tdslNumberError Error
+hi def link tdslOperator    Operator
+hi def link tdslString      String
+hi def link tdslComment     Comment
+hi def link tdslTodo        Todo
+
+let b:current_syntax = "tdsl"
