@@ -854,6 +854,7 @@ START_TEST(test_failing_check) {
   args[0].t = T(DT_F32, 2, I64(2, 3), NULL);
   args[1].t = T(DT_F32, 1, I64(2), NULL);
   run_ok(args);
+  for (int i = 0; i < 4; i++) host_tensor_free(&OUT[i]);
   /* a message that does not name it gets the value at its end; '%' is text */
   K->checks[0].msg = "100% too large: NN";
   args[0].t = T(DT_F32, 2, I64(4, 3), NULL);
