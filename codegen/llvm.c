@@ -33,6 +33,7 @@
 #include "codegen.h"
 #include "gemm.h"
 #include "lower.h"
+#include "math.h"
 
 #define MAXL (2 * TDSL_LF_MAX_RANK)
 #define E_NOMEM (-15)
@@ -114,13 +115,6 @@ static LLVMValueRef intrinsic(Cg *c, const char *name, LLVMTypeRef *tys,
 static LLVMValueRef unary_intr(Cg *c, const char *name, LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
   return intrinsic(c, name, &t, 1, &x, 1);
-}
-
-static LLVMValueRef libm(Cg *c, const char *name, LLVMValueRef x) {
-  LLVMTypeRef t = LLVMTypeOf(x);
-  char buf[32];
-  snprintf(buf, sizeof buf, "%s%s", name, t == c->f32 ? "f" : "");
-  return call(c, fdecl(c, buf, t, &t, 1, 0), &x, 1);
 }
 
 /* An alloca in the entry block (promotable by mem2reg). */
@@ -778,61 +772,18 @@ static LLVMValueRef fcmp(Cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRe
   return LLVMBuildFCmp(c->b, p, a, b, "");
 }
 
-/* ---- exp for f32 (opt_level >= 2) ---------------------------------------
- * Plain IR the loop vectorizer widens (llvm.exp on vectors becomes libm
- * calls).  Only where LLVM's pipeline vectorizes loops: at -O1 (no loop
- * vectorizer) a scalar libm expf call is faster.  x is clamped to [-104, 89] (beyond, exp underflows to 0 or
- * overflows to inf anyway; a NaN stays NaN through every step, and k is
- * taken from bits, not fptosi, so it is never poison).  k = round(x / ln2)
- * by adding and subtracting 1.5 * 2^23; r = x - k ln2 with ln2 in two parts (LN2_HI has
- * 15 significant bits, so k * LN2_HI is exact for |k| <= 256 and the
- * subtraction cancels exactly); exp(r) = 1 + r + r^2 q(r), q a degree-4
- * minimax fit for |r| <= ln2/2 (relative error 4.4e-9 with these f32
- * coefficients); then * 2^k as 2^(k >> 1) * 2^(k - (k >> 1)): both factors
- * are normal, the first product is exact, so overflow gives inf and a
- * subnormal result is rounded once.  Max error 1 ulp against expf
- * (tests/unit/test_codegen_exp.c sweeps the bit patterns). */
-#define EXP_LN2_HI 0x1.62e4p-1
-#define EXP_LN2_LO 0x1.7f7d1cp-20
-
-static LLVMValueRef fmuladd(Cg *c, LLVMValueRef a, LLVMValueRef m, LLVMValueRef add) {
-  LLVMTypeRef t = LLVMTypeOf(a);
-  LLVMValueRef v[3] = {a, m, add};
-  return intrinsic(c, "llvm.fmuladd", &t, 1, v, 3);
+/* ---- transcendental functions ----------------------------------------------
+ * All but sin and cos go through the math layer (math.h): plain IR, no
+ * libm, vectorized by the loop vectorizer, the same on every target.
+ * sin and cos stay libm's on the CPU: the layer's argument reduction is
+ * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
+ * reduced for every argument (sin(1e9) included). */
+static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
+  CgMath m = {c->ctx, c->mod, c->b, c->opt};
+  return cg_math(&m, fn, x, y);
 }
 
-/* 2^e for an i32 e that is a normal exponent (-126..127). */
-static LLVMValueRef exp2_int(Cg *c, LLVMValueRef e) {
-  LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, e, i32c(c, 127), ""), i32c(c, 23), "");
-  return LLVMBuildBitCast(c->b, bits, c->f32, "");
-}
-
-static LLVMValueRef exp_f32(Cg *c, LLVMValueRef x) {
-  static const double q[5] = {0x1.fffffcp-2, 0x1.55549p-3, 0x1.5558f4p-5, 0x1.123a6cp-7,
-                              0x1.6a2352p-10};
-  LLVMBuilderRef b = c->b;
-  LLVMValueRef lo = fconst(x, -104), hi = fconst(x, 89), magic = fconst(x, 0x1.8p23);
-  LLVMValueRef xc = LLVMBuildSelect(b, fcmp(c, LLVMRealOLT, x, lo), lo, x, "");
-  xc = LLVMBuildSelect(b, fcmp(c, LLVMRealOGT, xc, hi), hi, xc, "");
-  LLVMValueRef t = LLVMBuildFAdd(b, LLVMBuildFMul(b, xc, fconst(x, 0x1.715476p0), ""), magic, "");
-  LLVMValueRef kf = LLVMBuildFSub(b, t, magic, "");
-  /* t = 1.5 * 2^23 + k exactly, so k is t's bits minus magic's */
-  LLVMValueRef k = LLVMBuildSub(b, LLVMBuildBitCast(b, t, c->i32, ""), i32c(c, 0x4b400000), "");
-  LLVMValueRef r = fmuladd(c, kf, fconst(x, -EXP_LN2_HI), xc);
-  r = fmuladd(c, kf, fconst(x, -EXP_LN2_LO), r);
-  LLVMValueRef p = fconst(x, q[4]);
-  for (int i = 3; i >= 0; i--) p = fmuladd(c, p, r, fconst(x, q[i]));
-  p = LLVMBuildFAdd(b, fconst(x, 1), fmuladd(c, LLVMBuildFMul(b, r, r, ""), p, r), "");
-  LLVMValueRef k1 = LLVMBuildAShr(b, k, i32c(c, 1), ""), k2 = LLVMBuildSub(b, k, k1, "");
-  return LLVMBuildFMul(b, LLVMBuildFMul(b, p, exp2_int(c, k1), ""), exp2_int(c, k2), "");
-}
-
-/* exp: exp_f32 for f32 (f16/bf16 compute in f32) at -O2+, else llvm.exp
- * (libm). */
-static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) {
-  if (c->opt >= 2 && LLVMTypeOf(x) == c->f32) return exp_f32(c, x);
-  return unary_intr(c, "llvm.exp", x);
-}
+static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) { return math_fn(c, MATH_EXP, x, NULL); }
 
 static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   LLVMBuilderRef b = c->b;
@@ -841,14 +792,14 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
   case OP_ABS: return unary_intr(c, "llvm.fabs", x);
   case OP_EXP: return exp_f(c, x);
-  case OP_LOG: return unary_intr(c, "llvm.log", x);
-  case OP_LOG1P: return libm(c, "log1p", x);
-  case OP_EXPM1: return libm(c, "expm1", x);
+  case OP_LOG: return math_fn(c, MATH_LOG, x, NULL);
+  case OP_LOG1P: return math_fn(c, MATH_LOG1P, x, NULL);
+  case OP_EXPM1: return math_fn(c, MATH_EXPM1, x, NULL);
   case OP_SQRT: return unary_intr(c, "llvm.sqrt", x);
   case OP_RSQRT: return LLVMBuildFDiv(b, one, unary_intr(c, "llvm.sqrt", x), "");
   case OP_SIN: return unary_intr(c, "llvm.sin", x);
   case OP_COS: return unary_intr(c, "llvm.cos", x);
-  case OP_TANH: return libm(c, "tanh", x);
+  case OP_TANH: return math_fn(c, MATH_TANH, x, NULL);
   case OP_SIGMOID:
   case OP_SILU: {
     LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
@@ -860,14 +811,14 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
     if (flags & IRF_TANH) {
       LLVMValueRef x3 = LLVMBuildFMul(b, x, LLVMBuildFMul(b, x, x, ""), "");
       LLVMValueRef in = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(x, 0.044715), x3, ""), "");
-      t = libm(c, "tanh", LLVMBuildFMul(b, fconst(x, 0.79788456080286535588), in, ""));
+      t = math_fn(c, MATH_TANH, LLVMBuildFMul(b, fconst(x, 0.79788456080286535588), in, ""), NULL);
     } else {
-      t = libm(c, "erf", LLVMBuildFMul(b, x, fconst(x, 0.70710678118654752440), ""));
+      t = math_fn(c, MATH_ERF, LLVMBuildFMul(b, x, fconst(x, 0.70710678118654752440), ""), NULL);
     }
     return LLVMBuildFMul(b, LLVMBuildFMul(b, x, fconst(x, 0.5), ""),
                          LLVMBuildFAdd(b, one, t, ""), "");
   }
-  case OP_ERF: return libm(c, "erf", x);
+  case OP_ERF: return math_fn(c, MATH_ERF, x, NULL);
   case OP_FLOOR: return unary_intr(c, "llvm.floor", x);
   case OP_CEIL: return unary_intr(c, "llvm.ceil", x);
   case OP_ROUND: return unary_intr(c, "llvm.roundeven", x);
@@ -991,8 +942,6 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
 
 static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
-  LLVMTypeRef t = LLVMTypeOf(a);
-  LLVMValueRef ab[2] = {a, b};
   switch (op) {
   case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
   case OP_SUB: return LLVMBuildFSub(B, a, b, "");
@@ -1003,7 +952,7 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
-  case OP_POW: return intrinsic(c, "llvm.pow", &t, 1, ab, 2);
+  case OP_POW: return math_fn(c, MATH_POW, a, b);
   case OP_MAXIMUM:
   case OP_MINIMUM: {
     LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);

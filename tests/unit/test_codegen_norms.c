@@ -1,5 +1,5 @@
 /* test_codegen_norms.c — the CPU backend's fast normalizations at -O2:
- * llvm.c's own f32 exp (its error against libm's expf over a sweep of
+ * codegen/math.c's own f32 exp (its error against libm's expf over a sweep of
  * bit patterns and the special values, f16/bf16 and sigmoid through it),
  * softmax/log_softmax/layer_norm as row groups (lower.h LfNest.group:
  * last and non-last dims, sizes that do and do not split evenly across

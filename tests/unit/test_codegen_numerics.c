@@ -6,6 +6,7 @@
  * row of 50M ones sums to exactly 50M, not 2^24).  Expected values are
  * computed here in C (division bit for bit, sums in double), not by the
  * interpreter, so the checks do not share code with the compiler.
+ * sin and cos are checked at arguments up to 1e300 against libm.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -204,12 +205,56 @@ START_TEST(long_sums_are_accurate) {
 }
 END_TEST
 
+/* ---- trigonometry at large arguments ---------------------------------------- */
+
+static const char *TRIG =
+    "kernel t(x: f32[N], d: f64[N]) -> (f32[N], f32[N], f64[N], f64[N]) {\n"
+    "  return x.sin(), x.cos(), d.sin(), d.cos()\n"
+    "}\n";
+
+/* sin and cos reduce every argument exactly, as PyTorch's do: 1e9,
+ * 3e38 and 1e300 included (within spec §9 of libm's values; 1e300 is
+ * inf in f32, whose sine is NaN). */
+START_TEST(trig_large_arguments) {
+  Lib L;
+  build_flags(&L, TRIG, "t", OPTS[_i]);
+  static const double xs[] = {0.5, 3.0, 1e5, 2.2e8, 1e9, 123456789.0, 3e38, 1e300, -7e12};
+  enum { N = sizeof xs / sizeof xs[0] };
+  int64_t n[1] = {N};
+  Ten in[2], out[4];
+  ten(&in[0], DT_F32, 1, n, NULL, 0, false);
+  ten(&in[1], DT_F64, 1, n, NULL, 0, false);
+  for (int i = 0; i < N; i++) {
+    ((float *)in[0].store)[i] = (float)xs[i];
+    ((double *)in[1].store)[i] = xs[i];
+  }
+  for (int i = 0; i < 4; i++) out_ten(&out[i], i < 2 ? DT_F32 : DT_F64, 1, n);
+  call_ok(&L, "t", in, 2, out, 4);
+  for (int i = 0; i < N; i++) {
+    double xf = (float)xs[i];
+    double want[4] = {sin(xf), cos(xf), sin(xs[i]), cos(xs[i])};
+    double tol[4] = {1e-6, 1e-6, 1e-12, 1e-12};
+    for (int k = 0; k < 4; k++) {
+      double got = k < 2 ? ((float *)out[k].store)[i] : ((double *)out[k].store)[i];
+      ck_assert_msg((isnan(got) && isnan(want[k])) ||
+                        fabs(got - want[k]) <= tol[k] + 1e-5 * fabs(want[k]),
+                    "%s(%g) (f%d): got %.17g, want %.17g", k % 2 ? "cos" : "sin", xs[i],
+                    k < 2 ? 32 : 64, got, want[k]);
+    }
+  }
+  for (int i = 0; i < 2; i++) ten_free(&in[i]);
+  for (int i = 0; i < 4; i++) ten_free(&out[i]);
+  unbuild_pool(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_numerics");
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 300);
   tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
   tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
+  tcase_add_loop_test(t, trig_large_arguments, 0, 4);
   suite_add_tcase(s, t);
   return s;
 }

@@ -1,0 +1,580 @@
+/* math.c — the math layer (math.h): each function is built from IEEE
+ * operations only, so its IR is the same on every target and vectorizes
+ * as a whole.  Everything here is computed in f64 (an f32 argument is
+ * extended and the result rounded once, so the f32 error is about 0.5 ulp
+ * plus the f64 error scaled down by 2^-29), except exp on f32, which has
+ * its own faster algorithm.
+ *
+ * Conventions: a V is an f64 scalar or vector (M.t), or an i64 of the
+ * same shape (M.it); polynomials are Horner chains of llvm.fmuladd (fused
+ * where the target has an FMA, two roundings where not: no algorithm
+ * below needs the fusion for its bound, and a plain llvm.fma would be a
+ * libm call on targets without an FMA unit).  Exact products use
+ * Dekker's splitting instead of fma for the same reason.  Coefficients
+ * are Taylor coefficients (1/n!, 1/(2n+1), ...), computed in long double
+ * here, so no constant table is copied from anywhere.
+ * Needs: math.h, llvm-c. */
+#include "math.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ir/diag.h"
+
+typedef LLVMValueRef V;
+
+typedef struct M {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef t, it; /* f64 and i64, scalars or vectors of `lanes` */
+  unsigned lanes;    /* 0 for scalars */
+} M;
+
+/* ---- constants and small helpers ----------------------------------------- */
+
+#define LN2_HI 0x1.62e42feep-1 /* 32 bits: e * LN2_HI is exact for |e| < 2^21 */
+#define LN2_LO 0x1.a39ef35793c76p-33
+#define LN2 0x1.62e42fefa39efp-1
+#define INV_LN2 0x1.71547652b82fep+0
+#define INV_LN10 0x1.bcb7b1526e50ep-2
+#define LOG10_2_HI 0x1.34413508p-2
+#define LOG10_2_LO 0x1.f79fef311f12bp-34
+#define TWO_OVER_PI 0x1.45f306dc9c883p-1
+#define PIO2 0x1.921fb54442d18p+0
+#define PIO2_LO 0x1.1a62633145c07p-54
+#define PIO4 0x1.921fb54442d18p-1
+#define PIO4_LO 0x1.1a62633145c07p-55
+#define TWO_OVER_SQRTPI 0x1.20dd750429b6dp+0
+#define INV_SQRTPI 0x1.20dd750429b6dp-1
+#define MAGIC 0x1.8p52 /* adding it rounds to an integer kept in the low bits */
+
+static V splat(M *m, V c) {
+  if (!m->lanes) return c;
+  V v[64];
+  for (unsigned i = 0; i < m->lanes; i++) v[i] = c;
+  return LLVMConstVector(v, m->lanes);
+}
+
+static V K(M *m, double v) { return splat(m, LLVMConstReal(LLVMDoubleTypeInContext(m->ctx), v)); }
+
+static V KI(M *m, long long v) {
+  return splat(m, LLVMConstInt(LLVMInt64TypeInContext(m->ctx), (unsigned long long)v, 1));
+}
+
+static V add(M *m, V a, V b) { return LLVMBuildFAdd(m->b, a, b, ""); }
+static V sub(M *m, V a, V b) { return LLVMBuildFSub(m->b, a, b, ""); }
+static V mul(M *m, V a, V b) { return LLVMBuildFMul(m->b, a, b, ""); }
+static V fdiv(M *m, V a, V b) { return LLVMBuildFDiv(m->b, a, b, ""); }
+static V sel(M *m, V c, V a, V b) { return LLVMBuildSelect(m->b, c, a, b, ""); }
+static V cmp(M *m, LLVMRealPredicate p, V a, V b) { return LLVMBuildFCmp(m->b, p, a, b, ""); }
+static V lt(M *m, V a, double c) { return cmp(m, LLVMRealOLT, a, K(m, c)); }
+static V gt(M *m, V a, double c) { return cmp(m, LLVMRealOGT, a, K(m, c)); }
+static V eq(M *m, V a, double c) { return cmp(m, LLVMRealOEQ, a, K(m, c)); }
+static V bits(M *m, V x) { return LLVMBuildBitCast(m->b, x, m->it, ""); }
+static V from_bits(M *m, V i) { return LLVMBuildBitCast(m->b, i, m->t, ""); }
+
+static V intr(M *m, const char *name, V *a, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (!id) ICE("unknown intrinsic %s", name);
+  LLVMTypeRef t = LLVMTypeOf(a[0]);
+  V f = LLVMGetIntrinsicDeclaration(m->mod, id, &t, 1);
+  return LLVMBuildCall2(m->b, LLVMIntrinsicGetType(m->ctx, id, &t, 1), f, a, n, "");
+}
+
+static V fmadd(M *m, V a, V b, V c) {
+  V v[3] = {a, b, c};
+  return intr(m, "llvm.fmuladd", v, 3);
+}
+static V fabs_(M *m, V x) { return intr(m, "llvm.fabs", &x, 1); }
+static V floor_(M *m, V x) { return intr(m, "llvm.floor", &x, 1); }
+static V sqrt_(M *m, V x) { return intr(m, "llvm.sqrt", &x, 1); }
+static V copysign_(M *m, V mag, V sgn) {
+  V v[2] = {mag, sgn};
+  return intr(m, "llvm.copysign", v, 2);
+}
+/* min(x, c) and max(x, c) that keep a NaN x. */
+static V minc(M *m, V x, double c) { return sel(m, gt(m, x, c), K(m, c), x); }
+static V maxc(M *m, V x, double c) { return sel(m, lt(m, x, c), K(m, c), x); }
+
+/* Horner: c[0] + x (c[1] + x (... c[n-1])). */
+static V poly(M *m, V x, const double *c, int n) {
+  V p = K(m, c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) p = fmadd(m, p, x, K(m, c[i]));
+  return p;
+}
+
+/* x == 0 -> x, keeping the sign of a zero that the formula would lose. */
+static V keep_zero(M *m, V x, V r) { return sel(m, eq(m, x, 0), x, r); }
+
+/* Dekker's exact product: a * b = *hi + *lo for |a|, |b| < 2^996. */
+static void split(M *m, V a, V *h, V *l) {
+  V c = mul(m, K(m, 134217729.0), a);
+  *h = sub(m, c, sub(m, c, a));
+  *l = sub(m, a, *h);
+}
+static void two_prod(M *m, V a, V b, V *hi, V *lo) {
+  V ah, al, bh, bl;
+  split(m, a, &ah, &al);
+  split(m, b, &bh, &bl);
+  *hi = mul(m, a, b);
+  V e = sub(m, mul(m, ah, bh), *hi);
+  e = add(m, e, mul(m, ah, bl));
+  e = add(m, e, mul(m, al, bh));
+  *lo = add(m, e, mul(m, al, bl));
+}
+/* a + b = *s + *e exactly, for |a| >= |b|. */
+static void fast_two_sum(M *m, V a, V b, V *s, V *e) {
+  *s = add(m, a, b);
+  *e = sub(m, b, sub(m, *s, a));
+}
+static void two_sum(M *m, V a, V b, V *s, V *e) {
+  *s = add(m, a, b);
+  V bb = sub(m, *s, a);
+  *e = add(m, sub(m, a, sub(m, *s, bb)), sub(m, b, bb));
+}
+
+/* ---- exp family ------------------------------------------------------------ */
+
+/* 2^e for an i64 e in the normal range -1022..1023. */
+static V pow2i(M *m, V e) {
+  V b = LLVMBuildShl(m->b, LLVMBuildAdd(m->b, e, KI(m, 1023), ""), KI(m, 52), "");
+  return from_bits(m, b);
+}
+
+/* p * 2^k for |k| <= 1100: two normal factors, the first product exact,
+ * so overflow gives inf and a subnormal result is rounded once. */
+static V scale(M *m, V p, V k) {
+  V k1 = LLVMBuildAShr(m->b, k, KI(m, 1), ""), k2 = LLVMBuildSub(m->b, k, k1, "");
+  return mul(m, mul(m, p, pow2i(m, k1)), pow2i(m, k2));
+}
+
+/* k = round(x) for |x| < 2^51 as a double and as an i64 (from the bits
+ * of x + MAGIC, so a NaN gives a harmless garbage k, never poison). */
+static V round_k(M *m, V x, V *ki) {
+  V t = add(m, x, K(m, MAGIC));
+  *ki = LLVMBuildSub(m->b, bits(m, t), KI(m, 0x4338000000000000LL), "");
+  return sub(m, t, K(m, MAGIC));
+}
+
+/* e^r - 1 - r for |r| <= 0.35: r^2 (1/2! + r/3! + ... r^11/13!); the
+ * first omitted term is below 2^-60 relative. */
+static V expm1_tail(M *m, V r) {
+  double c[12];
+  long double f = 1;
+  for (int n = 2; n <= 13; n++) f *= n, c[n - 2] = (double)(1.0L / f);
+  return mul(m, mul(m, r, r), poly(m, r, c, 12));
+}
+
+/* x = k ln2 + r (Cody–Waite: k LN2_HI is exact and cancels exactly),
+ * plus lo, a correction to x below its ulp (pow). */
+static V exp_reduce(M *m, V x, V lo, V *k) {
+  V kf = round_k(m, mul(m, x, K(m, INV_LN2)), k);
+  V r = fmadd(m, kf, K(m, -LN2_HI), x);
+  r = fmadd(m, kf, K(m, -LN2_LO), r);
+  return lo ? add(m, r, lo) : r;
+}
+
+/* e^(x + lo): x clamped to [-750, 711] first (beyond, the result is 0 or
+ * inf anyway, and a NaN passes through the selects). */
+static V exp64(M *m, V x, V lo) {
+  V k, xc = minc(m, maxc(m, x, -750), 711);
+  V r = exp_reduce(m, xc, lo, &k);
+  return scale(m, add(m, K(m, 1), add(m, r, expm1_tail(m, r))), k);
+}
+
+static V exp2_64(M *m, V x) {
+  V k, xc = minc(m, maxc(m, x, -1080), 1030);
+  V kf = round_k(m, xc, &k);
+  V r = mul(m, sub(m, xc, kf), K(m, LN2)); /* xc - kf is exact */
+  return scale(m, add(m, K(m, 1), add(m, r, expm1_tail(m, r))), k);
+}
+
+/* expm1: for k <= 56, 2^k em + (2^k - 1), where both 2^k em and 2^k - 1
+ * are exact, so the one rounding is the sum's; above, (em + 1) 2^k - 1. */
+static V expm1_64(M *m, V x) {
+  V k, xc = minc(m, maxc(m, x, -60), 711);
+  V r = exp_reduce(m, xc, NULL, &k);
+  V em = add(m, r, expm1_tail(m, r));
+  V big = LLVMBuildICmp(m->b, LLVMIntSGT, k, KI(m, 56), "");
+  V s = pow2i(m, LLVMBuildSelect(m->b, big, KI(m, 0), k, ""));
+  V small = fmadd(m, s, em, sub(m, s, K(m, 1)));
+  V large = sub(m, scale(m, add(m, em, K(m, 1)), k), K(m, 1));
+  return keep_zero(m, x, sel(m, big, large, small));
+}
+
+/* The f32 exp: range reduction by ln 2 in two parts, a degree-4
+ * polynomial, then * 2^k as two normal factors.  x is clamped to
+ * [-104, 89] (beyond, exp underflows to 0 or overflows to inf; a NaN
+ * stays NaN through every step, and k is taken from bits, never
+ * fptosi, so it is never poison).  LN2_HI has 15 significant bits, so
+ * k * LN2_HI is exact for |k| <= 256; q is a degree-4 minimax fit of
+ * (e^r - 1 - r) / r^2 for |r| <= ln2/2 (relative error 4.4e-9).  Max
+ * error 1 ulp against expf (tests/unit/test_codegen_norms.c). */
+static V exp_f32(M *m, V x) {
+  static const double q[5] = {0x1.fffffcp-2, 0x1.55549p-3, 0x1.5558f4p-5, 0x1.123a6cp-7,
+                              0x1.6a2352p-10};
+  LLVMTypeRef f = LLVMTypeOf(x), i32 = LLVMInt32TypeInContext(m->ctx);
+  M s = *m;
+  s.t = f, s.it = m->lanes ? LLVMVectorType(i32, m->lanes) : i32;
+#define KF(v) splat(&s, LLVMConstReal(LLVMFloatTypeInContext(m->ctx), (v)))
+#define KI32(v) splat(&s, LLVMConstInt(i32, (unsigned long long)(v), 1))
+  V lo = KF(-104), hi = KF(89), magic = KF(0x1.8p23);
+  V xc = sel(&s, cmp(&s, LLVMRealOLT, x, lo), lo, x);
+  xc = sel(&s, cmp(&s, LLVMRealOGT, xc, hi), hi, xc);
+  V t = add(&s, mul(&s, xc, KF(0x1.715476p0)), magic);
+  V kf = sub(&s, t, magic);
+  /* t = 1.5 * 2^23 + k exactly, so k is t's bits minus magic's */
+  V k = LLVMBuildSub(m->b, bits(&s, t), KI32(0x4b400000), "");
+  V r = fmadd(&s, kf, KF(-0x1.62e4p-1), xc);
+  r = fmadd(&s, kf, KF(-0x1.7f7d1cp-20), r);
+  V p = KF(q[4]);
+  for (int i = 3; i >= 0; i--) p = fmadd(&s, p, r, KF(q[i]));
+  p = add(&s, KF(1), fmadd(&s, mul(&s, r, r), p, r));
+  V k1 = LLVMBuildAShr(m->b, k, KI32(1), ""), k2 = LLVMBuildSub(m->b, k, k1, "");
+  V e1 = from_bits(&s, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, k1, KI32(127), ""), KI32(23), ""));
+  V e2 = from_bits(&s, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, k2, KI32(127), ""), KI32(23), ""));
+  return mul(&s, mul(&s, p, e1), e2);
+#undef KF
+#undef KI32
+}
+
+/* ---- log family ------------------------------------------------------------ */
+
+/* a = 2^e * (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)) for a > 0 finite
+ * (subnormals scaled by 2^54 first); f is exact. */
+static V log_split(M *m, V a, V *e) {
+  V sub_ = lt(m, a, 0x1p-1022);
+  V a2 = sel(m, sub_, mul(m, a, K(m, 0x1p54)), a);
+  /* adding 1 - bits(sqrt(1/2)) carries into the exponent exactly when
+   * the significand is >= sqrt(2)/2 * 2 */
+  V ix = LLVMBuildAdd(m->b, bits(m, a2), KI(m, 0x3ff0000000000000LL - 0x3fe6a09e667f3bcdLL), "");
+  V ei = LLVMBuildSub(m->b, LLVMBuildAShr(m->b, ix, KI(m, 52), ""), KI(m, 1023), "");
+  ei = LLVMBuildSub(m->b, ei, LLVMBuildSelect(m->b, sub_, KI(m, 54), KI(m, 0), ""), "");
+  *e = LLVMBuildSIToFP(m->b, ei, m->t, "");
+  V mb = LLVMBuildAdd(m->b, LLVMBuildAnd(m->b, ix, KI(m, 0x000fffffffffffffLL), ""),
+                      KI(m, 0x3fe6a09e667f3bcdLL), "");
+  return sub(m, from_bits(m, mb), K(m, 1));
+}
+
+/* 2 atanh(s) - 2 s = s R with R = z (2/3 + z (2/5 + ... 2/21)), z = s^2,
+ * |s| <= 0.1716: the first omitted term is below 2^-59 relative. */
+static V log_R(M *m, V s) {
+  double c[10];
+  for (int n = 0; n < 10; n++) c[n] = (double)(2.0L / (2 * n + 3));
+  V z = mul(m, s, s);
+  return mul(m, z, poly(m, z, c, 10));
+}
+
+/* log(1 + f) = 2 atanh(s), s = f / (2 + f), written as
+ * f - f^2/2 + s (f^2/2 + R): f is exact and dominates. */
+static V log1pf_core(M *m, V f) {
+  V s = fdiv(m, f, add(m, K(m, 2), f));
+  V hfsq = mul(m, K(m, 0.5), mul(m, f, f));
+  return add(m, f, sub(m, mul(m, s, add(m, hfsq, log_R(m, s))), hfsq));
+}
+
+/* The special values of log: 0 -> -inf, < 0 or NaN -> NaN, inf -> inf. */
+static V log_special(M *m, V a, V r) {
+  r = sel(m, eq(m, a, INFINITY), a, r);
+  r = sel(m, eq(m, a, 0), K(m, -INFINITY), r);
+  return sel(m, cmp(m, LLVMRealULT, a, K(m, 0)), K(m, NAN), r);
+}
+
+/* kind: 0 ln, 2 log2, 10 log10. */
+static V log64(M *m, V a, int kind) {
+  V e, f = log_split(m, a, &e), l = log1pf_core(m, f), r;
+  if (kind == 2) r = fmadd(m, l, K(m, INV_LN2), e);
+  else if (kind == 10)
+    r = fmadd(m, e, K(m, LOG10_2_HI), fmadd(m, e, K(m, LOG10_2_LO), mul(m, l, K(m, INV_LN10))));
+  else r = fmadd(m, e, K(m, LN2_HI), fmadd(m, e, K(m, LN2_LO), l));
+  return log_special(m, a, r);
+}
+
+/* log1p(x) = log(u) + c / u with u = 1 + x rounded and c its rounding
+ * error (two_sum), so tiny x gives x. */
+static V log1p64(M *m, V x) {
+  V u, c;
+  two_sum(m, K(m, 1), x, &u, &c);
+  c = sel(m, eq(m, u, INFINITY), K(m, 0), c);
+  V r = add(m, log64(m, u, 0), fdiv(m, c, u));
+  r = sel(m, eq(m, u, INFINITY), u, r);
+  return keep_zero(m, x, log_special(m, u, r));
+}
+
+/* log(a) as hi + lo with about 2^-59 relative error, for pow: s also as
+ * a double-double, and the sums exact. */
+static V log_dd(M *m, V a, V *lo) {
+  V e, f = log_split(m, a, &e);
+  V d, dlo, ph, pl;
+  fast_two_sum(m, K(m, 2), f, &d, &dlo);
+  V s = fdiv(m, f, d);
+  two_prod(m, s, d, &ph, &pl);
+  V res = sub(m, sub(m, sub(m, f, ph), pl), mul(m, s, dlo));
+  V slo = fdiv(m, res, d);
+  V tail = fmadd(m, s, log_R(m, s), mul(m, K(m, 2), slo));
+  V lh, ll, h, hl;
+  fast_two_sum(m, mul(m, K(m, 2), s), tail, &lh, &ll);
+  two_sum(m, mul(m, e, K(m, LN2_HI)), lh, &h, &hl);
+  V l = add(m, add(m, hl, ll), mul(m, e, K(m, LN2_LO)));
+  V hi;
+  fast_two_sum(m, h, l, &hi, lo);
+  return log_special(m, a, hi);
+}
+
+/* ---- pow --------------------------------------------------------------------- */
+
+/* C99's pow (PyTorch's std::pow): exp(y log|x|) in double-double, then
+ * the sign and special cases of Annex F. */
+static V pow64(M *m, V x, V y) {
+  V a = fabs_(m, x), llo;
+  V lhi = log_dd(m, a, &llo);
+  V p, plo;
+  two_prod(m, y, lhi, &p, &plo);
+  plo = fmadd(m, y, llo, plo);
+  /* a non-finite or huge product has no meaningful low part */
+  plo = sel(m, lt(m, fabs_(m, p), 1000), plo, K(m, 0));
+  V r = exp64(m, p, plo);
+  V yint = cmp(m, LLVMRealOEQ, floor_(m, y), y);
+  V hy = mul(m, y, K(m, 0.5));
+  V yodd = LLVMBuildAnd(m->b, yint, cmp(m, LLVMRealUNE, floor_(m, hy), hy), "");
+  V xneg = LLVMBuildICmp(m->b, LLVMIntSLT, bits(m, x), KI(m, 0), "");
+  r = sel(m, LLVMBuildAnd(m->b, xneg, yodd, ""), LLVMBuildFNeg(m->b, r, ""), r);
+  V bad = LLVMBuildAnd(m->b, lt(m, x, 0), LLVMBuildNot(m->b, yint, ""), "");
+  bad = LLVMBuildAnd(m->b, bad, gt(m, x, -INFINITY), "");
+  r = sel(m, bad, K(m, NAN), r);
+  V m1inf = LLVMBuildAnd(m->b, eq(m, x, -1), eq(m, fabs_(m, y), INFINITY), "");
+  V one = LLVMBuildOr(m->b, LLVMBuildOr(m->b, m1inf, eq(m, x, 1), ""), eq(m, y, 0), "");
+  return sel(m, one, K(m, 1), r);
+}
+
+/* ---- trigonometric ----------------------------------------------------------- */
+
+/* x = k pi/2 + r, |r| <= pi/4, with pi/2 in 26-bit parts so that each
+ * k * part is exact for |k| < 2^27 (|x| < 2.1e8); beyond that the
+ * reduction loses accuracy (docs/numerics.md).  Returns r, *q = k & 3. */
+static V trig_reduce(M *m, V x, V *q) {
+  static const double c[4] = {0x1.921fb5p+0, 0x1.110b46p-26, 0x1.1a6263p-54,
+                              0x1.8a2e03707344ap-81};
+  V k, kf = round_k(m, mul(m, x, K(m, TWO_OVER_PI)), &k);
+  V r = x;
+  for (int i = 0; i < 4; i++) r = fmadd(m, kf, K(m, -c[i]), r);
+  *q = LLVMBuildAnd(m->b, k, KI(m, 3), "");
+  return r;
+}
+
+/* sin r for |r| <= pi/4: r + r^3 (-1/3! + ... + r^16/19!). */
+static V sin_poly(M *m, V r, V z) {
+  double c[9];
+  long double f = 1;
+  for (int n = 3, i = 0; n <= 19; n += 2, i++)
+    f *= (long double)n * (n - 1), c[i] = (double)((i % 2 ? 1.0L : -1.0L) / f);
+  return fmadd(m, mul(m, r, z), poly(m, z, c, 9), r);
+}
+
+/* cos r = w + ((1 - w) - z/2 + z^2 (1/4! - ...)), w = 1 - z/2: the
+ * rounding error of w is added back exactly. */
+static V cos_poly(M *m, V z) {
+  double c[9];
+  long double f = 2;
+  for (int n = 4, i = 0; n <= 20; n += 2, i++)
+    f *= (long double)n * (n - 1), c[i] = (double)((i % 2 ? -1.0L : 1.0L) / f);
+  V hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
+  V corr = sub(m, sub(m, K(m, 1), w), hz);
+  return add(m, w, fmadd(m, mul(m, z, z), poly(m, z, c, 9), corr));
+}
+
+static V bit(M *m, V q, long long b) {
+  return LLVMBuildICmp(m->b, LLVMIntNE, LLVMBuildAnd(m->b, q, KI(m, b), ""), KI(m, 0), "");
+}
+
+/* which: 0 sin, 1 cos, 2 tan. */
+static V trig64(M *m, V x, int which) {
+  V q, r = trig_reduce(m, x, &q), z = mul(m, r, r);
+  V s = sin_poly(m, r, z), c = cos_poly(m, z), res;
+  V odd = bit(m, q, 1);
+  if (which == 2) {
+    res = sel(m, odd, LLVMBuildFNeg(m->b, fdiv(m, c, s), ""), fdiv(m, s, c));
+  } else {
+    V v = which == 0 ? sel(m, odd, c, s) : sel(m, odd, s, c);
+    V nq = which == 0 ? q : LLVMBuildAdd(m->b, q, KI(m, 1), "");
+    res = sel(m, bit(m, nq, 2), LLVMBuildFNeg(m->b, v, ""), v);
+  }
+  res = sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(m, INFINITY)), res, K(m, NAN));
+  return which == 1 ? res : keep_zero(m, x, res);
+}
+
+/* atan(a) for a >= 0 (inf included): a > 1 uses pi/2 - atan(1/a), then
+ * t > tan(pi/8) uses pi/4 + atan((t - 1)/(t + 1)), leaving |u| <= 0.4143
+ * for the series u - u^3/3 + ... (23 terms, the next below 2^-58). */
+static V atan_pos(M *m, V a) {
+  double c[23];
+  for (int n = 0; n < 23; n++) c[n] = (double)((n % 2 ? -1.0L : 1.0L) / (2 * n + 1));
+  V inv = gt(m, a, 1);
+  V t = sel(m, inv, fdiv(m, K(m, 1), a), a);
+  V mid = gt(m, t, 0x1.a827999fcef32p-2);
+  V u = sel(m, mid, fdiv(m, sub(m, t, K(m, 1)), add(m, t, K(m, 1))), t);
+  V at = mul(m, u, poly(m, mul(m, u, u), c, 23));
+  at = sel(m, mid, add(m, K(m, PIO4), add(m, at, K(m, PIO4_LO))), at);
+  return sel(m, inv, add(m, K(m, PIO2), sub(m, K(m, PIO2_LO), at)), at);
+}
+
+static V atan64(M *m, V x) { return copysign_(m, atan_pos(m, fabs_(m, x)), x); }
+
+/* asin x = atan(x / sqrt((1 - x)(1 + x))): 1 - |x| is exact near 1. */
+static V asin64(M *m, V x) {
+  V a = fabs_(m, x);
+  V d = sqrt_(m, mul(m, sub(m, K(m, 1), a), add(m, K(m, 1), a)));
+  V r = atan_pos(m, fdiv(m, a, d));
+  return copysign_(m, sel(m, gt(m, a, 1), K(m, NAN), r), x);
+}
+
+/* acos x = 2 atan(sqrt((1 - x) / (1 + x))); |x| > 1 gives the sqrt of a
+ * negative number, NaN. */
+static V acos64(M *m, V x) {
+  V q = fdiv(m, sub(m, K(m, 1), x), add(m, K(m, 1), x));
+  return mul(m, K(m, 2), atan_pos(m, sqrt_(m, q)));
+}
+
+/* ---- hyperbolic and erf ---------------------------------------------------- */
+
+/* tanh |x| = e / (e + 2), e = expm1(2|x|); 1 beyond 22. */
+static V tanh64(M *m, V x) {
+  V a = minc(m, fabs_(m, x), 22);
+  V e = expm1_64(m, add(m, a, a));
+  return copysign_(m, fdiv(m, e, add(m, e, K(m, 2))), x);
+}
+
+/* e^a / 2 for a >= 22 without overflowing early: (e^(a/2) / 2) e^(a/2). */
+static V half_exp_big(M *m, V a) {
+  V w = exp64(m, mul(m, a, K(m, 0.5)), NULL);
+  return mul(m, mul(m, w, K(m, 0.5)), w);
+}
+
+/* sinh |x| = (E + E / (E + 1)) / 2, E = expm1(|x|). */
+static V sinh64(M *m, V x) {
+  V a = fabs_(m, x), small = lt(m, a, 22);
+  V e = expm1_64(m, minc(m, a, 22));
+  V r = mul(m, K(m, 0.5), add(m, e, fdiv(m, e, add(m, e, K(m, 1)))));
+  return copysign_(m, sel(m, small, r, half_exp_big(m, a)), x);
+}
+
+static V cosh64(M *m, V x) {
+  V a = fabs_(m, x), small = lt(m, a, 22);
+  V e = exp64(m, minc(m, a, 22), NULL);
+  V r = fmadd(m, K(m, 0.5), e, fdiv(m, K(m, 0.5), e));
+  return sel(m, small, r, sel(m, cmp(m, LLVMRealUNO, x, x), x, half_exp_big(m, a)));
+}
+
+/* asinh |x| = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(a) + ln 2 from
+ * 2^28 on (where sqrt(1 + a^2) rounds to a). */
+static V asinh64(M *m, V x) {
+  V a = fabs_(m, x), big = gt(m, a, 0x1p28);
+  V ac = minc(m, a, 0x1p28), a2 = mul(m, ac, ac);
+  V r = log1p64(m, add(m, ac, fdiv(m, a2, add(m, K(m, 1), sqrt_(m, add(m, K(m, 1), a2))))));
+  V rb = add(m, log64(m, a, 0), K(m, LN2));
+  return copysign_(m, sel(m, big, rb, r), x);
+}
+
+/* acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1 (exact near 1). */
+static V acosh64(M *m, V x) {
+  V big = gt(m, x, 0x1p28), t = sub(m, minc(m, x, 0x1p28), K(m, 1));
+  V r = log1p64(m, add(m, t, sqrt_(m, fmadd(m, t, t, add(m, t, t)))));
+  r = sel(m, big, add(m, log64(m, x, 0), K(m, LN2)), r);
+  return sel(m, lt(m, x, 1), K(m, NAN), r);
+}
+
+/* atanh |x| = log1p(2a / (1 - a)) / 2; |x| > 1 gives log1p(< -1) = NaN. */
+static V atanh64(M *m, V x) {
+  V a = fabs_(m, x);
+  V r = mul(m, K(m, 0.5), log1p64(m, fdiv(m, add(m, a, a), sub(m, K(m, 1), a))));
+  return copysign_(m, r, x);
+}
+
+/* erf |x|: below 2, (2/sqrt(pi)) a e^(-a^2) sum (2a^2)^n / (2n+1)!!
+ * (positive terms, 32 of them, the next below 2^-57 relative); from 2,
+ * 1 - erfc with erfc from its continued fraction
+ * e^(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + ...))) at depth 52 (absolute
+ * error below 2^-58 from 2 on), evaluated as one fraction P/Q; 1 from 6 on. e^(-a^2)
+ * takes a^2 exactly as hi + lo. */
+static V erf64(M *m, V x) {
+  double c[32];
+  long double dd = 1;
+  for (int n = 0; n < 32; n++) dd *= (n ? 2 * n + 1 : 1), c[n] = (double)(1.0L / dd);
+  V a = minc(m, fabs_(m, x), 6), h, l;
+  two_prod(m, a, a, &h, &l);
+  V e = exp64(m, LLVMBuildFNeg(m->b, h, ""), LLVMBuildFNeg(m->b, l, ""));
+  V s = poly(m, add(m, h, h), c, 32);
+  V small = mul(m, mul(m, mul(m, K(m, TWO_OVER_SQRTPI), a), e), s);
+  V p = a, q = K(m, 1);
+  for (int n = 52; n >= 1; n--) {
+    V np = fmadd(m, a, p, mul(m, K(m, n * 0.5), q));
+    q = p, p = np;
+  }
+  V erfc = mul(m, mul(m, e, K(m, INV_SQRTPI)), fdiv(m, q, p));
+  V big = sub(m, K(m, 1), erfc);
+  return copysign_(m, sel(m, lt(m, a, 2), small, big), x);
+}
+
+/* 1 / (1 + e^-x), PyTorch's formula. */
+static V sigmoid64(M *m, V x) {
+  V e = exp64(m, LLVMBuildFNeg(m->b, x, ""), NULL);
+  return fdiv(m, K(m, 1), add(m, K(m, 1), e));
+}
+
+/* ---- the interface ----------------------------------------------------------- */
+
+static V dispatch(M *m, MathFn fn, V x, V y) {
+  switch (fn) {
+  case MATH_EXP: return exp64(m, x, NULL);
+  case MATH_EXP2: return exp2_64(m, x);
+  case MATH_EXPM1: return expm1_64(m, x);
+  case MATH_LOG: return log64(m, x, 0);
+  case MATH_LOG2: return log64(m, x, 2);
+  case MATH_LOG10: return log64(m, x, 10);
+  case MATH_LOG1P: return log1p64(m, x);
+  case MATH_SIN: return trig64(m, x, 0);
+  case MATH_COS: return trig64(m, x, 1);
+  case MATH_TAN: return trig64(m, x, 2);
+  case MATH_TANH: return tanh64(m, x);
+  case MATH_SIGMOID: return sigmoid64(m, x);
+  case MATH_ERF: return erf64(m, x);
+  case MATH_POW: return pow64(m, x, y);
+  case MATH_ASIN: return asin64(m, x);
+  case MATH_ACOS: return acos64(m, x);
+  case MATH_ATAN: return atan64(m, x);
+  case MATH_SINH: return sinh64(m, x);
+  case MATH_COSH: return cosh64(m, x);
+  case MATH_ASINH: return asinh64(m, x);
+  case MATH_ACOSH: return acosh64(m, x);
+  case MATH_ATANH: return atanh64(m, x);
+  default: ICE("math function %d", (int)fn);
+  }
+}
+
+LLVMValueRef cg_math(CgMath *cm, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
+  LLVMTypeRef t = LLVMTypeOf(x), el = t;
+  M m = {cm->ctx, cm->mod, cm->b, NULL, NULL, 0};
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
+    el = LLVMGetElementType(t);
+    m.lanes = LLVMGetVectorSize(t);
+    if (m.lanes > 64) ICE("math on a vector of %u lanes", m.lanes);
+  }
+  LLVMTypeRef f64 = LLVMDoubleTypeInContext(cm->ctx), i64 = LLVMInt64TypeInContext(cm->ctx);
+  m.t = m.lanes ? LLVMVectorType(f64, m.lanes) : f64;
+  m.it = m.lanes ? LLVMVectorType(i64, m.lanes) : i64;
+  if (el == f64) return dispatch(&m, fn, x, y);
+  if (LLVMGetTypeKind(el) != LLVMFloatTypeKind) ICE("math on a type other than f32/f64");
+  if (fn == MATH_EXP) return exp_f32(&m, x);
+  V xd = LLVMBuildFPExt(cm->b, x, m.t, "");
+  V yd = y ? LLVMBuildFPExt(cm->b, y, m.t, "") : NULL;
+  return LLVMBuildFPTrunc(cm->b, dispatch(&m, fn, xd, yd), t, "");
+}
+
+const char *math_fn_name(MathFn fn) {
+  static const char *names[MATH_NFNS] = {
+      "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
+      "sigmoid", "erf", "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+      "atanh"};
+  return fn >= 0 && fn < MATH_NFNS ? names[fn] : "?";
+}

@@ -1,0 +1,38 @@
+/* math.h — the math layer: transcendental functions emitted as plain
+ * LLVM IR (adds, multiplies, fmuladd, divisions, sqrt, floor, fabs,
+ * copysign, bit casts, selects), with no call to libm, libdevice or an
+ * llvm.* math intrinsic that lowers to a libcall.  So the same IR is
+ * valid on every target, and LLVM's loop vectorizer widens it on the
+ * CPU.  Values may be scalars or vectors of f32 or f64; f32 functions are
+ * computed in f64 and rounded once (f16/bf16 compute in f32, spec §5.5),
+ * except exp, which has its own f32 algorithm.  The measured errors are
+ * in docs/numerics.md.
+ * Needs: llvm-c (LLVM 19).  Used by: codegen/llvm.c, tests. */
+#ifndef TDSL_CODEGEN_MATH_H
+#define TDSL_CODEGEN_MATH_H
+
+#include <llvm-c/Core.h>
+
+typedef enum MathFn {
+  MATH_EXP, MATH_EXP2, MATH_EXPM1, MATH_LOG, MATH_LOG2, MATH_LOG10, MATH_LOG1P,
+  MATH_SIN, MATH_COS, MATH_TAN, MATH_TANH, MATH_SIGMOID, MATH_ERF, MATH_POW,
+  MATH_ASIN, MATH_ACOS, MATH_ATAN, MATH_SINH, MATH_COSH, MATH_ASINH, MATH_ACOSH,
+  MATH_ATANH, MATH_NFNS
+} MathFn;
+
+/* Where to emit: the builder is positioned where the result is needed. */
+typedef struct CgMath {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  int opt; /* -O level (no function depends on it today) */
+} CgMath;
+
+/* fn(x), or fn(x, y) for MATH_POW (y has x's type; NULL otherwise). */
+LLVMValueRef cg_math(CgMath *m, MathFn fn, LLVMValueRef x, LLVMValueRef y);
+
+/* The function's name as C's libm spells it for double ("exp", ...;
+ * "sigmoid" has none). */
+const char *math_fn_name(MathFn fn);
+
+#endif

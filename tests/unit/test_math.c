@@ -1,0 +1,424 @@
+/* test_math.c — the math layer (codegen/math.h) against glibc's libm.
+ * Every function is compiled, for f32 and f64, into a loop
+ * `void k(const T *x, const T *y, T *out, int64_t n)` through the LLVM C
+ * API at -O2 for the host (so the loop vectorizer widens the math), the
+ * object linked into a shared object and dlopened: no JIT.  f32 results
+ * are compared with libm's double function (correctly rounded to far
+ * below an f32 ulp) over every 8191st f32 bit pattern of all signs and
+ * magnitudes plus every 256th pattern of the key range 2^-4 <= |x| < 8;
+ * f64 results with libm's long double function on 150k samples.  Each
+ * function's maximum error in ulps must stay within its bound (the
+ * measured maxima are in docs/numerics.md: run with TDSL_MATH_TABLE=1
+ * to print them), and special values (NaN, +-inf, +-0, overflow,
+ * underflow, domain errors) must be exactly libm's.
+ * Also: tdslc's kernels at -O0 and -O2 call no math library.
+ * Needs: codegen/math.h, llvm-c, a C compiler (TDSL_CC), dlopen, tdslc. */
+#include <check.h>
+#include <dlfcn.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "codegen/math.h"
+
+#ifndef TDSL_CC
+#define TDSL_CC "cc"
+#endif
+
+typedef void (*Kernel)(const void *x, const void *y, void *out, int64_t n);
+
+static void *so;
+static char dir[64];
+
+/* ---- building the kernels -------------------------------------------------- */
+
+static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64) {
+  LLVMTypeRef t = is64 ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), i64 = LLVMInt64TypeInContext(ctx);
+  LLVMTypeRef ps[4] = {ptr, ptr, ptr, i64};
+  char name[64];
+  snprintf(name, sizeof name, "k_%s_%d", math_fn_name(fn), is64 ? 64 : 32);
+  LLVMValueRef f = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), ps, 4, 0));
+  for (unsigned i = 0; i < 3; i++)
+    LLVMAddAttributeAtIndex(f, i + 1, LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, f, "entry");
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(ctx, f, "loop");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ctx, f, "done");
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef n = LLVMGetParam(f, 3), zero = LLVMConstInt(i64, 0, 0);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, done);
+  LLVMPositionBuilderAtEnd(b, loop);
+  LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
+  LLVMValueRef px = LLVMBuildGEP2(b, t, LLVMGetParam(f, 0), &i, 1, "");
+  LLVMValueRef py = LLVMBuildGEP2(b, t, LLVMGetParam(f, 1), &i, 1, "");
+  LLVMValueRef po = LLVMBuildGEP2(b, t, LLVMGetParam(f, 2), &i, 1, "");
+  LLVMValueRef x = LLVMBuildLoad2(b, t, px, "");
+  LLVMValueRef y = fn == MATH_POW ? LLVMBuildLoad2(b, t, py, "") : NULL;
+  CgMath m = {ctx, mod, b, 2};
+  LLVMBuildStore(b, cg_math(&m, fn, x, y), po);
+  LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, n, ""), loop, done);
+  LLVMAddIncoming(i, &zero, &entry, 1);
+  LLVMAddIncoming(i, &next, &loop, 1);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+}
+
+static LLVMTargetMachineRef host_machine(char **triple) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  *triple = LLVMGetDefaultTargetTriple();
+  char *cpu = LLVMGetHostCPUName(), *feat = LLVMGetHostCPUFeatures(), *err = NULL;
+  LLVMTargetRef t;
+  ck_assert_msg(!LLVMGetTargetFromTriple(*triple, &t, &err), "%s", err);
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, *triple, cpu, feat, LLVMCodeGenLevelDefault,
+                                                    LLVMRelocPIC, LLVMCodeModelDefault);
+  LLVMDisposeMessage(cpu);
+  LLVMDisposeMessage(feat);
+  return tm;
+}
+
+/* All kernels in one module, -O2, object, shared object, dlopen. */
+static void build_all(void) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("math", ctx);
+  for (int fn = 0; fn < MATH_NFNS; fn++)
+    for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64);
+  char *triple, *err = NULL, path[128], cmd[512];
+  LLVMTargetMachineRef tm = host_machine(&triple);
+  LLVMSetTarget(mod, triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(mod, td);
+  ck_assert_msg(!LLVMVerifyModule(mod, LLVMReturnStatusAction, &err), "%s", err);
+  LLVMDisposeMessage(err);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  ck_assert(LLVMRunPasses(mod, "default<O2>", tm, po) == NULL);
+  LLVMDisposePassBuilderOptions(po);
+  char *ir = LLVMPrintModuleToString(mod);
+  if (getenv("TDSL_MATH_IR")) fputs(ir, stderr);
+  /* no call may remain: every function is plain IR */
+  for (const char *c = ir; (c = strstr(c, "call ")) != NULL; c++) {
+    const char *at = strchr(c, '@');
+    ck_assert_msg(at && !strncmp(at, "@llvm.", 6), "a call is left in the IR: %.60s", c);
+  }
+  ck_assert_msg(strstr(ir, "<4 x double>") || strstr(ir, "<2 x double>") ||
+                    strstr(ir, "<8 x double>"),
+                "the loops were not vectorized");
+  LLVMDisposeMessage(ir);
+  snprintf(dir, sizeof dir, "/tmp/tdsl_math_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/m.o", dir);
+  ck_assert_msg(!LLVMTargetMachineEmitToFile(tm, mod, path, LLVMObjectFile, &err), "%s", err);
+  snprintf(cmd, sizeof cmd, "%s -shared -o %s/m.so %s", TDSL_CC, dir, path);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/m.so", dir);
+  so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(so != NULL, "%s", dlerror());
+  LLVMDisposeTargetData(td);
+  LLVMDisposeTargetMachine(tm);
+  LLVMDisposeMessage(triple);
+  LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+}
+
+static Kernel kernel(MathFn fn, int is64) {
+  char name[64];
+  snprintf(name, sizeof name, "k_%s_%d", math_fn_name(fn), is64 ? 64 : 32);
+  Kernel k = (Kernel)(uintptr_t)dlsym(so, name);
+  ck_assert_ptr_nonnull((void *)(uintptr_t)k);
+  return k;
+}
+
+/* ---- references -------------------------------------------------------------- */
+
+/* sigmoid: PyTorch's 1 / (1 + exp(-x)), 0 where exp(-x) overflows f64. */
+static long double ref(MathFn fn, long double x, long double y) {
+  switch (fn) {
+  case MATH_EXP: return expl(x);
+  case MATH_EXP2: return exp2l(x);
+  case MATH_EXPM1: return expm1l(x);
+  case MATH_LOG: return logl(x);
+  case MATH_LOG2: return log2l(x);
+  case MATH_LOG10: return log10l(x);
+  case MATH_LOG1P: return log1pl(x);
+  case MATH_SIN: return sinl(x);
+  case MATH_COS: return cosl(x);
+  case MATH_TAN: return tanl(x);
+  case MATH_TANH: return tanhl(x);
+  case MATH_SIGMOID: return expl(-x) > DBL_MAX ? 0 : 1.0L / (1.0L + expl(-x));
+  case MATH_ERF: return erfl(x);
+  case MATH_POW: return powl(x, y);
+  case MATH_ASIN: return asinl(x);
+  case MATH_ACOS: return acosl(x);
+  case MATH_ATAN: return atanl(x);
+  case MATH_SINH: return sinhl(x);
+  case MATH_COSH: return coshl(x);
+  case MATH_ASINH: return asinhl(x);
+  case MATH_ACOSH: return acoshl(x);
+  case MATH_ATANH: return atanhl(x);
+  default: return NAN;
+  }
+}
+
+/* |got - want| in units of the last place of want rounded to the type
+ * (52 or 23 fraction bits; subnormal ulps below the type's minimum).
+ * Special results must match exactly: returns 1e9 when they do not. */
+static double ulp_err(long double got, long double want, int is64) {
+  int mant = is64 ? 52 : 23, emin = is64 ? -1074 : -149;
+  long double maxv = is64 ? DBL_MAX : FLT_MAX;
+  if (isnan(want)) return isnan(got) ? 0 : 1e9;
+  if (isnan(got)) return 1e9;
+  /* want beyond the largest finite value rounds to inf */
+  if (fabsl(want) > maxv * (1 + ldexpl(1, -mant - 1))) return got == copysignl(INFINITY, want) ? 0 : 1e9;
+  if (isinf(got)) return fabsl(want) >= maxv ? 0.5 : 1e9;
+  if (want == 0) return got == 0 && signbit(got) == signbit(want) ? 0 : got == 0 ? 1e9 : fabsl(got) / ldexpl(1, emin);
+  int e = ilogbl(want) - mant;
+  if (e < emin) e = emin;
+  return (double)(fabsl(got - want) / ldexpl(1, e));
+}
+
+/* ---- sweeps -------------------------------------------------------------------- */
+
+typedef struct Worst {
+  double ulps;
+  long double x, y;
+} Worst;
+
+static void run32(MathFn fn, const float *x, const float *y, int64_t n, Worst *w) {
+  float *o = malloc(sizeof *o * (size_t)n);
+  kernel(fn, 0)(x, y, o, n);
+  for (int64_t i = 0; i < n; i++) {
+    double e = ulp_err(o[i], (double)ref(fn, (double)x[i], y ? (double)y[i] : 0), 0);
+    if (e > w->ulps) w->ulps = e, w->x = x[i], w->y = y ? y[i] : 0;
+  }
+  free(o);
+}
+
+static void run64(MathFn fn, const double *x, const double *y, int64_t n, Worst *w) {
+  double *o = malloc(sizeof *o * (size_t)n);
+  kernel(fn, 1)(x, y, o, n);
+  for (int64_t i = 0; i < n; i++) {
+    double e = ulp_err(o[i], ref(fn, x[i], y ? y[i] : 0), 1);
+    if (e > w->ulps) w->ulps = e, w->x = x[i], w->y = y ? y[i] : 0;
+  }
+  free(o);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t next(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+static double urand(void) { return (double)(next() >> 11) * 0x1p-53; }
+
+static float f_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static double d_of(uint64_t u) {
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+/* |x| bound where the function is specified to be accurate (the trig
+ * reduction's limit, docs/numerics.md), else inf. */
+static double bound(MathFn fn) {
+  return fn == MATH_SIN || fn == MATH_COS || fn == MATH_TAN ? 2.1e8 : INFINITY;
+}
+
+/* f32: every 8191st bit pattern, then every 256th with 2^-4 <= |x| < 8. */
+static Worst sweep32(MathFn fn) {
+  enum { CAP = 1 << 21 };
+  float *x = malloc(sizeof *x * CAP);
+  Worst w = {0, 0, 0};
+  int64_t n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    uint64_t lo = pass ? 0x3d800000u : 0, hi = pass ? 0x41000000u : 0x100000000u;
+    uint64_t step = pass ? 256 : 8191;
+    for (int sgn = 0; sgn < (pass ? 2 : 1); sgn++)
+      for (uint64_t u = lo; u < hi; u += step) {
+        float v = f_of((uint32_t)u | (sgn ? 0x80000000u : 0));
+        if (!(fabsf(v) <= bound(fn)) && !isnan(v)) continue;
+        x[n++] = v;
+        if (n == CAP) run32(fn, x, NULL, n, &w), n = 0;
+      }
+  }
+  run32(fn, x, NULL, n, &w);
+  free(x);
+  return w;
+}
+
+/* A double with a random sign, significand and exponent in [lo, hi). */
+static double rand_exp(int lo, int hi) {
+  int e = lo + (int)(urand() * (hi - lo));
+  uint64_t bits = (next() & 0x800fffffffffffffULL) | ((uint64_t)(e + 1023) << 52);
+  return d_of(bits);
+}
+
+/* f64: 50k random bit patterns (all magnitudes), 50k with exponents in
+ * [-30, 10), 50k uniform in [-4, 4]. */
+static Worst sweep64(MathFn fn) {
+  enum { N = 150000 };
+  double *x = malloc(sizeof *x * N);
+  int64_t n = 0;
+  while (n < N) {
+    double v = n < N / 3 ? d_of(next()) : n < 2 * N / 3 ? rand_exp(-30, 10) : 8 * urand() - 4;
+    if (fabs(v) <= bound(fn) || isnan(v)) x[n++] = v;
+  }
+  Worst w = {0, 0, 0};
+  run64(fn, x, NULL, n, &w);
+  free(x);
+  return w;
+}
+
+/* pow: x over magnitudes 2^-20..2^20 and both signs, y with |y log2 x|
+ * up to about 300 (f32: 126), integer y for negative x, then the special
+ * pairs of C99's Annex F (checked exactly). */
+static void pow_inputs(double *x, double *y, int64_t n, int is64) {
+  double lim = is64 ? 1000 : 126;
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = ldexp(1 + urand(), (int)(urand() * 40) - 20);
+    double l2 = fabs(log2(x[i])) + 1e-3;
+    y[i] = (2 * urand() - 1) * fmin(lim / l2, 1e6) * urand();
+    if (i % 4 == 0) x[i] = -x[i], y[i] = round(y[i]);
+  }
+  static const double sp[] = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, INFINITY, -INFINITY, NAN};
+  int k = 0, ns = (int)(sizeof sp / sizeof sp[0]);
+  for (int a = 0; a < ns; a++)
+    for (int b = 0; b < ns; b++) x[k] = sp[a], y[k] = sp[b], k++;
+}
+
+static Worst sweep_pow(int is64) {
+  enum { N = 200000 };
+  double *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+  pow_inputs(x, y, N, is64);
+  Worst w = {0, 0, 0};
+  if (is64) {
+    run64(MATH_POW, x, y, N, &w);
+  } else {
+    float *xf = malloc(sizeof *xf * N), *yf = malloc(sizeof *yf * N);
+    for (int i = 0; i < N; i++) xf[i] = (float)x[i], yf[i] = (float)y[i];
+    run32(MATH_POW, xf, yf, N, &w);
+    free(xf), free(yf);
+  }
+  free(x), free(y);
+  return w;
+}
+
+/* The bound per function and dtype, in ulps: f32 results are computed in
+ * f64 and rounded once (0.5 ulp plus a trace); exp on f32 has its own
+ * algorithm (1 ulp).  f64: see docs/numerics.md. */
+static double limit(MathFn fn, int is64) {
+  if (!is64) return fn == MATH_EXP ? 1.0 : 0.51;
+  switch (fn) {
+  case MATH_POW: return 32;
+  case MATH_ERF: return 6;
+  case MATH_TANH: case MATH_SINH: case MATH_COSH: case MATH_ASINH: case MATH_ACOSH:
+  case MATH_ATANH: case MATH_TAN: case MATH_ASIN: case MATH_ACOS: case MATH_ATAN: return 4;
+  default: return 2.5;
+  }
+}
+
+START_TEST(math_ulps) {
+  build_all();
+  int table = getenv("TDSL_MATH_TABLE") != NULL, bad = 0;
+  if (table) printf("| function | f32 max ulp | f64 max ulp |\n|---|---|---|\n"), fflush(stdout);
+  for (int fn = 0; fn < MATH_NFNS; fn++) {
+    Worst w[2];
+    for (int is64 = 0; is64 < 2; is64++)
+      w[is64] = fn == MATH_POW ? sweep_pow(is64) : is64 ? sweep64((MathFn)fn) : sweep32((MathFn)fn);
+    if (table) printf("| %s | %.3f | %.3f |\n", math_fn_name((MathFn)fn), w[0].ulps, w[1].ulps), fflush(stdout);
+    for (int is64 = 0; is64 < 2; is64++)
+      if (w[is64].ulps > limit((MathFn)fn, is64)) {
+        fprintf(stderr, "%s f%d: %.3g ulps at x = %La, y = %La\n", math_fn_name((MathFn)fn),
+                is64 ? 64 : 32, w[is64].ulps, w[is64].x, w[is64].y);
+        bad = 1;
+      }
+  }
+  ck_assert_msg(!bad, "a math function is beyond its ulp bound (see above)");
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* tdslc's kernels call no math library at -O0 and -O2: every call is
+ * to an llvm.* intrinsic that needs no libcall, or to the runtime.
+ * (sin and cos stay libm's on the CPU for arguments beyond the layer's
+ * reduction range: codegen/llvm.c.) */
+static const char *USES =
+    "kernel f(x: f32[N], d: f64[N], h: f16[N]) -> (f32[N], f64[N], f16[N]) {\n"
+    "  return x.exp() + x.log() + x.log1p() + x.expm1() + x.tanh()"
+    " + x.erf() + x.sigmoid() + x.gelu() + x.gelu(approximate=\"tanh\") + x.pow(x),"
+    " d.exp() + d.log() + d.tanh() + d.erf() + d.pow(d) + d.log1p()"
+    " + d.expm1(), h.exp() + h.tanh() + h.erf() + h.pow(h)\n}\n";
+
+static void no_libm_calls(const char *opt) {
+  char d[64] = "/tmp/tdsl_mathk_XXXXXX", cmd[512], path[128];
+  ck_assert_ptr_nonnull(mkdtemp(d));
+  snprintf(path, sizeof path, "%s/k.tdsl", d);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(USES, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s %s %s --emit=llvm -o %s/k.ll", TDSL_TDSLC, path, opt, d);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/k.ll", d);
+  f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[4096];
+  int calls = 0;
+  while (fgets(line, sizeof line, f))
+    for (const char *c = line; (c = strstr(c, "call ")) != NULL; c++) {
+      const char *at = strchr(c, '@');
+      if (!at) continue;
+      calls++;
+      ck_assert_msg(!strncmp(at, "@llvm.fmuladd", 13) || !strncmp(at, "@llvm.fabs", 10) ||
+                        !strncmp(at, "@llvm.floor", 11) || !strncmp(at, "@llvm.copysign", 14) ||
+                        !strncmp(at, "@llvm.sqrt", 10) || !strncmp(at, "@llvm.experimental", 18) ||
+                        !strncmp(at, "@tdsl", 5),
+                    "%s: a call that needs a math library: %.60s", opt, at);
+    }
+  fclose(f);
+  ck_assert_int_gt(calls, 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(kernels_call_no_libm) {
+  no_libm_calls("-O0");
+  no_libm_calls("-O2");
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("math");
+  TCase *t = tcase_create("core");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, math_ulps);
+  tcase_add_test(t, kernels_call_no_libm);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
