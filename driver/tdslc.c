@@ -14,9 +14,11 @@
  * unoptimized IR: the interpreter is the oracle) or runs the pass
  * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
  * (the optimized IR) and the reports (text, JSON, HTML) here,
- * obj/header/llvm/asm through codegen.h; ptx is refused with exit 2 until it exists.
- * Needs: the whole front end (ast.h), ir.h, run.h, passes/passes.h,
- * codegen/codegen.h and lower.h (lf_stats, for the report's totals). */
+ * obj/header/llvm/asm through codegen.h, so through codegen.h and the
+ * link step (link.c); ptx is refused with exit 2 until it exists.
+ * Needs: the whole front end (ast.h), ir.h, run.h, link.h,
+ * passes/passes.h, codegen/codegen.h and lower.h (lf_stats, for the
+ * report's totals). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -30,6 +32,7 @@
 #include "../codegen/lower.h"
 #include "../ir/ir.h"
 #include "../passes/passes.h"
+#include "link.h"
 #include "run.h"
 
 #ifndef TDSL_VERSION
@@ -41,7 +44,7 @@
 /* The emit kinds, in the order files are written. */
 typedef enum Emit {
   EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_REPORT,
-  EM_REPORT_JSON, EM_REPORT_HTML, EM_COUNT
+  EM_REPORT_JSON, EM_REPORT_HTML, EM_SO, EM_COUNT
 } Emit;
 
 static const struct {
@@ -59,6 +62,7 @@ static const struct {
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},
     {"report-html", ".report.html", true, NULL},
+    {"so", ".so", false, NULL},
 };
 
 typedef struct Options {
@@ -111,8 +115,11 @@ static void print_help(void) {
       "                         (-o - writes one textual emit to stdout)\n"
       "  --emit=LIST            comma list of obj header llvm asm ptx ir "
       "report\n"
-      "                         report-json report-html (default "
-      "obj,header)\n"
+      "                         report-json report-html so (default "
+      "obj,header);\n"
+      "                         so: a shared library with the runtime "
+      "linked in, made\n"
+      "                         by the C compiler $CC (default cc)\n"
       "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
       "cuda cuda:sm_NN\n"
       "                         (ptx and cuda are not available in this "
@@ -130,8 +137,9 @@ static void print_help(void) {
       "  --output NAME=Y        run: where result NAME (out0, out1, ...) "
       "goes\n"
       "\n"
-      "exit status: 0 ok, 1 program or input errors, 2 usage, 3 internal "
-      "error\n",
+      "exit status: 0 ok, 1 program or input errors (or a file that cannot "
+      "be\n"
+      "written or linked), 2 usage, 3 internal error\n",
       stdout);
 }
 
@@ -148,7 +156,7 @@ static int parse_emit_list(Options *o, const char *list) {
       e++;
     if (e == EM_COUNT)
       return usage_error("--emit: unknown kind '%.*s' (kinds: obj header "
-                         "llvm asm ptx ir report report-json report-html)", (int)n, p);
+                         "llvm asm ptx ir report report-json report-html so)", (int)n, p);
     o->emit |= 1u << e;
     if (!p[n]) return 0;
     p += n + 1;
@@ -574,6 +582,37 @@ static int write_report(const Options *o, const Report *r, Emit e,
   return status;
 }
 
+/* --emit=so: the object (the one just written with --emit=obj, else a
+ * temporary one) linked with the runtime by link.c. */
+static int write_so(const Options *o, IrModule *m, const char *stem) {
+  const char **names = arena_alloc(m->arena, sizeof *names * (size_t)(m->nkernels + 1));
+  for (int i = 0; i < m->nkernels; i++) names[i] = m->kernels[i]->name;
+  char *so = emit_path(o, stem, EM_SO), *dir = NULL, *obj;
+  int status = 0;
+  if (o->emit >> EM_OBJ & 1) {
+    obj = emit_path(o, stem, EM_OBJ);
+  } else {
+    dir = link_tempdir();
+    if (!dir) {
+      free(so);
+      return 1;
+    }
+    obj = malloc(strlen(dir) + sizeof "/kernels.o");
+    if (!obj) ICE("out of memory");
+    sprintf(obj, "%s/kernels.o", dir);
+    CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
+                    .emit = CG_OBJ, .stem = stem, .path = obj,
+                    .time_passes = o->time_passes};
+    status = cg_emit(m, &cg);
+  }
+  if (!status) status = link_shared(obj, names, m->nkernels, so);
+  if (dir) link_remove_tempdir(dir);
+  free(dir);
+  free(obj);
+  free(so);
+  return status;
+}
+
 static int emit_all(const Options *o, IrModule *m, const char *src) {
   for (int e = 0; e < EM_COUNT; e++)
     if ((o->emit >> e & 1) && emits[e].missing) {
@@ -603,6 +642,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
             (o->emit >> EM_LLVM & 1 ? CG_LLVM : 0) |
             (o->emit >> EM_HEADER & 1 ? CG_HEADER : 0);
   if (!status && cg.emit) status = cg_emit(sel, &cg);
+  if (!status && (o->emit >> EM_SO & 1)) status = write_so(o, sel, stem);
   free(stem);
   return status;
 }

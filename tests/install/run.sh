@@ -10,7 +10,9 @@
 # Installs into a temporary prefix, checks the layout, configures
 # examples/ as a separate project with find_package(tdsl) against that
 # prefix, builds it (tdslc runs from the prefix) and runs its tests, then
-# compiles and runs a small program with `pkg-config --cflags --libs tdsl`.
+# compiles and runs a small program with `pkg-config --cflags --libs tdsl`,
+# and links a shared library with the installed tdslc's --emit=so (which
+# must find the runtime under the prefix's lib/).
 # Prints one line per step; exits 0 when all pass, 1 at the first failure.
 set -u
 
@@ -82,4 +84,13 @@ esac
   fail "compile with pkg-config flags: $flags"
 "$tmp/hello" >"$tmp/log" 2>&1 || fail "run the pkg-config program"
 step "pkg-config program: $(cat "$tmp/log")"
+
+# --emit=so from the prefix: the runtime comes from $prefix/lib.
+printf 'kernel twice(x: f32[N]) -> f32[N] {\n  return x * 2\n}\n' >"$tmp/twice.tdsl"
+(unset TDSL_RUNTIME_LIB; CC="$cc $extra" "$prefix/bin/tdslc" "$tmp/twice.tdsl" \
+  --emit=so -o "$tmp/libtwice.so") >"$tmp/log" 2>&1 ||
+  fail "installed tdslc --emit=so"
+nm -D --defined-only "$tmp/libtwice.so" 2>/dev/null |
+  grep -q ' T tdsl_last_error$' || fail "libtwice.so lacks the runtime"
+step "installed tdslc --emit=so linked the prefix's runtime"
 echo "install_tree: OK"

@@ -4,14 +4,18 @@
  * where -o puts each emit, and `tdslc run` end to end (scalars and 0-dim
  * tensors given inline too): inputs written with npy_write, results read
  * back with npy_read and compared with values worked out by hand, plus
- * the input errors of spec §8 (status 1).  Each test works in a fresh
- * temporary directory, which is also the current directory of tdslc. */
+ * the input errors of spec §8 (status 1); --emit=so built, dlopened and
+ * called, and its link errors.  Each test works in a fresh temporary
+ * directory, which is also the current directory of tdslc. */
 #include <check.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <tdsl/runtime.h>
 
 #include "driver/npy.h"
 
@@ -439,6 +443,78 @@ START_TEST(run_as_strided_bound) {
 }
 END_TEST
 
+/* --emit=so: the library holds the kernels, their index and the runtime;
+ * a call through dlsym computes, and a bad one fails with the runtime's
+ * message read through the library's own tdsl_last_error. */
+START_TEST(emit_so) {
+  write_program();
+  ck_assert_msg(tdslc("k.tdsl --emit=so") == 0, "%s", err_text);
+  void *so = dlopen(path_in("k.so"), RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(so, "%s", dlerror());
+  int (*count)(void) = (int (*)(void))dlsym(so, "tdsl_so_kernel_count");
+  const tdsl_kernel_info *(*info)(int) =
+      (const tdsl_kernel_info *(*)(int))dlsym(so, "tdsl_so_kernel_info");
+  int (*add)(const DLTensor *, const DLTensor *, DLTensor *) =
+      (int (*)(const DLTensor *, const DLTensor *, DLTensor *))dlsym(so, "add");
+  const char *(*last_error)(void) =
+      (const char *(*)(void))dlsym(so, "tdsl_last_error");
+  ck_assert(count && info && add && last_error);
+  ck_assert_int_eq(count(), 5);
+  ck_assert_str_eq(info(0)->name, "add");
+  ck_assert_str_eq(info(4)->name, "zero_dim");
+  ck_assert_ptr_null(info(5));
+  ck_assert_int_eq(info(3)->nparams, 4);
+  float xv[6] = {1, 2, 3, 4, 5, 6}, yv[6] = {10, 20, 30, 40, 50, 60}, ov[6];
+  int64_t shape[2] = {2, 3}, oshape[2] = {2, 3};
+  DLTensor x = {.data = xv, .device = {kDLCPU, 0}, .ndim = 2,
+                .dtype = {kDLFloat, 32, 1}, .shape = shape};
+  DLTensor y = x, out = x;
+  y.data = yv;
+  out.data = ov;
+  out.shape = oshape;
+  ck_assert_int_eq(add(&x, &y, &out), 0);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(ov[i], xv[i] + yv[i]);
+  y.dtype.bits = 64;
+  ck_assert_int_eq(add(&x, &y, &out), TDSL_E_DTYPE);
+  ck_assert_msg(strstr(last_error(), "add"), "%s", last_error());
+  dlclose(so);
+  /* with obj: the object written is the one linked; -o names a lone so */
+  ck_assert_int_eq(tdslc("k.tdsl --emit=obj,so -o both"), 0);
+  ck_assert_int_eq(access(path_in("both.o"), F_OK), 0);
+  ck_assert_int_eq(access(path_in("both.so"), F_OK), 0);
+  ck_assert_int_eq(tdslc("k.tdsl --emit=so -o libk.so.1 --kernel=two"), 0);
+  so = dlopen(path_in("libk.so.1"), RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(so, "%s", dlerror());
+  ck_assert_ptr_null(dlsym(so, "add"));
+  ck_assert_ptr_nonnull(dlsym(so, "two"));
+  dlclose(so);
+  expect_usage_error("k.tdsl --emit=so -o -", "binary");
+}
+END_TEST
+
+START_TEST(emit_so_errors) {
+  write_program();
+  ck_assert_int_eq(tdslc("k.tdsl --emit=so -o a.so"), 0);
+  setenv("CC", "/nonexistent/cc", 1);
+  int rc = tdslc("k.tdsl --emit=so -o b.so");
+  unsetenv("CC");
+  ck_assert_int_eq(rc, 1);
+  ck_assert_msg(strstr(err_text, "tdslc: error: --emit=so needs a C compiler"
+                       " to link: cannot run '/nonexistent/cc'"), "%s", err_text);
+  setenv("CC", "cc -Wl,--no-such-linker-option", 1);
+  rc = tdslc("k.tdsl --emit=so -o b.so");
+  unsetenv("CC");
+  ck_assert_int_eq(rc, 1);
+  ck_assert_msg(strstr(err_text, "tdslc: error: --emit=so: linking 'b.so' with"
+                       " 'cc' failed"), "%s", err_text);
+  setenv("TDSL_RUNTIME_LIB", "/nonexistent.a", 1);
+  rc = tdslc("k.tdsl --emit=so -o b.so");
+  unsetenv("TDSL_RUNTIME_LIB");
+  ck_assert_int_eq(rc, 1);
+  ck_assert_ptr_nonnull(strstr(err_text, "TDSL_RUNTIME_LIB names '/nonexistent.a'"));
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("usage");
@@ -457,6 +533,8 @@ static Suite *cli_suite(void) {
   tcase_add_test(run, run_scalars);
   tcase_add_test(run, run_input_errors);
   tcase_add_test(run, run_as_strided_bound);
+  tcase_add_test(run, emit_so);
+  tcase_add_test(run, emit_so_errors);
   suite_add_tcase(s, run);
   return s;
 }
