@@ -1,0 +1,30 @@
+"""The exceptions tdsl raises."""
+
+
+class TdslError(Exception):
+    """Base of tdsl's errors."""
+
+
+class CompileError(TdslError):
+    """tdslc refused the program or could not run.  `diagnostics` holds
+    tdslc's messages (file:line:col: error: ...), `returncode` its exit
+    status (1 program errors, 2 usage, 3 internal error; None when tdslc
+    did not run)."""
+
+    def __init__(self, message, returncode=None, diagnostics=""):
+        super().__init__(message)
+        self.returncode = returncode
+        self.diagnostics = diagnostics
+
+
+class KernelError(TdslError):
+    """A kernel call failed: `code` is the runtime's negative TDSL_E_*
+    code, `name` its name ("TDSL_E_SHAPE"), `message` the runtime's
+    message (tdsl_last_error()), `kernel` the kernel's name."""
+
+    def __init__(self, kernel, code, name, message):
+        super().__init__("%s: %s" % (name, message))
+        self.kernel = kernel
+        self.code = code
+        self.name = name
+        self.message = message

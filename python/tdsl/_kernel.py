@@ -1,0 +1,274 @@
+"""A compiled library (Module) and its kernels (Kernel), called through
+ctypes.
+
+The library is what `tdslc --emit=so` writes: its kernels are listed by
+`tdsl_so_kernel_count()` / `tdsl_so_kernel_info(i)`, each a
+`tdsl_kernel_info` (docs/abi.md) that gives the parameters, results,
+dtypes, dims and layouts; nothing is read from the header.
+
+A call borrows each tensor argument's DLTensor (_dlpack.borrow, no copy),
+converts scalars to their C types, and passes everything to the kernel's
+C entry, which makes every check (§7.4); a non-zero return becomes a
+KernelError with the runtime's message.  Results not given with `out=`
+are sized by a shape query (outputs with data == NULL), allocated with
+the strides the query gives (channels-last results stay channels-last),
+as PyTorch tensors when every tensor argument is one, else NumPy arrays,
+and filled by a second call.
+"""
+
+import ctypes
+import operator
+import re
+
+import numpy as np
+
+from . import _dlpack as dl
+from ._errors import KernelError
+
+DTYPES = {(dl.DL_BOOL, 8): "bool", (dl.DL_INT, 8): "i8", (dl.DL_UINT, 8): "u8",
+          (dl.DL_INT, 16): "i16", (dl.DL_INT, 32): "i32", (dl.DL_INT, 64): "i64",
+          (dl.DL_FLOAT, 16): "f16", (dl.DL_BFLOAT, 16): "bf16",
+          (dl.DL_FLOAT, 32): "f32", (dl.DL_FLOAT, 64): "f64"}
+# NumPy has no bfloat16: bf16 travels as its uint16 bits, as in `tdslc run`.
+NUMPY = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16,
+         "i32": np.int32, "i64": np.int64, "f16": np.float16, "bf16": np.uint16,
+         "f32": np.float32, "f64": np.float64}
+TORCH = {"bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16",
+         "i32": "int32", "i64": "int64", "f16": "float16", "bf16": "bfloat16",
+         "f32": "float32", "f64": "float64"}
+CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "u8": ctypes.c_uint8,
+          "i16": ctypes.c_int16, "i32": ctypes.c_int32, "i64": ctypes.c_int64,
+          "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
+          "f32": ctypes.c_float, "f64": ctypes.c_double}
+LAYOUTS = ["contiguous", "channels_last", "strided"]
+
+
+class _ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("is_tensor", ctypes.c_int),
+                ("dtype", dl.DLDataType), ("ndim", ctypes.c_int),
+                ("dims", ctypes.POINTER(ctypes.c_char_p)), ("layout", ctypes.c_int)]
+
+
+class _KernelInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("nparams", ctypes.c_int),
+                ("params", ctypes.POINTER(_ParamInfo)), ("nresults", ctypes.c_int),
+                ("results", ctypes.POINTER(_ParamInfo)), ("device_type", ctypes.c_int),
+                ("scratch_bytes", ctypes.c_int64), ("scratch_expr", ctypes.c_char_p)]
+
+
+class Param:
+    """One parameter or result, from tdsl_param_info."""
+
+    def __init__(self, p):
+        self.name = p.name.decode()
+        self.is_tensor = bool(p.is_tensor)
+        self.dtype = DTYPES[(p.dtype.code, p.dtype.bits)]
+        self.ndim = p.ndim
+        self.dims = [p.dims[i].decode() for i in range(p.ndim)]
+        self.layout = LAYOUTS[p.layout]
+
+    def as_dict(self):
+        d = {"name": self.name, "kind": "tensor" if self.is_tensor else "scalar",
+             "dtype": self.dtype}
+        if self.is_tensor:
+            d["shape"] = list(self.dims)
+            d["layout"] = self.layout
+        return d
+
+    def __str__(self):
+        if not self.is_tensor:
+            return self.dtype
+        lay = "" if self.layout == "contiguous" else " " + self.layout
+        return "%s[%s]%s" % (self.dtype, ", ".join(self.dims), lay)
+
+
+def _bf16_bits(v):
+    u = int(np.array(v, np.float32).view(np.uint32))
+    if v != v:
+        return 0x7FC0
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _scalar(value, p, kernel):
+    """value as the C argument of scalar parameter p."""
+    if hasattr(value, "item") and not isinstance(value, (bool, int, float)):
+        value = value.item()  # NumPy scalars, 0-dim arrays and tensors
+    where = "%s(): argument '%s' (%s)" % (kernel, p.name, p.dtype)
+    if p.dtype == "bool":
+        if not isinstance(value, bool):
+            raise TypeError("%s expects a bool, got %s" % (where, type(value).__name__))
+        return value
+    if p.dtype[0] in "iu":
+        if isinstance(value, float):
+            raise TypeError("%s expects an integer, got float %r" % (where, value))
+        v = operator.index(value)
+        info = np.iinfo(NUMPY[p.dtype])
+        if not info.min <= v <= info.max:
+            raise OverflowError("%s: %d is out of range [%d, %d]"
+                                % (where, v, info.min, info.max))
+        return v
+    if not isinstance(value, (bool, int, float)):
+        raise TypeError("%s expects a number, got %s" % (where, type(value).__name__))
+    v = float(value)
+    if p.dtype == "f16":
+        return int(np.array(v, np.float16).view(np.uint16))
+    if p.dtype == "bf16":
+        return _bf16_bits(v)
+    return v
+
+
+def _framework(obj):
+    return type(obj).__module__.split(".")[0]
+
+
+def _borrow_as(obj, p, kernel):
+    """The DLTensor of obj for tensor parameter or result p."""
+    if isinstance(obj, (bool, int, float)):
+        if p.dtype == "bf16":
+            b = dl.describe_numpy(np.array(_bf16_bits(float(obj)), np.uint16), dl.DL_BFLOAT)
+        else:
+            b = dl.describe_numpy(np.array(obj, NUMPY[p.dtype]))
+        return b
+    b = dl.borrow(obj)
+    t = b.tensor.dtype
+    if p.dtype == "bf16" and (t.code, t.bits) == (dl.DL_UINT, 16) and \
+            _framework(obj) == "numpy":
+        t.code = dl.DL_BFLOAT  # NumPy's stand-in for bf16: its bits
+    return b
+
+
+def _numpy_empty(shape, strides, dtype):
+    dt = np.dtype(dtype)
+    if any(n == 0 for n in shape):
+        return np.empty(shape, dt)
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    return np.ndarray(shape, dt, buffer=np.empty(extent, dt),
+                      strides=[s * dt.itemsize for s in strides])
+
+
+def _torch_empty(shape, strides, dtype):
+    import torch
+    return torch.empty_strided(shape, strides, dtype=getattr(torch, TORCH[dtype]))
+
+
+class Kernel:
+    """A compiled kernel: call it with its parameters (positional or by
+    name) and optionally `out=` (one array, or a tuple for several
+    results); returns its result, or a tuple of them."""
+
+    def __init__(self, module, fn, info):
+        self._module = module
+        self._fn = fn
+        self.name = info.name.decode()
+        self.params = [Param(info.params[i]) for i in range(info.nparams)]
+        self.results = [Param(info.results[i]) for i in range(info.nresults)]
+        symbols = []
+        for p in self.params + self.results:
+            for d in p.dims:
+                for s in re.findall(r"[A-Za-z_]\w*", d):
+                    if s not in symbols:
+                        symbols.append(s)
+        self.info = {
+            "name": self.name,
+            "params": [p.as_dict() for p in self.params],
+            "results": [p.as_dict() for p in self.results],
+            "symbols": symbols,
+            "scratch_bytes": info.scratch_bytes if info.scratch_bytes >= 0
+            else info.scratch_expr.decode(),
+            "device": "cpu" if info.device_type == dl.DL_CPU else "cuda",
+        }
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p if p.is_tensor else CTYPES[p.dtype]
+                       for p in self.params] + [ctypes.c_void_p] * len(self.results)
+        self.__doc__ = self.signature
+
+    @property
+    def signature(self):
+        ps = ", ".join("%s: %s" % (p.name, p) for p in self.params)
+        rs = ", ".join(str(r) for r in self.results)
+        return "%s(%s) -> %s" % (self.name, ps,
+                                 rs if len(self.results) == 1 else "(%s)" % rs)
+
+    def __repr__(self):
+        return "<tdsl kernel %s>" % self.signature
+
+    def _bind(self, args, kwargs):
+        if len(args) > len(self.params):
+            raise TypeError("%s() takes %d arguments but %d were given"
+                            % (self.name, len(self.params), len(args)))
+        values = list(args) + [None] * (len(self.params) - len(args))
+        given = [True] * len(args) + [False] * (len(self.params) - len(args))
+        names = [p.name for p in self.params]
+        for k, v in kwargs.items():
+            if k not in names:
+                raise TypeError("%s() got an unexpected keyword argument '%s'"
+                                % (self.name, k))
+            i = names.index(k)
+            if given[i]:
+                raise TypeError("%s() got multiple values for argument '%s'"
+                                % (self.name, k))
+            values[i], given[i] = v, True
+        missing = [n for n, g in zip(names, given) if not g]
+        if missing:
+            raise TypeError("%s() missing argument%s: %s" % (
+                self.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
+        return values
+
+    def _check(self, rc):
+        if rc != 0:
+            lib = self._module._lib
+            raise KernelError(self.name, rc, lib.tdsl_strerror(rc).decode(),
+                              lib.tdsl_last_error().decode())
+
+    def _allocate(self, cargs, torch_out):
+        """Results sized by a shape query, allocated with its strides."""
+        query = []
+        for r in self.results:
+            n = max(r.ndim, 1)
+            shape, strides = (ctypes.c_int64 * n)(), (ctypes.c_int64 * n)()
+            code, bits = next(k for k, v in DTYPES.items() if v == r.dtype)
+            t = dl.DLTensor(None, dl.DLDevice(dl.DL_CPU, 0), r.ndim,
+                            dl.DLDataType(code, bits, 1),
+                            ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+                            ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)), 0)
+            query.append((t, shape, strides))
+        self._check(self._fn(*cargs, *[ctypes.addressof(q[0]) for q in query]))
+        empty = _torch_empty if torch_out else _numpy_empty
+        return [empty(list(shape[:r.ndim]), list(strides[:r.ndim]),
+                      r.dtype if torch_out else NUMPY[r.dtype])
+                for r, (_, shape, strides) in zip(self.results, query)]
+
+    def __call__(self, *args, out=None, **kwargs):
+        values = self._bind(args, kwargs)
+        borrowed, cargs, frameworks = [], [], set()
+        try:
+            for p, v in zip(self.params, values):
+                if p.is_tensor:
+                    b = _borrow_as(v, p, self.name)
+                    borrowed.append(b)
+                    cargs.append(b.address)
+                    if not isinstance(v, (bool, int, float)):
+                        frameworks.add(_framework(v))
+                else:
+                    cargs.append(_scalar(v, p, self.name))
+            if out is None:
+                outs = self._allocate(cargs, frameworks == {"torch"})
+            else:
+                outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                if len(outs) != len(self.results):
+                    raise TypeError("%s() has %d result%s but out= gives %d"
+                                    % (self.name, len(self.results),
+                                       "s" if len(self.results) > 1 else "", len(outs)))
+            for r, o in zip(self.results, outs):
+                if isinstance(o, (bool, int, float)):
+                    raise TypeError("%s(): out= takes arrays, not numbers" % self.name)
+                b = _borrow_as(o, r, self.name)
+                borrowed.append(b)
+                cargs.append(b.address)
+            self._check(self._fn(*cargs))
+        finally:
+            for b in borrowed:
+                b.release()
+        if out is not None:
+            return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
