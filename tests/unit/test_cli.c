@@ -112,6 +112,7 @@ START_TEST(version_and_help) {
   ck_assert_msg(n > 0 && out_text[n - 1] == '\n', "--help lacks a final newline");
   /* the emits and targets this build cannot produce say so */
   ck_assert_ptr_nonnull(strstr(out_text, "ptx and cuda are not available in this build"));
+  ck_assert_ptr_nonnull(strstr(out_text, "so: a shared library"));
 }
 END_TEST
 
