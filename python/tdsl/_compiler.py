@@ -43,10 +43,10 @@ def find_tdslc():
         path = shutil.which(env)
         if not path:
             raise CompileError("TDSLC names %r, which is not an executable" % env)
-        return path
+        return os.path.abspath(path)  # tdslc runs in the cache directory
     path = shutil.which("tdslc")
     if path:
-        return path
+        return os.path.abspath(path)
     for d in _source_dirs():
         cand = os.path.join(d, "build", "tdslc")
         if os.path.isfile(cand) and os.access(cand, os.X_OK):

@@ -51,6 +51,9 @@ kernel flat(x: f32[N, C, H, W]) -> f32[N, C*H*W] {
 kernel add(x: f32[N, 3], y: f32[N, 3]) -> f32[N, 3] {
   return x + y
 }
+kernel scalars(x: f32[N], a: f16, b: bf16, c: f64, d: i8, e: u8) -> f32[N] {
+  return x * a + b + c + d + e
+}
 """
 
 F32 = dict(rtol=1e-5, atol=1e-6)
@@ -175,6 +178,22 @@ def test_integers_and_integer_scalars(m):
         m.isum(x, 1.5)
     with pytest.raises(OverflowError, match="out of range"):
         m.isum(x, 2 ** 63)
+
+
+def test_scalar_types(m):
+    x = rand(6)
+    args = (1.5, 2.5, 0.25, -3, 200)
+    want = x * torch.tensor(1.5, dtype=torch.float16) + torch.tensor(2.5, dtype=torch.bfloat16)
+    want = want + torch.tensor(0.25, dtype=torch.float64) + torch.tensor(-3, dtype=torch.int8) \
+        + torch.tensor(200, dtype=torch.uint8)
+    torch.testing.assert_close(m.scalars(x, *args), want, **F32)
+    # f16 and bf16 scalars are rounded to their type: 1 + 2**-8 is a bf16 tie
+    y = m.scalars(np.ones(1, np.float32), 1 + 2 ** -10, 1 + 2 ** -8, 0, 0, 0)
+    assert y.tolist() == [1 + 2 ** -10 + 1]
+    with pytest.raises(OverflowError, match="'e' \\(u8\\).*256 is out of range"):
+        m.scalars(x, 1, 1, 1, 1, 256)
+    with pytest.raises(TypeError, match="expects a number"):
+        m.scalars(x, "1", 1, 1, 1, 1)
 
 
 def test_keyword_arguments_and_binding_errors(m):
@@ -353,3 +372,17 @@ def test_examples_compile_from_path(tdslc):
     m = tdsl.compile(os.path.join(SOURCE_DIR, "examples", "mlp.tdsl"))
     assert m.kernels and m.report["kernels"]
     assert m.report["file"].endswith("mlp.tdsl")
+
+
+def test_finding_tdslc(tmp_path, tdslc, monkeypatch):
+    assert tdsl.find_tdslc() == os.path.abspath(tdslc)
+    # PATH (an installed prefix's bin/) when TDSLC is unset
+    bindir = tmp_path / "prefix" / "bin"
+    bindir.mkdir(parents=True)
+    os.symlink(os.path.abspath(tdslc), bindir / "tdslc")
+    monkeypatch.delenv("TDSLC")
+    monkeypatch.setenv("PATH", str(bindir))
+    assert tdsl.find_tdslc() == str(bindir / "tdslc")
+    monkeypatch.setenv("TDSLC", str(tmp_path / "missing"))
+    with pytest.raises(tdsl.CompileError, match="TDSLC names"):
+        tdsl.compile(SRC)
