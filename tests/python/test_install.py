@@ -85,7 +85,7 @@ def test_pip_install_in_fresh_venv(installed):
 
 def test_readme_example_runs(installed):
     tree, env, example = installed
-    assert len(example.strip().splitlines()) <= 6
+    assert len(example.strip().splitlines()) <= 5
     r = subprocess.run([str(tree / "venv" / "bin" / "python"), "-c", example], cwd=tree,
                        env=env, capture_output=True, text=True)
     assert r.returncode == 0, "README example failed:\n%s\n%s" % (r.stdout, r.stderr)
