@@ -386,3 +386,23 @@ def test_finding_tdslc(tmp_path, tdslc, monkeypatch):
     monkeypatch.setenv("TDSLC", str(tmp_path / "missing"))
     with pytest.raises(tdsl.CompileError, match="TDSLC names"):
         tdsl.compile(SRC)
+
+
+def test_calls_from_several_threads(m):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(i):
+        x = rand(3 + i, 3, seed=i)
+        if i % 2:
+            try:
+                m.add(x, rand(3 + i, 4))
+            except tdsl.KernelError as e:
+                return e.message
+            return "no error"
+        torch.testing.assert_close(m.add(x, x), 2 * x)
+        return "ok"
+
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(work, range(16)))
+    for i, g in enumerate(got):
+        assert (g == "ok") if i % 2 == 0 else ("argument 'y': dim 1: expected 3, got 4" in g), g
