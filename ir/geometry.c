@@ -127,7 +127,9 @@ static bool need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
 
 /* ---- size equality under the entry checks' facts ---------------------- */
 
-SymFacts geom_facts(GeomCtx *c) {
+/* Facts the context kernel's entry checks establish so far (variable
+ * ranges, see symprove.h); all variables in [0, +inf) without a kernel. */
+static SymFacts geom_facts(GeomCtx *c) {
   static const SymRel rel[] = {[CHK_EQ] = SYM_EQ, [CHK_LE] = SYM_LE, [CHK_LT] = SYM_LT};
   int n = c->k ? c->k->nsyms : 0;
   for (int i = 0; c->k && i < c->k->nchecks; i++) {
