@@ -39,7 +39,4 @@ int cg_emit(IrModule *m, const CgOptions *o);
 int cg_write_header(const IrModule *m, FILE *f, const char *stem,
                     const Sym *const *scratch);
 
-/* The C type of a scalar parameter of dtype t ("float", "uint16_t"). */
-const char *cg_scalar_ctype(DType t);
-
 #endif

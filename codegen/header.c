@@ -8,7 +8,8 @@
 
 #include "codegen.h"
 
-const char *cg_scalar_ctype(DType t) {
+/* The C type of a scalar parameter of dtype t ("float", "uint16_t"). */
+static const char *cg_scalar_ctype(DType t) {
   switch (t) {
   case DT_BOOL: return "bool";
   case DT_I8: return "int8_t";

@@ -112,14 +112,6 @@ static const Sym **syms_from_ints(Sema *s, const int64_t *v, int n) {
   return out;
 }
 
-static bool same_shape(const Sym *const *a, int na, const Sym *const *b,
-                       int nb) {
-  if (na != nb) return false;
-  for (int i = 0; i < na; i++)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 /* A value of op with the geometry g (arrays must live in the arena). */
 static IrValue value_from_geom(Sema *s, Op op, DType dt, const Geom *g,
                                Loc loc) {
@@ -217,7 +209,7 @@ IrRef sema_cast(Sema *s, IrRef r, DType dt, Loc loc) {
 IrRef sema_expand_to(Sema *s, IrRef r, int rank, const Sym *const *shape,
                      Loc loc) {
   IrValue *v = sema_val(s, r);
-  if (same_shape(v->shape, v->rank, shape, rank)) return r;
+  if (sym_list_equal(v->shape, v->rank, shape, rank)) return r;
   GeomCtx c = sema_geom(s, loc);
   Geom in = sema_geom_of(s, r), out;
   const char *err = geom_expand(&c, &in, shape, rank, &out);

@@ -401,14 +401,6 @@ static bool sym_list(Sema *s, const SVal *v, const char *what,
   return true;
 }
 
-static bool same_shape(const Sym *const *a, int na, const Sym *const *b,
-                       int nb) {
-  if (na != nb) return false;
-  for (int i = 0; i < na; i++)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 /* weight= / bias= of layer_norm: exactly normalized_shape and x's dtype. */
 static bool ln_affine(Sema *s, CallArgs *c, const SVal *v, const char *what,
                       DType dt, const Sym *const *ns, int nn, IrRef *out) {
@@ -416,7 +408,7 @@ static bool ln_affine(Sema *s, CallArgs *c, const SVal *v, const char *what,
   if (absent(v)) return true;
   if (!sema_tensor_arg(s, v, what, out)) return false;
   IrValue wv = *sema_val(s, *out);
-  if (!same_shape(wv.shape, wv.rank, ns, nn)) {
+  if (!sym_list_equal(wv.shape, wv.rank, ns, nn)) {
     diag_error(s->d, c->loc,
                "layer_norm(): %s must have shape normalized_shape = %s, "
                "but it has shape %s", what, shape_str(s, ns, nn),
@@ -443,7 +435,7 @@ static bool ln_shape(Sema *s, CallArgs *c, const IrValue *xv,
     return false;
   }
   bool ok = nn <= xv->rank &&
-            same_shape(xv->shape + xv->rank - nn, nn, ns, nn);
+            sym_list_equal(xv->shape + xv->rank - nn, nn, ns, nn);
   if (!ok)
     diag_error(s->d, c->loc,
                "layer_norm(): normalized_shape %s must match the trailing "

@@ -21,13 +21,8 @@ struct Arena {
 };
 
 enum { BLOCK_SIZE = 64 * 1024 };
-static long fail_after = -1;
-
-void arena_fail_after(long n) { fail_after = n; }
 
 static Block *block_new(size_t cap) {
-  if (fail_after == 0) ICE("out of memory (injected)");
-  if (fail_after > 0) fail_after--;
   Block *b = malloc(sizeof(Block) + cap);
   if (!b) ICE("out of memory allocating %zu bytes", cap);
   b->next = NULL;

@@ -3,7 +3,7 @@
  * Every AST node, symbolic expression, IR value and string made while
  * compiling one file comes from the same Arena and is freed at once by
  * arena_free(). Passes never free individual nodes.  All allocation goes
- * through arena_alloc(), so tests can make it fail (arena_fail_after). */
+ * through arena_alloc(). */
 #ifndef TDSL_ARENA_H
 #define TDSL_ARENA_H
 
@@ -23,8 +23,5 @@ char *arena_printf(Arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Growable arrays live in the arena too: doubles *cap and copies. */
 void *arena_grow(Arena *a, void *p, int *cap, size_t elem);
-/* Test hook: after n more successful allocations, the next one fails like
- * an exhausted heap (-1 disables). */
-void arena_fail_after(long n);
 
 #endif

@@ -61,16 +61,6 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
-void diag_plain(Diag *d, const char *fmt, ...) {
-  d->nerrors++;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(d->out, "%s: error: ", d->filename);
-  vfprintf(d->out, fmt, ap);
-  fputc('\n', d->out);
-  va_end(ap);
-}
-
 _Noreturn void ice_at(const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

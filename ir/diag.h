@@ -31,9 +31,6 @@ void diag_error(Diag *d, Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* An error with no source position (bad input file, bad option). */
-void diag_plain(Diag *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 _Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -66,14 +66,6 @@ static const char *strd(GeomCtx *c, const Geom *g) {
   return geom_stride_str(c->arena, g->stride, g->rank);
 }
 
-static bool same_shape(const Sym *const *a, int na, const Sym *const *b,
-                       int nb) {
-  if (na != nb) return false;
-  for (int i = 0; i < na; i++)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 static bool is_const(const Sym *s) {
   int64_t v;
   return sym_is_const(s, &v);
@@ -135,7 +127,9 @@ static bool need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
 
 /* ---- size equality under the entry checks' facts ---------------------- */
 
-SymFacts geom_facts(GeomCtx *c) {
+/* Facts the context kernel's entry checks establish so far (variable
+ * ranges, see symprove.h); all variables in [0, +inf) without a kernel. */
+static SymFacts geom_facts(GeomCtx *c) {
   static const SymRel rel[] = {[CHK_EQ] = SYM_EQ, [CHK_LE] = SYM_LE, [CHK_LT] = SYM_LT};
   int n = c->k ? c->k->nsyms : 0;
   for (int i = 0; c->k && i < c->k->nchecks; i++) {
@@ -480,7 +474,7 @@ static bool compute_stride(GeomCtx *c, const Geom *in, const Sym *const *ns,
     return true;
   }
   if (has_zero(in->shape, in->rank)) {
-    if (same_shape(in->shape, in->rank, ns, n))
+    if (sym_list_equal(in->shape, in->rank, ns, n))
       for (int d = 0; d < n; d++) st[d] = in->stride[d];
     else
       zero_numel_strides(c, ns, n, st);
@@ -1065,11 +1059,11 @@ static bool elementwise_fast(GeomCtx *c, const Geom *const *ops, int nops,
   const Geom *last = NULL;
   for (int i = 0; i < nops; i++) {
     if (ops[i]->rank == 0) continue;
-    if (!same_shape(ops[i]->shape, ops[i]->rank, shape, rank)) return false;
+    if (!sym_list_equal(ops[i]->shape, ops[i]->rank, shape, rank)) return false;
     contig &= geom_is_contiguous(ops[i]);
     cl &= geom_is_channels_last(ops[i]);
     dense &= geom_is_dense(ops[i]);
-    if (last && !same_shape(last->stride, rank, ops[i]->stride, rank))
+    if (last && !sym_list_equal(last->stride, rank, ops[i]->stride, rank))
       dense = false;
     last = ops[i];
   }

@@ -39,14 +39,12 @@ typedef struct GeomCtx {
   Loc loc;      /* location given to run-time checks */
 } GeomCtx;
 
-/* Facts the context kernel's entry checks establish so far (variable
- * ranges, see symprove.h); all variables in [0, +inf) without a kernel. */
-SymFacts geom_facts(GeomCtx *c);
 /* Whether sizes a and b are the same size: pointer-equal, proved equal
- * under geom_facts, or, when undecidable and not generically different,
- * equal by a CHK_EQ entry check with msg (added once; the answer is then
- * true, as PyTorch would fail at run time where they differ).  False when
- * they differ generically or there is no kernel to check on. */
+ * under the facts the kernel's entry checks establish so far, or, when
+ * undecidable and not generically different, equal by a CHK_EQ entry
+ * check with msg (added once; the answer is then true, as PyTorch would
+ * fail at run time where they differ).  False when they differ
+ * generically or there is no kernel to check on. */
 bool geom_same_size(GeomCtx *c, const Sym *a, const Sym *b, const char *msg);
 
 /* A size as text for messages: as written, then in parentheses what it

@@ -73,30 +73,11 @@ __attribute__((format(printf, 2, 3))) static int fail(Ctx *c, const char *fmt,
 
 /* ---- checked int64 arithmetic (sizes, addresses) ---- */
 
-static bool ck_add(int64_t a, int64_t b, int64_t *r) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-    return false;
-  *r = a + b;
-  return true;
-}
-
-static bool ck_mul(int64_t a, int64_t b, int64_t *r) {
-  if (a == 0 || b == 0) {
-    *r = 0;
-    return true;
-  }
-  if (a == INT64_MIN || b == INT64_MIN) return false;
-  int64_t aa = a < 0 ? -a : a, bb = b < 0 ? -b : b;
-  if (aa > INT64_MAX / bb) return false;
-  *r = a * b;
-  return true;
-}
-
 /* Number of elements; false on overflow or a negative size. */
 static bool shape_numel(int rank, const int64_t *shape, int64_t *n) {
   int64_t p = 1;
   for (int d = 0; d < rank; d++)
-    if (shape[d] < 0 || !ck_mul(p, shape[d], &p)) return false;
+    if (shape[d] < 0 || !ir_mul_ok(p, shape[d], &p)) return false;
   *n = p;
   return true;
 }
@@ -105,8 +86,8 @@ static bool shape_numel(int rank, const int64_t *shape, int64_t *n) {
 static bool addr_range(const HostTensor *t, int64_t *min, int64_t *max) {
   int64_t lo = t->offset, hi = t->offset, ext;
   for (int d = 0; d < t->rank; d++) {
-    if (!ck_mul(t->shape[d] - 1, t->stride[d], &ext)) return false;
-    if (!ck_add(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi)) return false;
+    if (!ir_mul_ok(t->shape[d] - 1, t->stride[d], &ext)) return false;
+    if (!ir_add_ok(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi)) return false;
   }
   *min = lo;
   *max = hi;

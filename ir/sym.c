@@ -76,20 +76,20 @@ struct SymTab {
 
 /* ---- checked arithmetic (no UB, no compiler builtins) ---- */
 
-static bool add_ok(int64_t a, int64_t b, int64_t *r) {
+bool ir_add_ok(int64_t a, int64_t b, int64_t *r) {
   if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return false;
   *r = a + b;
   return true;
 }
 
-static bool mul_ok(int64_t a, int64_t b, int64_t *r) {
+bool ir_mul_ok(int64_t a, int64_t b, int64_t *r) {
   if (a == 0 || b == 0) {
     *r = 0;
     return true;
   }
   if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) return false;
   if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-            : (b > 0 ? a < INT64_MIN / b : a != -1 && b < INT64_MAX / a))
+            : (b > 0 ? a < INT64_MIN / b : b < INT64_MAX / a))
     return false;
   *r = a * b;
   return true;
@@ -350,7 +350,7 @@ static int append_terms(Term *w, int n, const View *v) {
 static bool sum_coefs(const Term *w, int n, int64_t *out) {
   int64_t pos = 0, neg = 0;
   for (int i = 0; i < n; i++) {
-    if (!add_ok(w[i].coef > 0 ? pos : neg, w[i].coef, w[i].coef > 0 ? &pos : &neg))
+    if (!ir_add_ok(w[i].coef > 0 ? pos : neg, w[i].coef, w[i].coef > 0 ? &pos : &neg))
       return false;
   }
   *out = pos + neg;
@@ -383,7 +383,7 @@ static const Sym *normalize(SymTab *t, Term *w, int n) {
 
 const Sym *sym_add(SymTab *t, const Sym *a, const Sym *b) {
   int64_t x, y, r;
-  if (sym_is_const(a, &x) && sym_is_const(b, &y) && add_ok(x, y, &r)) return sym_const(t, r);
+  if (sym_is_const(a, &x) && sym_is_const(b, &y) && ir_add_ok(x, y, &r)) return sym_const(t, r);
   View va, vb;
   view(a, &va);
   view(b, &vb);
@@ -396,7 +396,7 @@ const Sym *sym_add(SymTab *t, const Sym *a, const Sym *b) {
 
 /* Product of two monomials: merge of two sorted atom lists. */
 static bool term_mul(Arena *ar, const Term *x, const Term *y, Term *out) {
-  if (!mul_ok(x->coef, y->coef, &out->coef)) return false;
+  if (!ir_mul_ok(x->coef, y->coef, &out->coef)) return false;
   int n = x->natoms + y->natoms, i = 0, j = 0, k = 0;
   const Sym **atoms = arena_alloc(ar, (size_t)(n ? n : 1) * sizeof *atoms);
   while (i < x->natoms || j < y->natoms) {
@@ -413,7 +413,7 @@ static bool term_mul(Arena *ar, const Term *x, const Term *y, Term *out) {
 const Sym *sym_mul(SymTab *t, const Sym *a, const Sym *b) {
   int64_t x, y, r;
   bool ca = sym_is_const(a, &x), cb = sym_is_const(b, &y);
-  if (ca && cb && mul_ok(x, y, &r)) return sym_const(t, r);
+  if (ca && cb && ir_mul_ok(x, y, &r)) return sym_const(t, r);
   if ((ca && x == 0) || (cb && y == 0)) return sym_const(t, 0);
   if (ca && x == 1) return b;
   if (cb && y == 1) return a;
@@ -540,6 +540,13 @@ bool sym_is_const(const Sym *s, int64_t *v) {
 
 bool sym_is(const Sym *s, int64_t c) { return s->kind == SK_CONST && s->u.value == c; }
 
+bool sym_list_equal(const Sym *const *a, int na, const Sym *const *b, int nb) {
+  if (na != nb) return false;
+  for (int i = 0; i < na; i++)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 bool sym_is_var(const Sym *s, int *id) {
   if (s->kind != SK_VAR) return false;
   if (id) *id = s->u.var.id;
@@ -579,7 +586,7 @@ void sym_term(const Sym *s, int i, int64_t *coef, int *natoms,
 static bool eval_term(const Term *x, const int64_t *env, int64_t *out) {
   int64_t p = x->coef, v;
   for (int i = 0; i < x->natoms; i++)
-    if (!sym_eval(x->atoms[i], env, &v) || !mul_ok(p, v, &p)) return false;
+    if (!sym_eval(x->atoms[i], env, &v) || !ir_mul_ok(p, v, &p)) return false;
   *out = p;
   return true;
 }
@@ -592,7 +599,7 @@ bool sym_eval(const Sym *s, const int64_t *env, int64_t *out) {
   case SK_POLY: {
     int64_t acc = s->u.poly.c0, v;
     for (int i = 0; i < s->u.poly.nterms; i++)
-      if (!eval_term(&s->u.poly.terms[i], env, &v) || !add_ok(acc, v, &acc)) return false;
+      if (!eval_term(&s->u.poly.terms[i], env, &v) || !ir_add_ok(acc, v, &acc)) return false;
     *out = acc;
     return true;
   }
@@ -604,8 +611,8 @@ bool sym_eval(const Sym *s, const int64_t *env, int64_t *out) {
   case SK_MOD: return mod_ok(a, b, out);
   case SK_MIN: *out = a < b ? a : b; return true;
   case SK_MAX: *out = a > b ? a : b; return true;
-  case SK_XADD: return add_ok(a, b, out);
-  case SK_XMUL: return mul_ok(a, b, out);
+  case SK_XADD: return ir_add_ok(a, b, out);
+  case SK_XMUL: return ir_mul_ok(a, b, out);
   default: ICE("bad Sym kind %d", (int)s->kind);
   }
 }

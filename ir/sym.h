@@ -51,6 +51,10 @@ bool sym_is_var(const Sym *s, int *id);
  * b (a constant times a product of atoms), sets *q and returns true. */
 bool sym_div_exact(SymTab *t, const Sym *a, const Sym *b, const Sym **q);
 
+/* Equal lists (shapes, strides): same length, the same Sym at every
+ * position; hash-consing makes that equality as polynomials. */
+bool sym_list_equal(const Sym *const *a, int na, const Sym *const *b, int nb);
+
 /* Evaluates with env[id] as the value of variable id.  Returns false on
  * division by zero or int64 overflow. */
 bool sym_eval(const Sym *s, const int64_t *env, int64_t *out);
@@ -78,5 +82,11 @@ SymForm sym_form(const Sym *s, int64_t *value, int *id, const Sym **a,
 /* Term i of a SYMF_POLY: coef * atoms[0] * ... * atoms[natoms-1]. */
 void sym_term(const Sym *s, int i, int64_t *coef, int *natoms,
               const Sym *const **atoms);
+
+/* Checked int64 arithmetic: *r = a + b / a * b, or false (and *r
+ * unchanged) when the exact result leaves int64.  For the folding here and
+ * for the verifier's and interpreter's address arithmetic. */
+bool ir_add_ok(int64_t a, int64_t b, int64_t *r);
+bool ir_mul_ok(int64_t a, int64_t b, int64_t *r);
 
 #endif

@@ -42,25 +42,6 @@ typedef struct P {
 
 /* ---- checked and extended arithmetic ---------------------------------- */
 
-static bool add_ok(int64_t a, int64_t b, int64_t *r) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return false;
-  *r = a + b;
-  return true;
-}
-
-static bool mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a == 0 || b == 0) {
-    *r = 0;
-    return true;
-  }
-  if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN)) return false;
-  if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-            : (b > 0 ? a < INT64_MIN / b : b < INT64_MAX / a))
-    return false;
-  *r = a * b;
-  return true;
-}
-
 /* Python floor division for b != 0 (INT64_MIN // -1 never reaches it:
  * callers divide by k > 0 or by coefficients of bounded relations). */
 static int64_t fdiv(int64_t a, int64_t b) {
@@ -87,7 +68,7 @@ static int64_t ext_add(int64_t a, int64_t b, bool up) {
   if (a == NINF || b == NINF) return up && (a == PINF || b == PINF) ? PINF : NINF;
   if (a == PINF || b == PINF) return PINF;
   int64_t r;
-  return add_ok(a, b, &r) ? r : up ? PINF : NINF;
+  return ir_add_ok(a, b, &r) ? r : up ? PINF : NINF;
 }
 
 static int64_t ext_mul(int64_t a, int64_t b, bool up) {
@@ -95,7 +76,7 @@ static int64_t ext_mul(int64_t a, int64_t b, bool up) {
   bool neg = (a < 0) != (b < 0);
   if (is_inf(a) || is_inf(b)) return neg ? NINF : PINF;
   int64_t r;
-  return mul_ok(a, b, &r) ? r : up ? PINF : NINF;
+  return ir_mul_ok(a, b, &r) ? r : up ? PINF : NINF;
 }
 
 static Rng rng_add(Rng x, Rng y) {
@@ -243,7 +224,7 @@ static const Sym *div_const(P *p, const Sym *x, int64_t k, int merges) {
   if (k == 1) return x;
   const Sym *e, *atom;
   int64_t m, mk, c0, coef;
-  if (merges < MAX_DIV_MERGES && (atom = inner_div(x, &e, &m)) && mul_ok(m, k, &mk)) {
+  if (merges < MAX_DIV_MERGES && (atom = inner_div(x, &e, &m)) && ir_mul_ok(m, k, &mk)) {
     const Sym *rest = sym_sub(p->t, x, atom);
     return div_const(p, sym_add(p->t, sym_mul(p->t, K(p, m), rest), e), mk, merges + 1);
   }
@@ -343,15 +324,15 @@ static void bound_ge(SymFacts *f, const Sym *d, int64_t m, int depth) {
   if (depth > 8 || m == NINF || m == PINF) return;
   if (linear1(d, &id, &c, &c0)) {
     /* c*v >= m - c0: v >= ceil((m - c0)/c) for c > 0, v <= floor(...) for c < 0. */
-    if (id >= f->n || c0 == INT64_MIN || !add_ok(m, -c0, &rhs) || rhs == INT64_MIN) return;
+    if (id >= f->n || c0 == INT64_MIN || !ir_add_ok(m, -c0, &rhs) || rhs == INT64_MIN) return;
     if (c > 0 && cdiv(rhs, c) > f->lo[id]) f->lo[id] = cdiv(rhs, c);
     if (c < 0 && !(c == -1 && rhs == INT64_MIN) && fdiv(rhs, c) < f->hi[id])
       f->hi[id] = fdiv(rhs, c);
     return;
   }
   /* c*(e//k) + c0 >= m with c > 0: e//k >= q, i.e. e >= k*q. */
-  if (div_term(d, &e, &k, &c, &c0) && c > 0 && c0 != INT64_MIN && add_ok(m, -c0, &rhs) && rhs != INT64_MIN &&
-      mul_ok(k, cdiv(rhs, c), &q))
+  if (div_term(d, &e, &k, &c, &c0) && c > 0 && c0 != INT64_MIN && ir_add_ok(m, -c0, &rhs) && rhs != INT64_MIN &&
+      ir_mul_ok(k, cdiv(rhs, c), &q))
     bound_ge(f, e, q, depth + 1);
 }
 

@@ -127,15 +127,9 @@ static const IrValue *arg(const Ctx *c, const IrValue *v, int i) {
   return &c->k->values[v->args[i]];
 }
 
-static bool same_shape(const IrValue *a, const IrValue *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->shape[i] != b->shape[i]) return false;
-  return true;
-}
-
 static void want_shape(Ctx *c, IrRef r, const IrValue *v, int i) {
-  if (!same_shape(arg(c, v, i), v))
+  const IrValue *a = arg(c, v, i);
+  if (!sym_list_equal(a->shape, a->rank, v->shape, v->rank))
     bad_value(c, r, "operand %d (%%%d) shape differs from the result's", i,
               v->args[i]);
 }
@@ -189,9 +183,7 @@ static void check_param_value(Ctx *c, IrRef r, const IrValue *v) {
     bad_value(c, r, "dtype %s, parameter %lld is %s", dt(v->dtype),
               (long long)i, dt(p->dtype));
   int rank = p->is_tensor ? p->rank : 0;
-  bool same = rank == v->rank;
-  for (int d = 0; same && d < rank; d++) same = p->shape[d] == v->shape[d];
-  if (!same)
+  if (!sym_list_equal(p->shape, rank, v->shape, v->rank))
     bad_value(c, r, "shape differs from parameter %lld's declaration",
               (long long)i);
 }
@@ -220,24 +212,6 @@ static void check_source(Ctx *c, IrRef r, const IrValue *v) {
 
 /* ---- views ---- */
 
-static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
-  if (a == 0 || b == 0) {
-    *out = 0;
-    return true;
-  }
-  if (a == INT64_MIN || b == INT64_MIN) return false;
-  if ((a < 0 ? -a : a) > INT64_MAX / (b < 0 ? -b : b)) return false;
-  *out = a * b;
-  return true;
-}
-
-static bool add_ok(int64_t a, int64_t b, int64_t *out) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-    return false;
-  *out = a + b;
-  return true;
-}
-
 /* Lowest and highest element addressed by a value with constant
  * geometry.  Returns 1 when it addresses some, 0 when it is empty, -1
  * when the geometry is symbolic or overflows. */
@@ -254,8 +228,8 @@ static int addr_range(const IrValue *v, int64_t *lo, int64_t *hi) {
       empty = true;
       continue;
     }
-    if (!mul_ok(n - 1, s, &span)) return -1;
-    if (!add_ok(s < 0 ? *lo : *hi, span, s < 0 ? lo : hi)) return -1;
+    if (!ir_mul_ok(n - 1, s, &span)) return -1;
+    if (!ir_add_ok(s < 0 ? *lo : *hi, span, s < 0 ? lo : hi)) return -1;
   }
   return empty ? 0 : 1;
 }
@@ -355,9 +329,9 @@ static void want_same_numel(Ctx *c, IrRef r, const IrValue *v,
                             const IrValue *x) {
   int64_t a = 1, b = 1, n;
   for (int d = 0; d < v->rank; d++)
-    if (!sym_is_const(v->shape[d], &n) || !mul_ok(a, n, &a)) return;
+    if (!sym_is_const(v->shape[d], &n) || !ir_mul_ok(a, n, &a)) return;
   for (int d = 0; d < x->rank; d++)
-    if (!sym_is_const(x->shape[d], &n) || !mul_ok(b, n, &b)) return;
+    if (!sym_is_const(x->shape[d], &n) || !ir_mul_ok(b, n, &b)) return;
   if (a != b)
     bad_value(c, r, "%lld elements from an operand of %lld", (long long)a,
               (long long)b);
@@ -639,9 +613,7 @@ static void check_result(Ctx *c, int i) {
   const IrValue *v = &c->k->values[r];
   if (v->dtype != res->dtype)
     bad_entry(c, what, "returns %s, declared %s", dt(v->dtype), dt(res->dtype));
-  bool same = v->rank == res->rank;
-  for (int d = 0; same && d < v->rank; d++) same = v->shape[d] == res->shape[d];
-  if (!same)
+  if (!sym_list_equal(v->shape, v->rank, res->shape, res->rank))
     bad_entry(c, what, "returned shape differs from the declared one");
 }
 

@@ -133,10 +133,7 @@ static void remove_copy(PassCtx *c, IrRef r, const Readers *rd) {
   if (c->r) {
     const Sym *bytes = sym_mul(c->m->st, ir_numel(c->m, v),
                                sym_const(c->m->st, 2 * dtype_size(v->dtype)));
-    int64_t b;
-    char saved[64];
-    if (sym_is_const(bytes, &b)) report_format_bytes(saved, sizeof saved, b);
-    else snprintf(saved, sizeof saved, "%s bytes", sym_str(a, bytes));
+    const char *saved = report_bytes_str(a, bytes);
     int nviews;
     report_decision_sym(c->r, PASS, "removed", v->loc, bytes,
                         "%s is read only by %s, which read%s the strides of "

@@ -26,10 +26,7 @@ static bool is_view(const IrKernel *k, IrRef r) {
 /* An implicit EXPAND that keeps every stride only renames sizes that are
  * equal written two ways (sema's geom_same_size): no broadcast. */
 static bool renames_only(const IrValue *v, const IrValue *x) {
-  if (v->rank != x->rank || !v->stride || !x->stride) return false;
-  for (int d = 0; d < v->rank; d++)
-    if (v->stride[d] != x->stride[d]) return false;
-  return true;
+  return v->stride && x->stride && sym_list_equal(v->stride, v->rank, x->stride, x->rank);
 }
 
 static void note_broadcasts(PassCtx *c) {

@@ -200,15 +200,6 @@ static const Sym *value_bytes(IrModule *m, const IrValue *v) {
   return sym_mul(m->st, ir_numel(m, v), sym_const(m->st, dtype_size(v->dtype)));
 }
 
-/* "12.0 MB", or the expression when symbolic. */
-static const char *bytes_str(IrModule *m, const Sym *b) {
-  int64_t n;
-  if (!sym_is_const(b, &n)) return arena_printf(m->arena, "%s bytes", sym_str(m->arena, b));
-  char buf[32];
-  report_format_bytes(buf, sizeof buf, n);
-  return arena_strdup(m->arena, buf);
-}
-
 /* "the add at 8:5", or "the copy into the result" for r < 0. */
 static const char *who(IrModule *m, const IrKernel *k, IrRef r) {
   if (r < 0) return "the copy into the result";
@@ -224,14 +215,14 @@ static void report_inlined(PassCtx *c, IrRef r, const Uses *u, int cost) {
     report_decision_sym(c->r, PASS, "fused", v->loc, sym_mul(m->st, b, sym_const(m->st, 2)),
                         "%s(...) at %d:%d computed inside %s: one loop nest instead of "
                         "two, %s not written and read back", op_name(v->op), v->loc.line,
-                        v->loc.col, who(m, c->k, u->first), bytes_str(m, b));
+                        v->loc.col, who(m, c->k, u->first), report_bytes_str(m->arena, b));
     return;
   }
   report_decision_sym(c->r, PASS, "recomputed", v->loc, b,
                       "%s(...) at %d:%d recomputed inside each of its %d readers (cost %d "
                       "<= %d): %s not written, no loop nest of its own", op_name(v->op),
                       v->loc.line, v->loc.col, u->n, cost, FUSE_MULTI_USE_BUDGET,
-                      bytes_str(m, b));
+                      report_bytes_str(m->arena, b));
 }
 
 static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
@@ -273,7 +264,7 @@ static void report_materialized(PassCtx *c, IrRef r, const Uses *u, int cost) {
   const Sym *b = value_bytes(c->m, v);
   report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
                       "%s(...) at %d:%d materialized (%s written): %s", op_name(v->op),
-                      v->loc.line, v->loc.col, bytes_str(c->m, b), block_reason(c, u, cost));
+                      v->loc.line, v->loc.col, report_bytes_str(c->m->arena, b), block_reason(c, u, cost));
 }
 
 /* Matmul/conv outputs that take no epilogue (why: the reason). */
@@ -284,7 +275,7 @@ static void report_gemm(PassCtx *c, IrRef r, const Uses *u, const char *why) {
   report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
                       "%s at %d:%d materialized: the %s output (%s) is written by the "
                       "GEMM and read by %d reader%s, no epilogue: %s", op_name(v->op),
-                      v->loc.line, v->loc.col, what, bytes_str(c->m, b), u->n,
+                      v->loc.line, v->loc.col, what, report_bytes_str(c->m->arena, b), u->n,
                       u->n == 1 ? "" : "s", why);
 }
 
@@ -364,7 +355,7 @@ static void report_epilogue(PassCtx *c, IrRef g, IrRef end, const Uses *u) {
                       "(%s) is not written and read back", op_name(e->op), e->loc.line,
                       e->loc.col, op_name(v->op), v->loc.line, v->loc.col,
                       end < 0 ? "the copy into the result" : who(m, c->k, end),
-                      op_kind(v->op) == IRK_CONV ? "conv" : "matmul", bytes_str(m, b));
+                      op_kind(v->op) == IRK_CONV ? "conv" : "matmul", report_bytes_str(m->arena, b));
 }
 
 /* Matmul/conv values whose elementwise reader can run on the GEMM's
@@ -405,7 +396,7 @@ static void report_own_nest(PassCtx *c, IrRef r) {
   const Sym *b = value_bytes(c->m, v);
   report_decision_sym(c->r, PASS, "materialized", v->loc, sym_neg(c->m->st, b),
                       "%s(...) at %d:%d materialized (%s written): %s", op_name(v->op),
-                      v->loc.line, v->loc.col, bytes_str(c->m, b), why);
+                      v->loc.line, v->loc.col, report_bytes_str(c->m->arena, b), why);
 }
 
 /* Bytes one element of r loads when r is computed inline: each operand's
@@ -465,7 +456,7 @@ static void report_prologue(PassCtx *c, IrRef r, const Uses *u) {
   report_decision_sym(c->r, PASS, "prologue", v->loc, sym_mul(m->st, b, sym_const(m->st, 2)),
                       "%s(...) at %d:%d computed while %s packs its operand: %s not written "
                       "and read back", op_name(v->op), v->loc.line, v->loc.col,
-                      who(m, c->k, u->via), bytes_str(m, b));
+                      who(m, c->k, u->via), report_bytes_str(m->arena, b));
 }
 
 /* ---- the pass ---- */

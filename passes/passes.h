@@ -121,6 +121,8 @@ int report_count(const Report *r, const char *kernel, const char *pass,
                  const char *kind);
 /* A byte count for people: "512 B", "1.50 MB" (powers of 1000). */
 void report_format_bytes(char *buf, size_t n, int64_t bytes);
+/* The same in the arena, or "4*N*C bytes" when the count is symbolic. */
+const char *report_bytes_str(Arena *a, const Sym *bytes);
 void report_write_text(const Report *r, FILE *f);
 void report_write_json(const Report *r, FILE *f);
 

@@ -155,14 +155,6 @@ static const char *name_of(IrModule *m, const IrValue *v) {
   return arena_printf(m->arena, "%s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
 }
 
-static const char *bytes_str(IrModule *m, const Sym *b) {
-  int64_t n;
-  if (!sym_is_const(b, &n)) return arena_printf(m->arena, "%s bytes", sym_str(m->arena, b));
-  char buf[32];
-  report_format_bytes(buf, sizeof buf, n);
-  return arena_strdup(m->arena, buf);
-}
-
 static void report_reuse(PassCtx *c, IrRef r, const Block *b, const Sym *need) {
   IrModule *m = c->m;
   const IrValue *v = ir_val(c->k, r), *old = ir_val(c->k, b->holder);
@@ -170,7 +162,7 @@ static void report_reuse(PassCtx *c, IrRef r, const Block *b, const Sym *need) {
   report_decision_sym(c->r, PASS, "reuse", v->loc, need,
                       "the buffer of %s reuses the buffer of %s (dead after %d:%d): %s",
                       name_of(m, v), name_of(m, old), last->loc.line, last->loc.col,
-                      bytes_str(m, need));
+                      report_bytes_str(m->arena, need));
 }
 
 static void report_in_place(PassCtx *c, IrRef r) {
@@ -181,7 +173,7 @@ static void report_in_place(PassCtx *c, IrRef r) {
                       "%s is computed directly in the caller's output out%d, whose "
                       "%s layout it already has: no scratch buffer and no final copy, "
                       "%s saved", name_of(m, v), v->out - 1,
-                      layout_name(c->k->results[v->out - 1].layout), bytes_str(m, bytes));
+                      layout_name(c->k->results[v->out - 1].layout), report_bytes_str(m->arena, bytes));
 }
 
 /* The totals: what sharing saved, or that it saved nothing and why. */
@@ -189,7 +181,7 @@ static void report_plan(PassCtx *c, int nbufs, int nb, const Sym *unshared) {
   IrModule *m = c->m;
   const Sym *planned = plan_scratch_bytes(m, c->k);
   const Sym *saved = sym_sub(m->st, unshared, planned);
-  const char *total = bytes_str(m, planned);
+  const char *total = report_bytes_str(m->arena, planned);
   if (nbufs == 1)
     report_decision_sym(c->r, PASS, "plan", c->k->loc, saved,
                         "1 scratch buffer: %s of scratch", total);
@@ -202,7 +194,7 @@ static void report_plan(PassCtx *c, int nbufs, int nb, const Sym *unshared) {
     report_decision_sym(c->r, PASS, "plan", c->k->loc, saved,
                         "%d scratch buffers in %d block%s: %s of scratch instead of %s, "
                         "%s saved", nbufs, nb, nb == 1 ? "" : "s", total,
-                        bytes_str(m, unshared), bytes_str(m, saved));
+                        report_bytes_str(m->arena, unshared), report_bytes_str(m->arena, saved));
 }
 
 /* The tightest free block r fits, or -1. */

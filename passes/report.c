@@ -132,6 +132,14 @@ void report_format_bytes(char *buf, size_t n, int64_t b) {
   else snprintf(buf, n, "%s%.*f %s", sign, v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
 }
 
+const char *report_bytes_str(Arena *a, const Sym *bytes) {
+  int64_t n;
+  if (!sym_is_const(bytes, &n)) return arena_printf(a, "%s bytes", sym_str(a, bytes));
+  char buf[32];
+  report_format_bytes(buf, sizeof buf, n);
+  return arena_strdup(a, buf);
+}
+
 void report_put_bytes(FILE *f, const Sym *s) {
   int64_t v;
   char buf[48];

@@ -1,6 +1,6 @@
 /* check.c — entry checks that generated kernels run before touching data
- * (spec §7.4), one TDSL_E_* code each, and tdsl_tensor_extent, the byte
- * range a descriptor addresses. Needs error.c. Every failure message
+ * (spec §7.4), one TDSL_E_* code each. Needs error.c and descriptor.c
+ * (dtype names, element counts, tdsl_tensor_extent). Every failure message
  * starts "kernel K: argument 'A': " and names the dimension (where there
  * is one) and the expected and actual values. All arithmetic on sizes and
  * strides is checked: descriptors come from the caller and may hold any
@@ -228,41 +228,6 @@ int tdsl_check_layout(const char *kernel, const char *arg, const DLTensor *t,
   default: /* TDSL_LAYOUT_STRIDED */
     return rt_check_strided(kernel, arg, t);
   }
-}
-
-int tdsl_tensor_extent(const DLTensor *t, int64_t *first_byte,
-                       int64_t *end_byte) {
-  if (!t || t->ndim < 0 || (t->ndim > 0 && !t->shape))
-    return TDSL_E_INVALID;
-  if (t->byte_offset > (uint64_t)INT64_MAX)
-    return TDSL_E_OVERFLOW;
-  int64_t off = (int64_t)t->byte_offset;
-  *first_byte = *end_byte = off;
-  for (int d = 0; d < t->ndim; d++) {
-    if (t->shape[d] < 0)
-      return TDSL_E_INVALID;
-    if (t->shape[d] == 0)
-      return TDSL_OK; /* empty: addresses nothing */
-  }
-  /* lo/hi: smallest and largest element offset (elements, from data +
-   * byte_offset); NULL strides are row-major, built here with checks. */
-  int64_t lo = 0, hi = 0, rowmajor = 1, span;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    int64_t stride = t->strides ? t->strides[d] : rowmajor;
-    if (!rt_mul_ok(t->shape[d] - 1, stride, &span) ||
-        !rt_add_ok(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
-      return TDSL_E_OVERFLOW;
-    if (!t->strides && !rt_mul_ok(rowmajor, t->shape[d], &rowmajor))
-      rowmajor = INT64_MAX; /* a later dim of size > 1 then overflows */
-  }
-  int64_t es = (int64_t)tdsl_dtype_size(t->dtype), first, end;
-  if (!rt_mul_ok(lo, es, &first) || !rt_add_ok(off, first, &first) ||
-      !rt_add_ok(hi, 1, &end) || !rt_mul_ok(end, es, &end) ||
-      !rt_add_ok(off, end, &end))
-    return TDSL_E_OVERFLOW;
-  *first_byte = first;
-  *end_byte = end;
-  return TDSL_OK;
 }
 
 int tdsl_check_extent(const char *kernel, const char *arg, const DLTensor *t) {

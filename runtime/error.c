@@ -1,14 +1,11 @@
 /* error.c — error codes, their names, and the per-thread message of the
  * last failure (spec §7.2: "tdsl_last_error() returns a message naming the
- * kernel, the argument, ..."). Also the checked arithmetic and dimension
- * formatting shared by the other runtime files (rt_internal.h).
- * Needs only libc; the message lives in thread-local storage, so threads
- * never see each other's failures. */
+ * kernel, the argument, ..."). Needs only libc; the message lives in
+ * thread-local storage, so threads never see each other's failures. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "rt_internal.h"
 #include "tdsl/runtime.h"
 
 #define RT_MSG_CAP 1024
@@ -55,39 +52,4 @@ int tdsl_set_error(int code, const char *fmt, ...) {
   vsnprintf(rt_msg, sizeof rt_msg, fmt, ap);
   va_end(ap);
   return code;
-}
-
-bool rt_mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a == 0 || b == 0) {
-    *r = 0;
-    return true;
-  }
-  /* Compare magnitudes by division so that nothing overflows. */
-  if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-            : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))
-    return false;
-  *r = a * b;
-  return true;
-}
-
-bool rt_add_ok(int64_t a, int64_t b, int64_t *r) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-    return false;
-  *r = a + b;
-  return true;
-}
-
-void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v) {
-  if (cap == 0)
-    return;
-  if (!v && n > 0) {
-    snprintf(buf, cap, "NULL");
-    return;
-  }
-  size_t len = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < n && len < cap; i++)
-    len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                            (long long)v[i]);
-  if (len < cap)
-    snprintf(buf + len, cap - len, "]");
 }

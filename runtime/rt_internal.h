@@ -1,6 +1,6 @@
-/* rt_internal.h — helpers shared by the runtime's source files: checked
- * 64-bit arithmetic and formatting of shapes for error messages. Not
- * installed. */
+/* rt_internal.h — helpers shared by the runtime's source files, defined
+ * in descriptor.c: checked 64-bit arithmetic and formatting of shapes for
+ * error messages. Not installed. */
 #ifndef TDSL_RT_INTERNAL_H
 #define TDSL_RT_INTERNAL_H
 

@@ -1,7 +1,7 @@
-/* tensor.c — dtype names and sizes, and DLTensor helpers for applications:
- * allocating CPU tensors with contiguous, channels-last or given strides,
- * freeing them, counting elements. Needs alloc.c (data) and check.c
- * (tdsl_tensor_extent, to size strided buffers). A tensor from these
+/* tensor.c — DLTensor helpers for applications: allocating CPU tensors
+ * with contiguous, channels-last or given strides, and freeing them.
+ * Needs alloc.c (data), error.c and descriptor.c (strides, and
+ * tdsl_tensor_extent to size strided buffers). A tensor from these
  * helpers owns one malloc block holding shape then strides, and one
  * tdsl_alloc block of zeroed data; tdsl_tensor_free releases both. */
 #include <stdlib.h>
@@ -9,50 +9,6 @@
 
 #include "rt_internal.h"
 #include "tdsl/runtime.h"
-
-const char *tdsl_dtype_name(DLDataType d) {
-  static const struct {
-    uint8_t code, bits;
-    const char *name;
-  } names[] = {{kDLBool, 8, "bool"},   {kDLInt, 8, "i8"},
-               {kDLUInt, 8, "u8"},     {kDLInt, 16, "i16"},
-               {kDLInt, 32, "i32"},    {kDLInt, 64, "i64"},
-               {kDLFloat, 16, "f16"},  {kDLBfloat, 16, "bf16"},
-               {kDLFloat, 32, "f32"},  {kDLFloat, 64, "f64"}};
-  if (d.lanes != 1)
-    return NULL;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (names[i].code == d.code && names[i].bits == d.bits)
-      return names[i].name;
-  return NULL;
-}
-
-size_t tdsl_dtype_size(DLDataType d) {
-  return ((size_t)d.bits * d.lanes + 7) / 8;
-}
-
-int64_t tdsl_tensor_numel(const DLTensor *t) {
-  if (!t || t->ndim < 0 || (t->ndim > 0 && !t->shape))
-    return -1;
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++)
-    if (t->shape[i] < 0 || !rt_mul_ok(n, t->shape[i], &n))
-      return -1;
-  return n;
-}
-
-void tdsl_contiguous_strides(int ndim, const int64_t *shape,
-                             int64_t *strides) {
-  /* PyTorch multiplies by max(size, 1), so a size-0 dim does not zero the
-   * outer strides. Products saturate at INT64_MAX; only a tensor with no
-   * elements can reach that. */
-  int64_t s = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    strides[i] = s;
-    if (!rt_mul_ok(s, shape[i] > 1 ? shape[i] : 1, &s))
-      s = INT64_MAX;
-  }
-}
 
 /* Allocates t's shape/strides block and copies shape; strides are left
  * for the caller. */

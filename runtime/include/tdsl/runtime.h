@@ -103,7 +103,7 @@ void tdsl_set_allocator(void *(*alloc)(size_t bytes, size_t align,
                                        void *user),
                         void (*free_fn)(void *p, void *user), void *user);
 
-/* ---- dtypes and tensors (tensor.c) ----------------------------------- */
+/* ---- dtypes and tensors (descriptor.c, tensor.c) --------------------- */
 
 static inline DLDataType tdsl_dtype_make(uint8_t code, uint8_t bits) {
   DLDataType d;
@@ -233,7 +233,7 @@ int tdsl_check_align(const char *kernel, const char *arg, const DLTensor *t);
 /* Byte range addressed relative to data: [*first_byte, *end_byte), both
  * including byte_offset; empty tensors give first == end == byte_offset.
  * Returns TDSL_OK, TDSL_E_OVERFLOW when a value leaves int64, or
- * TDSL_E_INVALID (NULL t or shape); sets no message. */
+ * TDSL_E_INVALID (NULL t or shape); sets no message (descriptor.c). */
 int tdsl_tensor_extent(const DLTensor *t, int64_t *first_byte,
                        int64_t *end_byte);
 int tdsl_check_extent(const char *kernel, const char *arg, const DLTensor *t);
