@@ -13,11 +13,12 @@
  * then either runs a kernel with the interpreter (run.c, on the
  * unoptimized IR: the interpreter is the oracle) or runs the pass
  * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
- * (the optimized IR) and the reports (text, JSON, HTML) here,
- * obj/header/llvm/asm through codegen.h; ptx is refused with exit 2 until it exists.
+ * (the optimized IR), `loops` (the loop form, loops/print.c) and the
+ * reports (text, JSON, HTML) here, obj/header/llvm/asm through
+ * codegen.h; ptx is refused with exit 2 until it exists.
  * Needs: the whole front end (ast.h), ir.h, run.h, passes/passes.h,
- * codegen/codegen.h and loops/loops.h (lf_stats, for the report's
- * totals). */
+ * loops/loops.h (lf_lower and lf_print for the loop form, lf_stats for
+ * the report's totals), codegen/codegen.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,7 +42,7 @@
 
 /* The emit kinds, in the order files are written. */
 typedef enum Emit {
-  EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_REPORT,
+  EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_LOOPS, EM_REPORT,
   EM_REPORT_JSON, EM_REPORT_HTML, EM_COUNT
 } Emit;
 
@@ -57,6 +58,7 @@ static const struct {
     {"asm", ".s", true, NULL},
     {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available in this build"},
     {"ir", ".ir", true, NULL},
+    {"loops", ".loops", true, NULL},
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},
     {"report-html", ".report.html", true, NULL},
@@ -111,8 +113,8 @@ static void print_help(void) {
       "emit's own\n"
       "                         (-o - writes one textual emit to stdout)\n"
       "  --emit=LIST            comma list of obj header llvm asm ptx ir "
-      "report\n"
-      "                         report-json report-html (default "
+      "loops\n"
+      "                         report report-json report-html (default "
       "obj,header)\n"
       "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
       "cuda cuda:sm_NN\n"
@@ -149,7 +151,7 @@ static int parse_emit_list(Options *o, const char *list) {
       e++;
     if (e == EM_COUNT)
       return usage_error("--emit: unknown kind '%.*s' (kinds: obj header "
-                         "llvm asm ptx ir report report-json report-html)", (int)n, p);
+                         "llvm asm ptx ir loops report report-json report-html)", (int)n, p);
     o->emit |= 1u << e;
     if (!p[n]) return 0;
     p += n + 1;
@@ -462,15 +464,29 @@ static char *emit_path(const Options *o, const char *stem, Emit e) {
   return path;
 }
 
-static int write_ir(const Options *o, const IrModule *m, const char *stem) {
+/* The loop form of every kernel of m at opt_level, one section each. */
+static void print_loops(FILE *f, IrModule *m, int opt_level) {
+  for (int i = 0; i < m->nkernels; i++) {
+    if (i) fputc('\n', f);
+    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level);
+  }
+}
+
+/* --emit=ir (the IR) or --emit=loops (the loop form). */
+static void print_text(FILE *f, const Options *o, IrModule *m, Emit e) {
+  if (e == EM_LOOPS) print_loops(f, m, o->opt_level);
+  else ir_print_module(f, m);
+}
+
+static int write_text(const Options *o, IrModule *m, const char *stem, Emit e) {
   if (o->out && !strcmp(o->out, "-")) {
-    ir_print_module(stdout, m);
+    print_text(stdout, o, m, e);
     return fflush(stdout) ? 1 : 0;
   }
-  char *path = emit_path(o, stem, EM_IR);
+  char *path = emit_path(o, stem, e);
   FILE *f = fopen(path, "w");
   int status = 0;
-  if (f) ir_print_module(f, m);
+  if (f) print_text(f, o, m, e);
   if (!f || ferror(f) | fclose(f)) {
     fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
             strerror(errno));
@@ -589,7 +605,8 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   phase_time(o, "optimize", &t);
   if (status) return status;
   char *stem = output_stem(o);
-  if (o->emit >> EM_IR & 1) status = write_ir(o, sel, stem);
+  for (int e = EM_IR; !status && e <= EM_LOOPS; e++)
+    if (o->emit >> e & 1) status = write_text(o, sel, stem, (Emit)e);
   for (int e = EM_REPORT; !status && e <= EM_REPORT_HTML; e++)
     if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem, sel, src);
   bool exact = o->out && strcmp(o->out, "-") && count_bits(o->emit) == 1;

@@ -3,7 +3,8 @@
  * CUDA backend later).  The layer (loops/) depends only on ir/:
  *
  *   lower.c   lf_lower     optimized IR -> LfKernel
- *   print.c   lf_print     LfKernel -> text (debugging)
+ *   print.c   lf_print     LfKernel -> text (tdslc --emit=loops, the HTML
+ *                          report's loop form)
  *   stats.c   lf_stats     traffic and nest counts for the report; the
  *                          scratch sizes of an LfKernel (lf_scratch_*)
  *
@@ -100,6 +101,7 @@ typedef struct LfBuf {
                        every buffer of the same slot; 0: its own memory */
   const Sym *slot_bytes; /* slot > 0: the block's size in bytes (>= this
                             buffer's size * dtype size) */
+  bool stats;       /* LFB_SCRATCH: a normalization's statistics */
 } LfBuf;
 
 typedef struct LfAccess {
@@ -268,7 +270,8 @@ const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b);
  * memory, sized at run time, is not included). */
 const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
 
-/* Prints the loop form (debugging, tests). */
-void lf_print(FILE *f, const LfKernel *lk);
+/* Prints the loop form as text, one section per kernel (the format:
+ * print.c); opt_level is only shown in the section's heading. */
+void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level);
 
 #endif

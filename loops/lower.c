@@ -367,7 +367,7 @@ static LfExpr *stats_load(Lower *L, int buf, const Sym **st, int rank,
 static int stats_nest(Lower *L, IrRef r, const bool *red, const int *map,
                       Op reduce, LfExpr *value, DType ad, const Sym **st) {
   const IrValue *v = ir_val(L->k, r);
-  LfBuf b = {.kind = LFB_SCRATCH, .index = r, .dtype = ad};
+  LfBuf b = {.kind = LFB_SCRATCH, .index = r, .dtype = ad, .stats = true};
   b.size = stats_strides(L, v, red, st);
   int buf = add_buf(L, b);
   LfNest *n = add_nest(L);
