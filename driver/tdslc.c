@@ -14,8 +14,9 @@
  * unoptimized IR: the interpreter is the oracle) or runs the pass
  * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
  * (the optimized IR), `loops` (the loop form, loops/print.c) and the
- * reports (text, JSON, HTML) here, obj/header/llvm/asm through
- * codegen.h; ptx is refused with exit 2 until it exists.
+ * reports (text, JSON, HTML, the last with each kernel's loop form) here,
+ * obj/header/llvm/asm through codegen.h; ptx is refused with exit 2 until
+ * it exists.
  * Needs: the whole front end (ast.h), ir.h, run.h, passes/passes.h,
  * loops/loops.h (lf_lower and lf_print for the loop form, lf_stats for
  * the report's totals), codegen/codegen.h. */
@@ -529,29 +530,24 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
   return status;
 }
 
-/* The loop form of kernel k as the HTML report shows it.  The one place
- * to call the loop-form printer (--emit=loops) once it exists; until
- * then it prints the optimized IR, and says so. */
-static void print_loop_form(FILE *f, const IrModule *m, const IrKernel *k) {
-  fputs("# the optimized IR (no loop-form printer in this build yet)\n", f);
-  ir_print_kernel(f, m, k);
-}
-
 typedef struct HtmlCtx {
-  const IrModule *m; /* the optimized kernels */
+  IrModule *m;   /* the optimized kernels */
+  int opt_level; /* what they are lowered at */
 } HtmlCtx;
 
-/* ReportLoopForm for report_write_html: finds the kernel by name. */
+/* ReportLoopForm for report_write_html: the loop form of the kernel so
+ * named, as --emit=loops prints it (the page gets it as text: passes/
+ * knows nothing of the loop form). */
 static void html_loop_form(FILE *f, const char *kernel, void *ctx) {
   const HtmlCtx *h = ctx;
   for (int i = 0; i < h->m->nkernels; i++)
     if (!strcmp(h->m->kernels[i]->name, kernel))
-      print_loop_form(f, h->m, h->m->kernels[i]);
+      lf_print(f, h->m, lf_lower(h->m, h->m->kernels[i], h->opt_level), h->opt_level);
 }
 
-static void write_report_to(FILE *f, const Report *r, Emit e,
-                            const IrModule *m, const char *src) {
-  HtmlCtx h = {m};
+static void write_report_to(FILE *f, const Options *o, const Report *r, Emit e,
+                            IrModule *m, const char *src) {
+  HtmlCtx h = {m, o->opt_level};
   if (e == EM_REPORT_JSON) report_write_json(r, f);
   else if (e == EM_REPORT_HTML) report_write_html(r, src, html_loop_form, &h, f);
   else report_write_text(r, f);
@@ -562,10 +558,10 @@ static void write_report_to(FILE *f, const Report *r, Emit e,
  * .report.json / .report.html.  m: the optimized kernels, src: the
  * program text (for the HTML page). */
 static int write_report(const Options *o, const Report *r, Emit e,
-                        const char *stem, const IrModule *m, const char *src) {
+                        const char *stem, IrModule *m, const char *src) {
   bool json = e == EM_REPORT_JSON;
   if (o->out && !strcmp(o->out, "-")) {
-    write_report_to(stdout, r, e, m, src);
+    write_report_to(stdout, o, r, e, m, src);
     return fflush(stdout) ? 1 : 0;
   }
   char *path;
@@ -579,7 +575,7 @@ static int write_report(const Options *o, const Report *r, Emit e,
   }
   FILE *f = fopen(path, "w");
   int status = 0;
-  if (f) write_report_to(f, r, e, m, src);
+  if (f) write_report_to(f, o, r, e, m, src);
   if (!f || ferror(f) | fclose(f)) {
     fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
             strerror(errno));

@@ -51,7 +51,8 @@
  * left out; `outI.stride(d)` is an output descriptor's run-time stride;
  * a reshape's linear read is `bB[c0*s0 + ... with c = (i0, ...) split
  * over [A, B, ...]]`.  Expressions are `op(args)` with the IR's op
- * names, `f32(x)` a conversion, float constants with a point (`1.0`).
+ * names (`gelu[tanh]` for approximate="tanh"), `f32(x)` a conversion,
+ * float constants with a point (`1.0`).
  *
  * Needs: loops.h, ir.h (op, dtype and value names), sym.h (sizes).
  * Produces: text on a FILE. */
@@ -90,7 +91,7 @@ static void print_factor(Printer *p, const Sym *s) {
   fprintf(p->f, paren ? "(%s)" : "%s", t);
 }
 
-/* "+ " between terms of an index sum. */
+/* " + " between the terms of an index sum. */
 static void term_sep(Printer *p, bool *first) {
   if (!*first) fputs(" + ", p->f);
   *first = false;
