@@ -1215,7 +1215,7 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   set(&g, cx, X_BI, b->stride[R - 1]), set(&g, cx, X_BP, b->stride[R - 2]);
   set(&g, cx, X_CM, out->stride[R - 2]), set(&g, cx, X_CN, out->stride[R - 1]);
   use_pool(&g, &r, N, K, e->pool);
-  GLoop l[TDSL_LF_MAX_RANK];
+  GLoop l[TDSL_MAX_RANK];
   LLVMValueRef ao = a->offset, bo = b->offset, co = out->offset, bt = k64(&g, 0);
   set_epilogue(&g, e, cx);
   for (int d = 0; d < R - 2; d++) {

@@ -1,6 +1,6 @@
 /* gemm.h — tiled, packed GEMM emitted into a kernel's LLVM module: the
  * CPU code of MATMUL and CONV2D (implicit GEMM), called by llvm.c for the
- * nests whose `reduce` is OP_MATMUL or OP_CONV2D (lower.h).
+ * nests whose `reduce` is OP_MATMUL or OP_CONV2D (loops/loops.h).
  *
  * The caller describes each tensor at run time (GemmTensor: element 0 of
  * its storage, offset, shape and strides in elements as i64 values) and
@@ -21,19 +21,19 @@
 #include <llvm-c/Core.h>
 
 #include "../ir/dtype.h"
-#include "lower.h"
+#include "../loops/loops.h"
 
 typedef struct GemmTensor {
   LLVMValueRef base;   /* ptr: element 0 of the storage */
   LLVMValueRef offset; /* i64, elements */
-  LLVMValueRef shape[TDSL_LF_MAX_RANK], stride[TDSL_LF_MAX_RANK]; /* i64 */
+  LLVMValueRef shape[TDSL_MAX_RANK], stride[TDSL_MAX_RANK]; /* i64 */
   int rank;
   DType dtype;
 } GemmTensor;
 
 /* Prologues: an operand computed by an elementwise expression is not
  * read from memory; its pack function evaluates the expression per
- * element instead (lower.h LfNest.pro).  The logical position of the
+ * element instead (loops.h LfNest.pro).  The logical position of the
  * element being packed, as i64 values: bt as for the epilogue hook; a
  * matmul operand's row `i` and column `j` within the batch item; a conv
  * input's channel within the group `ci` and coordinates `y`, `x` (always

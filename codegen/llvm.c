@@ -1,4 +1,4 @@
-/* llvm.c — the CPU backend: loop form (lower.h) to LLVM IR through the
+/* llvm.c — the CPU backend: loop form (loops/loops.h) to LLVM IR through the
  * LLVM C API, then "default<On>" and object/assembly emission.
  *
  * Each kernel K becomes `i32 K(ptr..., scalars..., ptr...)` that
@@ -14,7 +14,7 @@
  * types are rounded (fptrunc, nearest even) when stored or cast.
  * `K_info` returns a constant tdsl_kernel_info.
  *
- * Needs: lower.h, codegen.h, llvm-c (LLVM 19), the runtime ABI of
+ * Needs: loops/loops.h, codegen.h, llvm-c (LLVM 19), the runtime ABI of
  * <tdsl/runtime.h> (declared here by hand: generated code only links to
  * it).  Produces: object, assembly or textual IR. */
 #include <errno.h>
@@ -31,11 +31,11 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen.h"
+#include "../loops/loops.h"
 #include "gemm.h"
-#include "lower.h"
 #include "math.h"
 
-#define MAXL (2 * TDSL_LF_MAX_RANK)
+#define MAXL (2 * TDSL_MAX_RANK)
 #define E_NOMEM (-15)
 #define E_CHECK (-12)
 #define E_OVERFLOW (-7)
@@ -521,7 +521,7 @@ static void check_overlap(Cg *c, Arg *in, int nin, Arg *out, int nout) {
 
 /* Writes output shapes (and strides when given): the shape query. */
 static void write_shapes(Cg *c, const Arg *a) {
-  LLVMValueRef sh = dl_shape(c, a->t), dims[TDSL_LF_MAX_RANK];
+  LLVMValueRef sh = dl_shape(c, a->t), dims[TDSL_MAX_RANK];
   for (int d = 0; d < a->rank; d++) {
     dims[d] = sym_val(c, a->shape[d]);
     LLVMValueRef o = i64c(c, d);
@@ -541,7 +541,7 @@ static void write_shapes(Cg *c, const Arg *a) {
     LLVMPositionBuilderAtEnd(c->b, done);
     return;
   }
-  int order[TDSL_LF_MAX_RANK] = {0, 1, 2, 3};
+  int order[TDSL_MAX_RANK] = {0, 1, 2, 3};
   bool cl = a->layout == LAYOUT_CHANNELS_LAST && a->rank == 4;
   if (cl) order[1] = 2, order[2] = 3, order[3] = 1; /* N H W C */
   else for (int d = 0; d < a->rank; d++) order[d] = d;
@@ -717,7 +717,7 @@ typedef struct NestCtx {
   LLVMValueRef acc; /* the reduced value, while evaluating n->post */
   LLVMValueRef iv[MAXL];
   LLVMValueRef ub[MAXL];
-  LLVMValueRef rt_stride[TDSL_LF_MAX_RANK]; /* output strides */
+  LLVMValueRef rt_stride[TDSL_MAX_RANK]; /* output strides */
 } NestCtx;
 
 /* Address of a's element at the current loop variables; n: how many loop
@@ -1376,7 +1376,7 @@ static bool expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int 
   return true;
 }
 
-/* Whether a nest's reduction-loop bounds and post expression (lower.h)
+/* Whether a nest's reduction-loop bounds and post expression (loops.h)
  * allow collapsing loops oa, ib: never a loop with its own bounds. */
 static bool bounds_collapse(Cg *c, const LfNest *n, int oa, int ib) {
   for (int j = 0; j < n->nred && n->red_lo; j++) {
@@ -1773,7 +1773,7 @@ static void emit_nest_parallel(Cg *c, const LfNest *n) {
   call(c, fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
 }
 
-/* ---- row groups (opt_level >= 1; lower.h LfNest.group) -------------------
+/* ---- row groups (opt_level >= 1; loops.h LfNest.group) -------------------
  * A group (a normalization's statistics nests and its final nest) runs as
  * one parallel loop over the flattened iterations of its `shared` outer
  * loops: for each shared index (a row), every nest's remaining outer
@@ -1901,7 +1901,7 @@ static void emit_group_parallel(Cg *c, const LfNest *g) {
   call(c, fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
 }
 
-/* ---- GEMM epilogues (lower.h "Epilogues") ----------------------------------
+/* ---- GEMM epilogues (loops.h "Epilogues") ----------------------------------
  * The hook gemm.c calls on each finished block of C (gemm.h) is two
  * private functions, as for parallel nests:
  *   K.epiI(i64 bt, i64 i0, i64 i1, i64 j0, i64 j1, ptr noalias buf...,
@@ -2025,7 +2025,7 @@ static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
   e->epi_arg = ctx;
 }
 
-/* ---- GEMM prologues (lower.h "Prologues") -------------------------------
+/* ---- GEMM prologues (loops.h "Prologues") -------------------------------
  * gemm.c's pack function for an operand with a prologue evaluates
  * LfNest.pro[j] per element through these callbacks (gemm.h
  * GemmPrologue), inlined into the pack loop: begin points the Cg at the
@@ -2244,7 +2244,7 @@ static LLVMValueRef const_array_global(Cg *c, LLVMTypeRef t, LLVMValueRef *v, in
 /* One tdsl_param_info {name, is_tensor, dtype, ndim, dims, layout}. */
 static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool tensor,
                                DType dt, int rank, const Sym **shape, int layout) {
-  LLVMValueRef dims[TDSL_LF_MAX_RANK];
+  LLVMValueRef dims[TDSL_MAX_RANK];
   for (int d = 0; d < rank; d++) dims[d] = cstr(c, sym_str(c->m->arena, shape[d]));
   LLVMValueRef code = dl_dtype(c, dt);
   unsigned long long pk = LLVMConstIntGetZExtValue(code);
@@ -2437,17 +2437,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   double t = 0;
   phase_ms(o, "", &t);
   LfKernel **lks = arena_alloc(m->arena, sizeof *lks * (size_t)(m->nkernels + 1));
-  int bad = 0;
-  for (int i = 0; i < m->nkernels; i++) {
-    Op op = OP_COUNT;
-    lks[i] = lf_lower_opt(m, m->kernels[i], &op, o->opt_level);
-    if (!lks[i]) {
-      fprintf(stderr, "tdslc: error: kernel '%s': op '%s' is not supported by "
-              "the CPU backend yet\n", m->kernels[i]->name, op_name(op));
-      bad = 1;
-    }
-  }
-  if (bad) return 1;
+  for (int i = 0; i < m->nkernels; i++) lks[i] = lf_lower(m, m->kernels[i], o->opt_level);
   phase_ms(o, "lower", &t);
   if (o->emit & CG_HEADER) {
     int s;

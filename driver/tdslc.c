@@ -13,12 +13,14 @@
  * then either runs a kernel with the interpreter (run.c, on the
  * unoptimized IR: the interpreter is the oracle) or runs the pass
  * pipeline (passes.h; none at -O0) and writes the requested emits: `ir`
- * (the optimized IR) and the reports (text, JSON, HTML) here,
+ * (the optimized IR), `loops` (the loop form, loops/print.c) and the
+ * reports (text, JSON, HTML, the last with each kernel's loop form) here,
  * obj/header/llvm/asm through codegen.h, so through codegen.h and the
- * link step (link.c); ptx is refused with exit 2 until it exists.
- * Needs: the whole front end (ast.h), ir.h, run.h, link.h,
- * passes/passes.h, codegen/codegen.h and lower.h (lf_stats, for the
- * report's totals). */
+ * link step (link.c); ptx is refused with exit 2 until
+ * it exists.
+ * Needs: the whole front end (ast.h), ir.h, run.h, link.h, passes/passes.h,
+ * loops/loops.h (lf_lower and lf_print for the loop form, lf_stats for
+ * the report's totals), codegen/codegen.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -29,8 +31,8 @@
 
 #include "../frontend/ast.h"
 #include "../codegen/codegen.h"
-#include "../codegen/lower.h"
 #include "../ir/ir.h"
+#include "../loops/loops.h"
 #include "../passes/passes.h"
 #include "link.h"
 #include "run.h"
@@ -43,7 +45,7 @@
 
 /* The emit kinds, in the order files are written. */
 typedef enum Emit {
-  EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_REPORT,
+  EM_OBJ, EM_HEADER, EM_LLVM, EM_ASM, EM_PTX, EM_IR, EM_LOOPS, EM_REPORT,
   EM_REPORT_JSON, EM_REPORT_HTML, EM_SO, EM_COUNT
 } Emit;
 
@@ -59,6 +61,7 @@ static const struct {
     {"asm", ".s", true, NULL},
     {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available in this build"},
     {"ir", ".ir", true, NULL},
+    {"loops", ".loops", true, NULL},
     {"report", ".report.txt", true, NULL},
     {"report-json", ".report.json", true, NULL},
     {"report-html", ".report.html", true, NULL},
@@ -114,8 +117,8 @@ static void print_help(void) {
       "emit's own\n"
       "                         (-o - writes one textual emit to stdout)\n"
       "  --emit=LIST            comma list of obj header llvm asm ptx ir "
-      "report\n"
-      "                         report-json report-html so (default "
+      "loops\n"
+      "                         report report-json report-html so (default "
       "obj,header);\n"
       "                         so: a shared library with the runtime "
       "linked in, made\n"
@@ -156,7 +159,7 @@ static int parse_emit_list(Options *o, const char *list) {
       e++;
     if (e == EM_COUNT)
       return usage_error("--emit: unknown kind '%.*s' (kinds: obj header "
-                         "llvm asm ptx ir report report-json report-html so)", (int)n, p);
+                         "llvm asm ptx ir loops report report-json report-html so)", (int)n, p);
     o->emit |= 1u << e;
     if (!p[n]) return 0;
     p += n + 1;
@@ -469,15 +472,29 @@ static char *emit_path(const Options *o, const char *stem, Emit e) {
   return path;
 }
 
-static int write_ir(const Options *o, const IrModule *m, const char *stem) {
+/* The loop form of every kernel of m at opt_level, one section each. */
+static void print_loops(FILE *f, IrModule *m, int opt_level) {
+  for (int i = 0; i < m->nkernels; i++) {
+    if (i) fputc('\n', f);
+    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level);
+  }
+}
+
+/* --emit=ir (the IR) or --emit=loops (the loop form). */
+static void print_text(FILE *f, const Options *o, IrModule *m, Emit e) {
+  if (e == EM_LOOPS) print_loops(f, m, o->opt_level);
+  else ir_print_module(f, m);
+}
+
+static int write_text(const Options *o, IrModule *m, const char *stem, Emit e) {
   if (o->out && !strcmp(o->out, "-")) {
-    ir_print_module(stdout, m);
+    print_text(stdout, o, m, e);
     return fflush(stdout) ? 1 : 0;
   }
-  char *path = emit_path(o, stem, EM_IR);
+  char *path = emit_path(o, stem, e);
   FILE *f = fopen(path, "w");
   int status = 0;
-  if (f) ir_print_module(f, m);
+  if (f) print_text(f, o, m, e);
   if (!f || ferror(f) | fclose(f)) {
     fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
             strerror(errno));
@@ -502,10 +519,9 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
   size_t n = (size_t)m->nkernels + 1;
   int *nests0 = arena_alloc(m->arena, sizeof *nests0 * n);
   const Sym **bytes0 = arena_alloc(m->arena, sizeof *bytes0 * n), *scratch;
-  bool *ok = arena_alloc(m->arena, n);
   bool totals = wants_report(o);
   for (int i = 0; totals && i < m->nkernels; i++)
-    ok[i] = lf_stats(m, m->kernels[i], 0, &nests0[i], &bytes0[i], &scratch) == 0;
+    lf_stats(m, m->kernels[i], 0, &nests0[i], &bytes0[i], &scratch);
   PassOptions po = {.opt_level = o->opt_level, .layout = o->layout,
                     .disabled = o->disabled, .ndisabled = o->ndisabled,
                     .dump_after = o->dump_after, .dump = stderr,
@@ -514,37 +530,31 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
   for (int i = 0; !status && totals && i < m->nkernels; i++) {
     int nests1;
     const Sym *bytes1;
-    if (ok[i] && lf_stats(m, m->kernels[i], o->opt_level, &nests1, &bytes1,
-                          &scratch) == 0)
-      report_set_totals(r, m->kernels[i], bytes0[i], bytes1, nests0[i],
-                        nests1, scratch);
+    lf_stats(m, m->kernels[i], o->opt_level, &nests1, &bytes1, &scratch);
+    report_set_totals(r, m->kernels[i], bytes0[i], bytes1, nests0[i], nests1,
+                      scratch);
   }
   return status;
 }
 
-/* The loop form of kernel k as the HTML report shows it.  The one place
- * to call the loop-form printer (--emit=loops) once it exists; until
- * then it prints the optimized IR, and says so. */
-static void print_loop_form(FILE *f, const IrModule *m, const IrKernel *k) {
-  fputs("# the optimized IR (no loop-form printer in this build yet)\n", f);
-  ir_print_kernel(f, m, k);
-}
-
 typedef struct HtmlCtx {
-  const IrModule *m; /* the optimized kernels */
+  IrModule *m;   /* the optimized kernels */
+  int opt_level; /* what they are lowered at */
 } HtmlCtx;
 
-/* ReportLoopForm for report_write_html: finds the kernel by name. */
+/* ReportLoopForm for report_write_html: the loop form of the kernel so
+ * named, as --emit=loops prints it (the page gets it as text: passes/
+ * knows nothing of the loop form). */
 static void html_loop_form(FILE *f, const char *kernel, void *ctx) {
   const HtmlCtx *h = ctx;
   for (int i = 0; i < h->m->nkernels; i++)
     if (!strcmp(h->m->kernels[i]->name, kernel))
-      print_loop_form(f, h->m, h->m->kernels[i]);
+      lf_print(f, h->m, lf_lower(h->m, h->m->kernels[i], h->opt_level), h->opt_level);
 }
 
-static void write_report_to(FILE *f, const Report *r, Emit e,
-                            const IrModule *m, const char *src) {
-  HtmlCtx h = {m};
+static void write_report_to(FILE *f, const Options *o, const Report *r, Emit e,
+                            IrModule *m, const char *src) {
+  HtmlCtx h = {m, o->opt_level};
   if (e == EM_REPORT_JSON) report_write_json(r, f);
   else if (e == EM_REPORT_HTML) report_write_html(r, src, html_loop_form, &h, f);
   else report_write_text(r, f);
@@ -555,10 +565,10 @@ static void write_report_to(FILE *f, const Report *r, Emit e,
  * .report.json / .report.html.  m: the optimized kernels, src: the
  * program text (for the HTML page). */
 static int write_report(const Options *o, const Report *r, Emit e,
-                        const char *stem, const IrModule *m, const char *src) {
+                        const char *stem, IrModule *m, const char *src) {
   bool json = e == EM_REPORT_JSON;
   if (o->out && !strcmp(o->out, "-")) {
-    write_report_to(stdout, r, e, m, src);
+    write_report_to(stdout, o, r, e, m, src);
     return fflush(stdout) ? 1 : 0;
   }
   char *path;
@@ -572,7 +582,7 @@ static int write_report(const Options *o, const Report *r, Emit e,
   }
   FILE *f = fopen(path, "w");
   int status = 0;
-  if (f) write_report_to(f, r, e, m, src);
+  if (f) write_report_to(f, o, r, e, m, src);
   if (!f || ferror(f) | fclose(f)) {
     fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path,
             strerror(errno));
@@ -629,7 +639,8 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   phase_time(o, "optimize", &t);
   if (status) return status;
   char *stem = output_stem(o);
-  if (o->emit >> EM_IR & 1) status = write_ir(o, sel, stem);
+  for (int e = EM_IR; !status && e <= EM_LOOPS; e++)
+    if (o->emit >> e & 1) status = write_text(o, sel, stem, (Emit)e);
   for (int e = EM_REPORT; !status && e <= EM_REPORT_HTML; e++)
     if (o->emit >> e & 1) status = write_report(o, rep, (Emit)e, stem, sel, src);
   bool exact = o->out && strcmp(o->out, "-") && count_bits(o->emit) == 1;

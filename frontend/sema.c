@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_DIMS = 16 };
+enum { MAX_DIMS = TDSL_MAX_RANK }; /* ir.h: the one rank limit */
 
 /* ------------------------------------------------------------------ */
 /* SVal helpers                                                         */
@@ -1032,7 +1032,7 @@ static SVal do_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
       emit_view(s, OP_EXPAND, x, &out, out.shape, out.rank, flags, loc), loc);
 }
 
-/* Ranks stay within MAX_DIMS (the interpreter's and the ABI's limit). */
+/* Ranks stay within MAX_DIMS (ir.h TDSL_MAX_RANK). */
 static bool rank_ok(Sema *s, int rank, Loc loc) {
   if (rank <= MAX_DIMS) return true;
   diag_error(s->d, loc, "tensors have at most %d dims; this one would have %d",

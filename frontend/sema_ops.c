@@ -1118,7 +1118,7 @@ static int data_shape(const SVal *v, int64_t *shape, int max) {
 
 typedef struct Flat {
   int rank;
-  int64_t shape[16];
+  int64_t shape[TDSL_MAX_RANK];
   int n;
   Scalar *vals;
   DType *from;
@@ -1191,7 +1191,7 @@ static SVal factory_tensor(Sema *s, CallArgs *c) {
   }
   Flat f;
   memset(&f, 0, sizeof f);
-  f.rank = data_shape(dv, f.shape, 16);
+  f.rank = data_shape(dv, f.shape, TDSL_MAX_RANK);
   int64_t numel = 1;
   for (int i = 0; i < f.rank; i++) numel *= f.shape[i];
   f.vals = arena_alloc(s->a, sizeof(Scalar) * (size_t)(numel + 1));

@@ -14,8 +14,6 @@
 
 #include "ir.h"
 
-#define TDSL_MAX_RANK 16
-
 /* A host tensor: element (i0, i1, ...) lives at
  * data + (offset + sum i_d * stride[d]) * dtype_size(dtype). */
 typedef struct HostTensor {

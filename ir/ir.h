@@ -24,6 +24,11 @@
 
 typedef int IrRef; /* index into IrKernel.values; -1 = none */
 
+/* The one rank limit: sema rejects a tensor with more dims, so the
+ * interpreter, the passes and the loop form size their per-dim arrays by
+ * it. */
+#define TDSL_MAX_RANK 16
+
 typedef enum Layout {
   LAYOUT_CONTIGUOUS,
   LAYOUT_CHANNELS_LAST,
@@ -172,6 +177,31 @@ const Sym *ir_numel(IrModule *m, const IrValue *v);
 const Sym *ir_dense_extent(IrModule *m, const IrValue *v);
 /* Follows view operands back to the value that owns the storage. */
 IrRef ir_storage_root(const IrKernel *k, IrRef r);
+
+/* Storage (storage.c): what the passes that plan it (fuse, plan-memory)
+ * and lowering (loops/) must agree on.
+ *
+ * ir_view_map composes the index map of a read of value r (r's dim d at
+ * loop variable map[d], < 0: index 0) down to r's storage root: pm[j]
+ * for the root's dims.  False when the view is not such a simple map
+ * (offset 0; each dim of size 1, stride 0 (expand), or a distinct dim of
+ * the root with equal size and stride; every root dim of size != 1
+ * covered), or a rank is above TDSL_MAX_RANK.  Pass fuse inlines a value
+ * only where its reads compose; lowering follows the same maps. */
+bool ir_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm);
+/* Whether v gets a scratch buffer of its own at -O1+: computed (not a
+ * view, parameter or constant table), not IRF_INLINE, not placed in a
+ * caller's output (IrValue.out). */
+bool ir_owns_scratch(const IrValue *v);
+/* Bytes of v's scratch buffer: its dense extent times its dtype size. */
+const Sym *ir_scratch_bytes(IrModule *m, const IrValue *v);
+/* Bytes of plan-memory block `slot` (> 0): its first value's scratch
+ * bytes (IrValue.slot). */
+const Sym *ir_slot_bytes(IrModule *m, const IrKernel *k, int slot);
+/* Scratch bytes of k's values as planned: each block once, values
+ * without a slot alone.  Lowering's extras (normalization statistics,
+ * GEMM packing panels) are not included. */
+const Sym *ir_planned_scratch_bytes(IrModule *m, const IrKernel *k);
 
 /* Removes the values nothing uses any more (transitively: not a result,
  * not an operand of a kept value) for which drop_ok[r] is true (all of

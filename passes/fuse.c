@@ -1,13 +1,13 @@
 /* fuse.c — pass "fuse": decides which values are computed inside their
  * users (IRF_INLINE: no loop nest, no buffer) instead of materialized.
- * Lowering (codegen/lower.c, -O1 and above) inlines exactly the flagged
+ * Lowering (loops/lower.c, -O1 and above) inlines exactly the flagged
  * values; without this pass every value gets a nest and a buffer.
  *
- * Rules (the loop form's, codegen/lower.h "Fusion"): a value computed by
+ * Rules (the loop form's, loops/loops.h "Fusion"): a value computed by
  * an elementwise, copy/cast or constant op (not RESHAPE) is inlined when
  * every read of its storage (through any view) is by a consumer that
  * takes an expression (elementwise/copy ops, reductions, result copies)
- * through a view whose index map composes (lf_view_map: offset 0, dims
+ * through a view whose index map composes (ir_view_map: offset 0, dims
  * that are expands, permutes or (un)squeezes).  A value read once (and
  * not through a broadcast) is always inlined; one read several times, or
  * through a broadcast (an expand: each element read many times), only
@@ -20,7 +20,7 @@
  * L <= S.  (Recomputing a compare of two f32 tensors for two readers
  * would load 16 bytes per element where storing the bool costs 3.)
  *
- * Epilogues (codegen/lower.h "Epilogues"): a matmul/conv value read once,
+ * Epilogues (loops/loops.h "Epilogues"): a matmul/conv value read once,
  * directly (no view) by an elementwise/copy/cast value E, where E and
  * every value inlined above it up to the nest that computes it are each
  * read once directly by an elementwise value (or returned as they are),
@@ -31,7 +31,7 @@
  * applied to each finished output block.  Otherwise the GEMM value is
  * materialized and its readers are a second pass.
  *
- * Prologues (codegen/lower.h "Prologues"): a candidate value read once,
+ * Prologues (loops/loops.h "Prologues"): a candidate value read once,
  * not through a broadcast, as operand 0 or 1 of a matmul/conv2d (directly
  * or through a view that composes), whose expression costs at most
  * FUSE_MULTI_USE_BUDGET (packing evaluates an element several times: A
@@ -45,12 +45,11 @@
  * have a nest of their own), and the bytes the decision saves (the value
  * written and read back) or costs.
  *
- * Needs: passes.h, ir.h, lower.h (TDSL_LF_MAX_RANK, lf_view_map's
- * declaration; lf_view_map itself lives here so the pass and lowering
- * share one definition).  Produces: IRF_INLINE flags on the kernel. */
+ * Needs: passes.h, ir.h (TDSL_MAX_RANK; storage.c's ir_view_map, the
+ * index-map rule lowering follows too).  Produces: IRF_INLINE flags on
+ * the kernel. */
 #include <string.h>
 
-#include "../codegen/lower.h"
 #include "passes.h"
 
 #define PASS "fuse"
@@ -78,57 +77,13 @@ typedef struct Uses {
   int load;      /* bytes one element loads when computed inline */
 } Uses;
 
-/* v's semantic strides into st (row-major when it carries none). */
-static void sem_strides(IrModule *m, const IrValue *v, const Sym **st) {
-  if (v->stride) {
-    for (int d = 0; d < v->rank; d++) st[d] = v->stride[d];
-    return;
-  }
-  const Sym *acc = sym_const(m->st, 1);
-  for (int d = v->rank - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc = sym_mul(m->st, acc, sym_max(m->st, v->shape[d], sym_const(m->st, 1)));
-  }
-}
-
-bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm) {
-  IrRef root = ir_storage_root(k, r);
-  const IrValue *v = ir_val(k, r), *p = ir_val(k, root);
-  if (v->rank > TDSL_LF_MAX_RANK || p->rank > TDSL_LF_MAX_RANK) return false;
-  if (r == root) {
-    memcpy(pm, map, sizeof *pm * (size_t)p->rank);
-    return true;
-  }
-  if (v->offset && !sym_is(v->offset, 0)) return false;
-  const Sym *sv[TDSL_LF_MAX_RANK], *sp[TDSL_LF_MAX_RANK];
-  bool used[TDSL_LF_MAX_RANK] = {false};
-  sem_strides(m, v, sv);
-  sem_strides(m, p, sp);
-  for (int j = 0; j < p->rank; j++) pm[j] = -1;
-  for (int d = 0; d < v->rank; d++) {
-    if (sym_is(v->shape[d], 1) || sym_is(sv[d], 0)) continue; /* index 0 / expand */
-    int found = -1;
-    for (int j = 0; j < p->rank; j++) {
-      if (sym_is(p->shape[j], 1) || sp[j] != sv[d] || p->shape[j] != v->shape[d]) continue;
-      if (found >= 0 || used[j]) return false; /* ambiguous */
-      found = j;
-    }
-    if (found < 0) return false;
-    used[found] = true;
-    pm[found] = map[d];
-  }
-  for (int j = 0; j < p->rank; j++)
-    if (!used[j] && !sym_is(p->shape[j], 1)) return false;
-  return true;
-}
-
 /* Whether a read of value a (any view of its root) composes. */
 static bool view_ok(IrModule *m, const IrKernel *k, IrRef a) {
-  int map[TDSL_LF_MAX_RANK], pm[TDSL_LF_MAX_RANK];
+  int map[TDSL_MAX_RANK], pm[TDSL_MAX_RANK];
   const IrValue *v = ir_val(k, a);
-  if (v->rank > TDSL_LF_MAX_RANK) return false;
+  if (v->rank > TDSL_MAX_RANK) return false;
   for (int d = 0; d < v->rank; d++) map[d] = d;
-  return lf_view_map(m, k, a, map, pm);
+  return ir_view_map(m, k, a, map, pm);
 }
 
 static bool candidate(Op op) {
@@ -359,7 +314,7 @@ static void report_epilogue(PassCtx *c, IrRef g, IrRef end, const Uses *u) {
 }
 
 /* Matmul/conv values whose elementwise reader can run on the GEMM's
- * output blocks: flagged IRF_INLINE (lower.h "Epilogues").  Returns
+ * output blocks: flagged IRF_INLINE (loops/loops.h "Epilogues").  Returns
  * whether a flag changed. */
 static bool decide_epilogues(PassCtx *c, const Uses *u, const bool *was) {
   bool changed = false;
@@ -368,7 +323,7 @@ static bool decide_epilogues(PassCtx *c, const Uses *u, const bool *was) {
     OpKind kd = op_kind(v->op);
     if (kd != IRK_MATMUL && kd != IRK_CONV) continue;
     IrRef end = -1;
-    const char *why = v->rank <= TDSL_LF_MAX_RANK ? epilogue_end(c, u, g, &end)
+    const char *why = v->rank <= TDSL_MAX_RANK ? epilogue_end(c, u, g, &end)
                                                   : "of too high a rank";
     if (!why) v->flags |= IRF_INLINE;
     changed |= !why != was[g];
@@ -437,7 +392,7 @@ static bool one_tap(const IrKernel *k, const IrValue *g) {
  * (u->via), can be that GEMM's prologue (see the header). */
 static bool prologue_ok(PassCtx *c, IrRef r, const Uses *u, int cost) {
   if (u->block != BLK_GEMM || u->n != 1 || u->bcast || cost > FUSE_MULTI_USE_BUDGET ||
-      u->via < 0 || ir_val(c->k, r)->rank > TDSL_LF_MAX_RANK)
+      u->via < 0 || ir_val(c->k, r)->rank > TDSL_MAX_RANK)
     return false;
   const IrValue *g = ir_val(c->k, u->via);
   OpKind kd = op_kind(g->op);
@@ -475,7 +430,7 @@ bool pass_fuse(PassCtx *c) {
     cost[r] = 0;
     OpKind kd = op_kind(v->op);
     if (kd == IRK_MATMUL || kd == IRK_CONV) continue; /* decide_epilogues */
-    if (!candidate(v->op) || v->rank > TDSL_LF_MAX_RANK) {
+    if (!candidate(v->op) || v->rank > TDSL_MAX_RANK) {
       changed |= was;
       if (c->r) report_own_nest(c, r);
       continue;

@@ -74,12 +74,6 @@ char *pass_shape_text(Arena *a, const IrValue *v);
 /* One view op as applied to its operand: ".view(12)", "[:, 2:5]". */
 void pass_put_view_op(FILE *f, const IrValue *v);
 
-/* plan_memory.c: scratch bytes of k's computed, non-inline values as
- * planned (one block per slot; values without a slot count alone).
- * Lowering's extras (normalization statistics, GEMM panels) not
- * included. */
-const Sym *plan_scratch_bytes(IrModule *m, const IrKernel *k);
-
 /* ---- pipeline.c ---- */
 /* The pass table: name and entry point, in pipeline order. */
 typedef struct PassInfo {

@@ -13,12 +13,13 @@
  * provably fits (block size - r's size is a constant >= 0, which covers
  * equal symbolic sizes), the tightest such block first; otherwise r opens
  * a new block of its own size.  A block never grows, so its size is that
- * of its first value — lowering recomputes it from there (lower.c
- * plan_slot) and llvm.c allocates one block per slot.
+ * of its first value — lowering sizes it from there too (ir_slot_bytes)
+ * and the code generator allocates one block per slot.
  *
- * Sizes are those lowering allocates: the value's dense extent (offset +
- * sum (size-1)*stride + 1 elements) times its dtype size.  Normalization
- * statistics and GEMM packing panels are outside the plan.
+ * Sizes are those lowering allocates (ir.h "Storage", storage.c): the
+ * value's dense extent (offset + sum (size-1)*stride + 1 elements) times
+ * its dtype size.  Normalization statistics and GEMM packing panels are
+ * outside the plan.
  *
  * Results in place: a computed value that is a kernel result, with the
  * result's dtype and exactly the dense strides of the result's declared
@@ -26,16 +27,17 @@
  * literal size 1 do not count), is computed directly in the caller's
  * output (IrValue.out): it gets no scratch and the result needs no final
  * copy.  The entry checks guarantee such an output's strides wherever
- * they matter (lower.c static_output_strides).  A kernel that fails must
- * leave its outputs untouched (§7.2): scratch is allocated at entry, and
- * the only later allocation is a matmul/conv2d's packing memory, taken
- * before that GEMM computes anything; so no value is placed in an output
- * when a GEMM runs in a later nest (an epilogue GEMM runs in its chain's
- * last nest, lower.h "Epilogues"; lowering puts result copies that carry
- * one before the other result copies).
+ * they matter (loops/lower.c static_output_strides).  A kernel that
+ * fails must leave its outputs untouched (§7.2): scratch is allocated at
+ * entry, and the only later allocation is a matmul/conv2d's packing
+ * memory, taken before that GEMM computes anything; so no value is
+ * placed in an output when a GEMM runs in a later nest (an epilogue GEMM
+ * runs in its chain's last nest, loops/loops.h "Epilogues"; lowering puts
+ * result copies that carry one before the other result copies).
  *
- * Needs: passes.h, ir.h.  Produces: slots and output placements on the
- * kernel, "reuse", "in-place" and "plan" decisions, plan_scratch_bytes(). */
+ * Needs: passes.h, ir.h (storage.c: ir_owns_scratch, ir_scratch_bytes,
+ * ir_planned_scratch_bytes).  Produces: slots and output placements on
+ * the kernel, "reuse", "in-place" and "plan" decisions. */
 #include <string.h>
 
 #include "passes.h"
@@ -48,13 +50,11 @@ static bool computed(const IrValue *v) {
          !(v->flags & IRF_INLINE);
 }
 
-/* ... and that buffer is scratch. */
-static bool owns_scratch(const IrValue *v) { return computed(v) && v->out == 0; }
-
-/* The dense strides of layout l over shape (lower.c static_output_strides):
- * row-major, or N H W C order for channels_last at rank 4, as products of
- * max(size, 1) (clamp) or of the sizes: the two agree whenever the tensor
- * has an element to address.  False for a layout without fixed strides. */
+/* The dense strides of layout l over shape (loops/lower.c
+ * static_output_strides): row-major, or N H W C order for channels_last
+ * at rank 4, as products of max(size, 1) (clamp) or of the sizes: the two
+ * agree whenever the tensor has an element to address.  False for a
+ * layout without fixed strides. */
 static bool layout_strides(IrModule *m, Layout l, const Sym *const *shape, int rank,
                            bool clamp, const Sym **st) {
   bool cl = l == LAYOUT_CHANNELS_LAST && rank == 4;
@@ -109,12 +109,6 @@ static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
     if (same) return i;
   }
   return -1;
-}
-
-/* Bytes of r's scratch buffer: its dense extent (as lower.c) times the
- * dtype size. */
-static const Sym *scratch_bytes(IrModule *m, const IrValue *v) {
-  return sym_mul(m->st, ir_dense_extent(m, v), sym_const(m->st, dtype_size(v->dtype)));
 }
 
 /* end[r]: the last nest that reads r's storage (nvalues: a result). */
@@ -179,7 +173,7 @@ static void report_in_place(PassCtx *c, IrRef r) {
 /* The totals: what sharing saved, or that it saved nothing and why. */
 static void report_plan(PassCtx *c, int nbufs, int nb, const Sym *unshared) {
   IrModule *m = c->m;
-  const Sym *planned = plan_scratch_bytes(m, c->k);
+  const Sym *planned = ir_planned_scratch_bytes(m, c->k);
   const Sym *saved = sym_sub(m->st, unshared, planned);
   const char *total = report_bytes_str(m->arena, planned);
   if (nbufs == 1)
@@ -225,8 +219,8 @@ bool pass_plan_memory(PassCtx *c) {
     v->slot = 0;
     v->out = output_for(m, k, r) + 1;
     if (v->out > 0 && c->r) report_in_place(c, r);
-    if (owns_scratch(v)) {
-      const Sym *need = scratch_bytes(m, v);
+    if (ir_owns_scratch(v)) {
+      const Sym *need = ir_scratch_bytes(m, v);
       unshared = sym_add(m->st, unshared, need);
       nbufs++;
       int b = free_block(m, bl, nb, r, need);
@@ -240,17 +234,4 @@ bool pass_plan_memory(PassCtx *c) {
   }
   if (c->r && nbufs > 0) report_plan(c, nbufs, nb, unshared);
   return changed;
-}
-
-const Sym *plan_scratch_bytes(IrModule *m, const IrKernel *k) {
-  const Sym *total = sym_const(m->st, 0);
-  for (IrRef r = 0; r < k->nvalues; r++) {
-    const IrValue *v = ir_val(k, r);
-    if (!owns_scratch(v)) continue;
-    bool first = true; /* a block counts once, at its first value */
-    for (IrRef q = 0; q < r && v->slot > 0 && first; q++)
-      first = ir_val(k, q)->slot != v->slot;
-    if (first) total = sym_add(m->st, total, scratch_bytes(m, v));
-  }
-  return total;
 }

@@ -11,6 +11,10 @@
 #                 X.tdsl --emit=ir -o /dev/null --dump-after=PASS` must
 #                 exit 0 with stderr (the kernels' IR after PASS at -O2)
 #                 byte-equal to X.PASS.ir;
+#   X.loops:      (besides or instead of the above) `TDSLC X.tdsl
+#                 --emit=loops -o -` must exit 0 with stdout (the loop form
+#                 at -O2) byte-equal to X.loops; X.O0.loops likewise at -O0
+#                 (any -ON);
 #   neither:      a failure (say which output it should have).
 # UPDATE=1 rewrites the expected file from the actual output (and creates
 # X.err or X.ir from the exit status when neither exists) as long as the
@@ -75,6 +79,16 @@ for src in *.tdsl; do
     status=$?
     cp "$tmp/out" "$tmp/err"
     check "$src after $pass" "$want" "$tmp/out" "$status" 0
+  done
+  for want in "$base".loops "$base".O[0-3].loops; do
+    [[ -e $want ]] || continue
+    level=${want#"$base"}
+    level=${level%.loops}
+    level=${level#.}
+    dumps=1
+    "${timeout_cmd[@]}" "$tdslc" "$src" --emit=loops -o - ${level:+-$level} \
+      >"$tmp/out" 2>"$tmp/err"
+    check "$src loops${level:+ at -$level}" "$want" "$tmp/out" $? 0
   done
   if [[ $dumps == 1 && ! -e $base.err && ! -e $base.ir ]]; then
     continue

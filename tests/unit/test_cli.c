@@ -1,12 +1,12 @@
 /* test_cli.c — the tdslc command line, run as a process (TDSL_TDSLC):
  * --version/--help, one-line usage errors with status 2, unreadable and
  * NUL-containing files (status 1), the not-yet-available emits, --emit=ir,
- * where -o puts each emit, and `tdslc run` end to end (scalars and 0-dim
- * tensors given inline too): inputs written with npy_write, results read
- * back with npy_read and compared with values worked out by hand, plus
- * the input errors of spec §8 (status 1); --emit=so built, dlopened and
- * called, and its link errors.  Each test works in a fresh temporary
- * directory, which is also the current directory of tdslc. */
+ * --emit=loops and the HTML report's loop form, where -o puts each emit,
+ * and `tdslc run` end to end (scalars and 0-dim tensors given inline
+ * too): inputs written with npy_write, results read back with npy_read
+ * and compared with values worked out by hand, plus the input errors of
+ * spec §8 (status 1); --emit=so built, dlopened and called, and its link
+ * errors.  Each test works in a fresh temporary directory, which is also the current directory of tdslc. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -202,6 +202,15 @@ START_TEST(emits) {
   ck_assert_int_eq(tdslc("k.tdsl --emit=ir,header -o sub.o"), 0);
   ck_assert_int_eq(access(path_in("sub.ir"), F_OK), 0);
   ck_assert_int_eq(access(path_in("sub.h"), F_OK), 0);
+  /* the loop form: k.loops, and in the HTML report's "Loop form" */
+  ck_assert_int_eq(tdslc("k.tdsl --emit=loops -O1"), 0);
+  slurp("k.loops", out_text, sizeof out_text);
+  ck_assert_ptr_nonnull(strstr(out_text, "kernel add -O1: "));
+  ck_assert_ptr_nonnull(strstr(out_text, "nest 0: "));
+  static char page[1 << 17];
+  ck_assert_int_eq(tdslc("k.tdsl --emit=report-html"), 0);
+  slurp("k.report.html", page, sizeof page);
+  ck_assert_ptr_nonnull(strstr(page, "<pre>kernel add -O2: "));
 }
 END_TEST
 

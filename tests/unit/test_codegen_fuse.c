@@ -1,5 +1,5 @@
 /* test_codegen_fuse.c — the CPU backend's fused, parallel, vectorized
- * nests (lower.h "Fusion", llvm.c "parallel nests"): kernels whose
+ * nests (loops.h "Fusion", llvm.c "parallel nests"): kernels whose
  * elementwise values are inlined through expands, permutes and several
  * uses (and materialized behind slices and flattening views), large
  * enough to take the parallel path, with odd sizes (vector remainders),

@@ -1,7 +1,7 @@
 /* test_codegen_norms.c — the CPU backend's fast normalizations at -O2:
  * codegen/math.c's own f32 exp (its error against libm's expf over a sweep of
  * bit patterns and the special values, f16/bf16 and sigmoid through it),
- * softmax/log_softmax/layer_norm as row groups (lower.h LfNest.group:
+ * softmax/log_softmax/layer_norm as row groups (loops.h LfNest.group:
  * last and non-last dims, sizes that do and do not split evenly across
  * threads, rows of -inf, NaN and +inf, symbolic sizes), and the
  * vectorized float reductions (sum/mean reassociated, amax/amin

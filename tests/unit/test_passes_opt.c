@@ -193,7 +193,7 @@ START_TEST(memory_chain_reuses) {
   ck_assert_int_ge(report_count(p.r, "f", "plan-memory", "reuse"), 2);
   /* two 400-byte blocks plus the scalar constants' (4 bytes each) */
   int64_t total;
-  ck_assert(sym_is_const(plan_scratch_bytes(p.m, p.m->kernels[0]), &total));
+  ck_assert(sym_is_const(ir_planned_scratch_bytes(p.m, p.m->kernels[0]), &total));
   ck_assert_int_ge(total, 800);
   ck_assert_int_lt(total, 800 + 64);
   arena_free(p.a);

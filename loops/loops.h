@@ -1,5 +1,12 @@
-/* lower.h — the loop form: tensor IR lowered to loop nests, shared by the
- * code generators (llvm.c today, a CUDA backend later).
+/* loops.h — the loop form: tensor IR lowered to loop nests, the one seam
+ * between the passes and the code generators (codegen/llvm.c today, a
+ * CUDA backend later).  The layer (loops/) depends only on ir/:
+ *
+ *   lower.c   lf_lower     optimized IR -> LfKernel
+ *   print.c   lf_print     LfKernel -> text (tdslc --emit=loops, the HTML
+ *                          report's loop form)
+ *   stats.c   lf_stats     traffic and nest counts for the report; the
+ *                          scratch sizes of an LfKernel (lf_scratch_*)
  *
  * A kernel becomes a list of buffers and a list of nests run in order.
  *  - Buffers: tensor parameters (storage read through the descriptor's
@@ -40,7 +47,7 @@
  *    converted to the stored dtype.  LFE_OP DIV on integers divides with
  *    truncation (C; the divisor is never 0), which integer avg pooling
  *    needs; the IR's DIV itself is float-only.
- *  - Normalizations (lower.c, lower_norm): softmax/log_softmax over dim d
+ *  - Normalizations (lower.c): softmax/log_softmax over dim d
  *    is three nests: AMAX of x over d into an auxiliary scratch buffer
  *    of statistics (row-major over the other dims, F32 or F64), SUM of
  *    exp(x - max) into a second one, then an elementwise nest reading x
@@ -61,15 +68,19 @@
  *    implies); avg pooling divides in `post` by PyTorch's
  *    count_include_pad divisor, adaptive pooling by the window size.
  *
- * Needs: ir.h.  Produces: LfKernel in the caller's arena. */
-#ifndef TDSL_LOWER_H
-#define TDSL_LOWER_H
+ * Ranks are at most TDSL_MAX_RANK (ir.h), so a nest has at most
+ * 2 * TDSL_MAX_RANK loops.
+ *
+ * Needs: ir.h (storage.c: the inlining and scratch rules shared with the
+ * passes).  Used by: codegen/ (llvm.c, gemm.c), driver/tdslc.c.
+ * Produces: LfKernel in the IR module's arena. */
+#ifndef TDSL_LOOPS_H
+#define TDSL_LOOPS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "../ir/ir.h"
-
-#define TDSL_LF_MAX_RANK 16
 
 typedef enum LfBufKind {
   LFB_PARAM,   /* index: parameter number */
@@ -90,6 +101,7 @@ typedef struct LfBuf {
                        every buffer of the same slot; 0: its own memory */
   const Sym *slot_bytes; /* slot > 0: the block's size in bytes (>= this
                             buffer's size * dtype size) */
+  bool stats;       /* LFB_SCRATCH: a normalization's statistics */
 } LfBuf;
 
 typedef struct LfAccess {
@@ -141,8 +153,8 @@ typedef struct LfNest {
   IrRef src;       /* the IR value computed (-1: a result copy) */
   const int *order; /* outer loops in memory order: order[i] is the loop
                        variable at depth i (outermost first); NULL: 0..rank-1 */
-  /* reduce == OP_MATMUL / OP_CONV2D (gemm.c computes the whole value):
-   * the IR operands (a, b / x, w[, bias]), each addressed over its own
+  /* reduce == OP_MATMUL / OP_CONV2D (codegen/gemm.c computes the whole
+   * value): the IR operands (a, b / x, w[, bias]), each addressed over its own
    * dims (loop variable l = dim l, shapes those of the IR operands);
    * `store` is the value's dense store over its dims; `value` is just a
    * load of operand 0 (for printing) and red/nred are unused. */
@@ -181,12 +193,9 @@ typedef struct LfKernel {
   LfNest *nests;
 } LfKernel;
 
-/* Lowers k.  Returns NULL with *unsupported set to the first op the loop
- * form cannot express yet (none today).
- * lf_lower is lf_lower_opt at level 0. */
-LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
-
-/* Fusion (opt_level >= 1 and flagged by pass fuse; -O0 keeps one nest
+/* Lowers k at opt_level (0..3); every op of the IR has a loop form.
+ *
+ * Fusion (opt_level >= 1 and flagged by pass fuse; -O0 keeps one nest
  * and scratch per value).  A value computed by an elementwise, copy/cast or constant op (not
  * RESHAPE) is *inlined*: it gets no nest and no scratch, and every load
  * of it (directly or through views) becomes its expression tree evaluated
@@ -203,7 +212,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported);
  * where transcendental ops count extra); else it is materialized.
  * Result copies of dense-layout outputs store with static strides and
  * loop in the layout's memory order (LfNest.order). */
-LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level);
+LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level);
 
 /* Epilogues (opt_level >= 1): a MATMUL/CONV2D value flagged IRF_INLINE
  * by pass fuse has no nest of its own; the one nest that reads it (an
@@ -220,16 +229,18 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
  * the GEMM value's own scratch buffer (outside plan-memory's plan),
  * which the epilogue reads back block by block while it is in cache.
  * A GEMM's packing memory is allocated at the kernel's entry with the
- * scratch (llvm.c setup_gemm_pools, gemm.h cg_*_pool_bytes), so storing
+ * scratch (codegen/llvm.c setup_gemm_pools, codegen/gemm.h
+ * cg_*_pool_bytes), so storing
  * into a caller's output is safe: a failed allocation leaves every
  * output untouched (spec §7.2). */
 
 /* Prologues (opt_level >= 1): a value computed by an elementwise,
  * copy/cast or constant op that pass fuse flags IRF_INLINE and whose one
  * reader is operand 0 or 1 of a MATMUL/CONV2D (read directly or through a
- * view whose index map composes, lf_view_map) gets no nest and no buffer:
+ * view whose index map composes, ir_view_map) gets no nest and no buffer:
  * the gemm nest carries its expression (LfNest.pro), which the code
- * generator evaluates while packing the operand (gemm.h GemmPrologue).
+ * generator evaluates while packing the operand (codegen/gemm.h
+ * GemmPrologue).
  * A conv input's zero padding stays 0 (PyTorch pads the producer's
  * output), it is not the expression at the padded position. */
 
@@ -239,19 +250,14 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
  * flags at level 0.  Likewise values with a plan-memory slot (IrValue.slot)
  * share one scratch block per slot at level >= 1 (LfBuf.slot). */
 
-/* passes/fuse.c (shared by the pass and lowering): composes the index map of a read of value r (its dim d at
- * loop variable map[d], < 0: index 0) down to r's storage root: pm[j]
- * for the root's dims.  False when the view is not such a simple map. */
-bool lf_view_map(IrModule *m, const IrKernel *k, IrRef r, const int *map, int *pm);
-
 /* Traffic estimate for the optimization report: lowers k at opt_level
  * and sets the number of nests, the bytes all nests read and write
  * (each load counts once per distinct address: once per iteration of
  * the loops its address depends on, so a broadcast operand counts its
  * own size; each store once per outer iteration; gemm nests read each
  * operand once, a prologue's loads once per distinct address) and
- * the scratch bytes.  Returns 0, or -1 when k cannot be lowered. */
-int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
+ * the scratch bytes. */
+void lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
              const Sym **bytes, const Sym **scratch);
 
 /* Scratch buffer i of a slot another buffer j < i already holds: j + 1
@@ -264,7 +270,8 @@ const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b);
  * memory, sized at run time, is not included). */
 const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
 
-/* Prints the loop form (debugging, tests). */
-void lf_print(FILE *f, const LfKernel *lk);
+/* Prints the loop form as text, one section per kernel (the format:
+ * print.c); opt_level is only shown in the section's heading. */
+void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level);
 
 #endif

@@ -1,4 +1,5 @@
-/* lower.c — tensor IR to the loop form (lower.h).
+/* lower.c — tensor IR to the loop form (loops.h), the entry point
+ * lf_lower.
  *
  * One nest per non-view, non-parameter value not inlined by pass fuse
  * (each written to its own scratch buffer with its semantic strides, or
@@ -6,10 +7,11 @@
  * copy nest per remaining result into the caller's output.
  * Views fold into the accesses of their users; TENSOR data becomes a
  * constant buffer.  At -O1+ values flagged by pass fuse are inlined and
- * GEMMs take their readers as epilogues (lower.h "Fusion", "Epilogues").
+ * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues").
  *
- * Needs: ir.h, sym.h.  Produces: LfKernel (arena of m). */
-#include "lower.h"
+ * Needs: ir.h (storage.c: ir_view_map, ir_slot_bytes, the rules the
+ * passes planned with), sym.h.  Produces: LfKernel (arena of m). */
+#include "loops.h"
 
 #include <math.h>
 #include <string.h>
@@ -82,19 +84,12 @@ static const Sym *extent(Lower *L, const IrValue *v) {
 }
 
 /* Pass plan-memory's slot of scratch value r: the block is as large as
- * the slot's first value (passes/plan_memory.c). */
+ * the slot's first value (ir_slot_bytes). */
 static void plan_slot(Lower *L, IrRef r, LfBuf *b) {
   const IrValue *v = ir_val(L->k, r);
   if (v->slot <= 0) return;
-  IrRef first = r;
-  for (IrRef q = 0; q < r; q++)
-    if (ir_val(L->k, q)->slot == v->slot) {
-      first = q;
-      break;
-    }
-  const IrValue *f = ir_val(L->k, first);
   b->slot = v->slot;
-  b->slot_bytes = sym_mul(L->st, extent(L, f), sym_const(L->st, dtype_size(f->dtype)));
+  b->slot_bytes = ir_slot_bytes(L->m, L->k, v->slot);
 }
 
 /* Per value: flagged IRF_INLINE by pass fuse (lowering decides nothing). */
@@ -240,7 +235,7 @@ static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops) {
   if (op_kind(p->op) == IRK_MATMUL || op_kind(p->op) == IRK_CONV)
     return epilogue_acc(L, r, map, nloops);
   int *pm = zalloc(L, sizeof *pm * (size_t)(p->rank + 1));
-  if (!lf_view_map(L->m, L->k, r, map, pm))
+  if (!ir_view_map(L->m, L->k, r, map, pm))
     ICE("inlined value %%%d read through a view it cannot follow", root);
   LfExpr *e = value_at(L, root, pm, nloops);
   if (p->dtype == DT_F16 || p->dtype == DT_BF16) /* rounded as its store would */
@@ -268,9 +263,9 @@ static void reduced_dims(const IrValue *v, int n, bool *red) {
 static void lower_reduce(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   const IrValue *a = ir_val(L->k, v->args[0]);
-  bool red[TDSL_LF_MAX_RANK];
-  int map[TDSL_LF_MAX_RANK], nred = 0, nkept = 0;
-  if (a->rank > TDSL_LF_MAX_RANK) ICE("rank %d too large", a->rank);
+  bool red[TDSL_MAX_RANK];
+  int map[TDSL_MAX_RANK], nred = 0, nkept = 0;
+  if (a->rank > TDSL_MAX_RANK) ICE("rank %d too large", a->rank);
   reduced_dims(v, a->rank, red);
   LfNest *n = add_nest(L);
   n->red = zalloc(L, sizeof *n->red * (size_t)(a->rank + 1));
@@ -296,7 +291,7 @@ static void lower_reduce(Lower *L, IrRef r) {
   n->src = r;
 }
 
-/* ---- normalizations and pools (lower.h) ---- */
+/* ---- normalizations and pools (loops.h) ---- */
 
 static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b) {
   LfExpr *e = expr(L, LFE_OP, dt);
@@ -372,7 +367,7 @@ static LfExpr *stats_load(Lower *L, int buf, const Sym **st, int rank,
 static int stats_nest(Lower *L, IrRef r, const bool *red, const int *map,
                       Op reduce, LfExpr *value, DType ad, const Sym **st) {
   const IrValue *v = ir_val(L->k, r);
-  LfBuf b = {.kind = LFB_SCRATCH, .index = r, .dtype = ad};
+  LfBuf b = {.kind = LFB_SCRATCH, .index = r, .dtype = ad, .stats = true};
   b.size = stats_strides(L, v, red, st);
   int buf = add_buf(L, b);
   LfNest *n = add_nest(L);
@@ -404,7 +399,7 @@ static void final_nest(Lower *L, IrRef r, LfExpr *value) {
 
 /* -O1+: the nests from `first` on (one normalization: statistics nests,
  * then the final one) form a row group over their first `shared` outer
- * loops, the dims before the normalized one(s) (lower.h), if any. */
+ * loops, the dims before the normalized one(s) (loops.h), if any. */
 static void row_group(Lower *L, int first, int shared) {
   if (!L->inl || shared < 1) return;
   L->lk->nests[first].group = L->lk->nnests - first;
@@ -427,11 +422,11 @@ static LfExpr *finite_max(Lower *L, LfExpr *m) {
 static void lower_softmax(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   IrRef x = v->args[0];
-  int R = v->rank, map[TDSL_LF_MAX_RANK];
-  bool red[TDSL_LF_MAX_RANK] = {false};
-  const Sym *smax[TDSL_LF_MAX_RANK], *ssum[TDSL_LF_MAX_RANK];
+  int R = v->rank, map[TDSL_MAX_RANK];
+  bool red[TDSL_MAX_RANK] = {false};
+  const Sym *smax[TDSL_MAX_RANK], *ssum[TDSL_MAX_RANK];
   int64_t dim;
-  if (R > TDSL_LF_MAX_RANK) ICE("rank %d too large", R);
+  if (R > TDSL_MAX_RANK) ICE("rank %d too large", R);
   if (!sym_is_const(v->attrs[0], &dim)) ICE("softmax dim is not constant");
   if (R > 0) red[dim < 0 ? dim + R : dim] = true; /* 0-dim: a row of one */
   red_map(R, red, map);
@@ -475,11 +470,11 @@ static LfExpr *centered(Lower *L, IrRef x, int buf, const Sym **st, int R,
 static void lower_layer_norm(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   IrRef x = v->args[0];
-  int R = v->rank, map[TDSL_LF_MAX_RANK], wmap[TDSL_LF_MAX_RANK], next = 1;
-  bool red[TDSL_LF_MAX_RANK];
-  const Sym *smean[TDSL_LF_MAX_RANK], *svar[TDSL_LF_MAX_RANK];
+  int R = v->rank, map[TDSL_MAX_RANK], wmap[TDSL_MAX_RANK], next = 1;
+  bool red[TDSL_MAX_RANK];
+  const Sym *smean[TDSL_MAX_RANK], *svar[TDSL_MAX_RANK];
   int64_t nn;
-  if (R > TDSL_LF_MAX_RANK) ICE("rank %d too large", R);
+  if (R > TDSL_MAX_RANK) ICE("rank %d too large", R);
   if (!sym_is_const(v->attrs[0], &nn) || nn < 1 || nn > R) ICE("layer_norm: normalized rank");
   for (int d = 0; d < R; d++) red[d] = d >= R - nn;
   red_map(R, red, map);
@@ -581,13 +576,8 @@ static void lower_norm_pool(Lower *L, IrRef r) {
   }
 }
 
-static bool supported(Op op) {
-  (void)op;
-  return true;
-}
-
 /* Operand j (0 or 1) of gemm nest n, value a: when its storage root is
- * inlined (a prologue, lower.h), its expression over a's dims and no
+ * inlined (a prologue, loops.h), its expression over a's dims and no
  * buffer.  Returns whether it is one. */
 static bool gemm_prologue(Lower *L, LfNest *n, IrRef a, int j) {
   IrRef root = ir_storage_root(L->k, a);
@@ -618,7 +608,7 @@ static void gemm_operands(Lower *L, LfNest *n, IrRef g) {
   n->value = n->pro[0] ? n->pro[0] : load(L, v->args[0], identity(L, r0), r0);
 }
 
-/* MATMUL / CONV2D: one nest that carries its operands' accesses (lower.h);
+/* MATMUL / CONV2D: one nest that carries its operands' accesses (loops.h);
  * the code generator emits a packed GEMM for it (gemm.c). */
 static void lower_gemm(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
@@ -633,7 +623,7 @@ static void lower_gemm(Lower *L, IrRef r) {
   n->cdtype = v->dtype;
 }
 
-/* ---- epilogues (lower.h "Epilogues") ---- */
+/* ---- epilogues (loops.h "Epilogues") ---- */
 
 /* A read of inlined GEMM value g (pass fuse: once, directly, at the
  * output index of the nest being built): LFE_ACC. */
@@ -770,17 +760,8 @@ static void gemm_copies_first(LfKernel *lk, int first) {
   }
 }
 
-LfKernel *lf_lower(IrModule *m, const IrKernel *k, Op *unsupported) {
-  return lf_lower_opt(m, k, unsupported, 0);
-}
-
-LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_level) {
+LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level) {
   Lower L = {.m = m, .k = k, .st = m->st, .epi = -1};
-  for (int r = 0; r < k->nvalues; r++)
-    if (!supported(ir_val(k, r)->op)) {
-      *unsupported = ir_val(k, r)->op;
-      return NULL;
-    }
   L.lk = zalloc(&L, sizeof *L.lk);
   L.lk->k = k;
   L.buf_of = zalloc(&L, sizeof *L.buf_of * (size_t)(k->nvalues + 1));
@@ -791,207 +772,4 @@ LfKernel *lf_lower_opt(IrModule *m, const IrKernel *k, Op *unsupported, int opt_
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
   gemm_copies_first(L.lk, first);
   return L.lk;
-}
-
-/* ---- printing ---- */
-
-static void print_access(FILE *f, const LfAccess *a, int n) {
-  fprintf(f, "b%d[", a->buf);
-  sym_print(f, a->offset);
-  if (a->rt_strides) {
-    fputs(" + i.rt_strides]", f);
-    return;
-  }
-  if (a->lin_rank) {
-    fputs(" | lin", f);
-    n = a->lin_rank;
-  }
-  for (int l = 0; l < n; l++) {
-    fprintf(f, " + i%d*", l);
-    sym_print(f, a->stride[l]);
-  }
-  fputc(']', f);
-}
-
-static void print_expr(FILE *f, const LfExpr *e, int nloops) {
-  switch (e->kind) {
-  case LFE_LOAD: print_access(f, &e->acc, nloops); return;
-  case LFE_CONST:
-    if (e->dtype == DT_F64) fprintf(f, "%g", e->value.f);
-    else fprintf(f, "%lld", (long long)e->value.i);
-    return;
-  case LFE_SYM: sym_print(f, e->sym); return;
-  case LFE_ARANGE: fprintf(f, "(%g + i0*%g)", e->start, e->step); return;
-  case LFE_INDEX: fprintf(f, "i%d", e->loop); return;
-  case LFE_ACC: fputs("acc", f); return;
-  case LFE_CAST: fprintf(f, "%s(", dtype_name(e->dtype)); break;
-  case LFE_OP: fprintf(f, "%s(", op_name(e->op)); break;
-  }
-  for (int j = 0; j < e->nargs; j++) {
-    if (j) fputs(", ", f);
-    print_expr(f, e->args[j], nloops);
-  }
-  fputc(')', f);
-}
-
-/* A reduction loop's own bounds: " in [lo, hi)". */
-static void print_red_bounds(FILE *f, const LfNest *n, int d) {
-  if (!n->red_lo || !n->red_lo[d]) return;
-  fputs(" in [", f);
-  print_expr(f, n->red_lo[d], n->rank);
-  fputs(", ", f);
-  print_expr(f, n->red_hi[d], n->rank);
-  fputc(')', f);
-}
-
-void lf_print(FILE *f, const LfKernel *lk) {
-  static const char *const kinds[] = {"param", "scalar", "const", "scratch",
-                                      "output"};
-  fprintf(f, "kernel %s\n", lk->k->name);
-  for (int b = 0; b < lk->nbufs; b++) {
-    fprintf(f, "  b%d = %s %d %s", b, kinds[lk->bufs[b].kind],
-            lk->bufs[b].index, dtype_name(lk->bufs[b].dtype));
-    if (lk->bufs[b].size) {
-      fputs(" size ", f);
-      sym_print(f, lk->bufs[b].size);
-    }
-    fputc('\n', f);
-  }
-  for (int i = 0; i < lk->nnests; i++) {
-    const LfNest *n = &lk->nests[i];
-    fputs("  for [", f);
-    for (int d = 0; d < n->rank; d++) {
-      if (d) fputs(", ", f);
-      sym_print(f, n->shape[d]);
-    }
-    fputs("]", f);
-    if (n->reduce != OP_COUNT) {
-      fprintf(f, " %s over [", op_name(n->reduce));
-      for (int d = 0; d < n->nred; d++) {
-        if (d) fputs(", ", f);
-        sym_print(f, n->red[d]);
-        print_red_bounds(f, n, d);
-      }
-      fputs("]", f);
-    }
-    fputs(": ", f);
-    print_access(f, &n->store, n->rank);
-    fprintf(f, " = %s ", dtype_name(n->dtype));
-    print_expr(f, n->value, n->rank + n->nred);
-    if (n->post) {
-      fputs(" then ", f);
-      print_expr(f, n->post, n->rank);
-    }
-    fputc('\n', f);
-  }
-}
-
-/* ---- traffic estimate (the optimization report) ---- */
-
-static void *zalloc_arena(Arena *a, size_t n) {
-  void *p = arena_alloc(a, n);
-  memset(p, 0, n);
-  return p;
-}
-
-/* Distinct-address model: a load counts once per iteration of the loops
- * its address depends on (loads invariant in a loop stay in a register
- * or in cache across it). */
-static const Sym *load_count(SymTab *st, const LfExpr *e, const Sym *const *ext, int nl,
-                             const Sym *count) {
-  if (e->acc.lin_rank > 0 || e->acc.rt_strides || !e->acc.stride) return count;
-  const Sym *c = sym_const(st, 1);
-  for (int l = 0; l < nl; l++)
-    if (!sym_is(e->acc.stride[l], 0)) c = sym_mul(st, c, ext[l]);
-  return c;
-}
-
-/* hot (non-NULL inside a row group, lower.h): per buffer, whether an
- * earlier nest of the group (or an earlier load) touched it; the group
- * runs row by row, so such reads and rewrites stay in cache and count 0. */
-static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
-                             const Sym *count, const Sym *const *ext, int nl, bool *hot) {
-  if (!e) return sym_const(st, 0);
-  const Sym *b = sym_const(st, 0);
-  if (e->kind == LFE_LOAD && !(hot && hot[e->acc.buf]))
-    b = sym_mul(st, load_count(st, e, ext, nl, count),
-                sym_const(st, dtype_size(lk->bufs[e->acc.buf].dtype)));
-  if (e->kind == LFE_LOAD && hot) hot[e->acc.buf] = true;
-  for (int i = 0; i < e->nargs && i < 3; i++)
-    b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count, ext, nl, hot));
-  return b;
-}
-
-/* Bytes one nest reads and writes: each element stored once, each load
- * once per distinct address (load_count); gemm nests read each operand
- * once (a prologue: its expression's loads).  hot: as expr_bytes. */
-static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, bool *hot) {
-  SymTab *st = m->st;
-  const Sym *ext[2 * TDSL_LF_MAX_RANK + 4];
-  int nl = 0;
-  for (int l = 0; l < n->rank; l++) ext[nl++] = n->shape[l];
-  for (int l = 0; l < n->nred; l++) ext[nl++] = n->red[l];
-  const Sym *outer = sym_prod(st, n->shape, n->rank);
-  const Sym *b = sym_mul(st, outer, sym_const(st, dtype_size(n->dtype)));
-  if (hot && hot[n->store.buf]) b = sym_const(st, 0);
-  if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
-    const IrValue *v = ir_val(lk->k, n->gemm);
-    for (int j = 0; j < v->nargs; j++) {
-      const IrValue *x = ir_val(lk->k, v->args[j]);
-      if (j < 2 && n->pro[j]) { /* a prologue: its loads, over the operand's dims */
-        b = sym_add(st, b, expr_bytes(st, lk, n->pro[j], ir_numel(m, x), x->shape, x->rank, NULL));
-        continue;
-      }
-      b = sym_add(st, b, sym_mul(st, ir_numel(m, x), sym_const(st, dtype_size(x->dtype))));
-    }
-    return sym_add(st, b, expr_bytes(st, lk, n->post, outer, ext, n->rank, NULL));
-  }
-  const Sym *all = sym_mul(st, outer, sym_prod(st, n->red, n->nred));
-  b = sym_add(st, b, expr_bytes(st, lk, n->value, all, ext, nl, hot));
-  b = sym_add(st, b, expr_bytes(st, lk, n->post, outer, ext, n->rank, hot));
-  if (hot) hot[n->store.buf] = true;
-  return b;
-}
-
-int lf_slot_shared(const LfKernel *lk, int i) {
-  const LfBuf *b = &lk->bufs[i];
-  if (b->kind != LFB_SCRATCH || b->slot <= 0) return 0;
-  for (int j = 0; j < i; j++)
-    if (lk->bufs[j].kind == LFB_SCRATCH && lk->bufs[j].slot == b->slot) return j + 1;
-  return 0;
-}
-
-const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b) {
-  if (b->slot > 0) return b->slot_bytes;
-  return sym_mul(st, b->size, sym_const(st, dtype_size(b->dtype)));
-}
-
-int lf_stats(IrModule *m, const IrKernel *k, int opt_level, int *nests,
-             const Sym **bytes, const Sym **scratch) {
-  Op bad;
-  LfKernel *lk = lf_lower_opt(m, k, &bad, opt_level);
-  if (!lk) return -1;
-  SymTab *st = m->st;
-  *nests = lk->nnests;
-  *bytes = sym_const(st, 0);
-  bool *hot = zalloc_arena(m->arena, sizeof *hot * (size_t)(lk->nbufs + 1));
-  for (int i = 0, end = 0; i < lk->nnests; i++) {
-    const LfNest *n = &lk->nests[i];
-    if (n->group > 1) { /* one loop over rows (lower.h): one nest */
-      end = i + n->group;
-      *nests -= n->group - 1;
-      memset(hot, 0, sizeof *hot * (size_t)(lk->nbufs + 1));
-    }
-    *bytes = sym_add(st, *bytes, nest_bytes(m, lk, n, i < end ? hot : NULL));
-  }
-  *scratch = lf_scratch_total(st, lk);
-  return 0;
-}
-
-const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk) {
-  const Sym *b = sym_const(st, 0);
-  for (int i = 0; i < lk->nbufs; i++)
-    if (lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(lk, i))
-      b = sym_add(st, b, lf_scratch_bytes(st, &lk->bufs[i]));
-  return b;
 }
