@@ -1,8 +1,9 @@
 /* codegen.h — the interface the driver calls to generate code (spec §7).
  *
- * cg_emit lowers every kernel of a module to the loop form (loops/loops.h),
- * generates LLVM IR for the CPU (llvm.c), optimizes it and writes the
- * requested files; the header (header.c) is written from the IR and each
+ * cg_emit (codegen.c) lowers every kernel of a module to the loop form
+ * (loops/loops.h) and hands it to the backend that accepts the target
+ * (backend.h; the CPU's: cpu/), which generates LLVM IR, optimizes it
+ * and writes the requested files; the header (header.c) is written from the IR and each
  * kernel's scratch total (the loop form's, passed in: the header writer
  * calls neither the passes nor lowering).
  * Needs: ir.h.  Messages go to stderr as "tdslc: error: ...". */

@@ -7,7 +7,7 @@
  * computed in f64 and rounded once (f16/bf16 compute in f32, spec §5.5),
  * except exp, which has its own f32 algorithm.  The measured errors are
  * in docs/numerics.md.
- * Needs: llvm-c (LLVM 19).  Used by: codegen/llvm.c, tests. */
+ * Needs: llvm-c (LLVM 19).  Used by: codegen/expr.c, tests. */
 #ifndef TDSL_CODEGEN_MATH_H
 #define TDSL_CODEGEN_MATH_H
 

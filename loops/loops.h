@@ -1,6 +1,6 @@
 /* loops.h — the loop form: tensor IR lowered to loop nests, the one seam
- * between the passes and the code generators (codegen/llvm.c today, a
- * CUDA backend later).  The layer (loops/) depends only on ir/:
+ * between the passes and the code generators (cpu/ today, a cuda/
+ * backend later, driven by codegen/codegen.c).  The layer (loops/) depends only on ir/:
  *
  *   lower.c   lf_lower     optimized IR -> LfKernel
  *   print.c   lf_print     LfKernel -> text (tdslc --emit=loops, the HTML
@@ -72,7 +72,7 @@
  * 2 * TDSL_MAX_RANK loops.
  *
  * Needs: ir.h (storage.c: the inlining and scratch rules shared with the
- * passes).  Used by: codegen/ (llvm.c, gemm.c), driver/tdslc.c.
+ * passes).  Used by: codegen/, cpu/, driver/tdslc.c.
  * Produces: LfKernel in the IR module's arena. */
 #ifndef TDSL_LOOPS_H
 #define TDSL_LOOPS_H
@@ -153,7 +153,7 @@ typedef struct LfNest {
   IrRef src;       /* the IR value computed (-1: a result copy) */
   const int *order; /* outer loops in memory order: order[i] is the loop
                        variable at depth i (outermost first); NULL: 0..rank-1 */
-  /* reduce == OP_MATMUL / OP_CONV2D (codegen/gemm.c computes the whole
+  /* reduce == OP_MATMUL / OP_CONV2D (cpu/gemm.c computes the whole
    * value): the IR operands (a, b / x, w[, bias]), each addressed over its own
    * dims (loop variable l = dim l, shapes those of the IR operands);
    * `store` is the value's dense store over its dims; `value` is just a
@@ -229,7 +229,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level);
  * the GEMM value's own scratch buffer (outside plan-memory's plan),
  * which the epilogue reads back block by block while it is in cache.
  * A GEMM's packing memory is allocated at the kernel's entry with the
- * scratch (codegen/llvm.c setup_gemm_pools, codegen/gemm.h
+ * scratch (cpu/gemm_nest.c cpu_setup_gemm_pools, cpu/gemm.h
  * cg_*_pool_bytes), so storing
  * into a caller's output is safe: a failed allocation leaves every
  * output untouched (spec §7.2). */
@@ -239,7 +239,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level);
  * reader is operand 0 or 1 of a MATMUL/CONV2D (read directly or through a
  * view whose index map composes, ir_view_map) gets no nest and no buffer:
  * the gemm nest carries its expression (LfNest.pro), which the code
- * generator evaluates while packing the operand (codegen/gemm.h
+ * generator evaluates while packing the operand (cpu/gemm.h
  * GemmPrologue).
  * A conv input's zero padding stays 0 (PyTorch pads the producer's
  * output), it is not the expression at the padded position. */

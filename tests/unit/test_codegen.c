@@ -476,8 +476,8 @@ END_TEST
 
 /* Per-channel vectors broadcast over H, W (stride 0 on both) and sums
  * over H, W: the backend collapses H and W into one loop although x's
- * stride along H is W while dense strides are max(W, 1) (llvm.c
- * acc_collapses); odd sizes and zero-size H or W must stay exact. */
+ * stride along H is W while dense strides are max(W, 1) (cpu/vloops.c
+ * cpu_acc_collapses); odd sizes and zero-size H or W must stay exact. */
 static const char *CHAN =
     "kernel chan(x: f32[N, C, H, W], a: f32[C], b: f32[C]) -> (f32[N, C, H, W], f32[N, C]) {\n"
     "  y = relu((x * a[:, None, None] + b[:, None, None]) * 0.5 - b[:, None, None]) / "

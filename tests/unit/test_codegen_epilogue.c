@@ -1,6 +1,6 @@
 /* test_codegen_epilogue.c — elementwise epilogues fused into matmul and
  * conv2d (pass fuse's "epilogue" decision, loops.h "Epilogues", the
- * gemm.c hook built by llvm.c): bias + relu after a matmul at sizes that
+ * gemm.c hook built by cpu/gemm_nest.c): bias + relu after a matmul at sizes that
  * are not multiples of the register tiles and with K split into several
  * K blocks (the GEMM accumulating in place into the result), batched
  * matmul times a per-batch scale, a residual tensor read at the output

@@ -1,5 +1,5 @@
 /* test_codegen_fuse.c — the CPU backend's fused, parallel, vectorized
- * nests (loops.h "Fusion", llvm.c "parallel nests"): kernels whose
+ * nests (loops.h "Fusion", cpu/parallel.c): kernels whose
  * elementwise values are inlined through expands, permutes and several
  * uses (and materialized behind slices and flattening views), large
  * enough to take the parallel path, with odd sizes (vector remainders),
@@ -106,7 +106,7 @@ START_TEST(o0_equals_o2) {
   call_ok(&L0, "chain", in, 3, o0, 6);
   call_ok(&L2, "chain", in, 3, o2, 6);
   for (int i = 0; i < 6; i++) {
-    /* the sum (reassociated at -O2) and out0's exp (at -O2 llvm.c's own
+    /* the sum (reassociated at -O2) and out0's exp (at -O2 cpu/reduce.c's own
      * f32 exp, within 1 ulp of libm's): compared with the interpreter below */
     if (i == 0 || i == 2) continue;
     ck_assert_msg(same_bytes(&o0[i], &o2[i]), "-O0 and -O2 differ in out%d", i);
@@ -173,7 +173,7 @@ START_TEST(permute_copy_and_outer_reduction) {
 END_TEST
 
 /* Transposing copies of every element size run in 8 x 8 register blocks
- * with element-wise edges (llvm.c emit_transpose_blocks): sizes below,
+ * with element-wise edges (cpu/vloops.c emit_transpose_blocks): sizes below,
  * at and off multiples of 8 and of the tile, symbolic and static, input
  * at a byte offset. */
 START_TEST(transpose_blocks_all_sizes) {

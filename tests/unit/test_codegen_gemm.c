@@ -1,4 +1,4 @@
-/* test_codegen_gemm.c — the CPU backend's packed GEMM (codegen/gemm.c):
+/* test_codegen_gemm.c — the CPU backend's packed GEMM (cpu/gemm.c):
  * matmul in every numeric dtype family (f32, f64, f16, bf16, i32, i64)
  * at sizes that are not multiples of the register tiles (1, 7, 17, 33,
  * 100, and K > the K block so partial sums accumulate; the same bits at

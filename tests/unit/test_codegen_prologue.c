@@ -1,6 +1,6 @@
 /* test_codegen_prologue.c — elementwise prologues fused into the operand
  * packing of matmul and conv2d (pass fuse's "prologue" decision, loops.h
- * "Prologues", gemm.c emit_pack_pro evaluating llvm.c's expression):
+ * "Prologues", gemm.c emit_pack_pro evaluating codegen/expr.c's expression):
  * relu / affine (per-column scale and shift) / cast (u8, f16) prologues on
  * A and on B, through transposed views of the producer, batched with both
  * operands' prologues, a prologue together with an epilogue, and 1 x 1

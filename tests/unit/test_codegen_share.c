@@ -1,4 +1,4 @@
-/* test_codegen_share.c — the GEMM helper functions of codegen/gemm.c are
+/* test_codegen_share.c — the GEMM helper functions of cpu/gemm.c are
  * emitted once per module and configuration (dtypes, operand kinds,
  * bias, vector width) and shared by every matmul / conv2d with that
  * configuration, whatever their sizes, strides and offsets (those live

@@ -359,7 +359,7 @@ END_TEST
 /* tdslc's kernels call no math library at -O0 and -O2: every call is
  * to an llvm.* intrinsic that needs no libcall, or to the runtime.
  * (sin and cos stay libm's on the CPU for arguments beyond the layer's
- * reduction range: codegen/llvm.c.) */
+ * reduction range: codegen/expr.c.) */
 static const char *USES =
     "kernel f(x: f32[N], d: f64[N], h: f16[N]) -> (f32[N], f64[N], f16[N]) {\n"
     "  return x.exp() + x.log() + x.log1p() + x.expm1() + x.tanh()"

@@ -1,5 +1,5 @@
 /* gemm.h — tiled, packed GEMM emitted into a kernel's LLVM module: the
- * CPU code of MATMUL and CONV2D (implicit GEMM), called by llvm.c for the
+ * CPU code of MATMUL and CONV2D (implicit GEMM), called by gemm_nest.c for the
  * nests whose `reduce` is OP_MATMUL or OP_CONV2D (loops/loops.h).
  *
  * The caller describes each tensor at run time (GemmTensor: element 0 of

@@ -1,0 +1,25 @@
+/* backend.h — the interface between the driver of code generation
+ * (codegen.c) and a backend (cpu/, later cuda/): one CgBackend per
+ * backend, listed in codegen.c's table.  codegen.c lowers the module to
+ * the loop form and writes the header; the first backend whose accepts()
+ * takes the target emits the LLVM IR, object or assembly.
+ * Needs: codegen.h, loops/loops.h. */
+#ifndef TDSL_CODEGEN_BACKEND_H
+#define TDSL_CODEGEN_BACKEND_H
+
+#include <stdbool.h>
+
+#include "codegen.h"
+#include "../loops/loops.h"
+
+typedef struct CgBackend {
+  const char *name;
+  bool (*accepts)(const char *target);
+  /* Emits every kernel (lks[i]: kernel i's loop form) and writes the
+   * requested CG_OBJ / CG_ASM / CG_LLVM files; returns cg_emit's status. */
+  int (*emit)(IrModule *m, LfKernel **lks, const CgOptions *o);
+} CgBackend;
+
+extern const CgBackend cg_cpu_backend; /* cpu/kernel.c */
+
+#endif

@@ -1,0 +1,309 @@
+/* expr.c — scalar expressions of the loop form (loops.h LfExpr) as LLVM
+ * values: element addresses, loads and stores in storage types, unary,
+ * binary and comparison ops with PyTorch's semantics, casts; the math
+ * layer (math.h) for transcendental functions.  Target-independent: a
+ * second backend evaluates the same expressions through cg_eval.
+ * Needs: llvm_util.h, math.h.  Used by: cpu/ (nest bodies, GEMM prologues
+ * and epilogues). */
+#include <math.h>
+
+#include "llvm_util.h"
+#include "math.h"
+
+/* ---- expressions -------------------------------------------------------- */
+
+/* Address of a's element at the current loop variables; n: how many loop
+ * variables a's strides cover (loads: all, stores: the outer ones). */
+LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
+  LLVMValueRef idx = cg_sym_val(c, a->offset);
+  if (a->rt_strides) {
+    for (int l = 0; l < x->n->rank; l++)
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], x->rt_stride[l], ""), "");
+  } else if (a->lin_rank) {
+    LLVMValueRef lin = i64c(c, 0);
+    for (int l = 0; l < x->n->rank; l++)
+      lin = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lin, x->ub[l], ""), x->iv[l], "");
+    for (int e = a->lin_rank - 1; e >= 0; e--) {
+      LLVMValueRef sz = cg_smin(c, cg_sym_val(c, a->lin_shape[e]), i64c(c, 1), true);
+      LLVMValueRef co = e ? LLVMBuildURem(c->b, lin, sz, "") : lin;
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, co, cg_sym_val(c, a->stride[e]), ""), "");
+      if (e) lin = LLVMBuildUDiv(c->b, lin, sz, "");
+    }
+  } else {
+    for (int l = 0; l < n; l++)
+      if (!sym_is(a->stride[l], 0))
+        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], cg_sym_val(c, a->stride[l]), ""), "");
+  }
+  return LLVMBuildGEP2(c->b, cg_storage_type(c, dt), c->base[a->buf], &idx, 1, "");
+}
+
+LLVMValueRef cg_load_el(Cg *c, LLVMValueRef p, DType dt) {
+  LLVMValueRef v = LLVMBuildLoad2(c->b, cg_storage_type(c, dt), p, "");
+  if (dt == DT_BOOL) return cg_to_bool(c, v);
+  if (dt == DT_BF16) return cg_bf16_to_f32v(c, v);
+  if (dt == DT_F16) return LLVMBuildFPExt(c->b, v, c->f32, "");
+  return v;
+}
+
+void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
+  if (dt == DT_BOOL) v = cg_to_bool(c, v);
+  if (dt == DT_BF16) v = cg_f32_to_bf16v(c, v);
+  if (dt == DT_F16) v = LLVMBuildFPTrunc(c->b, v, cg_storage_type(c, dt), "");
+  LLVMBuildStore(c->b, v, p);
+}
+
+/* ---- transcendental functions ----------------------------------------------
+ * All but sin and cos go through the math layer (math.h): plain IR, no
+ * libm, vectorized by the loop vectorizer, the same on every target.
+ * sin and cos stay libm's on the CPU: the layer's argument reduction is
+ * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
+ * reduced for every argument (sin(1e9) included). */
+static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
+  CgMath m = {c->ctx, c->mod, c->b, c->opt};
+  return cg_math(&m, fn, x, y);
+}
+
+static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) { return math_fn(c, MATH_EXP, x, NULL); }
+
+static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
+  switch (op) {
+  case OP_NEG: return LLVMBuildFNeg(b, x, "");
+  case OP_ABS: return cg_unary_intr(c, "llvm.fabs", x);
+  case OP_EXP: return exp_f(c, x);
+  case OP_LOG: return math_fn(c, MATH_LOG, x, NULL);
+  case OP_LOG1P: return math_fn(c, MATH_LOG1P, x, NULL);
+  case OP_EXPM1: return math_fn(c, MATH_EXPM1, x, NULL);
+  case OP_SQRT: return cg_unary_intr(c, "llvm.sqrt", x);
+  case OP_RSQRT: return LLVMBuildFDiv(b, one, cg_unary_intr(c, "llvm.sqrt", x), "");
+  case OP_SIN: return cg_unary_intr(c, "llvm.sin", x);
+  case OP_COS: return cg_unary_intr(c, "llvm.cos", x);
+  case OP_TANH: return math_fn(c, MATH_TANH, x, NULL);
+  case OP_SIGMOID:
+  case OP_SILU: {
+    LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
+    return LLVMBuildFDiv(b, op == OP_SILU ? x : one, d, "");
+  }
+  case OP_RELU: return sel(c, fcmp(c, LLVMRealUGT, x, zero), x, zero);
+  case OP_GELU: {
+    LLVMValueRef t;
+    if (flags & IRF_TANH) {
+      LLVMValueRef x3 = LLVMBuildFMul(b, x, LLVMBuildFMul(b, x, x, ""), "");
+      LLVMValueRef in = LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(x, 0.044715), x3, ""), "");
+      t = math_fn(c, MATH_TANH, LLVMBuildFMul(b, fconst(x, 0.79788456080286535588), in, ""), NULL);
+    } else {
+      t = math_fn(c, MATH_ERF, LLVMBuildFMul(b, x, fconst(x, 0.70710678118654752440), ""), NULL);
+    }
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, x, fconst(x, 0.5), ""),
+                         LLVMBuildFAdd(b, one, t, ""), "");
+  }
+  case OP_ERF: return math_fn(c, MATH_ERF, x, NULL);
+  case OP_FLOOR: return cg_unary_intr(c, "llvm.floor", x);
+  case OP_CEIL: return cg_unary_intr(c, "llvm.ceil", x);
+  case OP_ROUND: return cg_unary_intr(c, "llvm.roundeven", x);
+  case OP_SIGN:
+    return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
+               sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
+  case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
+  default: ICE("unary %s on a float dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+  bool u = cg_is_unsigned(dt);
+  switch (op) {
+  case OP_NEG: return LLVMBuildSub(c->b, zero, x, "");
+  case OP_ABS:
+    return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSLT, x, zero, ""),
+                       LLVMBuildSub(c->b, zero, x, ""), x);
+  case OP_RELU:
+    return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: return x;
+  case OP_SIGN: {
+    LLVMValueRef gt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, x, zero, ""), t, "");
+    if (u) return gt;
+    LLVMValueRef lt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, x, zero, ""), t, "");
+    return LLVMBuildSub(c->b, gt, lt, "");
+  }
+  case OP_BITNOT:
+    return LLVMBuildXor(c->b, x, dt == DT_BOOL ? LLVMConstInt(t, 1, 0) : LLVMConstAllOnes(t), "");
+  default: ICE("unary %s on an integer dtype", op_name(op));
+  }
+}
+
+/* Python // and % of floats, as PyTorch computes them. */
+static LLVMValueRef floordiv_f(Cg *c, LLVMValueRef a, LLVMValueRef b, bool mod) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef zero = fconst(a, 0), m = LLVMBuildFRem(B, a, b, "");
+  LLVMValueRef adj = LLVMBuildAnd(B, fcmp(c, LLVMRealUNE, m, zero),
+                                  LLVMBuildXor(B, fcmp(c, LLVMRealOLT, b, zero),
+                                               fcmp(c, LLVMRealOLT, m, zero), ""), "");
+  if (mod) return sel(c, adj, LLVMBuildFAdd(B, m, b, ""), m);
+  LLVMValueRef q = LLVMBuildFDiv(B, a, b, "");
+  LLVMValueRef div = LLVMBuildFDiv(B, LLVMBuildFSub(B, a, m, ""), b, "");
+  div = sel(c, adj, LLVMBuildFSub(B, div, fconst(a, 1), ""), div);
+  LLVMValueRef fl = cg_unary_intr(c, "llvm.floor", div);
+  LLVMValueRef up = fcmp(c, LLVMRealOGT, LLVMBuildFSub(B, div, fl, ""), fconst(a, 0.5));
+  LLVMValueRef r = sel(c, up, LLVMBuildFAdd(B, fl, fconst(a, 1), ""), fl);
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef cs[2] = {zero, q};
+  r = sel(c, fcmp(c, LLVMRealOEQ, div, zero), cg_intrinsic(c, "llvm.copysign", &t, 1, cs, 2), r);
+  return sel(c, fcmp(c, LLVMRealOEQ, b, zero), q, r);
+}
+
+/* PyTorch's integer pow: a private i64 function, exponentiation by
+ * squaring unrolled over the 64 exponent bits. */
+static LLVMValueRef powi_fn(Cg *c) {
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, "tdsl.powi");
+  if (f) return f;
+  LLVMTypeRef ps[2] = {c->i64, c->i64};
+  f = LLVMAddFunction(c->mod, "tdsl.powi", LLVMFunctionType(c->i64, ps, 2, 0));
+  LLVMSetLinkage(f, LLVMPrivateLinkage);
+  LLVMBuilderRef saved = c->b;
+  c->b = LLVMCreateBuilderInContext(c->ctx);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, f, "entry"));
+  LLVMValueRef a = LLVMGetParam(f, 0), e = LLVMGetParam(f, 1), r = i64c(c, 1), x = a;
+  for (int i = 0; i < 64; i++) {
+    LLVMValueRef bit = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, e, i64c(c, i), ""), c->i1, "");
+    r = sel(c, bit, LLVMBuildMul(c->b, r, x, ""), r);
+    x = LLVMBuildMul(c->b, x, x, "");
+  }
+  LLVMValueRef odd = LLVMBuildTrunc(c->b, e, c->i1, "");
+  LLVMValueRef neg = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, a, i64c(c, 1), ""), i64c(c, 1),
+                         sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, a, i64c(c, -1), ""),
+                             sel(c, odd, i64c(c, -1), i64c(c, 1)), i64c(c, 0)));
+  LLVMBuildRet(c->b, sel(c, LLVMBuildICmp(c->b, LLVMIntSLT, e, i64c(c, 0), ""), neg, r));
+  LLVMDisposeBuilder(c->b);
+  c->b = saved;
+  return f;
+}
+
+static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  bool u = cg_is_unsigned(dt);
+  LLVMTypeRef t = LLVMTypeOf(a);
+  switch (op) {
+  case OP_ADD: return LLVMBuildAdd(B, a, b, "");
+  case OP_SUB: return LLVMBuildSub(B, a, b, "");
+  case OP_MUL: return LLVMBuildMul(B, a, b, "");
+  case OP_AND: return LLVMBuildAnd(B, a, b, "");
+  case OP_OR: return LLVMBuildOr(B, a, b, "");
+  case OP_XOR: return LLVMBuildXor(B, a, b, "");
+  case OP_DIV: /* loop form only (pools): C division, divisor != 0 */
+    return u ? LLVMBuildUDiv(B, a, b, "") : LLVMBuildSDiv(B, a, b, "");
+  case OP_MAXIMUM:
+  case OP_MINIMUM: {
+    LLVMIntPredicate p = op == OP_MAXIMUM ? (u ? LLVMIntUGT : LLVMIntSGT) : (u ? LLVMIntULT : LLVMIntSLT);
+    return sel(c, LLVMBuildICmp(B, p, a, b, ""), a, b);
+  }
+  case OP_FLOORDIV:
+  case OP_MOD:
+    if (!u) return cg_py_divmod(c, a, b, op == OP_MOD);
+    {
+      LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+      LLVMValueRef b0 = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+      LLVMValueRef safe = sel(c, b0, LLVMConstInt(t, 1, 0), b);
+      LLVMValueRef r = op == OP_MOD ? LLVMBuildURem(B, a, safe, "") : LLVMBuildUDiv(B, a, safe, "");
+      return sel(c, b0, zero, r);
+    }
+  case OP_POW: {
+    LLVMValueRef x[2] = {u ? LLVMBuildZExt(B, a, c->i64, "") : LLVMBuildSExt(B, a, c->i64, ""),
+                         u ? LLVMBuildZExt(B, b, c->i64, "") : LLVMBuildSExt(B, b, c->i64, "")};
+    if (t == c->i64) x[0] = a, x[1] = b;
+    LLVMValueRef r = call(c, powi_fn(c), x, 2);
+    return t == c->i64 ? r : LLVMBuildTrunc(B, r, t, "");
+  }
+  default: ICE("binary %s on an integer dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  switch (op) {
+  case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+  case OP_SUB: return LLVMBuildFSub(B, a, b, "");
+  case OP_MUL: return LLVMBuildFMul(B, a, b, "");
+  /* Correctly rounded at every level, as PyTorch divides: a multiply by
+   * the reciprocal is not (round(150 / 60) would be 3).  LLVM still
+   * turns a division by a constant power of two into the exact multiply. */
+  case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+  case OP_FLOORDIV: return floordiv_f(c, a, b, false);
+  case OP_MOD: return floordiv_f(c, a, b, true);
+  case OP_POW: return math_fn(c, MATH_POW, a, b);
+  case OP_MAXIMUM:
+  case OP_MINIMUM: {
+    LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);
+    return sel(c, fcmp(c, LLVMRealUNO, a, b), fconst(a, NAN), r);
+  }
+  default: ICE("binary %s on a float dtype", op_name(op));
+  }
+}
+
+static LLVMValueRef compare(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef r;
+  int i = op - OP_EQ; /* EQ NE LT LE GT GE */
+  if (dtype_is_float(dt)) {
+    static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                           LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+    r = fcmp(c, fp[i], a, b);
+  } else {
+    static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
+                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    r = LLVMBuildICmp(c->b, cg_is_unsigned(dt) ? up[i] : sp[i], a, b, "");
+  }
+  return LLVMBuildZExt(c->b, r, c->i8, "");
+}
+
+LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
+
+static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
+  LLVMValueRef a[3];
+  for (int j = 0; j < e->nargs; j++) a[j] = cg_eval(c, x, e->args[j]);
+  DType in = e->args[e->op == OP_WHERE ? 1 : 0]->dtype;
+  bool isf = dtype_is_float(in);
+  LLVMValueRef r;
+  switch (op_kind(e->op)) {
+  case IRK_UNARY:
+    if (e->op == OP_LOGICAL_NOT)
+      return LLVMBuildZExt(c->b, isf ? fcmp(c, LLVMRealOEQ, a[0], fconst(a[0], 0))
+                                     : LLVMBuildICmp(c->b, LLVMIntEQ, a[0], LLVMConstInt(LLVMTypeOf(a[0]), 0, 0), ""),
+                           c->i8, "");
+    r = isf ? unary_f(c, e->op, e->flags, a[0]) : unary_i(c, e->op, in, a[0]);
+    break;
+  case IRK_BINARY:
+    r = isf ? binary_f(c, e->op, a[0], a[1]) : binary_i(c, e->op, in, a[0], a[1]);
+    break;
+  case IRK_COMPARE: return compare(c, e->op, in, a[0], a[1]);
+  case IRK_TERNARY:
+    return sel(c, LLVMBuildICmp(c->b, LLVMIntNE, a[0], ci(c->i8, 0), ""), a[1], a[2]);
+  default: ICE("op %s in an elementwise expression", op_name(e->op));
+  }
+  if (e->dtype == DT_BOOL && !isf) r = cg_to_bool(c, r);
+  return cg_convert(c, r, in, e->dtype);
+}
+
+LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
+  switch (e->kind) {
+  case LFE_LOAD:
+    return cg_load_el(c, cg_address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,
+                              x->n->rank + x->n->nred),
+                   c->lk->bufs[e->acc.buf].dtype);
+  case LFE_CONST:
+    return e->dtype == DT_F64 ? LLVMConstReal(c->f64, e->value.f) : i64c(c, e->value.i);
+  case LFE_SYM: return cg_sym_val(c, e->sym);
+  case LFE_ARANGE:
+    return LLVMBuildFAdd(c->b, LLVMConstReal(c->f64, e->start),
+                         LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, x->iv[e->loop], c->f64, ""),
+                                       LLVMConstReal(c->f64, e->step), ""), "");
+  case LFE_CAST: return cg_convert(c, cg_eval(c, x, e->args[0]), e->args[0]->dtype, e->dtype);
+  case LFE_OP: return eval_op(c, x, e);
+  case LFE_INDEX: return x->iv[e->loop];
+  case LFE_ACC: return x->acc;
+  }
+  ICE("bad loop-form expression");
+}

@@ -1,0 +1,171 @@
+/* llvm_util.h — private to the code generators (codegen/, cpu/): the
+ * per-kernel emission state `Cg` and the helpers every LLVM-based backend
+ * shares, grouped by the file that defines them:
+ *   llvm_util.c  constants, calls, blocks, storage/compute types and casts,
+ *                symbolic integers, plain loops;
+ *   expr.c       scalar expressions of the loop form (loads, stores, ops);
+ *   entry.c      the host entry: DLTensor checks, symbol binding, the
+ *                shape query, buffers and scratch, K_info;
+ *   codegen.c    output files and phase times.
+ * Values are computed in a "compute type": bool as i8 holding 0/1,
+ * integers in their width, f16/bf16/f32 in float, f64 in double; half
+ * types are rounded (fptrunc, nearest even) when stored or cast.
+ * Needs: loops/loops.h, codegen.h, llvm-c (LLVM 19). */
+#ifndef TDSL_CODEGEN_LLVM_UTIL_H
+#define TDSL_CODEGEN_LLVM_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+#include "../loops/loops.h"
+
+#define MAXL (2 * TDSL_MAX_RANK)
+/* The runtime's error codes (<tdsl/runtime.h>), for generated code. */
+#define E_NOMEM (-15)
+#define E_CHECK (-12)
+#define E_OVERFLOW (-7)
+/* DLPack device types (dlpack.h DLDeviceType) a backend's entry checks. */
+#define DL_CPU 1
+
+typedef struct Loop {
+  LLVMBasicBlockRef pre, header, exit;
+  LLVMValueRef iv;
+} Loop;
+
+/* One module's emission state; the function fields describe the kernel
+ * (or outlined function) being emitted. */
+typedef struct Cg {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
+  IrModule *m;
+  const IrKernel *k;
+  const LfKernel *lk;
+  LLVMValueRef fn, kname;
+  LLVMBasicBlockRef entry, fail;
+  LLVMValueRef rcphi;
+  LLVMValueRef *args;    /* function parameters */
+  LLVMValueRef envp, boundp;
+  LLVMValueRef *env;     /* symbol values (SSA) once all are bound */
+  LLVMValueRef *base;    /* per buffer: element 0 */
+  LLVMValueRef *slot;    /* per scratch buffer: alloca of its pointer */
+  LLVMValueRef *gpool;   /* per nest: alloca of its GEMM's packing memory */
+  Loop loops[MAXL];
+  int nloops;
+  int dl_device;         /* DLPack device type the entry checks expect */
+  int vec_bits;          /* gemm.c: the target's vector width */
+  int opt;               /* -O level: >= 1 runs nests in parallel */
+  int nfns;              /* outlined nest functions so far */
+} Cg;
+
+/* A nest's loop variables and bounds while its body is emitted. */
+typedef struct NestCtx {
+  const LfNest *n;
+  LLVMValueRef acc; /* the reduced value, while evaluating n->post */
+  LLVMValueRef iv[MAXL];
+  LLVMValueRef ub[MAXL];
+  LLVMValueRef rt_stride[TDSL_MAX_RANK]; /* output strides */
+} NestCtx;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static inline LLVMValueRef ci(LLVMTypeRef t, long long v) {
+  return LLVMConstInt(t, (unsigned long long)v, 1);
+}
+static inline LLVMValueRef i64c(Cg *c, long long v) { return ci(c->i64, v); }
+static inline LLVMValueRef i32c(Cg *c, long long v) { return ci(c->i32, v); }
+static inline LLVMValueRef str(Cg *c, const char *s) {
+  return LLVMBuildGlobalStringPtr(c->b, s, ".str");
+}
+static inline LLVMValueRef call(Cg *c, LLVMValueRef f, LLVMValueRef *a, unsigned n) {
+  return LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f), f, a, n, "");
+}
+static inline LLVMBasicBlockRef block(Cg *c, const char *name) {
+  return LLVMAppendBasicBlockInContext(c->ctx, c->fn, name);
+}
+static inline LLVMValueRef fconst(LLVMValueRef like, double v) {
+  return LLVMConstReal(LLVMTypeOf(like), v);
+}
+static inline LLVMValueRef sel(Cg *c, LLVMValueRef cond, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(c->b, cond, a, b, "");
+}
+static inline LLVMValueRef fcmp(Cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFCmp(c->b, p, a, b, "");
+}
+
+/* ---- llvm_util.c ---------------------------------------------------------- */
+
+void cg_init_types(Cg *c);
+/* Declares (once) an external function. */
+LLVMValueRef cg_fdecl(Cg *c, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, unsigned n,
+                      int vararg);
+/* Runtime check helper `int name(kernel, arg, t, extra...)`. */
+LLVMValueRef cg_rt_check(Cg *c, const char *name, LLVMValueRef *a, unsigned n);
+LLVMValueRef cg_intrinsic(Cg *c, const char *name, LLVMTypeRef *tys, size_t nty,
+                          LLVMValueRef *a, unsigned n);
+LLVMValueRef cg_unary_intr(Cg *c, const char *name, LLVMValueRef x);
+/* An alloca in the entry block (promotable by mem2reg). */
+LLVMValueRef cg_entry_alloca(Cg *c, LLVMTypeRef t, LLVMValueRef n);
+/* Branches to the failure exit with rc when rc != 0. */
+void cg_check_rc(Cg *c, LLVMValueRef rc);
+
+LLVMTypeRef cg_storage_type(Cg *c, DType t);
+LLVMTypeRef cg_compute_type(Cg *c, DType t);
+bool cg_is_unsigned(DType t);
+LLVMValueRef cg_bf16_to_f32v(Cg *c, LLVMValueRef bits);
+LLVMValueRef cg_f32_to_bf16v(Cg *c, LLVMValueRef f);
+LLVMValueRef cg_to_bool(Cg *c, LLVMValueRef v);
+/* v (compute type of `from`) in the compute type of `to` (spec §5.4). */
+LLVMValueRef cg_convert(Cg *c, LLVMValueRef v, DType from, DType to);
+
+/* min(a, b), or max when max (signed). */
+LLVMValueRef cg_smin(Cg *c, LLVMValueRef a, LLVMValueRef b, bool max);
+/* Python // (or % when mod) on signed integers; x // 0 gives 0. */
+LLVMValueRef cg_py_divmod(Cg *c, LLVMValueRef a, LLVMValueRef b, bool mod);
+/* A symbolic integer's i64 value at the builder's position. */
+LLVMValueRef cg_sym_val(Cg *c, const Sym *s);
+/* Its magnitude as a double (to refuse sizes whose i64 math wraps). */
+LLVMValueRef cg_sym_mag(Cg *c, const Sym *s);
+
+/* A loop over [0, n) / [lo, n); returns its variable.  Nested in c->loops. */
+LLVMValueRef cg_open_loop(Cg *c, LLVMValueRef n);
+LLVMValueRef cg_open_loop_from(Cg *c, LLVMValueRef lo, LLVMValueRef n);
+void cg_close_loop(Cg *c);
+
+/* ---- expr.c --------------------------------------------------------------- */
+
+/* Address of a's element at the current loop variables; n: how many loop
+ * variables a's strides cover (loads: all, stores: the outer ones). */
+LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n);
+LLVMValueRef cg_load_el(Cg *c, LLVMValueRef p, DType dt);
+void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt);
+/* A loop-form expression's value (compute type of e->dtype). */
+LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
+
+/* ---- entry.c -------------------------------------------------------------- */
+
+/* Stride of dim d of DLTensor t: strides[d], or row-major when NULL. */
+LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d);
+/* Every entry check; leaves the builder where computing starts, after a
+ * shape query has returned. */
+void cg_emit_entry_checks(Cg *c);
+/* c->base of every buffer; allocates scratch. */
+void cg_setup_buffers(Cg *c);
+/* Frees scratch and GEMM packing memory. */
+void cg_free_scratch(Cg *c);
+/* K_info of k. */
+void cg_emit_info(Cg *c, const IrKernel *k);
+
+/* ---- codegen.c ------------------------------------------------------------ */
+
+/* Writes data to the emit's file (extension ext) or stdout; 0 or 1. */
+int cg_write_file(const CgOptions *o, const char *ext, const char *data, size_t n);
+/* --time-passes: prints the milliseconds since *t0 as phase `name` and
+ * restarts the clock. */
+void cg_phase_ms(const CgOptions *o, const char *name, double *t0);
+
+#endif

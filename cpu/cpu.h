@@ -1,0 +1,79 @@
+/* cpu.h — private to the CPU backend (cpu/): the loop plan of a nest
+ * (VLoops) and the entry points its files share, grouped by file:
+ *   kernel.c     the backend (backend.h cg_cpu_backend): kernels, serial nests;
+ *   reduce.c     reductions;
+ *   vloops.c     collapsing, order, tiles, the loops of a range of a nest;
+ *   parallel.c   outlined parallel nests and row groups;
+ *   gemm_nest.c  matmul/conv2d nests through gemm.h;
+ *   machine.c    target machine, optimization, output.
+ * Shared LLVM helpers, expressions and the host entry come from codegen/
+ * (llvm_util.h).
+ * Needs: codegen/llvm_util.h, codegen/backend.h, gemm.h. */
+#ifndef TDSL_CPU_H
+#define TDSL_CPU_H
+
+#include "../codegen/backend.h"
+#include "../codegen/llvm_util.h"
+#include "gemm.h"
+
+/* Loops after collapsing: adjacent loops (outer a, inner b) whose every
+ * access has stride[a] == stride[b] * max(extent[b], 1) run as one loop
+ * of extent[a] * extent[b] on variable b (a's variable is 0): the same
+ * addresses, one long unit-stride inner loop instead of short rows. */
+typedef struct VLoops {
+  int n, nouter;              /* loops; the first nouter are outer loops */
+  int var[MAXL];              /* the loop variable that carries the index
+                                 (VL_BLOCK: the tile loop's block index) */
+  LLVMValueRef ub[MAXL];
+  int tile_var;               /* >= 0: this outer variable runs innermost, */
+  int tile;                   /*   over blocks of `tile` (plan_tile) */
+  bool blocked;               /*   false: the whole extent in one block */
+  LLVMValueRef tile_ub;
+} VLoops;
+
+#define VL_BLOCK (-2)
+#define TILE 32
+
+/* ---- reduce.c ------------------------------------------------------------- */
+
+/* The nest's reduced value at the current outer index (loops opened and
+ * closed here). */
+LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x);
+
+/* ---- vloops.c ------------------------------------------------------------- */
+
+/* Extent of loop l (outer, then reduction loops). */
+const Sym *cpu_loop_extent(const LfNest *n, int l);
+/* Whether access a / every access of e allows collapsing loops oa, ib. */
+bool cpu_acc_collapses(Cg *c, const LfNest *n, const LfAccess *a, int oa, int ib);
+bool cpu_expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int ib);
+/* The nest's loops after collapsing, in memory order, with its tile. */
+void cpu_plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v);
+/* Steps the first p loop indices of vl like an odometer. */
+void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p);
+/* Runs flattened outer iterations [lo, hi) of n; the first p loops of vl
+ * form the flattened index. */
+void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
+                         LLVMValueRef lo, LLVMValueRef hi, int p);
+
+/* ---- parallel.c ----------------------------------------------------------- */
+
+void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name);
+/* In the kernel: the context {[nb x ptr] buffers, [nsyms + rank x i64]
+ * symbols, then n's output strides} of an outlined function of n. */
+LLVMValueRef cpu_fill_nest_ctx(Cg *c, const LfNest *n, LLVMTypeRef ctxt, int nb);
+void cpu_emit_nest_parallel(Cg *c, const LfNest *n);
+void cpu_emit_group_parallel(Cg *c, const LfNest *g);
+
+/* ---- gemm_nest.c ---------------------------------------------------------- */
+
+/* At the kernel's entry: each GEMM nest's packing memory. */
+void cpu_setup_gemm_pools(Cg *c);
+void cpu_emit_gemm_nest(Cg *c, const LfNest *n);
+
+/* ---- machine.c ------------------------------------------------------------ */
+
+/* Verifies, optimizes and writes the module; returns cg_emit's status. */
+int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
+
+#endif

@@ -1,0 +1,312 @@
+/* gemm_nest.c — the glue between the loop form and the GEMM emitter
+ * (gemm.h) for nests whose `reduce` is OP_MATMUL or OP_CONV2D: run-time
+ * operand descriptions, packing memory allocated at entry, the epilogue
+ * hook (fused `post` over each finished block of C) and the prologues
+ * (operands evaluated from elementwise expressions while packing).
+ * Needs: cpu.h, gemm.h.  Used by: kernel.c. */
+#include <string.h>
+
+#include "cpu.h"
+
+/* ---- matmul and conv2d (gemm.c) ------------------------------------------ */
+
+/* Run-time description of an access over its own dims (shape from IR). */
+static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **shape, DType dt) {
+  GemmTensor t = {.base = a->buf >= 0 ? c->base[a->buf] : LLVMConstNull(c->ptr),
+                  .offset = cg_sym_val(c, a->offset), .rank = rank, .dtype = dt};
+  for (int d = 0; d < rank; d++) {
+    t.shape[d] = cg_sym_val(c, shape[d]);
+    t.stride[d] = a->rt_strides
+                      ? cg_dl_stride(c, c->args[c->k->nparams + c->lk->bufs[a->buf].index], rank, d)
+                      : cg_sym_val(c, a->stride[d]);
+  }
+  return t;
+}
+
+/* The channels-last orientation of a conv nest's GEMM (gemm.h). */
+static bool gemm_cl(const LfNest *n) {
+  return n->reduce == OP_CONV2D && !n->cstore.rt_strides &&
+         sym_is(n->cstore.stride[n->rank - 3], 1);
+}
+
+static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e);
+static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j);
+
+/* The run-time operands (t), result and conv attributes of gemm nest n
+ * at the builder's position. */
+static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out,
+                          LLVMValueRef *attr) {
+  const IrValue *v = ir_val(c->k, n->gemm);
+  *out = gemm_tensor(c, &n->cstore, n->rank, n->shape, n->cdtype);
+  for (int j = 0; j < n->nopnd; j++) {
+    const IrValue *a = ir_val(c->k, v->args[j]);
+    t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, a->dtype); /* a buffer's dtype is its value's */
+  }
+  if (n->reduce == OP_CONV2D)
+    for (int i = 0; i < 7; i++) attr[i] = cg_sym_val(c, v->attrs[i]);
+}
+
+/* At the kernel's entry, with the scratch buffers: each GEMM's packing
+ * memory (gemm.h), so that once the nests run nothing can fail and a
+ * failing kernel has written no output (spec §7.2). */
+void cpu_setup_gemm_pools(Cg *c) {
+  for (int i = 0; i < c->lk->nnests; i++) {
+    const LfNest *n = &c->lk->nests[i];
+    if (!c->gpool[i]) continue;
+    GemmTensor t[3], out;
+    LLVMValueRef attr[7], nt, bytes;
+    gemm_operands(c, n, t, &out, attr);
+    GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
+    if (n->reduce == OP_MATMUL) bytes = cg_matmul_pool_bytes(&e, &t[0], &t[1], &out, &nt);
+    else bytes = cg_conv2d_pool_bytes(&e, &t[0], &t[1], &out, attr, gemm_cl(n), &nt);
+    LLVMTypeRef ps[2] = {c->i64, c->i64};
+    LLVMValueRef a[2] = {bytes, i64c(c, 64)};
+    LLVMValueRef p = call(c, cg_fdecl(c, "tdsl_alloc", c->ptr, ps, 2, 0), a, 2);
+    LLVMBuildStore(c->b, p, c->gpool[i]);
+    cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""), i32c(c, E_NOMEM), i32c(c, 0), ""));
+    LLVMBuildStore(c->b, nt, p);
+  }
+}
+
+void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
+  const IrValue *v = ir_val(c->k, n->gemm);
+  GemmTensor t[3], out;
+  LLVMValueRef attr[7], rc;
+  gemm_operands(c, n, t, &out, attr);
+  GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
+  e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
+  if (n->post) gemm_epilogue(c, n, &e);
+  for (int j = 0; j < 2; j++) e.pro[j] = n->pro[j] ? gemm_prologue(c, n, j) : NULL;
+  if (n->reduce == OP_MATMUL)
+    rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
+  else
+    rc = cg_emit_conv2d(&e, &t[0], &t[1], (v->flags & IRF_BIAS) ? &t[2] : NULL, &out, attr,
+                        gemm_cl(n));
+  cg_check_rc(c, rc);
+}
+
+/* ---- GEMM epilogues (loops.h "Epilogues") ----------------------------------
+ * The hook gemm.c calls on each finished block of C (gemm.h) is two
+ * private functions, as for parallel nests:
+ *   K.epiI(i64 bt, i64 i0, i64 i1, i64 j0, i64 j1, ptr noalias buf...,
+ *          i64 sym..., i64 rtstride...)
+ *     maps the block to output indices and runs `post` over it, LFE_ACC
+ *     loaded through cstore, the value stored through store; the inner
+ *     loop runs over C's columns, the output's unit-stride dim (N of a
+ *     matmul, channels of a channels-last conv, the pixels of an NCHW
+ *     conv: one loop over OH*OW when every access allows collapsing them,
+ *     as plan_vloops would), so it vectorizes.  Always-inlined into
+ *   K.epiI.body(ptr ctx, i64 bt, i64 i0, i64 i1, i64 j0, i64 j1), which
+ *     unpacks the context the kernel filled (buffers, symbols, output
+ *     strides). */
+
+/* Output indices of C row i (row = true) or column j: sets x->iv. */
+static void epi_index(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef bt, LLVMValueRef q,
+                      bool row, bool collapse) {
+  int R = n->rank;
+  if (n->reduce == OP_MATMUL) {
+    x->iv[row ? R - 2 : R - 1] = q;
+    for (int d = R - 3; row && d >= 0; d--) { /* batch dims, row-major in bt */
+      x->iv[d] = d ? LLVMBuildURem(c->b, bt, x->ub[d], "") : bt;
+      if (d) bt = LLVMBuildUDiv(c->b, bt, x->ub[d], "");
+    }
+    return;
+  }
+  const IrValue *v = ir_val(c->k, n->gemm);
+  LLVMValueRef groups = cg_sym_val(c, v->attrs[6]);
+  LLVMValueRef og = LLVMBuildSDiv(c->b, x->ub[R - 3], groups, "");
+  LLVMValueRef gi = LLVMBuildSRem(c->b, bt, groups, "");
+  if (row && R == 4) x->iv[0] = LLVMBuildSDiv(c->b, bt, groups, "");
+  if (row != gemm_cl(n)) { /* a channel */
+    x->iv[R - 3] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, og, ""), q, "");
+  } else if (collapse) { /* a pixel, OH and OW as one loop */
+    x->iv[R - 2] = i64c(c, 0);
+    x->iv[R - 1] = q;
+  } else {
+    x->iv[R - 2] = LLVMBuildSDiv(c->b, q, x->ub[R - 1], "");
+    x->iv[R - 1] = LLVMBuildSRem(c->b, q, x->ub[R - 1], "");
+  }
+}
+
+/* The block loops of K.epiI; args: bt, i0, i1, j0, j1. */
+static void epi_loops(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef *args) {
+  int R = n->rank;
+  bool collapse = n->reduce == OP_CONV2D && !gemm_cl(n) &&
+                  cpu_acc_collapses(c, n, &n->store, R - 2, R - 1) &&
+                  cpu_acc_collapses(c, n, &n->cstore, R - 2, R - 1) &&
+                  cpu_expr_collapses(c, n, n->post, R - 2, R - 1);
+  epi_index(c, n, x, args[0], cg_open_loop_from(c, args[1], args[2]), true, collapse);
+  epi_index(c, n, x, args[0], cg_open_loop_from(c, args[3], args[4]), false, collapse);
+  x->acc = cg_load_el(c, cg_address(c, x, &n->cstore, n->cdtype, R), n->cdtype);
+  cg_store_el(c, cg_eval(c, x, n->post), cg_address(c, x, &n->store, n->dtype, R), n->dtype);
+  cg_close_loop(c);
+  cg_close_loop(c);
+}
+
+/* Builds K.epiI and its wrapper; returns the wrapper and the context type. */
+static LLVMValueRef epi_functions(Cg *c, const LfNest *n, LLVMTypeRef *ctxt) {
+  int nb = c->lk->nbufs, nv = c->k->nsyms + n->rank, np = 5 + nb + nv;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
+  for (int i = 0; i < np; i++) ps[i] = i >= 5 && i < 5 + nb ? c->ptr : c->i64;
+  char name[600];
+  snprintf(name, sizeof name, "%s.epi%d", c->k->name, c->nfns++);
+  LLVMValueRef impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(impl, LLVMPrivateLinkage);
+  cpu_add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  cpu_add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < nb; i++) cpu_add_fn_attr(c, impl, (unsigned)(6 + i), "noalias");
+  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
+  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
+  c->fn = impl;
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < nb; i++) c->base[i] = LLVMGetParam(impl, (unsigned)(5 + i));
+  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(impl, (unsigned)(5 + nb + i));
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) {
+    x.ub[l] = cg_sym_val(c, n->shape[l]);
+    x.rt_stride[l] = LLVMGetParam(impl, (unsigned)(5 + nb + c->k->nsyms + l));
+  }
+  LLVMValueRef a5[5];
+  for (int i = 0; i < 5; i++) a5[i] = LLVMGetParam(impl, (unsigned)i);
+  epi_loops(c, n, &x, a5);
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, start);
+  /* the wrapper */
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)nv)};
+  *ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMTypeRef bps[6] = {c->ptr, c->i64, c->i64, c->i64, c->i64, c->i64};
+  snprintf(name, sizeof name, "%s.epi%d.body", c->k->name, c->nfns - 1);
+  LLVMValueRef body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 6, 0));
+  LLVMSetLinkage(body, LLVMPrivateLinkage);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(body, 0);
+  for (int i = 0; i < 5; i++) a[i] = LLVMGetParam(body, (unsigned)(1 + i));
+  for (int i = 0; i < nb + nv; i++) {
+    bool isb = i < nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMValueRef q = LLVMBuildGEP2(c->b, *ctxt, ctx, g, 3, "");
+    a[5 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
+  }
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(impl), impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
+  LLVMPositionBuilderAtEnd(c->b, spos);
+  return body;
+}
+
+/* Builds the hook for gemm nest n and fills its context in the kernel. */
+static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
+  LLVMTypeRef ctxt;
+  LLVMValueRef body = epi_functions(c, n, &ctxt);
+  int nb = c->lk->nbufs;
+  LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, ctxt, nb);
+  e->epi_fn = body;
+  e->epi_arg = ctx;
+}
+
+/* ---- GEMM prologues (loops.h "Prologues") -------------------------------
+ * gemm.c's pack function for an operand with a prologue evaluates
+ * LfNest.pro[j] per element through these callbacks (gemm.h
+ * GemmPrologue), inlined into the pack loop: begin points the Cg at the
+ * pack function and loads the buffer bases and symbol values from the
+ * context the kernel filled ({[nb x ptr], [nsyms x i64]}, passed through
+ * the GEMM's run-time context); elem maps the element's position to the
+ * operand's dims and evaluates the expression; end restores the
+ * kernel's state. */
+
+typedef struct ProUser {
+  Cg *c;
+  const LfNest *n;
+  int j;              /* the operand: 0 a / x, 1 b / w */
+  LfNest dims;        /* rank: the operand's (eval's loop count) */
+  LLVMTypeRef ctxt;
+  GemmPrologue pro;
+  LLVMBuilderRef sb;  /* the kernel's state while a pack function is built */
+  LLVMValueRef sfn, *sbase, *senv;
+  LLVMBasicBlockRef sentry;
+} ProUser;
+
+static void pro_begin(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRef arg) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  int nb = c->lk->nbufs;
+  u->sb = c->b, u->sfn = c->fn, u->sbase = c->base, u->senv = c->env, u->sentry = c->entry;
+  c->b = b, c->fn = fn, c->entry = LLVMGetEntryBasicBlock(fn);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < nb + c->k->nsyms; i++) {
+    bool isb = i < nb;
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMValueRef v = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64,
+                                    LLVMBuildGEP2(c->b, u->ctxt, arg, g, 3, ""), "");
+    if (isb) c->base[i] = v;
+    else c->env[i - nb] = v;
+  }
+}
+
+static void pro_end(void *user) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  c->b = u->sb, c->fn = u->sfn, c->base = u->sbase, c->env = u->senv, c->entry = u->sentry;
+}
+
+/* The operand's indices (x->iv over its dims) of position ix. */
+static void pro_dims(Cg *c, const ProUser *u, const GemmIdx *ix, NestCtx *x) {
+  const LfNest *n = u->n;
+  int R = u->dims.rank;
+  if (n->reduce == OP_MATMUL) { /* the operand's batch dims are the output's */
+    LLVMValueRef bt = ix->bt;
+    for (int d = R - 3; d >= 0; d--) {
+      x->iv[d] = d ? LLVMBuildURem(c->b, bt, cg_sym_val(c, n->shape[d]), "") : bt;
+      if (d) bt = LLVMBuildUDiv(c->b, bt, cg_sym_val(c, n->shape[d]), "");
+    }
+    x->iv[R - 2] = ix->i, x->iv[R - 1] = ix->j;
+    return;
+  }
+  const IrValue *v = ir_val(c->k, n->gemm), *w = ir_val(c->k, v->args[1]);
+  LLVMValueRef groups = cg_sym_val(c, v->attrs[6]), gi = LLVMBuildURem(c->b, ix->bt, groups, "");
+  if (u->j == 1) { /* the weight [O, C/groups, KH, KW] */
+    LLVMValueRef og = LLVMBuildUDiv(c->b, cg_sym_val(c, w->shape[0]), groups, "");
+    x->iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, og, ""), ix->i, "");
+    x->iv[1] = ix->ci, x->iv[2] = ix->ky, x->iv[3] = ix->kx;
+    return;
+  }
+  if (R == 4) x->iv[0] = LLVMBuildUDiv(c->b, ix->bt, groups, "");
+  x->iv[R - 3] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, cg_sym_val(c, w->shape[1]), ""), ix->ci, "");
+  x->iv[R - 2] = ix->y, x->iv[R - 1] = ix->x;
+}
+
+static LLVMValueRef pro_elem(void *user, const GemmIdx *ix, DType cd) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  NestCtx x = {.n = &u->dims};
+  pro_dims(c, u, ix, &x);
+  const LfExpr *e = u->n->pro[u->j];
+  return cg_convert(c, cg_eval(c, &x, e), e->dtype, cd);
+}
+
+/* The prologue of operand j of gemm nest n, its context filled in the
+ * kernel. */
+static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j) {
+  ProUser *u = arena_alloc(c->m->arena, sizeof *u);
+  memset(u, 0, sizeof *u);
+  int nb = c->lk->nbufs, ns = c->k->nsyms;
+  u->c = c, u->n = n, u->j = j;
+  u->dims.rank = ir_val(c->k, ir_val(c->k, n->gemm)->args[j])->rank;
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)ns)};
+  u->ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
+  LLVMValueRef ctx = cg_entry_alloca(c, u->ctxt, NULL);
+  for (int i = 0; i < nb + ns; i++) {
+    bool isb = i < nb;
+    LLVMValueRef v = isb ? (c->base[i] ? c->base[i] : LLVMConstNull(c->ptr)) : c->env[i - nb];
+    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
+    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, u->ctxt, ctx, g, 3, ""));
+  }
+  u->pro = (GemmPrologue){pro_begin, pro_elem, pro_end, u, ctx};
+  return &u->pro;
+}
