@@ -3,7 +3,8 @@
  *   kernel.c     the backend (backend.h cg_cpu_backend): kernels, serial nests;
  *   reduce.c     reductions;
  *   vloops.c     collapsing, order, tiles, the loops of a range of a nest;
- *   parallel.c   outlined parallel nests and row groups;
+ *   outline.c    outlined functions and their packed context;
+ *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h;
  *   machine.c    target machine, optimization, output.
  * Shared LLVM helpers, expressions and the host entry come from codegen/
@@ -56,12 +57,48 @@ void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p);
 void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
                          LLVMValueRef lo, LLVMValueRef hi, int p);
 
-/* ---- parallel.c ----------------------------------------------------------- */
+/* ---- outline.c ------------------------------------------------------------ */
+
+/* An outlined function's context (outline.c): { [nb x ptr] buffer bases,
+ * [nv x i64] symbol values, then the caller's extra values }. */
+typedef struct OutCtx {
+  LLVMTypeRef t;
+  int nb, nv;
+} OutCtx;
+
+/* K.<what>I and its wrapper K.<what>I.body while they are built. */
+typedef struct Outlined {
+  LLVMValueRef impl, body;
+  int nlead;  /* leading i64 arguments of both (a range, a GEMM block) */
+  OutCtx cx;  /* the wrapper's context (its type set by cpu_outline_close) */
+  LLVMValueRef sfn, *sbase, *senv; /* the kernel's state, restored on close */
+  LLVMBasicBlockRef sentry, spos, start;
+} Outlined;
 
 void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name);
-/* In the kernel: the context {[nb x ptr] buffers, [nsyms + rank x i64]
- * symbols, then n's output strides} of an outlined function of n. */
-LLVMValueRef cpu_fill_nest_ctx(Cg *c, const LfNest *n, LLVMTypeRef ctxt, int nb);
+OutCtx cpu_ctx_type(Cg *c, int nb, int nv);
+/* In the kernel: an entry alloca of the context with every buffer base
+ * and symbol value stored; the caller stores the extras (cpu_ctx_set). */
+LLVMValueRef cpu_ctx_fill(Cg *c, const OutCtx *x);
+/* Stores field i: buffer i when i < nb, else value i - nb. */
+void cpu_ctx_set(Cg *c, const OutCtx *x, LLVMValueRef ctx, int i, LLVMValueRef v);
+/* Loads every field (bases, then values) into v[0 .. nb + nv). */
+void cpu_ctx_unpack(Cg *c, const OutCtx *x, LLVMValueRef ctx, LLVMValueRef *v);
+/* Creates K.<what>I(i64 x nlead, ptr noalias x nbufs, i64 x nv) and
+ * positions the builder in it with c->base and c->env bound to its
+ * arguments (nv counts the symbols first). */
+void cpu_outline_open(Cg *c, Outlined *o, const char *what, int nlead, int nv);
+/* Argument of value i (0: the first symbol). */
+LLVMValueRef cpu_outline_value(const Outlined *o, int i);
+/* Ends K.<what>I, builds its wrapper (unpacking the context into its
+ * arguments) and restores the kernel's state. */
+void cpu_outline_close(Cg *c, Outlined *o);
+
+/* ---- parallel.c ----------------------------------------------------------- */
+
+/* In the kernel: the context of an outlined function of n, its extras
+ * n's output strides (0 for static ones). */
+LLVMValueRef cpu_fill_nest_ctx(Cg *c, const LfNest *n, const OutCtx *cx);
 void cpu_emit_nest_parallel(Cg *c, const LfNest *n);
 void cpu_emit_group_parallel(Cg *c, const LfNest *g);
 

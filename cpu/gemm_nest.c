@@ -143,68 +143,29 @@ static void epi_loops(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef *args) {
   cg_close_loop(c);
 }
 
-/* Builds K.epiI and its wrapper; returns the wrapper and the context type. */
-static LLVMValueRef epi_functions(Cg *c, const LfNest *n, LLVMTypeRef *ctxt) {
-  int nb = c->lk->nbufs, nv = c->k->nsyms + n->rank, np = 5 + nb + nv;
-  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
-  for (int i = 0; i < np; i++) ps[i] = i >= 5 && i < 5 + nb ? c->ptr : c->i64;
-  char name[600];
-  snprintf(name, sizeof name, "%s.epi%d", c->k->name, c->nfns++);
-  LLVMValueRef impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
-  LLVMSetLinkage(impl, LLVMPrivateLinkage);
-  cpu_add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "alwaysinline");
-  cpu_add_fn_attr(c, impl, LLVMAttributeFunctionIndex, "nounwind");
-  for (int i = 0; i < nb; i++) cpu_add_fn_attr(c, impl, (unsigned)(6 + i), "noalias");
-  LLVMValueRef sfn = c->fn, *sbase = c->base, *senv = c->env;
-  LLVMBasicBlockRef sentry = c->entry, spos = LLVMGetInsertBlock(c->b);
-  c->fn = impl;
-  c->entry = block(c, "entry");
-  LLVMBasicBlockRef start = block(c, "start");
-  LLVMPositionBuilderAtEnd(c->b, start);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
-  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
-  for (int i = 0; i < nb; i++) c->base[i] = LLVMGetParam(impl, (unsigned)(5 + i));
-  for (int i = 0; i < c->k->nsyms; i++) c->env[i] = LLVMGetParam(impl, (unsigned)(5 + nb + i));
+/* Builds K.epiI and its wrapper (outline.c); returns the wrapper and
+ * its context type. */
+static LLVMValueRef epi_functions(Cg *c, const LfNest *n, OutCtx *cx) {
+  Outlined o;
+  cpu_outline_open(c, &o, "epi", 5, c->k->nsyms + n->rank);
   NestCtx x = {.n = n};
   for (int l = 0; l < n->rank; l++) {
     x.ub[l] = cg_sym_val(c, n->shape[l]);
-    x.rt_stride[l] = LLVMGetParam(impl, (unsigned)(5 + nb + c->k->nsyms + l));
+    x.rt_stride[l] = cpu_outline_value(&o, c->k->nsyms + l);
   }
   LLVMValueRef a5[5];
-  for (int i = 0; i < 5; i++) a5[i] = LLVMGetParam(impl, (unsigned)i);
+  for (int i = 0; i < 5; i++) a5[i] = LLVMGetParam(o.impl, (unsigned)i);
   epi_loops(c, n, &x, a5);
-  LLVMBuildRetVoid(c->b);
-  LLVMPositionBuilderAtEnd(c->b, c->entry);
-  LLVMBuildBr(c->b, start);
-  /* the wrapper */
-  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)nv)};
-  *ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
-  LLVMTypeRef bps[6] = {c->ptr, c->i64, c->i64, c->i64, c->i64, c->i64};
-  snprintf(name, sizeof name, "%s.epi%d.body", c->k->name, c->nfns - 1);
-  LLVMValueRef body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, 6, 0));
-  LLVMSetLinkage(body, LLVMPrivateLinkage);
-  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, body, "entry"));
-  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np), ctx = LLVMGetParam(body, 0);
-  for (int i = 0; i < 5; i++) a[i] = LLVMGetParam(body, (unsigned)(1 + i));
-  for (int i = 0; i < nb + nv; i++) {
-    bool isb = i < nb;
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
-    LLVMValueRef q = LLVMBuildGEP2(c->b, *ctxt, ctx, g, 3, "");
-    a[5 + i] = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64, q, "");
-  }
-  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(impl), impl, a, (unsigned)np, "");
-  LLVMBuildRetVoid(c->b);
-  c->fn = sfn, c->base = sbase, c->env = senv, c->entry = sentry;
-  LLVMPositionBuilderAtEnd(c->b, spos);
-  return body;
+  cpu_outline_close(c, &o);
+  *cx = o.cx;
+  return o.body;
 }
 
 /* Builds the hook for gemm nest n and fills its context in the kernel. */
 static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
-  LLVMTypeRef ctxt;
-  LLVMValueRef body = epi_functions(c, n, &ctxt);
-  int nb = c->lk->nbufs;
-  LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, ctxt, nb);
+  OutCtx cx;
+  LLVMValueRef body = epi_functions(c, n, &cx);
+  LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, &cx);
   e->epi_fn = body;
   e->epi_arg = ctx;
 }
@@ -224,7 +185,7 @@ typedef struct ProUser {
   const LfNest *n;
   int j;              /* the operand: 0 a / x, 1 b / w */
   LfNest dims;        /* rank: the operand's (eval's loop count) */
-  LLVMTypeRef ctxt;
+  OutCtx cx;          /* the context: buffer bases, symbol values */
   GemmPrologue pro;
   LLVMBuilderRef sb;  /* the kernel's state while a pack function is built */
   LLVMValueRef sfn, *sbase, *senv;
@@ -237,16 +198,9 @@ static void pro_begin(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRe
   int nb = c->lk->nbufs;
   u->sb = c->b, u->sfn = c->fn, u->sbase = c->base, u->senv = c->env, u->sentry = c->entry;
   c->b = b, c->fn = fn, c->entry = LLVMGetEntryBasicBlock(fn);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
-  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
-  for (int i = 0; i < nb + c->k->nsyms; i++) {
-    bool isb = i < nb;
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
-    LLVMValueRef v = LLVMBuildLoad2(c->b, isb ? c->ptr : c->i64,
-                                    LLVMBuildGEP2(c->b, u->ctxt, arg, g, 3, ""), "");
-    if (isb) c->base[i] = v;
-    else c->env[i - nb] = v;
-  }
+  LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(nb + c->k->nsyms + 1));
+  cpu_ctx_unpack(c, &u->cx, arg, v);
+  c->base = v, c->env = v + nb; /* the bases, then the symbols */
 }
 
 static void pro_end(void *user) {
@@ -298,15 +252,8 @@ static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j) {
   int nb = c->lk->nbufs, ns = c->k->nsyms;
   u->c = c, u->n = n, u->j = j;
   u->dims.rank = ir_val(c->k, ir_val(c->k, n->gemm)->args[j])->rank;
-  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)ns)};
-  u->ctxt = LLVMStructTypeInContext(c->ctx, fs, 2, 0);
-  LLVMValueRef ctx = cg_entry_alloca(c, u->ctxt, NULL);
-  for (int i = 0; i < nb + ns; i++) {
-    bool isb = i < nb;
-    LLVMValueRef v = isb ? (c->base[i] ? c->base[i] : LLVMConstNull(c->ptr)) : c->env[i - nb];
-    LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - nb)};
-    LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, u->ctxt, ctx, g, 3, ""));
-  }
+  u->cx = cpu_ctx_type(c, nb, ns);
+  LLVMValueRef ctx = cpu_ctx_fill(c, &u->cx);
   u->pro = (GemmPrologue){pro_begin, pro_elem, pro_end, u, ctx};
   return &u->pro;
 }

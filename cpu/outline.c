@@ -1,0 +1,110 @@
+/* outline.c — outlined functions of the CPU backend and their context.
+ * A parallel nest, a row group or a GEMM epilogue is emitted into a
+ * private function
+ *   K.<what>I(i64 lead..., ptr noalias buf..., i64 value...)
+ * (the buffers' bases, then the symbols' values and any extra values),
+ * always inlined into its wrapper
+ *   K.<what>I.body(ptr ctx, i64 lead...),
+ * which tdsl_parallel_for or the GEMM calls.  The context is one struct
+ *   { [nb x ptr] buffer bases, [nv x i64] symbol values, extras }
+ * that the kernel fills (cpu_ctx_fill, cpu_ctx_set) and the wrapper or a
+ * GEMM pack function unpacks (cpu_ctx_unpack): this file is the one place
+ * that knows its layout.  Buffer pointers are noalias: an outlined nest
+ * writes only its store buffer, which none of its reads touches (scratch
+ * is fresh, outputs were checked against inputs and each other at entry).
+ * Needs: cpu.h.  Used by: parallel.c, gemm_nest.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu.h"
+
+void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+}
+
+/* ---- the context ------------------------------------------------------------ */
+
+OutCtx cpu_ctx_type(Cg *c, int nb, int nv) {
+  LLVMTypeRef fs[2] = {LLVMArrayType2(c->ptr, (uint64_t)nb), LLVMArrayType2(c->i64, (uint64_t)nv)};
+  return (OutCtx){LLVMStructTypeInContext(c->ctx, fs, 2, 0), nb, nv};
+}
+
+/* Field i: buffer i when i < nb, else value i - nb. */
+static LLVMValueRef ctx_field(Cg *c, const OutCtx *x, LLVMValueRef ctx, int i) {
+  bool isb = i < x->nb;
+  LLVMValueRef g[3] = {i32c(c, 0), i32c(c, isb ? 0 : 1), i64c(c, isb ? i : i - x->nb)};
+  return LLVMBuildGEP2(c->b, x->t, ctx, g, 3, "");
+}
+
+void cpu_ctx_set(Cg *c, const OutCtx *x, LLVMValueRef ctx, int i, LLVMValueRef v) {
+  LLVMBuildStore(c->b, v, ctx_field(c, x, ctx, i));
+}
+
+LLVMValueRef cpu_ctx_fill(Cg *c, const OutCtx *x) {
+  LLVMValueRef ctx = cg_entry_alloca(c, x->t, NULL);
+  for (int i = 0; i < x->nb; i++)
+    cpu_ctx_set(c, x, ctx, i, c->base[i] ? c->base[i] : LLVMConstNull(c->ptr));
+  for (int j = 0; j < c->k->nsyms; j++) cpu_ctx_set(c, x, ctx, x->nb + j, c->env[j]);
+  return ctx;
+}
+
+void cpu_ctx_unpack(Cg *c, const OutCtx *x, LLVMValueRef ctx, LLVMValueRef *v) {
+  for (int i = 0; i < x->nb + x->nv; i++)
+    v[i] = LLVMBuildLoad2(c->b, i < x->nb ? c->ptr : c->i64, ctx_field(c, x, ctx, i), "");
+}
+
+/* ---- outlined functions ---------------------------------------------------- */
+
+void cpu_outline_open(Cg *c, Outlined *o, const char *what, int nlead, int nv) {
+  int nb = c->lk->nbufs, np = nlead + nb + nv;
+  o->nlead = nlead;
+  o->cx.nb = nb, o->cx.nv = nv;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)np);
+  for (int i = 0; i < np; i++) ps[i] = i >= nlead && i < nlead + nb ? c->ptr : c->i64;
+  char name[600];
+  snprintf(name, sizeof name, "%s.%s%d", c->k->name, what, c->nfns++);
+  o->impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
+  LLVMSetLinkage(o->impl, LLVMPrivateLinkage);
+  cpu_add_fn_attr(c, o->impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  cpu_add_fn_attr(c, o->impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < nb; i++) cpu_add_fn_attr(c, o->impl, (unsigned)(nlead + 1 + i), "noalias");
+  o->sfn = c->fn, o->sbase = c->base, o->senv = c->env, o->sentry = c->entry;
+  o->spos = LLVMGetInsertBlock(c->b);
+  c->fn = o->impl;
+  c->entry = block(c, "entry");
+  o->start = block(c, "start");
+  LLVMPositionBuilderAtEnd(c->b, o->start);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(nb + 1));
+  c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(c->k->nsyms + 1));
+  for (int i = 0; i < nb; i++) c->base[i] = LLVMGetParam(o->impl, (unsigned)(nlead + i));
+  for (int i = 0; i < c->k->nsyms; i++)
+    c->env[i] = LLVMGetParam(o->impl, (unsigned)(nlead + nb + i));
+}
+
+LLVMValueRef cpu_outline_value(const Outlined *o, int i) {
+  return LLVMGetParam(o->impl, (unsigned)(o->nlead + o->cx.nb + i));
+}
+
+void cpu_outline_close(Cg *c, Outlined *o) {
+  LLVMBuildRetVoid(c->b);
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  LLVMBuildBr(c->b, o->start);
+  int nb = o->cx.nb, nv = o->cx.nv, np = o->nlead + nb + nv;
+  o->cx = cpu_ctx_type(c, nb, nv);
+  LLVMTypeRef *bps = arena_alloc(c->m->arena, sizeof *bps * (size_t)(o->nlead + 1));
+  bps[0] = c->ptr;
+  for (int i = 0; i < o->nlead; i++) bps[1 + i] = c->i64;
+  char name[620];
+  snprintf(name, sizeof name, "%s.body", LLVMGetValueName(o->impl));
+  o->body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, (unsigned)(o->nlead + 1), 0));
+  LLVMSetLinkage(o->body, LLVMPrivateLinkage);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, o->body, "entry"));
+  LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np);
+  for (int i = 0; i < o->nlead; i++) a[i] = LLVMGetParam(o->body, (unsigned)(1 + i));
+  cpu_ctx_unpack(c, &o->cx, LLVMGetParam(o->body, 0), a + o->nlead);
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(o->impl), o->impl, a, (unsigned)np, "");
+  LLVMBuildRetVoid(c->b);
+  c->fn = o->sfn, c->base = o->sbase, c->env = o->senv, c->entry = o->sentry;
+  LLVMPositionBuilderAtEnd(c->b, o->spos);
+}
