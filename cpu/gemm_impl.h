@@ -1,0 +1,146 @@
+/* gemm_impl.h — private to the GEMM emitter (gemm.h): the emission state
+ * G, the run-time context's slots (X_*), small IR helpers, and the entry
+ * points its files share:
+ *   gemm.c         helpers, element conversion, emitted functions, and the
+ *                  driver in the kernel (gemm.h's functions);
+ *   gemm_pack.c    packing A and B panels (strided, im2col, prologues);
+ *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body.
+ * Needs: gemm.h. */
+#ifndef TDSL_CPU_GEMM_IMPL_H
+#define TDSL_CPU_GEMM_IMPL_H
+
+#include <stdbool.h>
+
+#include "gemm.h"
+
+#define E_NOMEM (-15)
+/* Parallel work items: X_NROWB balanced row blocks of at most MC rows,
+ * each split into X_NCHUNK column chunks (each chunk repacks its A
+ * block, so there are as few as balance across the threads allows:
+ * work_split). */
+
+typedef enum GemmKind { GK_MAT, GK_IM2COL, GK_WEIGHT } GemmKind;
+
+/* Slots of the run-time context. */
+enum {
+  X_A, X_B, X_C, X_BIAS, X_BPACK,
+  X_M, X_N, X_K,
+  X_AOFF, X_AI, X_AP, /* A: offset, stride along lanes (m), along k */
+  X_BOFF, X_BI, X_BP, /* B: offset, stride along lanes (n), along k */
+  X_COFF, X_CM, X_CN,
+  X_SOFF, X_SM, X_SN, /* bias: offset, strides along m and n (one is 0) */
+  X_H, X_W, X_OW, X_SH, X_SW, X_PH, X_PW, X_DH, X_DW, /* convolution */
+  X_XC, X_XH, X_XW,   /* input strides: channel, row, column */
+  X_KH, X_KW, X_WC, X_WH, X_WW, /* kernel size, weight strides */
+  X_PC, X_KC, X_JC, X_NC, X_FIRST, X_ERR,
+  X_EPIFN, X_EPIARG, X_BT, X_LAST, /* epilogue hook (gemm.h), batch item, last K block */
+  X_APOOL, X_ABYTES, X_ACOUNT, X_ANEXT, /* packed-A buffers: base, size, count, next free */
+  X_PROA, X_PROB, /* prologues of A and B: GemmPrologue.arg */
+  X_NROWB, X_NCHUNK, /* work items: row blocks, column chunks per row block (work_split) */
+  X_COUNT
+};
+
+typedef struct G {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i16, i32, i64, f32, ptr, vd, ct, vt;
+  DType cd;             /* compute dtype: F32, F64 or I64 */
+  DType ad, bd, od, sd; /* A, B, output, bias storage dtypes */
+  GemmKind ka, kb;
+  bool bias, bias_n; /* a bias; varying along n (else along m) */
+  bool epi;          /* finished blocks go through the epilogue hook */
+  const GemmPrologue *pa, *pb; /* prologues of A and B, or NULL */
+  int vw, nv, mr, nr, mc, kc, nc;
+  char key[48]; /* names the emitted functions: one set per configuration */
+  int vec_bits;
+  LLVMValueRef fn;
+} G;
+
+typedef struct GLoop {
+  LLVMBasicBlockRef head, exit;
+  LLVMValueRef iv, step;
+} GLoop;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline LLVMValueRef k64(G *g, long long v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+
+static inline LLVMValueRef gep(G *g, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i) {
+  return LLVMBuildGEP2(g->b, t, p, &i, 1, "");
+}
+
+static inline LLVMValueRef slot_ptr(G *g, LLVMValueRef cx, int s) { return gep(g, g->i64, cx, k64(g, s)); }
+static inline LLVMValueRef get(G *g, LLVMValueRef cx, int s) {
+  return LLVMBuildLoad2(g->b, g->i64, slot_ptr(g, cx, s), "");
+}
+static inline LLVMValueRef getp(G *g, LLVMValueRef cx, int s) {
+  return LLVMBuildLoad2(g->b, g->ptr, slot_ptr(g, cx, s), "");
+}
+static inline void set(G *g, LLVMValueRef cx, int s, LLVMValueRef v) {
+  LLVMBuildStore(g->b, v, slot_ptr(g, cx, s));
+}
+
+static inline LLVMValueRef add(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(g->b, a, b, ""); }
+static inline LLVMValueRef sub(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSub(g->b, a, b, ""); }
+static inline LLVMValueRef mul(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(g->b, a, b, ""); }
+static inline LLVMValueRef lt(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(g->b, LLVMIntSLT, a, b, "");
+}
+static inline LLVMValueRef imin(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, lt(g, a, b), a, b, "");
+}
+static inline LLVMValueRef sdiv(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSDiv(g->b, a, b, ""); }
+static inline LLVMValueRef srem(G *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSRem(g->b, a, b, ""); }
+/* ceil(a / b) for a >= 0, b > 0 */
+static inline LLVMValueRef cdiv(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return sdiv(g, add(g, a, sub(g, b, k64(g, 1))), b);
+}
+
+static inline LLVMBasicBlockRef blk(G *g, const char *name) {
+  return LLVMAppendBasicBlockInContext(g->ctx, g->fn, name);
+}
+
+static inline LLVMValueRef fdecl(G *g, const char *name, LLVMTypeRef ret, LLVMTypeRef *ps, unsigned n) {
+  LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
+  if (!f) f = LLVMAddFunction(g->mod, name, LLVMFunctionType(ret, ps, n, 0));
+  return f;
+}
+
+static inline LLVMValueRef call(G *g, LLVMValueRef f, LLVMValueRef *a, unsigned n) {
+  return LLVMBuildCall2(g->b, LLVMGlobalGetValueType(f), f, a, n, "");
+}
+
+/* ---- gemm.c ------------------------------------------------------------ */
+
+LLVMValueRef gemm_entry_alloca(G *g, LLVMTypeRef t, int n);
+void gemm_no_vectorize(G *g, LLVMValueRef br);
+LLVMValueRef gemm_loop_open(G *g, GLoop *l, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef step);
+void gemm_loop_close(G *g, GLoop *l);
+LLVMTypeRef gemm_storage(G *g, DType t);
+LLVMValueRef gemm_load_c(G *g, LLVMValueRef p, LLVMValueRef i, DType t);
+void gemm_store_c(G *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, DType t);
+LLVMValueRef gemm_czero(G *g);
+LLVMValueRef gemm_cadd(G *g, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef gemm_fma(G *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+LLVMValueRef gemm_splat(G *g, LLVMValueRef s);
+LLVMValueRef gemm_new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n);
+LLVMValueRef gemm_cin_per_group(G *g, LLVMValueRef cx);
+void gemm_kwalk_init(G *g, LLVMValueRef cx, LLVMValueRef k0, LLVMValueRef st[3]);
+void gemm_kwalk_get(G *g, LLVMValueRef st[3], LLVMValueRef v[3]);
+void gemm_kwalk_next(G *g, LLVMValueRef cx, LLVMValueRef st[3], LLVMValueRef v[3]);
+void gemm_lane_origins(G *g, LLVMValueRef cx, LLVMValueRef i0, LLVMValueRef nvalid, int R,
+                         LLVMValueRef *iy0, LLVMValueRef *ix0);
+
+/* ---- gemm_pack.c ------------------------------------------------------- */
+
+LLVMValueRef gemm_intrin(G *g, const char *name, LLVMTypeRef *ov, size_t nov, LLVMValueRef *a,
+                           unsigned n);
+LLVMValueRef gemm_emit_pack(G *g, int which);
+LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
+
+/* ---- gemm_kernel.c ----------------------------------------------------- */
+
+LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a);
+
+#endif

@@ -1,0 +1,359 @@
+/* gemm_pack.c — packing GEMM operands (gemm_impl.h): A into MR-high and B
+ * into NR-wide panels of the compute type, from any strides (MAT), from
+ * the conv input with its zero padding (IM2COL: masked vector loads for
+ * B, channel runs for A) or from the conv weight (WEIGHT), or evaluating
+ * a prologue's expression per element (emit_pack_pro).
+ * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/DebugInfo.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "gemm_impl.h"
+
+/* ---- im2col packing ---------------------------------------------------------
+ * B panels (lanes = output pixels, NV vectors of VW lanes; the NCHW
+ * orientation): for each K index each vector is one masked load of the
+ * input, the mask being the zero padding and the lanes past the panel's
+ * end, so neither the interior nor the edges branch per element.  At
+ * panel setup each vector's lane offsets iy0 * XH + ix0 * XW are
+ * classified: consecutive (stride 1 over dense columns; across output
+ * rows too when the rows are dense and OW == W, as for a "same" conv or
+ * a 1x1 conv, which so packs like a plain matrix), every second element
+ * (stride 2: one double-width masked load, even lanes kept), else a
+ * masked gather.  Masked-off lanes are never read.
+ * A panels (lanes = output pixels, K order (ky, kx, ci); the
+ * channels-last orientation): per lane and tap one bounds test, then a
+ * run of channels copied with the channel stride (1 in a channels-last
+ * input) or zeros. */
+
+static LLVMTypeRef vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+
+static LLVMValueRef splat_n(G *g, LLVMValueRef s, int n) {
+  LLVMTypeRef t = vec_of(LLVMTypeOf(s), n);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(vec_of(g->i32, n)), "");
+}
+
+/* <n x i64> {0, step, 2 * step, ...} (n <= 64) */
+static LLVMValueRef iota(G *g, int n, long long step) {
+  LLVMValueRef c[64];
+  for (int i = 0; i < n; i++) c[i] = k64(g, i * step);
+  return LLVMConstVector(c, (unsigned)n);
+}
+
+LLVMValueRef gemm_intrin(G *g, const char *name, LLVMTypeRef *ov, size_t nov, LLVMValueRef *a,
+                           unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, ov, nov);
+  return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->ctx, id, ov, nov), f, a, n, "");
+}
+
+/* Whether every lane of the i1 vector c is set. */
+static LLVMValueRef all_of(G *g, LLVMValueRef c) {
+  LLVMTypeRef t = LLVMTypeOf(c);
+  return gemm_intrin(g, "llvm.vector.reduce.and", &t, 1, &c, 1);
+}
+
+/* A vector of storage elements (dtype t) converted to the compute type,
+ * as load_c converts one. */
+static LLVMValueRef vconv(G *g, LLVMValueRef v, DType t) {
+  switch (t) {
+  case DT_F16: return LLVMBuildFPExt(g->b, v, g->vt, "");
+  case DT_BF16: {
+    LLVMValueRef w = LLVMBuildZExt(g->b, v, vec_of(g->i32, g->vw), "");
+    w = LLVMBuildShl(g->b, w, splat_n(g, LLVMConstInt(g->i32, 16, 0), g->vw), "");
+    return LLVMBuildBitCast(g->b, w, g->vt, "");
+  }
+  case DT_F32: return g->cd == DT_F64 ? LLVMBuildFPExt(g->b, v, g->vt, "") : v;
+  case DT_F64: case DT_I64: return v;
+  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->vt, "");
+  default: return LLVMBuildSExt(g->b, v, g->vt, "");
+  }
+}
+
+/* How a vector's lanes lie (offsets ofs, the first o0; lanes not in lv
+ * ignored): 1 consecutive, 2 every second element, 0 otherwise. */
+static LLVMValueRef lane_mode(G *g, LLVMValueRef ofs, LLVMValueRef o0, LLVMValueRef lv) {
+  LLVMValueRef d = sub(g, ofs, splat_n(g, o0, g->vw)), skip = LLVMBuildNot(g->b, lv, ""), m = k64(g, 0);
+  for (int s = 2; s >= 1; s--) {
+    LLVMValueRef eq = LLVMBuildICmp(g->b, LLVMIntEQ, d, iota(g, g->vw, s), "");
+    m = LLVMBuildSelect(g->b, all_of(g, LLVMBuildOr(g->b, eq, skip, "")), k64(g, s), m, "");
+  }
+  return m;
+}
+
+/* Lanes at base + ofs + delta (the first at o0 + delta) where mask m is
+ * set, zeros elsewhere, converted to the compute type; mode: lane_mode. */
+static LLVMValueRef load_lanes(G *g, LLVMValueRef base, DType dt, LLVMValueRef mode,
+                               LLVMValueRef o0, LLVMValueRef ofs, LLVMValueRef delta,
+                               LLVMValueRef m) {
+  int n = g->vw;
+  LLVMTypeRef st = gemm_storage(g, dt), sv = vec_of(st, n), sv2 = vec_of(st, 2 * n);
+  LLVMValueRef al = LLVMConstInt(g->i32, (unsigned)dtype_size(dt), 0);
+  LLVMValueRef p = gep(g, st, base, add(g, o0, delta)), got[3], idx[64];
+  LLVMBasicBlockRef bb[3] = {blk(g, "lanes_gather"), blk(g, "lanes_run"), blk(g, "lanes_step2")};
+  LLVMBasicBlockRef join = blk(g, "lanes");
+  LLVMValueRef sw = LLVMBuildSwitch(g->b, mode, bb[0], 2);
+  LLVMAddCase(sw, k64(g, 1), bb[1]);
+  LLVMAddCase(sw, k64(g, 2), bb[2]);
+  LLVMPositionBuilderAtEnd(g->b, bb[0]);
+  LLVMTypeRef ov[2] = {sv, vec_of(g->ptr, n)};
+  LLVMValueRef a[4] = {gep(g, st, base, add(g, ofs, splat_n(g, delta, n))), al, m, LLVMConstNull(sv)};
+  got[0] = gemm_intrin(g, "llvm.masked.gather", ov, 2, a, 4);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, bb[1]);
+  ov[1] = g->ptr;
+  a[0] = p;
+  got[1] = gemm_intrin(g, "llvm.masked.load", ov, 2, a, 4);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, bb[2]); /* lanes 2i of a double-width load */
+  for (int i = 0; i < n; i++)
+    idx[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), idx[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)n, 0);
+  a[2] = LLVMBuildShuffleVector(g->b, m, LLVMConstNull(LLVMTypeOf(m)), LLVMConstVector(idx, (unsigned)(2 * n)), "");
+  ov[0] = sv2, a[3] = LLVMConstNull(sv2);
+  LLVMValueRef wide = gemm_intrin(g, "llvm.masked.load", ov, 2, a, 4);
+  for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)(2 * i), 0);
+  got[2] = LLVMBuildShuffleVector(g->b, wide, LLVMGetUndef(sv2), LLVMConstVector(idx, (unsigned)n), "");
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+  LLVMValueRef v = LLVMBuildPhi(g->b, sv, "");
+  LLVMAddIncoming(v, got, bb, 3);
+  return vconv(g, v, dt);
+}
+
+/* pack_b for an IM2COL operand: see above. */
+static LLVMValueRef emit_pack_im2col_vec(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "pack_b", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int n = g->vw;
+  LLVMValueRef base = getp(g, cx, X_B), off = get(g, cx, X_BOFF), pc = get(g, cx, X_PC);
+  LLVMValueRef H = splat_n(g, get(g, cx, X_H), n), W = splat_n(g, get(g, cx, X_W), n);
+  LLVMValueRef xh = get(g, cx, X_XH), xw = get(g, cx, X_XW), iy0, ix0;
+  gemm_lane_origins(g, cx, i0, nvalid, g->nr, &iy0, &ix0);
+  LLVMValueRef iy[4], ix[4], ofs[4], o0[4], mode[4];
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef ly = LLVMBuildLoad2(g->b, vec_of(g->i64, n), gep(g, g->i64, iy0, k64(g, v * n)), "");
+    LLVMValueRef lx = LLVMBuildLoad2(g->b, vec_of(g->i64, n), gep(g, g->i64, ix0, k64(g, v * n)), "");
+    LLVMSetAlignment(ly, 8), LLVMSetAlignment(lx, 8);
+    iy[v] = ly, ix[v] = lx;
+    ofs[v] = add(g, mul(g, ly, splat_n(g, xh, n)), mul(g, lx, splat_n(g, xw, n)));
+    o0[v] = LLVMBuildExtractElement(g->b, ofs[v], LLVMConstInt(g->i32, 0, 0), "");
+    LLVMValueRef lane = add(g, iota(g, n, 1), splat_n(g, k64(g, v * n), n));
+    mode[v] = lane_mode(g, ofs[v], o0[v], LLVMBuildICmp(g->b, LLVMIntSLT, lane, splat_n(g, nvalid, n), ""));
+  }
+  GLoop lp;
+  LLVMValueRef kst[3], kv[3];
+  gemm_kwalk_init(g, cx, pc, kst);
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  gemm_kwalk_get(g, kst, kv);
+  LLVMValueRef dy = mul(g, kv[1], get(g, cx, X_DH)), dx = mul(g, kv[2], get(g, cx, X_DW));
+  LLVMValueRef delta = add(g, add(g, off, mul(g, kv[0], get(g, cx, X_XC))),
+                           add(g, mul(g, dy, xh), mul(g, dx, xw)));
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef my = LLVMBuildICmp(g->b, LLVMIntULT, add(g, iy[v], splat_n(g, dy, n)), H, "");
+    LLVMValueRef mx = LLVMBuildICmp(g->b, LLVMIntULT, add(g, ix[v], splat_n(g, dx, n)), W, "");
+    LLVMValueRef val = load_lanes(g, base, g->bd, mode[v], o0[v], ofs[v], delta,
+                                  LLVMBuildAnd(g->b, my, mx, ""));
+    LLVMValueRef st = LLVMBuildStore(g->b, val, gep(g, g->ct, row, k64(g, v * n)));
+    LLVMSetAlignment(st, (unsigned)dtype_size(g->cd));
+  }
+  gemm_kwalk_next(g, cx, kst, kv);
+  gemm_loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* One lane's run of `run` K indices at tap (dy, dx) from channel offset
+ * src0: copied with the channel stride, or zeros outside the input. */
+static void pack_lane_run(G *g, LLVMValueRef cx, LLVMValueRef d0, LLVMValueRef y, LLVMValueRef x,
+                          LLVMValueRef src0, LLVMValueRef run, int R) {
+  LLVMValueRef xc = get(g, cx, X_XC), base = getp(g, cx, X_A);
+  LLVMValueRef inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, get(g, cx, X_H), ""),
+                                  LLVMBuildICmp(g->b, LLVMIntULT, x, get(g, cx, X_W), ""), "");
+  LLVMBasicBlockRef bc = blk(g, "run_copy"), bz = blk(g, "run_zero"), bj = blk(g, "run_done");
+  LLVMBuildCondBr(g->b, inb, bc, bz);
+  LLVMPositionBuilderAtEnd(g->b, bc);
+  LLVMValueRef s = add(g, src0, add(g, mul(g, y, get(g, cx, X_XH)), mul(g, x, get(g, cx, X_XW))));
+  GLoop l;
+  LLVMValueRef t = gemm_loop_open(g, &l, k64(g, 0), run, k64(g, 1));
+  LLVMBuildStore(g->b, gemm_load_c(g, base, add(g, s, mul(g, t, xc)), g->ad),
+                 gep(g, g->ct, d0, mul(g, t, k64(g, R))));
+  gemm_loop_close(g, &l);
+  LLVMBuildBr(g->b, bj);
+  LLVMPositionBuilderAtEnd(g->b, bz);
+  t = gemm_loop_open(g, &l, k64(g, 0), run, k64(g, 1));
+  LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, d0, mul(g, t, k64(g, R))));
+  gemm_loop_close(g, &l);
+  LLVMBuildBr(g->b, bj);
+  LLVMPositionBuilderAtEnd(g->b, bj);
+}
+
+/* pack_a for an IM2COL operand (K order (ky, kx, ci)): see above. */
+static LLVMValueRef emit_pack_im2col_rows(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = g->mr;
+  LLVMValueRef kw = get(g, cx, X_KW), cg = gemm_cin_per_group(g, cx), iy0, ix0;
+  gemm_lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
+  GLoop ls, ll;
+  /* one iteration per run of channels at one tap; its step is the run */
+  LLVMValueRef p = gemm_loop_open(g, &ls, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef kp = add(g, get(g, cx, X_PC), p), tap = sdiv(g, kp, cg), ci0 = srem(g, kp, cg);
+  LLVMValueRef run = imin(g, sub(g, cg, ci0), sub(g, kc, p));
+  LLVMValueRef dy = mul(g, sdiv(g, tap, kw), get(g, cx, X_DH));
+  LLVMValueRef dx = mul(g, srem(g, tap, kw), get(g, cx, X_DW));
+  LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), mul(g, ci0, get(g, cx, X_XC)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""), dy);
+  LLVMValueRef x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""), dx);
+  LLVMValueRef d0 = gep(g, g->ct, dst, add(g, mul(g, p, k64(g, R)), lane));
+  pack_lane_run(g, cx, d0, y, x, src0, run, R);
+  gemm_loop_close(g, &ll);
+  ls.step = run;
+  gemm_loop_close(g, &ls);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
+ * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
+ * MAT and WEIGHT operands here, IM2COL ones above. */
+static LLVMValueRef emit_pack_pro(G *g, int which);
+
+LLVMValueRef gemm_emit_pack(G *g, int which) {
+  GemmKind kind = which ? g->kb : g->ka;
+  if (which ? g->pb : g->pa) return emit_pack_pro(g, which);
+  if (kind == GK_IM2COL) return which ? emit_pack_im2col_vec(g) : emit_pack_im2col_rows(g);
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  DType dt = which ? g->bd : g->ad;
+  int R = which ? g->nr : g->mr;
+  LLVMValueRef base = getp(g, cx, which ? X_B : X_A), off = get(g, cx, which ? X_BOFF : X_AOFF);
+  LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
+  LLVMValueRef pc = get(g, cx, X_PC);
+  GLoop lp, ll;
+  LLVMValueRef kst[3], kv[3], pofs;
+  if (kind == GK_WEIGHT) gemm_kwalk_init(g, cx, pc, kst);
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  if (kind == GK_MAT) {
+    pofs = add(g, off, mul(g, add(g, pc, p), sp));
+  } else {
+    gemm_kwalk_get(g, kst, kv);
+    pofs = add(g, off, add(g, mul(g, kv[0], get(g, cx, X_WC)),
+                           add(g, mul(g, kv[1], get(g, cx, X_WH)), mul(g, kv[2], get(g, cx, X_WW)))));
+  }
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  /* clamp the lane so the load stays inside the operand */
+  LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+  LLVMValueRef got = gemm_load_c(g, base, add(g, pofs, mul(g, add(g, i0, cl), si)), dt);
+  LLVMValueRef v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, gemm_czero(g), "");
+  LLVMBuildStore(g->b, v, gep(g, g->ct, row, lane));
+  gemm_loop_close(g, &ll);
+  if (kind == GK_WEIGHT) gemm_kwalk_next(g, cx, kst, kv);
+  gemm_loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* The logical position (gemm.h GemmIdx) of lane q, K index k (kv: the
+ * conv's (ci, ky, kx) there) of an operand of kind `kind`; y, x: an
+ * IM2COL element's input row and column.  *inb (IM2COL only, else NULL):
+ * whether the element lies inside the input (else the position is
+ * clamped to row and column 0 and the element is padding). */
+static GemmIdx pro_index(G *g, LLVMValueRef cx, GemmKind kind, int which, LLVMValueRef q,
+                         LLVMValueRef k, const LLVMValueRef kv[3], LLVMValueRef y,
+                         LLVMValueRef x, LLVMValueRef *inb) {
+  GemmIdx ix = {.bt = get(g, cx, X_BT)};
+  *inb = NULL;
+  if (kind == GK_MAT) {
+    ix.i = which ? k : q;
+    ix.j = which ? q : k;
+    return ix;
+  }
+  ix.ci = kv[0], ix.ky = kv[1], ix.kx = kv[2];
+  if (kind == GK_WEIGHT) {
+    ix.i = q;
+    return ix;
+  }
+  *inb = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, y, get(g, cx, X_H), ""),
+                      LLVMBuildICmp(g->b, LLVMIntULT, x, get(g, cx, X_W), ""), "");
+  ix.y = LLVMBuildSelect(g->b, *inb, y, k64(g, 0), "");
+  ix.x = LLVMBuildSelect(g->b, *inb, x, k64(g, 0), "");
+  return ix;
+}
+
+/* pack (as emit_pack) for an operand with a prologue: each element is the
+ * caller's expression at its logical position (gemm.h GemmIdx), so the
+ * operand is never materialized.  Lanes >= nvalid are 0 (the expression
+ * is evaluated at the last valid lane and discarded); so is the zero
+ * padding of an IM2COL operand: PyTorch pads the producer's output, so a
+ * padded element is 0, not the expression at 0 (it is evaluated at row
+ * and column 0 and discarded).  One scalar loop for every operand kind;
+ * the K order is the GEMM's (split_k). */
+static LLVMValueRef emit_pack_pro(G *g, int which) {
+  GemmKind kind = which ? g->kb : g->ka;
+  const GemmPrologue *pr = which ? g->pb : g->pa;
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = which ? g->nr : g->mr;
+  pr->begin(pr->user, g->b, f, getp(g, cx, which ? X_PROB : X_PROA));
+  LLVMValueRef pc = get(g, cx, X_PC), iy0 = NULL, ix0 = NULL, kst[3], kv[3] = {NULL, NULL, NULL};
+  if (kind == GK_IM2COL) gemm_lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
+  if (kind != GK_MAT) gemm_kwalk_init(g, cx, pc, kst);
+  GLoop lp, ll;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1)), y = NULL, x = NULL;
+  if (kind != GK_MAT) gemm_kwalk_get(g, kst, kv);
+  LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef q = add(g, i0, imin(g, lane, sub(g, nvalid, k64(g, 1)))), inb;
+  if (kind == GK_IM2COL) {
+    y = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, iy0, lane), ""),
+            mul(g, kv[1], get(g, cx, X_DH)));
+    x = add(g, LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, ix0, lane), ""),
+            mul(g, kv[2], get(g, cx, X_DW)));
+  }
+  GemmIdx ix = pro_index(g, cx, kind, which, q, add(g, pc, p), kv, y, x, &inb);
+  LLVMValueRef ok = lt(g, lane, nvalid);
+  if (inb) ok = LLVMBuildAnd(g->b, ok, inb, "");
+  LLVMValueRef v = LLVMBuildSelect(g->b, ok, pr->elem(pr->user, &ix, g->cd), gemm_czero(g), "");
+  LLVMBuildStore(g->b, v, gep(g, g->ct, row, lane));
+  gemm_loop_close(g, &ll);
+  if (kind != GK_MAT) gemm_kwalk_next(g, cx, kst, kv);
+  gemm_loop_close(g, &lp);
+  LLVMBuildRetVoid(g->b);
+  pr->end(pr->user);
+  return f;
+}
+
+/* packb_body(ctx, begin, end): B panels [begin, end) of the current block. */
+LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "packb_body", ps, 3);
+  LLVMValueRef cx = LLVMGetParam(f, 0);
+  LLVMValueRef jc = get(g, cx, X_JC), nc = get(g, cx, X_NC), kc = get(g, cx, X_KC);
+  LLVMValueRef bp = getp(g, cx, X_BPACK);
+  GLoop l;
+  LLVMValueRef t = gemm_loop_open(g, &l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
+  LLVMValueRef j = mul(g, t, k64(g, g->nr));
+  LLVMValueRef a[5] = {cx, gep(g, g->ct, bp, mul(g, j, kc)), add(g, jc, j),
+                       imin(g, k64(g, g->nr), sub(g, nc, j)), kc};
+  call(g, pack_b, a, 5);
+  gemm_loop_close(g, &l);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* The MR x NR tile at (i, j) (mr, nr valid): written or added to C. */
