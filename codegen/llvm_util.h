@@ -57,6 +57,7 @@ typedef struct Cg {
   Loop loops[MAXL];
   int nloops;
   int dl_device;         /* DLPack device type the entry checks expect */
+  const LfTarget *target; /* the backend's scheduling parameters (loops.h) */
   int vec_bits;          /* gemm.c: the target's vector width */
   int opt;               /* -O level: >= 1 runs nests in parallel */
   int nfns;              /* outlined nest functions so far */

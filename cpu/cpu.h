@@ -2,7 +2,7 @@
  * (VLoops) and the entry points its files share, grouped by file:
  *   kernel.c     the backend (backend.h cg_cpu_backend): kernels, serial nests;
  *   reduce.c     reductions;
- *   vloops.c     collapsing, order, tiles, the loops of a range of a nest;
+ *   vloops.c     the loops of a nest as its schedule (loops/schedule.c) says;
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h;
@@ -17,12 +17,11 @@
 #include "../codegen/llvm_util.h"
 #include "gemm.h"
 
-/* Loops after collapsing: adjacent loops (outer a, inner b) whose every
- * access has stride[a] == stride[b] * max(extent[b], 1) run as one loop
- * of extent[a] * extent[b] on variable b (a's variable is 0): the same
- * addresses, one long unit-stride inner loop instead of short rows. */
+/* A nest's schedule (loops.h LfSchedule) with its extents as LLVM
+ * values, after tiling. */
 typedef struct VLoops {
   int n, nouter;              /* loops; the first nouter are outer loops */
+  int par;                    /* the first par outer loops: the parallel index */
   int var[MAXL];              /* the loop variable that carries the index
                                  (VL_BLOCK: the tile loop's block index) */
   LLVMValueRef ub[MAXL];
@@ -33,7 +32,6 @@ typedef struct VLoops {
 } VLoops;
 
 #define VL_BLOCK (-2)
-#define TILE 32
 
 /* ---- reduce.c ------------------------------------------------------------- */
 
@@ -43,12 +41,7 @@ LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x);
 
 /* ---- vloops.c ------------------------------------------------------------- */
 
-/* Extent of loop l (outer, then reduction loops). */
-const Sym *cpu_loop_extent(const LfNest *n, int l);
-/* Whether access a / every access of e allows collapsing loops oa, ib. */
-bool cpu_acc_collapses(Cg *c, const LfNest *n, const LfAccess *a, int oa, int ib);
-bool cpu_expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int ib);
-/* The nest's loops after collapsing, in memory order, with its tile. */
+/* The nest's schedule, with x's bounds and variables updated for it. */
 void cpu_plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v);
 /* Steps the first p loop indices of vl like an odometer. */
 void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p);

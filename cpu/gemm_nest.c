@@ -132,9 +132,9 @@ static void epi_index(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef bt, LLVMV
 static void epi_loops(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef *args) {
   int R = n->rank;
   bool collapse = n->reduce == OP_CONV2D && !gemm_cl(n) &&
-                  cpu_acc_collapses(c, n, &n->store, R - 2, R - 1) &&
-                  cpu_acc_collapses(c, n, &n->cstore, R - 2, R - 1) &&
-                  cpu_expr_collapses(c, n, n->post, R - 2, R - 1);
+                  lf_acc_collapses(c->m->st, n, &n->store, R - 2, R - 1) &&
+                  lf_acc_collapses(c->m->st, n, &n->cstore, R - 2, R - 1) &&
+                  lf_expr_collapses(c->m->st, n, n->post, R - 2, R - 1);
   epi_index(c, n, x, args[0], cg_open_loop_from(c, args[1], args[2]), true, collapse);
   epi_index(c, n, x, args[0], cg_open_loop_from(c, args[3], args[4]), false, collapse);
   x->acc = cg_load_el(c, cg_address(c, x, &n->cstore, n->cdtype, R), n->cdtype);

@@ -21,10 +21,9 @@
  *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body,
  *     which unpacks the context (buffer bases, symbol values, output
  *     strides) the kernel filled.
- * The grain keeps chunks at >= PAR_MIN_ELEMS elements of work so small
+ * The grain keeps chunks at >= par_min_elems (loops/schedule.c) elements of work so small
  * nests run serially; chunks split outer (output) iterations only, never a
  * reduction, so results do not depend on the thread count. */
-#define PAR_MIN_ELEMS 32768
 
 /* Builds K.nestI (the loops) and K.nestI.body (outline.c); the values
  * after the symbols are the output strides. */
@@ -41,7 +40,7 @@ static Outlined nest_functions(Cg *c, const LfNest *n, int nvo) {
   cpu_plan_vloops(c, n, &x, &vl);
   if (vl.nouter != nvo) ICE("nest loops collapsed differently");
   cpu_emit_nest_range(c, n, &x, &vl, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
-                      nvo >= 2 ? nvo - 1 : 1);
+                      vl.par);
   cpu_outline_close(c, &f);
   return f;
 }
@@ -64,7 +63,7 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
   for (int l = 0; l < n->rank; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
   for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = cg_sym_val(c, n->red[l]);
   cpu_plan_vloops(c, n, &x, &vl);
-  int p = vl.nouter >= 2 ? vl.nouter - 1 : 1;
+  int p = vl.par;
   Outlined f = nest_functions(c, n, vl.nouter);
   LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, &f.cx);
   LLVMValueRef total = i64c(c, 1), inner = i64c(c, 1);
@@ -74,7 +73,7 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
   }
   if (vl.tile_var >= 0) inner = LLVMBuildMul(c->b, inner, vl.blocked ? i64c(c, vl.tile) : vl.tile_ub, "");
   inner = cg_smin(c, inner, i64c(c, 1), true);
-  LLVMValueRef grain = cg_smin(c, LLVMBuildSDiv(c->b, i64c(c, PAR_MIN_ELEMS), inner, ""),
+  LLVMValueRef grain = cg_smin(c, LLVMBuildSDiv(c->b, i64c(c, c->target->par_min_elems), inner, ""),
                             i64c(c, 1), true);
   LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
   LLVMValueRef a[4] = {total, grain, f.body, ctx};
@@ -95,7 +94,7 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
  *     same pointer, or the value's own buffer, which no nest reads).
  *     Always-inlined into
  *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body.
- * Chunks split shared iterations only (>= PAR_MIN_ELEMS elements of work
+ * Chunks split shared iterations only (>= par_min_elems (loops/schedule.c) elements of work
  * of all nests per chunk); each row is reduced by one thread in a fixed
  * order, so results do not depend on the thread count. */
 
@@ -106,7 +105,7 @@ static LLVMValueRef group_row_work(Cg *c, const LfNest *g) {
     const LfNest *n = &g[k];
     LLVMValueRef w = i64c(c, 1);
     for (int l = g->shared; l < n->rank + n->nred; l++)
-      w = LLVMBuildMul(c->b, w, cg_sym_val(c, cpu_loop_extent(n, l)), "");
+      w = LLVMBuildMul(c->b, w, cg_sym_val(c, lf_loop_extent(n, l)), "");
     sum = LLVMBuildAdd(c->b, sum, w, "");
   }
   return cg_smin(c, sum, i64c(c, 1), true);
@@ -132,7 +131,7 @@ static void emit_group_range(Cg *c, const LfNest *g, LLVMValueRef lo, LLVMValueR
   for (int k = 0; k < g->group; k++) {
     const LfNest *n = &g[k];
     x[k] = (NestCtx){.n = n};
-    for (int l = 0; l < n->rank + n->nred; l++) x[k].ub[l] = cg_sym_val(c, cpu_loop_extent(n, l));
+    for (int l = 0; l < n->rank + n->nred; l++) x[k].ub[l] = cg_sym_val(c, lf_loop_extent(n, l));
     for (int l = 0; l < n->rank; l++) x[k].rt_stride[l] = LLVMGetParam(c->fn, rt++);
   }
   for (int j = s - 1; j >= 0; j--) {
@@ -194,7 +193,7 @@ void cpu_emit_group_parallel(Cg *c, const LfNest *g) {
   }
   LLVMValueRef total = i64c(c, 1);
   for (int l = 0; l < g->shared; l++) total = LLVMBuildMul(c->b, total, cg_sym_val(c, g->shape[l]), "");
-  LLVMValueRef grain = cg_smin(c, LLVMBuildSDiv(c->b, i64c(c, PAR_MIN_ELEMS), group_row_work(c, g), ""),
+  LLVMValueRef grain = cg_smin(c, LLVMBuildSDiv(c->b, i64c(c, c->target->par_min_elems), group_row_work(c, g), ""),
                             i64c(c, 1), true);
   LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
   LLVMValueRef a[4] = {total, grain, f.body, ctx};

@@ -1,131 +1,46 @@
-/* vloops.c — how the CPU runs one nest's loops: collapsing adjacent
- * loops with matching strides, memory order, the unit-stride inner loop,
- * tiles for transposing accesses (plan_vloops, plan_tile), odometer
- * stepping of a flattened range, 8 x 8 register-block transposes, and the
- * loops over a range of outer iterations (cpu_emit_nest_range).
+/* vloops.c — the CPU loops of one nest, as its schedule (loops.h
+ * lf_schedule) says: collapsed loops' extents, tiles, odometer stepping
+ * of a flattened range, 8 x 8 register-block transposes, and the loops
+ * over a range of outer iterations (cpu_emit_nest_range).
  * Needs: cpu.h.  Used by: parallel.c. */
 #include "cpu.h"
 
-/* The loop variable at depth i (outermost first). */
-static int nest_loop_at(const LfNest *n, int i) { return n->order ? n->order[i] : i; }
-
-const Sym *cpu_loop_extent(const LfNest *n, int l) {
-  return l < n->rank ? n->shape[l] : n->red[l - n->rank];
-}
-
-bool cpu_acc_collapses(Cg *c, const LfNest *n, const LfAccess *a, int oa, int ib) {
-  if (a->lin_rank || a->rt_strides) return false;
-  const Sym *so = a->stride[oa], *si = a->stride[ib];
-  if (sym_is(so, 0) && sym_is(si, 0)) return true;
-  /* Parameters carry strides like W (their semantic geometry), dense
-   * stores max(W, 1): both are right, since an extent of 0 leaves the
-   * collapsed loop (extent[a] * 0) without iterations. */
-  SymTab *st = c->m->st;
-  const Sym *eb = cpu_loop_extent(n, ib);
-  return so == sym_mul(st, si, sym_max(st, eb, sym_const(st, 1))) || so == sym_mul(st, si, eb);
-}
-
-bool cpu_expr_collapses(Cg *c, const LfNest *n, const LfExpr *e, int oa, int ib) {
-  if (e->kind == LFE_ARANGE || e->kind == LFE_INDEX) return e->loop != oa && e->loop != ib;
-  if (e->kind == LFE_LOAD) return cpu_acc_collapses(c, n, &e->acc, oa, ib);
-  for (int j = 0; j < e->nargs; j++)
-    if (!cpu_expr_collapses(c, n, e->args[j], oa, ib)) return false;
-  return true;
-}
-
-/* Whether a nest's reduction-loop bounds and post expression (loops.h)
- * allow collapsing loops oa, ib: never a loop with its own bounds. */
-static bool bounds_collapse(Cg *c, const LfNest *n, int oa, int ib) {
-  for (int j = 0; j < n->nred && n->red_lo; j++) {
-    if (!n->red_lo[j]) continue;
-    if (n->rank + j == oa || n->rank + j == ib || !cpu_expr_collapses(c, n, n->red_lo[j], oa, ib) ||
-        !cpu_expr_collapses(c, n, n->red_hi[j], oa, ib))
-      return false;
-  }
-  return !n->post || cpu_expr_collapses(c, n, n->post, oa, ib);
-}
-
-static bool const_stride(const Sym *s, int64_t *v) { return sym_is_const(s, v); }
-
-/* Whether some load of e reads along loop j with stride 1 but along the
- * innermost loop i with another non-zero stride (a transposing read). */
-static bool transposing_load(const LfExpr *e, int j, int i) {
-  if (e->kind == LFE_LOAD) {
-    int64_t sj, si;
-    if (e->acc.lin_rank || e->acc.rt_strides) return false;
-    return const_stride(e->acc.stride[j], &sj) && sj == 1 &&
-           !(const_stride(e->acc.stride[i], &si) && (si == 0 || si == 1));
-  }
-  for (int a = 0; a < e->nargs; a++)
-    if (transposing_load(e->args[a], j, i)) return true;
-  return false;
-}
-
-/* Transposes (a permute copy, NHWC -> NCHW preprocessing): the innermost
- * loop i stores with unit stride but a load is unit-stride along another
- * outer loop j.  Loop j then moves innermost, over tiles of TILE (a
- * constant extent <= TILE: all of it, fully unrolled by LLVM), so that
- * the reads and the writes of a tile stay in cache and a small j turns
- * the strided reads into full interleave groups the vectorizer handles. */
-static void plan_tile(Cg *c, const LfNest *n, VLoops *v) {
-  v->tile_var = -1;
-  if (n->reduce != OP_COUNT || v->nouter < 2 || v->n != v->nouter || n->store.rt_strides ||
-      n->store.lin_rank)
-    return;
-  int i = v->var[v->nouter - 1];
-  int64_t ss;
-  for (int k = 0; k < v->nouter - 1; k++) {
-    int j = v->var[k];
-    if (const_stride(n->store.stride[j], &ss) && ss == 1) continue;
-    if (!transposing_load(n->value, j, i)) continue;
-    int64_t ext;
-    v->tile_var = j;
-    v->tile_ub = v->ub[k];
-    v->blocked = !(LLVMIsConstant(v->ub[k]) && (ext = LLVMConstIntGetSExtValue(v->ub[k])) <= TILE);
-    v->tile = TILE;
-    if (v->blocked) {
-      v->var[k] = VL_BLOCK;
-      v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, TILE - 1), ""),
-                               i64c(c, TILE), "");
-    } else {
-      for (int m = k; m + 1 < v->n; m++) v->var[m] = v->var[m + 1], v->ub[m] = v->ub[m + 1];
-      v->n--, v->nouter--;
-    }
-    return;
-  }
-}
-
-/* Collapses within the outer loops and within the reduction loops (the
- * store does not depend on the latter).  ARGMAX/ARGMIN count positions
- * linearly, so collapsing their loops keeps the same order. */
+/* The schedule (loops.h lf_schedule) as LLVM values: each virtual loop's
+ * extent, the product of its loops' (x->ub; a collapsed outer loop's
+ * variable is 0, a collapsed reduction loop's bound moves to the loop
+ * carrying the index), then the tile applied. */
 void cpu_plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
-  v->n = 0;
-  for (int part = 0; part < 2; part++) {
-    int lo = part ? n->rank : 0, hi = part ? n->rank + n->nred : n->rank, first = v->n;
-    for (int i = lo; i < hi; i++) {
-      int l = part ? i : nest_loop_at(n, i);
-      if (v->n > first) {
-        int prev = v->var[v->n - 1];
-        bool ok = cpu_expr_collapses(c, n, n->value, prev, l) &&
-                  (part || cpu_acc_collapses(c, n, &n->store, prev, l)) &&
-                  bounds_collapse(c, n, prev, l);
-        if (ok) {
-          x->iv[prev] = i64c(c, 0);
-          v->var[v->n - 1] = l;
-          v->ub[v->n - 1] = LLVMBuildMul(c->b, v->ub[v->n - 1], x->ub[l], "");
-          if (part) { /* emit_reduce runs prev once and l over both */
-            x->ub[l] = v->ub[v->n - 1];
-            x->ub[prev] = i64c(c, 1);
-          }
-          continue;
-        }
+  LfSchedule s = lf_schedule(c->m->st, n, c->target);
+  v->n = s.n, v->nouter = s.nouter;
+  for (int k = 0; k < s.n; k++) {
+    const int *m = &s.order[s.first[k]];
+    LLVMValueRef ub = x->ub[m[0]];
+    for (int j = 1; j < s.count[k]; j++) {
+      x->iv[m[j - 1]] = i64c(c, 0);
+      ub = LLVMBuildMul(c->b, ub, x->ub[m[j]], "");
+      if (k >= s.nouter) { /* emit_reduce runs m[j - 1] once and m[j] over both */
+        x->ub[m[j]] = ub;
+        x->ub[m[j - 1]] = i64c(c, 1);
       }
-      v->var[v->n] = l;
-      v->ub[v->n++] = x->ub[l];
     }
-    if (!part) v->nouter = v->n;
+    v->var[k] = m[s.count[k] - 1];
+    v->ub[k] = ub;
   }
-  plan_tile(c, n, v);
+  v->par = s.par;
+  v->tile_var = s.tile_var;
+  if (s.tile_var < 0) return;
+  int k = s.tile_k;
+  v->tile_ub = v->ub[k];
+  v->blocked = s.blocked;
+  v->tile = s.tile;
+  if (v->blocked) {
+    v->var[k] = VL_BLOCK;
+    v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, s.tile - 1), ""),
+                             i64c(c, s.tile), "");
+  } else {
+    for (int m = k; m + 1 < v->n; m++) v->var[m] = v->var[m + 1], v->ub[m] = v->ub[m + 1];
+    v->n--, v->nouter--;
+  }
 }
 
 /* Steps the odometer idx over virtual loops 0..p-1 by one. */

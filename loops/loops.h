@@ -1,12 +1,16 @@
 /* loops.h — the loop form: tensor IR lowered to loop nests, the one seam
  * between the passes and the code generators (cpu/ today, a cuda/
- * backend later, driven by codegen/codegen.c).  The layer (loops/) depends only on ir/:
+ * backend later, driven by codegen/codegen.c).  The layer (loops/)
+ * depends only on ir/:
  *
  *   lower.c   lf_lower     optimized IR -> LfKernel
  *   print.c   lf_print     LfKernel -> text (tdslc --emit=loops, the HTML
  *                          report's loop form)
  *   stats.c   lf_stats     traffic and nest counts for the report; the
  *                          scratch sizes of an LfKernel (lf_scratch_*)
+ *   schedule.c lf_schedule how a target runs a nest's loops (collapsing,
+ *                          order, tiles, parallel loops), from the
+ *                          target's parameters (lf_target_params)
  *
  * A kernel becomes a list of buffers and a list of nests run in order.
  *  - Buffers: tensor parameters (storage read through the descriptor's
@@ -269,6 +273,49 @@ const Sym *lf_scratch_bytes(SymTab *st, const LfBuf *b);
  * the header's comment and the report's scratch line (GEMM packing
  * memory, sized at run time, is not included). */
 const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
+
+/* ---- schedules (schedule.c) ------------------------------------------------
+ * How a target runs a nest's loops, decided here, not while emitting:
+ * the nest's loops in the order they run (outer loops in memory order,
+ * then the reduction loops), grouped into "virtual" loops: adjacent loops
+ * (outer a, inner b) whose every access has stride[a] == stride[b] *
+ * max(extent[b], 1) run as one loop of extent[a] * extent[b] on variable
+ * b (a's variable is 0): the same addresses, one long unit-stride inner
+ * loop instead of short rows.  A transposing nest has a tile loop: outer
+ * loop tile_var runs innermost, over tiles of `tile` iterations; its
+ * virtual loop tile_k then runs over the tiles (blocked) or, when its
+ * extent is a constant <= tile, disappears (one tile covers it). */
+#define LF_MAXL (2 * TDSL_MAX_RANK)
+
+/* A target's scheduling parameters (schedule.c's table). */
+typedef struct LfTarget {
+  const char *name;
+  int64_t par_min_elems; /* elements of work per parallel chunk, at least */
+  int tile;              /* tile of transposing nests */
+} LfTarget;
+
+typedef struct LfSchedule {
+  int n, nouter;         /* virtual loops; the first nouter are outer */
+  int order[LF_MAXL];    /* the nest's loops in the order they run */
+  int first[LF_MAXL];    /* per virtual loop: its first loop in order[], */
+  int count[LF_MAXL];    /*   how many it covers (the last carries its index) */
+  int tile_var;          /* >= 0: this outer loop runs innermost, in tiles */
+  int tile_k;            /*   its virtual loop */
+  int tile;              /*   iterations per tile */
+  bool blocked;          /*   false: tile_k's extent fits one tile */
+  int par;               /* leading outer loops (after tiling) forming the
+                            parallel index */
+} LfSchedule;
+
+const LfTarget *lf_target_params(const char *name);
+LfSchedule lf_schedule(SymTab *st, const LfNest *n, const LfTarget *t);
+/* The loop carrying virtual loop k's index. */
+int lf_schedule_var(const LfSchedule *s, int k);
+/* Extent of loop l (outer, then reduction loops). */
+const Sym *lf_loop_extent(const LfNest *n, int l);
+/* Whether access a / every access of e allows collapsing loops oa, ib. */
+bool lf_acc_collapses(SymTab *st, const LfNest *n, const LfAccess *a, int oa, int ib);
+bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int ib);
 
 /* Prints the loop form as text, one section per kernel (the format:
  * print.c); opt_level is only shown in the section's heading. */
