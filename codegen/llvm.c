@@ -785,21 +785,25 @@ static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
 
 static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) { return math_fn(c, MATH_EXP, x, NULL); }
 
+/* The op table's MATH column (ir/ops.h): ops computed by one math-layer
+ * function for floating-point dtypes. */
+static const MathFn op_math[OP_COUNT] = {
+#define OP(e, n, a, k, r, cost, m) [OP_##e] = MATH_##m,
+    OP_LIST(OP)
+#undef OP
+};
+
 static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
+  if (op_math[op] != MATH_NONE) return math_fn(c, op_math[op], x, NULL);
   switch (op) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
   case OP_ABS: return unary_intr(c, "llvm.fabs", x);
-  case OP_EXP: return exp_f(c, x);
-  case OP_LOG: return math_fn(c, MATH_LOG, x, NULL);
-  case OP_LOG1P: return math_fn(c, MATH_LOG1P, x, NULL);
-  case OP_EXPM1: return math_fn(c, MATH_EXPM1, x, NULL);
   case OP_SQRT: return unary_intr(c, "llvm.sqrt", x);
   case OP_RSQRT: return LLVMBuildFDiv(b, one, unary_intr(c, "llvm.sqrt", x), "");
   case OP_SIN: return unary_intr(c, "llvm.sin", x);
   case OP_COS: return unary_intr(c, "llvm.cos", x);
-  case OP_TANH: return math_fn(c, MATH_TANH, x, NULL);
   case OP_SIGMOID:
   case OP_SILU: {
     LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
@@ -818,7 +822,6 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
     return LLVMBuildFMul(b, LLVMBuildFMul(b, x, fconst(x, 0.5), ""),
                          LLVMBuildFAdd(b, one, t, ""), "");
   }
-  case OP_ERF: return math_fn(c, MATH_ERF, x, NULL);
   case OP_FLOOR: return unary_intr(c, "llvm.floor", x);
   case OP_CEIL: return unary_intr(c, "llvm.ceil", x);
   case OP_ROUND: return unary_intr(c, "llvm.roundeven", x);
@@ -942,6 +945,7 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
 
 static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
+  if (op_math[op] != MATH_NONE) return math_fn(c, op_math[op], a, b);
   switch (op) {
   case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
   case OP_SUB: return LLVMBuildFSub(B, a, b, "");
@@ -952,7 +956,6 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
-  case OP_POW: return math_fn(c, MATH_POW, a, b);
   case OP_MAXIMUM:
   case OP_MINIMUM: {
     LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);

@@ -14,6 +14,7 @@
 #include <llvm-c/Core.h>
 
 typedef enum MathFn {
+  MATH_NONE = -1, /* not a math-layer function (ir/ops.h's MATH column) */
   MATH_EXP, MATH_EXP2, MATH_EXPM1, MATH_LOG, MATH_LOG2, MATH_LOG10, MATH_LOG1P,
   MATH_SIN, MATH_COS, MATH_TAN, MATH_TANH, MATH_SIGMOID, MATH_ERF, MATH_POW,
   MATH_ASIN, MATH_ACOS, MATH_ATAN, MATH_SINH, MATH_COSH, MATH_ASINH, MATH_ACOSH,

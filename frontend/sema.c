@@ -687,12 +687,12 @@ static const char *binop_word(Op op) {
   }
 }
 
-/* PyTorch's dtype restrictions on binary ops; dt is the promoted type. */
+/* PyTorch's dtype restrictions on binary ops (the op's dtype rule,
+ * ops.h); dt is the promoted type. */
 static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
                          const SVal *b, Loc loc) {
   const char *w = binop_word(op);
-  switch (op) {
-  case OP_SUB:
+  if (op == OP_SUB) {
     if (da == DT_BOOL && db == DT_BOOL) {
       diag_error(s->d, loc, "subtraction of two bool tensors is not "
                             "supported; use ^ (exclusive or) instead");
@@ -704,10 +704,9 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
                             "logical_not()");
       return false;
     }
-    return true;
-  case OP_AND:
-  case OP_OR:
-  case OP_XOR:
+  }
+  switch (op_dtype_rule(op)) {
+  case DR_BITS:
     if (dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "operator '%s' needs bool or integer operands, but they "
@@ -716,9 +715,7 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
       return false;
     }
     return true;
-  case OP_FLOORDIV:
-  case OP_MOD:
-  case OP_POW:
+  case DR_KEEP:
     if (dt == DT_BOOL) {
       diag_error(s->d, loc,
                  "%s '%s' is not supported for bool tensors; convert with "
@@ -752,42 +749,20 @@ static SVal ew_binary(Sema *s, Op op, const SVal *a, const SVal *b, Loc loc) {
   DType da = sema_val(s, ra)->dtype, db = sema_val(s, rb)->dtype;
   if (!binary_check(s, op, dt, da, db, b, loc)) return sv_error();
   DType rdt = dt;
-  if (op == OP_DIV && !dtype_is_float(dt)) dt = rdt = DT_F32;
-  if (op_kind(op) == IRK_COMPARE) rdt = DT_BOOL;
+  if (op_dtype_rule(op) == DR_FLOAT && !dtype_is_float(dt)) dt = rdt = DT_F32;
+  if (op_dtype_rule(op) == DR_TO_BOOL) rdt = DT_BOOL;
   IrRef in[2] = {ra, rb};
   DType cdt[2] = {dt, dt};
   return ew_build(s, op, in, 2, cdt, rdt, 0, loc);
 }
 
-typedef enum UnaryRule {
-  UR_FLOAT,      /* integer/bool inputs computed in f32 */
-  UR_KEEP,       /* same dtype; bool is an error */
-  UR_KEEP_BOOL,  /* same dtype, bool allowed */
-  UR_FLOAT_ONLY, /* floating inputs only */
-  UR_TO_BOOL,    /* any input, bool result */
-  UR_BITS        /* bool or integer only */
-} UnaryRule;
-
-static UnaryRule unary_rule(Op op) {
-  switch (op) {
-  case OP_NEG: case OP_ABS: case OP_RELU: case OP_FLOOR: case OP_CEIL:
-  case OP_ROUND:
-    return UR_KEEP;
-  case OP_SIGN: return UR_KEEP_BOOL;
-  case OP_GELU: case OP_SILU: return UR_FLOAT_ONLY;
-  case OP_LOGICAL_NOT: return UR_TO_BOOL;
-  case OP_BITNOT: return UR_BITS;
-  default: return UR_FLOAT;
-  }
-}
-
 static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
   DType dt = sema_val(s, x)->dtype, cdt = dt, rdt = dt;
-  switch (unary_rule(op)) {
-  case UR_FLOAT:
+  switch (op_dtype_rule(op)) {
+  case DR_FLOAT:
     if (!dtype_is_float(dt)) cdt = rdt = DT_F32;
     break;
-  case UR_KEEP:
+  case DR_KEEP:
     if (dt == DT_BOOL) {
       if (op == OP_NEG)
         diag_error(s->d, loc, "negation of a bool tensor is not supported; "
@@ -801,8 +776,8 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
-  case UR_KEEP_BOOL: break;
-  case UR_FLOAT_ONLY:
+  case DR_ANY: break;
+  case DR_FLOAT_ONLY:
     if (!dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "%s() needs a floating-point tensor, got %s; convert with "
@@ -812,8 +787,8 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
-  case UR_TO_BOOL: rdt = DT_BOOL; break;
-  case UR_BITS:
+  case DR_TO_BOOL: rdt = DT_BOOL; break;
+  case DR_BITS:
     if (dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "~ needs a bool or integer tensor, got %s; for a mask "
@@ -823,6 +798,7 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
+  case DR_NA: ICE("%s has no dtype rule", op_name(op));
   }
   return ew_build(s, op, &x, 1, &cdt, rdt, flags, loc);
 }
