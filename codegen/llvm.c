@@ -773,9 +773,9 @@ static LLVMValueRef fcmp(Cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRe
 }
 
 /* ---- transcendental functions ----------------------------------------------
- * All but sin and cos go through the math layer (math.h): plain IR, no
+ * All but sin, cos and tan go through the math layer (math.h): plain IR, no
  * libm, vectorized by the loop vectorizer, the same on every target.
- * sin and cos stay libm's on the CPU: the layer's argument reduction is
+ * sin, cos and tan stay libm's on the CPU: the layer's argument reduction is
  * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
  * reduced for every argument (sin(1e9) included). */
 static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
@@ -829,6 +829,9 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
     return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
                sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
   case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
+  case OP_TAN: return unary_intr(c, "llvm.tan", x); /* libm's, as sin and cos */
+  case OP_TRUNC: return unary_intr(c, "llvm.trunc", x);
+  case OP_FRAC: return LLVMBuildFSub(b, x, unary_intr(c, "llvm.trunc", x), "");
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
@@ -844,7 +847,7 @@ static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
                        LLVMBuildSub(c->b, zero, x, ""), x);
   case OP_RELU:
     return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: return x;
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_TRUNC: return x;
   case OP_SIGN: {
     LLVMValueRef gt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, x, zero, ""), t, "");
     if (u) return gt;

@@ -706,6 +706,15 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
     }
   }
   switch (op_dtype_rule(op)) {
+  case DR_FLOAT_ONLY:
+    if (!dtype_is_float(dt)) {
+      diag_error(s->d, loc,
+                 "%s() needs floating-point tensors, but the operands "
+                 "promote to %s; convert with .to(f32) first",
+                 w, dtype_name(dt));
+      return false;
+    }
+    return true;
   case DR_BITS:
     if (dtype_is_float(dt)) {
       diag_error(s->d, loc,
@@ -1089,7 +1098,10 @@ static bool tensor_recv(Sema *s, CallArgs *c, IrRef *x) {
 
 typedef struct Builtin Builtin;
 typedef SVal (*Handler)(Sema *s, CallArgs *c, const Builtin *b);
-enum { BF_FUNC = 1, BF_METHOD = 2, BF_BOTH = 3 };
+/* BF_TENSORS: binary functions whose operands must both be tensors
+ * (PyTorch has no Scalar overload); BF_NUMBER: `other` may be a Python
+ * number, `input` must be a tensor. */
+enum { BF_FUNC = 1, BF_METHOD = 2, BF_BOTH = 3, BF_TENSORS = 4, BF_NUMBER = 8 };
 struct Builtin {
   const char *name;
   Handler fn;
@@ -1127,10 +1139,20 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
   if (x->kind == SV_ERROR || y->kind == SV_ERROR) return sv_error();
+  if (b->flags & (BF_TENSORS | BF_NUMBER))
+    for (int i = 0; i < 2; i++) {
+      const SVal *v = i ? y : x;
+      if (v->kind == SV_TENSOR || (i == 1 && (b->flags & BF_NUMBER) && is_number(v)))
+        continue;
+      diag_error(s->d, v->loc, "%s() argument '%s' must be a tensor%s, got %s",
+                 c->name, i ? "other" : "input",
+                 i && (b->flags & BF_NUMBER) ? " or a number" : "", sv_kind_name(v));
+      return sv_error();
+    }
   /* maximum/minimum take a Python number for either operand (spec §4.3;
    * torch.maximum itself takes tensors only), which promotes as a number
    * would in `x + 2`; one operand must be a tensor. */
-  if (b->op != OP_POW)
+  else if (b->op != OP_POW)
     for (int i = 0; i < 2; i++) {
       const SVal *v = i ? y : x, *other = i ? x : y;
       if (v->kind == SV_TENSOR || (is_number(v) && other->kind == SV_TENSOR))
@@ -1815,6 +1837,21 @@ static const Builtin builtins[] = {
     {"sign", h_unary, OP_SIGN, BF_BOTH},
     {"reciprocal", h_unary, OP_RECIPROCAL, BF_BOTH},
     {"logical_not", h_unary, OP_LOGICAL_NOT, BF_BOTH},
+    {"tan", h_unary, OP_TAN, BF_BOTH},
+    {"asin", h_unary, OP_ASIN, BF_BOTH},
+    {"acos", h_unary, OP_ACOS, BF_BOTH},
+    {"atan", h_unary, OP_ATAN, BF_BOTH},
+    {"sinh", h_unary, OP_SINH, BF_BOTH},
+    {"cosh", h_unary, OP_COSH, BF_BOTH},
+    {"asinh", h_unary, OP_ASINH, BF_BOTH},
+    {"acosh", h_unary, OP_ACOSH, BF_BOTH},
+    {"atanh", h_unary, OP_ATANH, BF_BOTH},
+    {"exp2", h_unary, OP_EXP2, BF_BOTH},
+    {"log2", h_unary, OP_LOG2, BF_BOTH},
+    {"log10", h_unary, OP_LOG10, BF_BOTH},
+    {"trunc", h_unary, OP_TRUNC, BF_BOTH},
+    {"frac", h_unary, OP_FRAC, BF_BOTH},
+    {"atan2", h_binary, OP_ATAN2, BF_BOTH | BF_TENSORS},
     {"maximum", h_binary, OP_MAXIMUM, BF_BOTH},
     {"minimum", h_binary, OP_MINIMUM, BF_BOTH},
     {"pow", h_binary, OP_POW, BF_BOTH},

@@ -460,6 +460,20 @@ static double unary_f(Op op, int flags, double x) {
   case OP_ROUND: return nearbyint(x); /* default mode: half to even */
   case OP_SIGN: return (double)((0 < x) - (x < 0)); /* NaN -> 0 as PyTorch */
   case OP_RECIPROCAL: return 1.0 / x;
+  case OP_TAN: return tan(x);
+  case OP_ASIN: return asin(x);
+  case OP_ACOS: return acos(x);
+  case OP_ATAN: return atan(x);
+  case OP_SINH: return sinh(x);
+  case OP_COSH: return cosh(x);
+  case OP_ASINH: return asinh(x);
+  case OP_ACOSH: return acosh(x);
+  case OP_ATANH: return atanh(x);
+  case OP_EXP2: return exp2(x);
+  case OP_LOG2: return log2(x);
+  case OP_LOG10: return log10(x);
+  case OP_TRUNC: return trunc(x);
+  case OP_FRAC: return x - trunc(x);
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
@@ -472,7 +486,8 @@ static uint64_t unary_i(Op op, DType dt, int64_t a) {
   case OP_RELU: return a > 0 ? u : 0;
   case OP_FLOOR:
   case OP_CEIL:
-  case OP_ROUND: return u;
+  case OP_ROUND:
+  case OP_TRUNC: return u;
   case OP_SIGN: return (uint64_t)(int64_t)((0 < a) - (a < 0));
   case OP_BITNOT: return dt == DT_BOOL ? (uint64_t)!a : ~u;
   default: ICE("unary %s on an integer dtype", op_name(op));
@@ -506,6 +521,7 @@ static double binary_f(Op op, double a, double b) {
   case OP_POW: return pow(a, b);
   case OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
   case OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+  case OP_ATAN2: return atan2(a, b);
   default: ICE("binary %s on a float dtype", op_name(op));
   }
 }

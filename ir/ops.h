@@ -123,6 +123,20 @@
   OP(LOGICAL_NOT, "logical_not", 1, IRK_UNARY, DR_TO_BOOL, 1, NONE)                   \
   OP(BITNOT, "bitnot", 1, IRK_UNARY, DR_BITS, 1, NONE) /* ~: bool not, integer      \
                                      bitwise */                                       \
+  OP(TAN, "tan", 1, IRK_UNARY, DR_FLOAT, 8, NONE)     /* libm's on the CPU, as sin */ \
+  OP(ASIN, "asin", 1, IRK_UNARY, DR_FLOAT, 8, ASIN)                                   \
+  OP(ACOS, "acos", 1, IRK_UNARY, DR_FLOAT, 8, ACOS)                                   \
+  OP(ATAN, "atan", 1, IRK_UNARY, DR_FLOAT, 8, ATAN)                                   \
+  OP(SINH, "sinh", 1, IRK_UNARY, DR_FLOAT, 8, SINH)                                   \
+  OP(COSH, "cosh", 1, IRK_UNARY, DR_FLOAT, 8, COSH)                                   \
+  OP(ASINH, "asinh", 1, IRK_UNARY, DR_FLOAT, 8, ASINH)                                \
+  OP(ACOSH, "acosh", 1, IRK_UNARY, DR_FLOAT, 8, ACOSH)                                \
+  OP(ATANH, "atanh", 1, IRK_UNARY, DR_FLOAT, 8, ATANH)                                \
+  OP(EXP2, "exp2", 1, IRK_UNARY, DR_FLOAT, 8, EXP2)                                   \
+  OP(LOG2, "log2", 1, IRK_UNARY, DR_FLOAT, 8, LOG2)                                   \
+  OP(LOG10, "log10", 1, IRK_UNARY, DR_FLOAT, 8, LOG10)                                \
+  OP(TRUNC, "trunc", 1, IRK_UNARY, DR_KEEP, 1, NONE)  /* integers: unchanged */       \
+  OP(FRAC, "frac", 1, IRK_UNARY, DR_FLOAT_ONLY, 1, NONE) /* x - trunc(x) */          \
   /* elementwise binary */                                                            \
   OP(ADD, "add", 2, IRK_BINARY, DR_ANY, 1, NONE)                                      \
   OP(SUB, "sub", 2, IRK_BINARY, DR_ANY, 1, NONE)      /* bool operands: sema's own    \
@@ -136,6 +150,8 @@
   OP(POW, "pow", 2, IRK_BINARY, DR_KEEP, 8, POW)                                      \
   OP(MAXIMUM, "maximum", 2, IRK_BINARY, DR_ANY, 1, NONE) /* NaN-propagating */       \
   OP(MINIMUM, "minimum", 2, IRK_BINARY, DR_ANY, 1, NONE)                              \
+  OP(ATAN2, "atan2", 2, IRK_BINARY, DR_FLOAT, 8, ATAN2) /* atan2(input, other):     \
+                                     the angle of the point (other, input) */         \
   OP(AND, "and", 2, IRK_BINARY, DR_BITS, 1, NONE)     /* & (bool and integers) */     \
   OP(OR, "or", 2, IRK_BINARY, DR_BITS, 1, NONE)                                       \
   OP(XOR, "xor", 2, IRK_BINARY, DR_BITS, 1, NONE)                                     \

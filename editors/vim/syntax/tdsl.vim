@@ -19,14 +19,17 @@ syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
 
 " Builtin functions and methods, only where they are called (name then
 " '('), so a variable named like one is left alone.
-syn match   tdslBuiltin     "\<\%(abs\|adaptive_avg_pool2d\|amax\|amin\|arange\|argmax\|argmin\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(as_strided\|avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|cos\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(diagonal\|erf\|exp\|expand\|expand_as\|expm1\|flatten\|floor\|full\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(gelu\|layer_norm\|log\|log1p\|log_softmax\|logical_not\|matmul\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(max_pool2d\|maximum\|mean\|minimum\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|reshape\|round\|rsqrt\|select\|sigmoid\|sign\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(silu\|sin\|softmax\|sqrt\|squeeze\|sum\|t\|tanh\|tensor\|to\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(transpose\|unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(abs\|acos\|acosh\|adaptive_avg_pool2d\|amax\|amin\|arange\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(argmax\|argmin\|as_strided\|asin\|asinh\|atan\|atan2\|atanh\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|cos\|cosh\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(diagonal\|erf\|exp\|exp2\|expand\|expand_as\|expm1\|flatten\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(floor\|frac\|full\|gelu\|layer_norm\|log\|log10\|log1p\|log2\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(log_softmax\|logical_not\|matmul\|max_pool2d\|maximum\|mean\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(minimum\|narrow\|neg\|ones\|permute\|pow\|prod\|reciprocal\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(relu\|reshape\|round\|rsqrt\|select\|sigmoid\|sign\|silu\|sin\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(sinh\|softmax\|sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(transpose\|trunc\|unflatten\|unfold\|unsqueeze\|view\|where\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(zeros\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
