@@ -793,7 +793,13 @@ static const MathFn op_math[OP_COUNT] = {
 #undef OP
 };
 
-static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
+/* min(max(x, 0), 6) keeping NaN (hardswish, hardsigmoid). */
+static LLVMValueRef relu6(Cg *c, LLVMValueRef x) {
+  LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, x, fconst(x, 0)), fconst(x, 0), x);
+  return sel(c, fcmp(c, LLVMRealOGT, r, fconst(x, 6)), fconst(x, 6), r);
+}
+
+static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValueRef x) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
   if (op_math[op] != MATH_NONE) return math_fn(c, op_math[op], x, NULL);
@@ -832,11 +838,32 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
   case OP_TAN: return unary_intr(c, "llvm.tan", x); /* libm's, as sin and cos */
   case OP_TRUNC: return unary_intr(c, "llvm.trunc", x);
   case OP_FRAC: return LLVMBuildFSub(b, x, unary_intr(c, "llvm.trunc", x), "");
+  case OP_SOFTPLUS: { /* PyTorch's: x beta > threshold ? x : log1p(exp(x beta)) / beta */
+    LLVMValueRef xb = LLVMBuildFMul(b, x, fconst(x, fa[0]), "");
+    LLVMValueRef sp = LLVMBuildFDiv(b, math_fn(c, MATH_LOG1P, exp_f(c, xb), NULL), fconst(x, fa[0]), "");
+    return sel(c, fcmp(c, LLVMRealOGT, xb, fconst(x, fa[1])), x, sp);
+  }
+  case OP_LEAKY_RELU:
+    return sel(c, fcmp(c, LLVMRealOGT, x, zero), x, LLVMBuildFMul(b, x, fconst(x, fa[0]), ""));
+  case OP_ELU:
+    return sel(c, fcmp(c, LLVMRealOLE, x, zero),
+               LLVMBuildFMul(b, math_fn(c, MATH_EXPM1, x, NULL), fconst(x, fa[0]), ""), x);
+  case OP_HARDTANH: {
+    LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, x, fconst(x, fa[0])), fconst(x, fa[0]), x);
+    return sel(c, fcmp(c, LLVMRealOGT, r, fconst(x, fa[1])), fconst(x, fa[1]), r);
+  }
+  case OP_HARDSWISH:
+    return LLVMBuildFDiv(b, LLVMBuildFMul(b, x, relu6(c, LLVMBuildFAdd(b, x, fconst(x, 3), "")), ""),
+                         fconst(x, 6), "");
+  case OP_HARDSIGMOID:
+    return LLVMBuildFDiv(b, relu6(c, LLVMBuildFAdd(b, x, fconst(x, 3), "")), fconst(x, 6), "");
+  case OP_MISH:
+    return LLVMBuildFMul(b, x, math_fn(c, MATH_TANH, math_fn(c, MATH_LOG1P, exp_f(c, x), NULL), NULL), "");
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
 
-static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
+static LLVMValueRef unary_i(Cg *c, Op op, DType dt, const double *fa, LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
   LLVMValueRef zero = LLVMConstInt(t, 0, 0);
   bool u = is_unsigned(dt);
@@ -848,6 +875,12 @@ static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
   case OP_RELU:
     return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
   case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_TRUNC: return x;
+  case OP_HARDTANH: { /* bounds are in the dtype's range (sema) */
+    LLVMValueRef lo = LLVMConstInt(t, (unsigned long long)(long long)fa[0], 1);
+    LLVMValueRef hi = LLVMConstInt(t, (unsigned long long)(long long)fa[1], 1);
+    LLVMValueRef r = sel(c, LLVMBuildICmp(c->b, u ? LLVMIntULT : LLVMIntSLT, x, lo, ""), lo, x);
+    return sel(c, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, r, hi, ""), hi, r);
+  }
   case OP_SIGN: {
     LLVMValueRef gt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, x, zero, ""), t, "");
     if (u) return gt;
@@ -999,7 +1032,7 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
       return LLVMBuildZExt(c->b, isf ? fcmp(c, LLVMRealOEQ, a[0], fconst(a[0], 0))
                                      : LLVMBuildICmp(c->b, LLVMIntEQ, a[0], LLVMConstInt(LLVMTypeOf(a[0]), 0, 0), ""),
                            c->i8, "");
-    r = isf ? unary_f(c, e->op, e->flags, a[0]) : unary_i(c, e->op, in, a[0]);
+    r = isf ? unary_f(c, e->op, e->flags, e->fattr, a[0]) : unary_i(c, e->op, in, e->fattr, a[0]);
     break;
   case IRK_BINARY:
     r = isf ? binary_f(c, e->op, a[0], a[1]) : binary_i(c, e->op, in, a[0], a[1]);

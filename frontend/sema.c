@@ -1133,6 +1133,76 @@ static SVal h_unary(Sema *s, CallArgs *c, const Builtin *b) {
   return ew_unary(s, b->op, x, flags, c->loc);
 }
 
+/* A number argument (int, float or bool; a size symbol only when it is
+ * constant): dflt when absent, or when none_ok and it is None. */
+static bool num_arg(Sema *s, CallArgs *c, int i, const char *kw, double dflt,
+                    bool none_ok, double *out) {
+  const SVal *v = sema_arg(s, c, i, kw);
+  int64_t k;
+  *out = dflt;
+  if (!v || (none_ok && v->kind == SV_NONE)) return true;
+  if (v->kind == SV_ERROR) return false;
+  if (v->kind == SV_FLOAT || v->kind == SV_BOOL ||
+      (v->kind == SV_INT && sym_is_const(v->sym, &k))) {
+    *out = num_f(v);
+    return true;
+  }
+  diag_error(s->d, v->loc, "%s() argument '%s' must be a number%s, got %s",
+             c->name, kw, none_ok ? " or None" : "", sv_kind_name(v));
+  return false;
+}
+
+/* The float parameters of the torch.nn.functional activations, in
+ * PyTorch's order, with its defaults. */
+static const struct {
+  Op op;
+  const char *name[2];
+  double dflt[2];
+} act_params[] = {
+    {OP_SOFTPLUS, {"beta", "threshold"}, {1, 20}},
+    {OP_LEAKY_RELU, {"negative_slope", NULL}, {0.01, 0}},
+    {OP_ELU, {"alpha", NULL}, {1, 0}},
+    {OP_HARDTANH, {"min_val", "max_val"}, {-1, 1}},
+};
+
+/* hardtanh of an integer tensor: PyTorch truncates the bounds to
+ * integers (toLong) and rejects negative ones for u8; they are saturated
+ * to the dtype's range here (a bound beyond it has no effect). */
+static bool hardtanh_int_bounds(Sema *s, CallArgs *c, DType dt, double *fa) {
+  if (!dtype_is_int(dt)) return true;
+  fa[0] = trunc(fa[0]), fa[1] = trunc(fa[1]);
+  if (dt == DT_U8 && (fa[0] < 0 || fa[1] < 0)) {
+    diag_error(s->d, c->loc, "hardtanh() of a u8 tensor needs min_val and "
+               "max_val >= 0, got %g and %g", fa[0], fa[1]);
+    return false;
+  }
+  int bits = 8 * dtype_size(dt);
+  double lo = dtype_is_signed(dt) ? -ldexp(1, bits - 1) : 0;
+  double hi = dtype_is_signed(dt) ? ldexp(1, bits - 1) - 1 : ldexp(1, bits) - 1;
+  for (int i = 0; i < 2; i++) fa[i] = fa[i] < lo ? lo : fa[i] > hi ? hi : fa[i];
+  return true;
+}
+
+/* softplus leaky_relu elu hardtanh hardswish hardsigmoid mish: the input,
+ * then the op's number parameters (act_params) into fattr. */
+static SVal h_act(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef x;
+  if (!tensor_recv(s, c, &x)) return sv_error();
+  double fa[3] = {0, 0, 0};
+  int n = 0;
+  for (size_t i = 0; i < sizeof act_params / sizeof act_params[0]; i++)
+    if (act_params[i].op == b->op)
+      for (; n < 2 && act_params[i].name[n]; n++)
+        if (!num_arg(s, c, 1 + n, act_params[i].name[n], act_params[i].dflt[n], false, &fa[n]))
+          return sv_error();
+  if (!sema_args_done(s, c, 1 + n)) return sv_error();
+  DType dt = sema_val(s, x)->dtype;
+  if (b->op == OP_HARDTANH && !hardtanh_int_bounds(s, c, dt, fa)) return sv_error();
+  SVal r = ew_unary(s, b->op, x, 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
 static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const char *second = b->op == OP_POW ? "exponent" : "other";
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
@@ -1852,6 +1922,13 @@ static const Builtin builtins[] = {
     {"trunc", h_unary, OP_TRUNC, BF_BOTH},
     {"frac", h_unary, OP_FRAC, BF_BOTH},
     {"atan2", h_binary, OP_ATAN2, BF_BOTH | BF_TENSORS},
+    {"softplus", h_act, OP_SOFTPLUS, BF_FUNC},
+    {"leaky_relu", h_act, OP_LEAKY_RELU, BF_FUNC},
+    {"elu", h_act, OP_ELU, BF_FUNC},
+    {"hardtanh", h_act, OP_HARDTANH, BF_FUNC},
+    {"hardswish", h_act, OP_HARDSWISH, BF_FUNC},
+    {"hardsigmoid", h_act, OP_HARDSIGMOID, BF_FUNC},
+    {"mish", h_act, OP_MISH, BF_FUNC},
     {"maximum", h_binary, OP_MAXIMUM, BF_BOTH},
     {"minimum", h_binary, OP_MINIMUM, BF_BOTH},
     {"pow", h_binary, OP_POW, BF_BOTH},

@@ -437,7 +437,12 @@ static double gelu(double x, bool approx) {
   return 0.5 * x * (1.0 + tanh(inner));
 }
 
-static double unary_f(Op op, int flags, double x) {
+/* min(max(x, 0), 6), keeping NaN (PyTorch's hardswish, hardsigmoid). */
+static double relu6(double x) { return x < 0 ? 0 : x > 6 ? 6 : x; }
+
+/* f32: the op computes in f32 (f32, f16, bf16): where an intermediate
+ * may overflow f32, it is rounded to f32 as PyTorch's kernel would. */
+static double unary_f(Op op, int flags, const double *fa, bool f32, double x) {
   switch (op) {
   case OP_NEG: return -x;
   case OP_ABS: return fabs(x);
@@ -474,11 +479,18 @@ static double unary_f(Op op, int flags, double x) {
   case OP_LOG10: return log10(x);
   case OP_TRUNC: return trunc(x);
   case OP_FRAC: return x - trunc(x);
+  case OP_SOFTPLUS: return x * fa[0] > fa[1] ? x : log1p(exp(x * fa[0])) / fa[0];
+  case OP_LEAKY_RELU: return x > 0 ? x : x * fa[0];
+  case OP_ELU: return x <= 0 ? expm1(x) * fa[0] : x;
+  case OP_HARDTANH: x = x < fa[0] ? fa[0] : x; return x > fa[1] ? fa[1] : x; /* NaN stays */
+  case OP_HARDSWISH: return (f32 ? (float)(x * relu6(x + 3)) : x * relu6(x + 3)) / 6;
+  case OP_HARDSIGMOID: return relu6(x + 3) / 6;
+  case OP_MISH: return x * tanh(log1p(exp(x)));
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
 
-static uint64_t unary_i(Op op, DType dt, int64_t a) {
+static uint64_t unary_i(Op op, DType dt, const double *fa, int64_t a) {
   uint64_t u = (uint64_t)a;
   switch (op) {
   case OP_NEG: return 0 - u;
@@ -488,6 +500,9 @@ static uint64_t unary_i(Op op, DType dt, int64_t a) {
   case OP_CEIL:
   case OP_ROUND:
   case OP_TRUNC: return u;
+  case OP_HARDTANH: /* bounds are in the dtype's range (sema); max wins */
+    a = a < (int64_t)fa[0] ? (int64_t)fa[0] : a;
+    return (uint64_t)(a > (int64_t)fa[1] ? (int64_t)fa[1] : a);
   case OP_SIGN: return (uint64_t)(int64_t)((0 < a) - (a < 0));
   case OP_BITNOT: return dt == DT_BOOL ? (uint64_t)!a : ~u;
   default: ICE("unary %s on an integer dtype", op_name(op));
@@ -598,9 +613,9 @@ static Scalar elementwise(const IrValue *v, DType in, const Scalar *x) {
     if (v->op == OP_LOGICAL_NOT)
       r.i = isf ? x[0].f == 0 : x[0].i == 0;
     else if (isf)
-      r.f = unary_f(v->op, v->flags, x[0].f);
+      r.f = unary_f(v->op, v->flags, v->fattr, in != DT_F64, x[0].f);
     else
-      r.i = (int64_t)unary_i(v->op, in, x[0].i);
+      r.i = (int64_t)unary_i(v->op, in, v->fattr, x[0].i);
     return r;
   case IRK_BINARY:
     if (isf)

@@ -56,7 +56,8 @@ typedef struct IrValue {
   IrRef *args;        /* operands, all earlier values */
   int nattrs;
   const Sym **attrs;  /* integer attributes, meaning per op (ops.h) */
-  double fattr[2];    /* float attributes (ARANGE, LAYER_NORM eps) */
+  double fattr[3];    /* float attributes (ARANGE, LAYER_NORM eps, the
+                         parameters of activations and nan_to_num) */
   Scalar value;       /* CONST, FULL: .f for float dtypes, .i otherwise */
   void *data;         /* TENSOR: row-major elements of dtype */
   int flags;          /* IRF_* */

@@ -20,7 +20,7 @@
  *    double with C's libm.
  *
  * The meaning of each op's integer attributes (IrValue.attrs), float
- * attributes (fattr) and flags is in the comment beside its row; every
+ * attributes (fattr: parameters such as softplus's beta) and flags is in the comment beside its row; every
  * op's result geometry (shape, semantic strides, offset) is in the value.
  *
  * Adding an elementwise op (the checklist):
@@ -137,6 +137,18 @@
   OP(LOG10, "log10", 1, IRK_UNARY, DR_FLOAT, 8, LOG10)                                \
   OP(TRUNC, "trunc", 1, IRK_UNARY, DR_KEEP, 1, NONE)  /* integers: unchanged */       \
   OP(FRAC, "frac", 1, IRK_UNARY, DR_FLOAT_ONLY, 1, NONE) /* x - trunc(x) */          \
+  /* activations (torch.nn.functional); parameters in fattr */                        \
+  OP(SOFTPLUS, "softplus", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE) /* fattr: beta,     \
+                                     threshold */                                     \
+  OP(LEAKY_RELU, "leaky_relu", 1, IRK_UNARY, DR_FLOAT_ONLY, 1, NONE) /* fattr[0]:    \
+                                     negative_slope */                                \
+  OP(ELU, "elu", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE) /* fattr[0]: alpha */          \
+  OP(HARDTANH, "hardtanh", 1, IRK_UNARY, DR_KEEP, 1, NONE) /* fattr: min_val,        \
+                                     max_val (integer dtypes: truncated and           \
+                                     saturated to the dtype by sema) */               \
+  OP(HARDSWISH, "hardswish", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE)                    \
+  OP(HARDSIGMOID, "hardsigmoid", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE)                \
+  OP(MISH, "mish", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE) /* x tanh(log1p(exp(x))) */  \
   /* elementwise binary */                                                            \
   OP(ADD, "add", 2, IRK_BINARY, DR_ANY, 1, NONE)                                      \
   OP(SUB, "sub", 2, IRK_BINARY, DR_ANY, 1, NONE)      /* bool operands: sema's own    \

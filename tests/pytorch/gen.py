@@ -64,22 +64,24 @@ def _with_number(fn):
 def _half(fn):
     """fn as PyTorch 2 computes it for f16 on the CPU: torch 1.13 has no
     CPU f16 kernel for many functions (tan, asin, log2, atan2, hypot,
-    the activations...), where PyTorch 2 computes f16 in f32 (its
-    "opmath" type) and rounds once; this does the same when 1.13 raises."""
+    the activations...; and no bf16 mish), where PyTorch 2 computes them
+    in f32 (its "opmath" type) and rounds once; this does the same when
+    1.13 raises."""
     def call(*a, **kw):
         ts = [x for x in a if isinstance(x, torch.Tensor)]
         try:
             return fn(*a, **kw)
         except RuntimeError as e:
-            if "not implemented for 'Half'" not in str(e):
+            if "not implemented for 'Half'" not in str(e) and \
+               "not implemented for 'BFloat16'" not in str(e):
                 raise
+        half = (torch.float16, torch.bfloat16)
         want = ts[0].dtype if len(ts) == 1 else torch.result_type(ts[0], ts[1])
-        a = [x.float() if isinstance(x, torch.Tensor) and x.dtype == torch.float16 else x
-             for x in a]
-        kw = {k: (v.float() if isinstance(v, torch.Tensor) and v.dtype == torch.float16 else v)
+        a = [x.float() if isinstance(x, torch.Tensor) and x.dtype in half else x for x in a]
+        kw = {k: (v.float() if isinstance(v, torch.Tensor) and v.dtype in half else v)
               for k, v in kw.items()}
         r = fn(*a, **kw)
-        return r.to(torch.float16) if want == torch.float16 and r.is_floating_point() else r
+        return r.to(want) if want in half and r.is_floating_point() else r
     return call
 
 
@@ -185,6 +187,9 @@ ENV = {
     "atanh": _half(torch.atanh), "exp2": _half(torch.exp2), "log2": _half(torch.log2),
     "log10": _half(torch.log10), "trunc": _half(torch.trunc), "frac": _half(torch.frac),
     "atan2": _half(torch.atan2),
+    "softplus": _half(F.softplus), "leaky_relu": _half(F.leaky_relu), "elu": _half(F.elu),
+    "hardtanh": _half(F.hardtanh), "hardswish": _half(F.hardswish),
+    "hardsigmoid": _half(F.hardsigmoid), "mish": _half(F.mish),
 }
 
 
