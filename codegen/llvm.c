@@ -859,6 +859,11 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValue
     return LLVMBuildFDiv(b, relu6(c, LLVMBuildFAdd(b, x, fconst(x, 3), "")), fconst(x, 6), "");
   case OP_MISH:
     return LLVMBuildFMul(b, x, math_fn(c, MATH_TANH, math_fn(c, MATH_LOG1P, exp_f(c, x), NULL), NULL), "");
+  case OP_NAN_TO_NUM: {
+    LLVMValueRef r = sel(c, fcmp(c, LLVMRealUNO, x, x), fconst(x, fa[0]), x);
+    r = sel(c, fcmp(c, LLVMRealOEQ, x, fconst(x, INFINITY)), fconst(x, fa[1]), r);
+    return sel(c, fcmp(c, LLVMRealOEQ, x, fconst(x, -INFINITY)), fconst(x, fa[2]), r);
+  }
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
@@ -874,7 +879,7 @@ static LLVMValueRef unary_i(Cg *c, Op op, DType dt, const double *fa, LLVMValueR
                        LLVMBuildSub(c->b, zero, x, ""), x);
   case OP_RELU:
     return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_TRUNC: return x;
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_TRUNC: case OP_NAN_TO_NUM: return x;
   case OP_HARDTANH: { /* bounds are in the dtype's range (sema) */
     LLVMValueRef lo = LLVMConstInt(t, (unsigned long long)(long long)fa[0], 1);
     LLVMValueRef hi = LLVMConstInt(t, (unsigned long long)(long long)fa[1], 1);
@@ -1028,6 +1033,14 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
   LLVMValueRef r;
   switch (op_kind(e->op)) {
   case IRK_UNARY:
+    if (e->op == OP_ISNAN || e->op == OP_ISINF || e->op == OP_ISFINITE) {
+      if (!isf) return ci(c->i8, e->op == OP_ISFINITE);
+      LLVMValueRef ax = unary_intr(c, "llvm.fabs", a[0]);
+      LLVMValueRef p = e->op == OP_ISNAN   ? fcmp(c, LLVMRealUNO, a[0], a[0])
+                       : e->op == OP_ISINF ? fcmp(c, LLVMRealOEQ, ax, fconst(ax, INFINITY))
+                                           : fcmp(c, LLVMRealOLT, ax, fconst(ax, INFINITY));
+      return LLVMBuildZExt(c->b, p, c->i8, "");
+    }
     if (e->op == OP_LOGICAL_NOT)
       return LLVMBuildZExt(c->b, isf ? fcmp(c, LLVMRealOEQ, a[0], fconst(a[0], 0))
                                      : LLVMBuildICmp(c->b, LLVMIntEQ, a[0], LLVMConstInt(LLVMTypeOf(a[0]), 0, 0), ""),

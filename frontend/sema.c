@@ -14,6 +14,7 @@
  * propagates without reporting again, so one mistake gives one error. */
 #include "sema.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1203,6 +1204,23 @@ static SVal h_act(Sema *s, CallArgs *c, const Builtin *b) {
   return r;
 }
 
+/* nan_to_num(x, nan=0.0, posinf=None, neginf=None): None is the dtype's
+ * largest and lowest finite value; integer and bool tensors are returned
+ * unchanged (the op leaves them so). */
+static SVal h_nan_to_num(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef x;
+  if (!tensor_recv(s, c, &x)) return sv_error();
+  DType dt = sema_val(s, x)->dtype;
+  double big = dt == DT_F16 ? 65504.0 : dt == DT_BF16 ? 0x1.fep127 : dt == DT_F32 ? FLT_MAX : DBL_MAX;
+  double fa[3];
+  if (!num_arg(s, c, 1, "nan", 0, true, &fa[0]) || !num_arg(s, c, 2, "posinf", big, true, &fa[1]) ||
+      !num_arg(s, c, 3, "neginf", -big, true, &fa[2]) || !sema_args_done(s, c, 4))
+    return sv_error();
+  SVal r = ew_unary(s, b->op, x, 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
 static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const char *second = b->op == OP_POW ? "exponent" : "other";
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
@@ -1929,6 +1947,10 @@ static const Builtin builtins[] = {
     {"hardswish", h_act, OP_HARDSWISH, BF_FUNC},
     {"hardsigmoid", h_act, OP_HARDSIGMOID, BF_FUNC},
     {"mish", h_act, OP_MISH, BF_FUNC},
+    {"isnan", h_unary, OP_ISNAN, BF_BOTH},
+    {"isinf", h_unary, OP_ISINF, BF_BOTH},
+    {"isfinite", h_unary, OP_ISFINITE, BF_BOTH},
+    {"nan_to_num", h_nan_to_num, OP_NAN_TO_NUM, BF_BOTH},
     {"maximum", h_binary, OP_MAXIMUM, BF_BOTH},
     {"minimum", h_binary, OP_MINIMUM, BF_BOTH},
     {"pow", h_binary, OP_POW, BF_BOTH},

@@ -486,6 +486,7 @@ static double unary_f(Op op, int flags, const double *fa, bool f32, double x) {
   case OP_HARDSWISH: return (f32 ? (float)(x * relu6(x + 3)) : x * relu6(x + 3)) / 6;
   case OP_HARDSIGMOID: return relu6(x + 3) / 6;
   case OP_MISH: return x * tanh(log1p(exp(x)));
+  case OP_NAN_TO_NUM: return isnan(x) ? fa[0] : x == INFINITY ? fa[1] : x == -INFINITY ? fa[2] : x;
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
@@ -499,7 +500,8 @@ static uint64_t unary_i(Op op, DType dt, const double *fa, int64_t a) {
   case OP_FLOOR:
   case OP_CEIL:
   case OP_ROUND:
-  case OP_TRUNC: return u;
+  case OP_TRUNC:
+  case OP_NAN_TO_NUM: return u;
   case OP_HARDTANH: /* bounds are in the dtype's range (sema); max wins */
     a = a < (int64_t)fa[0] ? (int64_t)fa[0] : a;
     return (uint64_t)(a > (int64_t)fa[1] ? (int64_t)fa[1] : a);
@@ -612,6 +614,12 @@ static Scalar elementwise(const IrValue *v, DType in, const Scalar *x) {
   case IRK_UNARY:
     if (v->op == OP_LOGICAL_NOT)
       r.i = isf ? x[0].f == 0 : x[0].i == 0;
+    else if (v->op == OP_ISNAN)
+      r.i = isf && isnan(x[0].f);
+    else if (v->op == OP_ISINF)
+      r.i = isf && isinf(x[0].f);
+    else if (v->op == OP_ISFINITE)
+      r.i = !isf || isfinite(x[0].f);
     else if (isf)
       r.f = unary_f(v->op, v->flags, v->fattr, in != DT_F64, x[0].f);
     else

@@ -149,6 +149,13 @@
   OP(HARDSWISH, "hardswish", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE)                    \
   OP(HARDSIGMOID, "hardsigmoid", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE)                \
   OP(MISH, "mish", 1, IRK_UNARY, DR_FLOAT_ONLY, 8, NONE) /* x tanh(log1p(exp(x))) */  \
+  /* predicates and their repair */                                                   \
+  OP(ISNAN, "isnan", 1, IRK_UNARY, DR_TO_BOOL, 1, NONE) /* integers: false */         \
+  OP(ISINF, "isinf", 1, IRK_UNARY, DR_TO_BOOL, 1, NONE) /* integers: false */         \
+  OP(ISFINITE, "isfinite", 1, IRK_UNARY, DR_TO_BOOL, 1, NONE) /* integers: true */    \
+  OP(NAN_TO_NUM, "nan_to_num", 1, IRK_UNARY, DR_ANY, 1, NONE) /* fattr: nan, posinf, \
+                                     neginf (sema fills in the dtype's extremes);     \
+                                     integers and bool: unchanged */                  \
   /* elementwise binary */                                                            \
   OP(ADD, "add", 2, IRK_BINARY, DR_ANY, 1, NONE)                                      \
   OP(SUB, "sub", 2, IRK_BINARY, DR_ANY, 1, NONE)      /* bool operands: sema's own    \

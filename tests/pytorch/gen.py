@@ -190,6 +190,8 @@ ENV = {
     "softplus": _half(F.softplus), "leaky_relu": _half(F.leaky_relu), "elu": _half(F.elu),
     "hardtanh": _half(F.hardtanh), "hardswish": _half(F.hardswish),
     "hardsigmoid": _half(F.hardsigmoid), "mish": _half(F.mish),
+    "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+    "nan_to_num": torch.nan_to_num,
 }
 
 
