@@ -945,6 +945,61 @@ static LLVMValueRef powi_fn(Cg *c) {
   return f;
 }
 
+/* C's truncating % (fmod of integers); x % 0 and x % -1 give 0 (PyTorch
+ * raises for the first; the second would overflow for the minimum). */
+static LLVMValueRef c_rem(Cg *c, LLVMValueRef a, LLVMValueRef b, bool u) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+  LLVMValueRef bad = LLVMBuildICmp(c->b, LLVMIntEQ, b, zero, "");
+  if (!u) bad = LLVMBuildOr(c->b, bad, LLVMBuildICmp(c->b, LLVMIntEQ, b, LLVMConstAllOnes(t), ""), "");
+  LLVMValueRef safe = sel(c, bad, LLVMConstInt(t, 1, 0), b);
+  return sel(c, bad, zero, u ? LLVMBuildURem(c->b, a, safe, "") : LLVMBuildSRem(c->b, a, safe, ""));
+}
+
+/* hypot without overflow or underflow: f32 (and so f16/bf16) squares in
+ * f64, where they are exact, and rounds once; f64 scales by the larger
+ * magnitude.  An infinity wins over NaN (C99). */
+static LLVMValueRef hypot_f(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef x = unary_intr(c, "llvm.fabs", a), y = unary_intr(c, "llvm.fabs", b), r;
+  LLVMTypeRef t = LLVMTypeOf(a), el = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+  if (LLVMGetTypeKind(el) == LLVMFloatTypeKind) {
+    LLVMTypeRef d = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(c->f64, LLVMGetVectorSize(t)) : c->f64;
+    LLVMValueRef xd = LLVMBuildFPExt(B, x, d, ""), yd = LLVMBuildFPExt(B, y, d, "");
+    LLVMValueRef s = LLVMBuildFAdd(B, LLVMBuildFMul(B, xd, xd, ""), LLVMBuildFMul(B, yd, yd, ""), "");
+    r = LLVMBuildFPTrunc(B, unary_intr(c, "llvm.sqrt", s), t, "");
+  } else {
+    LLVMValueRef big = sel(c, fcmp(c, LLVMRealOGT, y, x), y, x), small = sel(c, fcmp(c, LLVMRealOGT, y, x), x, y);
+    LLVMValueRef q = LLVMBuildFDiv(B, small, big, "");
+    r = LLVMBuildFMul(B, big, unary_intr(c, "llvm.sqrt", LLVMBuildFAdd(B, fconst(a, 1), LLVMBuildFMul(B, q, q, ""), "")), "");
+    r = sel(c, fcmp(c, LLVMRealOEQ, big, fconst(a, 0)), small, r); /* 0, or a NaN small */
+  }
+  LLVMValueRef inf = LLVMBuildOr(B, fcmp(c, LLVMRealOEQ, x, fconst(a, INFINITY)),
+                                 fcmp(c, LLVMRealOEQ, y, fconst(a, INFINITY)), "");
+  return sel(c, inf, fconst(a, INFINITY), r);
+}
+
+/* PyTorch's logaddexp: max + log1p(exp(-|a - b|)); equal infinities give
+ * themselves. */
+static LLVMValueRef logaddexp_f(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef m = sel(c, fcmp(c, LLVMRealOLT, a, b), b, a);
+  LLVMValueRef d = LLVMBuildFNeg(B, unary_intr(c, "llvm.fabs", LLVMBuildFSub(B, a, b, "")), "");
+  LLVMValueRef r = LLVMBuildFAdd(B, m, math_fn(c, MATH_LOG1P, exp_f(c, d), NULL), "");
+  LLVMValueRef same_inf = LLVMBuildAnd(B, fcmp(c, LLVMRealOEQ, a, b),
+                                       fcmp(c, LLVMRealOEQ, unary_intr(c, "llvm.fabs", a), fconst(a, INFINITY)), "");
+  return sel(c, same_inf, a, r);
+}
+
+/* PyTorch's lerp: exact at both ends (weight 0 gives a, 1 gives b). */
+static LLVMValueRef lerp_f(Cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef w) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef d = LLVMBuildFSub(B, b, a, "");
+  LLVMValueRef lo = LLVMBuildFAdd(B, a, LLVMBuildFMul(B, w, d, ""), "");
+  LLVMValueRef hi = LLVMBuildFSub(B, b, LLVMBuildFMul(B, d, LLVMBuildFSub(B, fconst(a, 1), w, ""), ""), "");
+  return sel(c, fcmp(c, LLVMRealOLT, unary_intr(c, "llvm.fabs", w), fconst(a, 0.5)), lo, hi);
+}
+
 static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
   bool u = is_unsigned(dt);
@@ -963,6 +1018,7 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
     LLVMIntPredicate p = op == OP_MAXIMUM ? (u ? LLVMIntUGT : LLVMIntSGT) : (u ? LLVMIntULT : LLVMIntSLT);
     return sel(c, LLVMBuildICmp(B, p, a, b, ""), a, b);
   }
+  case OP_FMOD: return c_rem(c, a, b, u);
   case OP_FLOORDIV:
   case OP_MOD:
     if (!u) return py_divmod(c, a, b, op == OP_MOD);
@@ -997,6 +1053,14 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
+  case OP_HYPOT: return hypot_f(c, a, b);
+  case OP_FMOD: return LLVMBuildFRem(B, a, b, "");
+  case OP_COPYSIGN: {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef cs[2] = {a, b};
+    return intrinsic(c, "llvm.copysign", &t, 1, cs, 2);
+  }
+  case OP_LOGADDEXP: return logaddexp_f(c, a, b);
   case OP_MAXIMUM:
   case OP_MINIMUM: {
     LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);
@@ -1052,6 +1116,10 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
     break;
   case IRK_COMPARE: return compare(c, e->op, in, a[0], a[1]);
   case IRK_TERNARY:
+    if (e->op == OP_LERP) {
+      r = lerp_f(c, a[0], a[1], e->nargs == 3 ? a[2] : fconst(a[0], e->fattr[0]));
+      break;
+    }
     return sel(c, LLVMBuildICmp(c->b, LLVMIntNE, a[0], ci(c->i8, 0), ""), a[1], a[2]);
   default: ICE("op %s in an elementwise expression", op_name(e->op));
   }

@@ -726,6 +726,11 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
     }
     return true;
   case DR_KEEP:
+    if (dt == DT_BOOL && w == op_name(op)) { /* a function: fmod() */
+      diag_error(s->d, loc, "%s() is not supported for bool tensors; convert "
+                 "with .to(i64) or .to(f32) first", w);
+      return false;
+    }
     if (dt == DT_BOOL) {
       diag_error(s->d, loc,
                  "%s '%s' is not supported for bool tensors; convert with "
@@ -1217,6 +1222,48 @@ static SVal h_nan_to_num(Sema *s, CallArgs *c, const Builtin *b) {
       !num_arg(s, c, 3, "neginf", -big, true, &fa[2]) || !sema_args_done(s, c, 4))
     return sv_error();
   SVal r = ew_unary(s, b->op, x, 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
+/* lerp(input, end, weight): float tensors of one dtype (PyTorch does
+ * not promote them); weight a tensor of that dtype or a number. */
+static SVal h_lerp(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef in[3];
+  if (!tensor_recv(s, c, &in[0]) || !req_tensor(s, c, 1, "end", &in[1])) return sv_error();
+  const SVal *w = need_arg(s, c, 2, "weight");
+  if (!w || !sema_args_done(s, c, 3) || w->kind == SV_ERROR) return sv_error();
+  DType dt = sema_val(s, in[0])->dtype;
+  if (!dtype_is_float(dt)) {
+    diag_error(s->d, c->loc, "lerp() needs a floating-point tensor, got %s; "
+               "convert with .to(f32) first", dtype_name(dt));
+    sema_note_origin(s, in[0]);
+    return sv_error();
+  }
+  double fa[3] = {0, 0, 0};
+  int n = 2;
+  int64_t k;
+  if (w->kind == SV_TENSOR) {
+    in[n++] = w->ref;
+  } else if (w->kind == SV_FLOAT || w->kind == SV_BOOL ||
+             (w->kind == SV_INT && sym_is_const(w->sym, &k))) {
+    fa[0] = num_f(w);
+  } else {
+    diag_error(s->d, w->loc, "lerp() argument 'weight' must be a tensor or a "
+               "number, got %s", sv_kind_name(w));
+    return sv_error();
+  }
+  static const char *names[3] = {"input", "end", "weight"};
+  for (int i = 1; i < n; i++)
+    if (sema_val(s, in[i])->dtype != dt) {
+      diag_error(s->d, c->loc, "lerp() needs '%s' of the dtype of 'input' (%s), "
+                 "got %s", names[i], dtype_name(dt),
+                 dtype_name(sema_val(s, in[i])->dtype));
+      sema_note_origin(s, in[i]);
+      return sv_error();
+    }
+  DType cdt[3] = {dt, dt, dt};
+  SVal r = ew_build(s, b->op, in, n, cdt, dt, n == 3 ? IRF_WEIGHT : 0, c->loc);
   if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
   return r;
 }
@@ -1951,6 +1998,12 @@ static const Builtin builtins[] = {
     {"isinf", h_unary, OP_ISINF, BF_BOTH},
     {"isfinite", h_unary, OP_ISFINITE, BF_BOTH},
     {"nan_to_num", h_nan_to_num, OP_NAN_TO_NUM, BF_BOTH},
+    {"hypot", h_binary, OP_HYPOT, BF_BOTH | BF_TENSORS},
+    {"fmod", h_binary, OP_FMOD, BF_BOTH | BF_NUMBER},
+    {"remainder", h_binary, OP_MOD, BF_BOTH},
+    {"copysign", h_binary, OP_COPYSIGN, BF_BOTH | BF_NUMBER},
+    {"logaddexp", h_binary, OP_LOGADDEXP, BF_BOTH | BF_TENSORS},
+    {"lerp", h_lerp, OP_LERP, BF_BOTH},
     {"maximum", h_binary, OP_MAXIMUM, BF_BOTH},
     {"minimum", h_binary, OP_MINIMUM, BF_BOTH},
     {"pow", h_binary, OP_POW, BF_BOTH},

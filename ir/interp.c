@@ -527,6 +527,18 @@ static double mod_f(double a, double b) {
   return mod;
 }
 
+/* PyTorch's lerp: exact at both ends (weight 0 gives a, 1 gives b). */
+static double lerp_f(double a, double b, double w) {
+  return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w);
+}
+
+/* PyTorch's logaddexp: equal infinities give themselves (not NaN). */
+static double logaddexp_f(double a, double b) {
+  if (isinf(a) && a == b) return a;
+  double m = a < b ? b : a;
+  return m + log1p(exp(-fabs(a - b)));
+}
+
 static double binary_f(Op op, double a, double b) {
   switch (op) {
   case OP_ADD: return a + b;
@@ -539,6 +551,10 @@ static double binary_f(Op op, double a, double b) {
   case OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
   case OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
   case OP_ATAN2: return atan2(a, b);
+  case OP_HYPOT: return hypot(a, b);
+  case OP_FMOD: return fmod(a, b);
+  case OP_COPYSIGN: return copysign(a, b);
+  case OP_LOGADDEXP: return logaddexp_f(a, b);
   default: ICE("binary %s on a float dtype", op_name(op));
   }
 }
@@ -575,6 +591,7 @@ static uint64_t binary_i(Op op, int64_t a, int64_t b) {
   case OP_MUL: return ua * ub;
   case OP_FLOORDIV: return floordiv_i(a, b);
   case OP_MOD: return mod_i(a, b);
+  case OP_FMOD: return b == 0 || b == -1 ? 0 : (uint64_t)(a % b); /* x % 0: PyTorch raises */
   case OP_POW: return pow_i(a, b);
   case OP_MAXIMUM: return a > b ? ua : ub;
   case OP_MINIMUM: return a < b ? ua : ub;
@@ -632,7 +649,12 @@ static Scalar elementwise(const IrValue *v, DType in, const Scalar *x) {
       r.i = int_wrap(v->dtype, binary_i(v->op, x[0].i, x[1].i));
     return r;
   case IRK_COMPARE: r.i = compare(v->op, isf, x[0], x[1]); return r;
-  default: return x[0].i ? x[1] : x[2]; /* WHERE */
+  default:
+    if (v->op == OP_LERP) {
+      r.f = lerp_f(x[0].f, x[1].f, v->nargs == 3 ? x[2].f : v->fattr[0]);
+      return r;
+    }
+    return x[0].i ? x[1] : x[2]; /* WHERE */
   }
 }
 

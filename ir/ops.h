@@ -171,6 +171,12 @@
   OP(MINIMUM, "minimum", 2, IRK_BINARY, DR_ANY, 1, NONE)                              \
   OP(ATAN2, "atan2", 2, IRK_BINARY, DR_FLOAT, 8, ATAN2) /* atan2(input, other):     \
                                      the angle of the point (other, input) */         \
+  OP(HYPOT, "hypot", 2, IRK_BINARY, DR_FLOAT_ONLY, 8, NONE)                           \
+  OP(FMOD, "fmod", 2, IRK_BINARY, DR_KEEP, 8, NONE)   /* C's fmod and %: sign of the  \
+                                     dividend; int % 0 as // */                       \
+  OP(COPYSIGN, "copysign", 2, IRK_BINARY, DR_FLOAT, 1, NONE)                          \
+  OP(LOGADDEXP, "logaddexp", 2, IRK_BINARY, DR_FLOAT_ONLY, 8, NONE) /* log(e^a +     \
+                                     e^b), PyTorch's formula */                       \
   OP(AND, "and", 2, IRK_BINARY, DR_BITS, 1, NONE)     /* & (bool and integers) */     \
   OP(OR, "or", 2, IRK_BINARY, DR_BITS, 1, NONE)                                       \
   OP(XOR, "xor", 2, IRK_BINARY, DR_BITS, 1, NONE)                                     \
@@ -181,6 +187,10 @@
   OP(GT, "gt", 2, IRK_COMPARE, DR_TO_BOOL, 1, NONE)                                   \
   OP(GE, "ge", 2, IRK_COMPARE, DR_TO_BOOL, 1, NONE)                                   \
   OP(WHERE, "where", 3, IRK_TERNARY, DR_NA, 1, NONE)  /* cond (bool), a, b */         \
+  OP(LERP, "lerp", -1, IRK_TERNARY, DR_FLOAT_ONLY, 1, NONE) /* input, end [, weight]: \
+                                     IRF_WEIGHT: weight is operand 2, else the        \
+                                     number fattr[0] (kept in double, as PyTorch's    \
+                                     Scalar) */                                       \
   /* reductions: attrs = reduced dims, sorted; IRF_KEEPDIM */                         \
   OP(SUM, "sum", 1, IRK_REDUCE, DR_NA, 1, NONE)       /* integer inputs cast to i64 */\
   OP(MEAN, "mean", 1, IRK_REDUCE, DR_NA, 1, NONE)                                     \

@@ -116,6 +116,8 @@ static bool check_arity(Ctx *c, IrRef r, const IrValue *v) {
     want = 1 + !!(v->flags & IRF_WEIGHT) + !!(v->flags & IRF_BIAS);
   else if (v->op == OP_CONV2D)
     want = 2 + !!(v->flags & IRF_BIAS);
+  else if (v->op == OP_LERP)
+    want = 2 + !!(v->flags & IRF_WEIGHT);
   if (v->nargs == want) return true;
   bad_value(c, r, "%d operands, expected %d", v->nargs, want);
   return false;

@@ -85,6 +85,22 @@ def _half(fn):
     return call
 
 
+def _exact_mod(fn):
+    """fmod and remainder of floats as PyTorch's scalar path (and C's fmod)
+    give them: torch 1.13's vectorized f32 fmod is not exact when |a / b|
+    overflows (fmod(3e38, 0.5) gives NaN, where its scalar path gives 0).
+    fmod's result is exact, so computing in f64 and rounding back is the
+    exact value."""
+    def call(a, b):
+        r = _half(fn)(a, b)
+        if r.is_floating_point() and r.dtype != torch.float64:
+            a2 = a.double() if isinstance(a, torch.Tensor) else a
+            b2 = b.double() if isinstance(b, torch.Tensor) else b
+            r = fn(a2, b2).to(r.dtype)
+        return r
+    return call
+
+
 def _gelu(x, approximate="none"):
     return F.gelu(x, approximate=approximate)
 
@@ -192,14 +208,20 @@ ENV = {
     "hardsigmoid": _half(F.hardsigmoid), "mish": _half(F.mish),
     "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
     "nan_to_num": torch.nan_to_num,
+    "hypot": _half(torch.hypot), "fmod": _exact_mod(torch.fmod),
+    "remainder": _exact_mod(torch.remainder), "copysign": _half(torch.copysign),
+    "logaddexp": _half(torch.logaddexp), "lerp": _half(torch.lerp),
 }
 
 
 def _method_patch():
     """x.tan() and friends as the functions above (f16 through _half)."""
     for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-                 "atanh", "exp2", "log2", "log10", "trunc", "frac", "atan2"):
+                 "atanh", "exp2", "log2", "log10", "trunc", "frac", "atan2", "hypot",
+                 "fmod", "remainder", "copysign", "logaddexp", "lerp"):
         setattr(torch.Tensor, name, _half(getattr(torch.Tensor, name)))
+    torch.Tensor.fmod = _exact_mod(torch.fmod)
+    torch.Tensor.remainder = _exact_mod(torch.remainder)
 
 
 _method_patch()
