@@ -33,12 +33,15 @@
  *     names a math-layer function (then only the integer cases); a new
  *     math-layer function goes in codegen/math.c with its libm reference
  *     in tests/unit/test_math.c and its ulps in docs/numerics.md;
- *  5. tests: tests/pytorch/cases/ kernels (every accepted dtype,
- *     special values, each error as an `# @error` kernel) with
- *     tests/pytorch/gen.py's ENV binding the name to torch, then
- *     regenerate the data (tests/pytorch/README or gen.py's docstring);
- *     test_pytorch replays them in the interpreter, test_exec compiled;
- *     golden diagnostics in tests/golden/ for messages;
+ *  5. tests: kernels in tests/pytorch/cases/ for every accepted dtype,
+ *     with `# @special x` (+-0, +-inf, NaN, large) and `# @opt O0`, each
+ *     error PyTorch raises as an `# @error` kernel in an err_*.tdsl file
+ *     of its own; tests/pytorch/gen.py's ENV binds the name to torch
+ *     (through _half where torch 1.13 lacks an f16 kernel); run
+ *     `gen.py cases/X.tdsl ...` to make their data; test_pytorch replays
+ *     them in the interpreter, test_exec compiled at -O2 and -O0;
+ *     messages as golden diagnostics in tests/golden/; test_ir checks
+ *     the table's own consistency;
  *  6. the name in the spec-facing lists: README's tour, docs/language.md,
  *     editors/ (ctest 'editors' checks it), tests/random/progen.c and
  *     tests/pytorch/fuzz_programs.py where the generators can use it.
