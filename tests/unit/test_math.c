@@ -400,7 +400,10 @@ static const char *USES =
     "  return x.exp() + x.log() + x.log1p() + x.expm1() + x.tanh()"
     " + x.erf() + x.sigmoid() + x.gelu() + x.gelu(approximate=\"tanh\") + x.pow(x),"
     " d.exp() + d.log() + d.tanh() + d.erf() + d.pow(d) + d.log1p()"
-    " + d.expm1(), h.exp() + h.tanh() + h.erf() + h.pow(h)\n}\n";
+    " + d.expm1() + d.asin() + d.acos() + d.atan() + d.atan2(d) + d.sinh() + d.cosh()"
+    " + d.asinh() + d.acosh() + d.atanh() + d.exp2() + d.log2() + d.log10() + d.hypot(d)"
+    " + d.logaddexp(d) + softplus(d) + mish(d) + elu(d),"
+    " h.exp() + h.tanh() + h.erf() + h.pow(h) + h.atan2(h) + h.log2() + h.hypot(h)\n}\n";
 
 static void no_libm_calls(const char *opt) {
   char d[64] = "/tmp/tdsl_mathk_XXXXXX", cmd[512], path[128];
