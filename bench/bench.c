@@ -157,6 +157,12 @@ static int call_mse(DLTensor *t) { return mse(&t[0], &t[1], &t[2]); }
 #else
 #define CALL_mse NULL, BENCH_WHY_mse
 #endif
+#ifdef BENCH_HAVE_gelu_tanh
+static int call_gelu_tanh(DLTensor *t) { return gelu_tanh(&t[0], &t[1]); }
+#define CALL_gelu_tanh call_gelu_tanh, NULL
+#else
+#define CALL_gelu_tanh NULL, BENCH_WHY_gelu_tanh
+#endif
 
 /* ---- variants: the same kernel built with other options -------------- */
 
@@ -237,6 +243,8 @@ static const workload k_workloads[] = {
      CALL_sum_all},
     {"mse", 2, 1, {MAT(4096, 4096), MAT(4096, 4096), {0, 0, {0}, 0, FILL_SIGNED}}, 0,
      CALL_mse},
+    {"gelu_tanh", 1, 1, {MAT(4096, 4096), MAT(4096, 4096)}, 0,
+     CALL_gelu_tanh},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

@@ -272,6 +272,13 @@ def workloads(rng):
         at, bt = map(torch.from_numpy, (a, b))
         return lambda: ((at - bt) ** 2).mean()
 
+    def gelu_tanh(impl):
+        x = rand_f32(rng, (4096, 4096))
+        if impl == "numpy":
+            return None  # numpy has no erf
+        xt = torch.from_numpy(x)
+        return lambda: torch.tanh(F.gelu(xt))
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -297,6 +304,7 @@ def workloads(rng):
         ("matmul_prologue", 3 * 1024 * 1024 * f32, 2.0 * 1024 ** 3, matmul_prologue),
         ("sum_all", ((32 << 20) + 1) * f32, 0, sum_all),
         ("mse", (2 * 4096 * 4096 + 1) * f32, 0, mse),
+        ("gelu_tanh", 2 * 4096 * 4096 * f32, 0, gelu_tanh),
     ]
 
 
@@ -339,6 +347,7 @@ def check_refs():
         "matmul_prologue": lambda a, b: torch.relu(a) @ b,
         "sum_all": lambda x: x.sum(),
         "mse": lambda a, b: ((a - b) ** 2).mean(),
+        "gelu_tanh": lambda x: torch.tanh(F.gelu(x)),
     }
 
 
@@ -390,6 +399,9 @@ def main():
                 print(f"{name:<16} {impl} unsupported")
                 continue
             fn = make(impl)
+            if fn is None:
+                print(f"{name:<16} {impl} unsupported")
+                continue
             report(name, impl, time_median(fn), nbytes, flops)
             del fn
     return 0

@@ -3,9 +3,9 @@
  * cg_emit (codegen.c) lowers every kernel of a module to the loop form
  * (loops/loops.h) and hands it to the backend that accepts the target
  * (backend.h; the CPU's: cpu/), which generates LLVM IR, optimizes it
- * and writes the requested files; the header (header.c) is written from the IR and each
- * kernel's scratch total (the loop form's, passed in: the header writer
- * calls neither the passes nor lowering).
+ * and writes the requested files; the header (header.c) is written from
+ * the IR and each kernel's scratch total (the loop form's, passed in: the
+ * header writer calls neither the passes nor lowering).
  * Needs: ir.h.  Messages go to stderr as "tdslc: error: ...". */
 #ifndef TDSL_CODEGEN_H
 #define TDSL_CODEGEN_H

@@ -53,9 +53,9 @@ void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
 }
 
 /* ---- transcendental functions ----------------------------------------------
- * All but sin and cos go through the math layer (math.h): plain IR, no
+ * All but sin, cos and tan go through the math layer (math.h): plain IR, no
  * libm, vectorized by the loop vectorizer, the same on every target.
- * sin and cos stay libm's on the CPU: the layer's argument reduction is
+ * sin, cos and tan stay libm's on the CPU: the layer's argument reduction is
  * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
  * reduced for every argument (sin(1e9) included). */
 static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
@@ -65,21 +65,31 @@ static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
 
 static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) { return math_fn(c, MATH_EXP, x, NULL); }
 
-static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
+/* The op table's MATH column (ir/ops.h): ops computed by one math-layer
+ * function for floating-point dtypes. */
+static const MathFn op_math[OP_COUNT] = {
+#define OP(e, n, a, k, r, cost, m) [OP_##e] = MATH_##m,
+    OP_LIST(OP)
+#undef OP
+};
+
+/* min(max(x, 0), 6) keeping NaN (hardswish, hardsigmoid). */
+static LLVMValueRef relu6(Cg *c, LLVMValueRef x) {
+  LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, x, fconst(x, 0)), fconst(x, 0), x);
+  return sel(c, fcmp(c, LLVMRealOGT, r, fconst(x, 6)), fconst(x, 6), r);
+}
+
+static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValueRef x) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef one = fconst(x, 1), zero = fconst(x, 0);
+  if (op_math[op] != MATH_NONE) return math_fn(c, op_math[op], x, NULL);
   switch (op) {
   case OP_NEG: return LLVMBuildFNeg(b, x, "");
   case OP_ABS: return cg_unary_intr(c, "llvm.fabs", x);
-  case OP_EXP: return exp_f(c, x);
-  case OP_LOG: return math_fn(c, MATH_LOG, x, NULL);
-  case OP_LOG1P: return math_fn(c, MATH_LOG1P, x, NULL);
-  case OP_EXPM1: return math_fn(c, MATH_EXPM1, x, NULL);
   case OP_SQRT: return cg_unary_intr(c, "llvm.sqrt", x);
   case OP_RSQRT: return LLVMBuildFDiv(b, one, cg_unary_intr(c, "llvm.sqrt", x), "");
   case OP_SIN: return cg_unary_intr(c, "llvm.sin", x);
   case OP_COS: return cg_unary_intr(c, "llvm.cos", x);
-  case OP_TANH: return math_fn(c, MATH_TANH, x, NULL);
   case OP_SIGMOID:
   case OP_SILU: {
     LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
@@ -98,7 +108,6 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
     return LLVMBuildFMul(b, LLVMBuildFMul(b, x, fconst(x, 0.5), ""),
                          LLVMBuildFAdd(b, one, t, ""), "");
   }
-  case OP_ERF: return math_fn(c, MATH_ERF, x, NULL);
   case OP_FLOOR: return cg_unary_intr(c, "llvm.floor", x);
   case OP_CEIL: return cg_unary_intr(c, "llvm.ceil", x);
   case OP_ROUND: return cg_unary_intr(c, "llvm.roundeven", x);
@@ -106,11 +115,40 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, LLVMValueRef x) {
     return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
                sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
   case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
+  case OP_TAN: return cg_unary_intr(c, "llvm.tan", x); /* libm's, as sin and cos */
+  case OP_TRUNC: return cg_unary_intr(c, "llvm.trunc", x);
+  case OP_FRAC: return LLVMBuildFSub(b, x, cg_unary_intr(c, "llvm.trunc", x), "");
+  case OP_SOFTPLUS: { /* PyTorch's: x beta > threshold ? x : log1p(exp(x beta)) / beta */
+    LLVMValueRef xb = LLVMBuildFMul(b, x, fconst(x, fa[0]), "");
+    LLVMValueRef sp = LLVMBuildFDiv(b, math_fn(c, MATH_LOG1P, exp_f(c, xb), NULL), fconst(x, fa[0]), "");
+    return sel(c, fcmp(c, LLVMRealOGT, xb, fconst(x, fa[1])), x, sp);
+  }
+  case OP_LEAKY_RELU:
+    return sel(c, fcmp(c, LLVMRealOGT, x, zero), x, LLVMBuildFMul(b, x, fconst(x, fa[0]), ""));
+  case OP_ELU:
+    return sel(c, fcmp(c, LLVMRealOLE, x, zero),
+               LLVMBuildFMul(b, math_fn(c, MATH_EXPM1, x, NULL), fconst(x, fa[0]), ""), x);
+  case OP_HARDTANH: {
+    LLVMValueRef r = sel(c, fcmp(c, LLVMRealOLT, x, fconst(x, fa[0])), fconst(x, fa[0]), x);
+    return sel(c, fcmp(c, LLVMRealOGT, r, fconst(x, fa[1])), fconst(x, fa[1]), r);
+  }
+  case OP_HARDSWISH:
+    return LLVMBuildFDiv(b, LLVMBuildFMul(b, x, relu6(c, LLVMBuildFAdd(b, x, fconst(x, 3), "")), ""),
+                         fconst(x, 6), "");
+  case OP_HARDSIGMOID:
+    return LLVMBuildFDiv(b, relu6(c, LLVMBuildFAdd(b, x, fconst(x, 3), "")), fconst(x, 6), "");
+  case OP_MISH:
+    return LLVMBuildFMul(b, x, math_fn(c, MATH_TANH, math_fn(c, MATH_LOG1P, exp_f(c, x), NULL), NULL), "");
+  case OP_NAN_TO_NUM: {
+    LLVMValueRef r = sel(c, fcmp(c, LLVMRealUNO, x, x), fconst(x, fa[0]), x);
+    r = sel(c, fcmp(c, LLVMRealOEQ, x, fconst(x, INFINITY)), fconst(x, fa[1]), r);
+    return sel(c, fcmp(c, LLVMRealOEQ, x, fconst(x, -INFINITY)), fconst(x, fa[2]), r);
+  }
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
 
-static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
+static LLVMValueRef unary_i(Cg *c, Op op, DType dt, const double *fa, LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
   LLVMValueRef zero = LLVMConstInt(t, 0, 0);
   bool u = cg_is_unsigned(dt);
@@ -121,7 +159,13 @@ static LLVMValueRef unary_i(Cg *c, Op op, DType dt, LLVMValueRef x) {
                        LLVMBuildSub(c->b, zero, x, ""), x);
   case OP_RELU:
     return u ? x : sel(c, LLVMBuildICmp(c->b, LLVMIntSGT, x, zero, ""), x, zero);
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: return x;
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_TRUNC: case OP_NAN_TO_NUM: return x;
+  case OP_HARDTANH: { /* bounds are in the dtype's range (sema) */
+    LLVMValueRef lo = LLVMConstInt(t, (unsigned long long)(long long)fa[0], 1);
+    LLVMValueRef hi = LLVMConstInt(t, (unsigned long long)(long long)fa[1], 1);
+    LLVMValueRef r = sel(c, LLVMBuildICmp(c->b, u ? LLVMIntULT : LLVMIntSLT, x, lo, ""), lo, x);
+    return sel(c, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, r, hi, ""), hi, r);
+  }
   case OP_SIGN: {
     LLVMValueRef gt = LLVMBuildZExt(c->b, LLVMBuildICmp(c->b, u ? LLVMIntUGT : LLVMIntSGT, x, zero, ""), t, "");
     if (u) return gt;
@@ -181,6 +225,61 @@ static LLVMValueRef powi_fn(Cg *c) {
   return f;
 }
 
+/* C's truncating % (fmod of integers); x % 0 and x % -1 give 0 (PyTorch
+ * raises for the first; the second would overflow for the minimum). */
+static LLVMValueRef c_rem(Cg *c, LLVMValueRef a, LLVMValueRef b, bool u) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0);
+  LLVMValueRef bad = LLVMBuildICmp(c->b, LLVMIntEQ, b, zero, "");
+  if (!u) bad = LLVMBuildOr(c->b, bad, LLVMBuildICmp(c->b, LLVMIntEQ, b, LLVMConstAllOnes(t), ""), "");
+  LLVMValueRef safe = sel(c, bad, LLVMConstInt(t, 1, 0), b);
+  return sel(c, bad, zero, u ? LLVMBuildURem(c->b, a, safe, "") : LLVMBuildSRem(c->b, a, safe, ""));
+}
+
+/* hypot without overflow or underflow: f32 (and so f16/bf16) squares in
+ * f64, where they are exact, and rounds once; f64 scales by the larger
+ * magnitude.  An infinity wins over NaN (C99). */
+static LLVMValueRef hypot_f(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef x = cg_unary_intr(c, "llvm.fabs", a), y = cg_unary_intr(c, "llvm.fabs", b), r;
+  LLVMTypeRef t = LLVMTypeOf(a), el = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t) : t;
+  if (LLVMGetTypeKind(el) == LLVMFloatTypeKind) {
+    LLVMTypeRef d = LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(c->f64, LLVMGetVectorSize(t)) : c->f64;
+    LLVMValueRef xd = LLVMBuildFPExt(B, x, d, ""), yd = LLVMBuildFPExt(B, y, d, "");
+    LLVMValueRef s = LLVMBuildFAdd(B, LLVMBuildFMul(B, xd, xd, ""), LLVMBuildFMul(B, yd, yd, ""), "");
+    r = LLVMBuildFPTrunc(B, cg_unary_intr(c, "llvm.sqrt", s), t, "");
+  } else {
+    LLVMValueRef big = sel(c, fcmp(c, LLVMRealOGT, y, x), y, x), small = sel(c, fcmp(c, LLVMRealOGT, y, x), x, y);
+    LLVMValueRef q = LLVMBuildFDiv(B, small, big, "");
+    r = LLVMBuildFMul(B, big, cg_unary_intr(c, "llvm.sqrt", LLVMBuildFAdd(B, fconst(a, 1), LLVMBuildFMul(B, q, q, ""), "")), "");
+    r = sel(c, fcmp(c, LLVMRealOEQ, big, fconst(a, 0)), small, r); /* 0, or a NaN small */
+  }
+  LLVMValueRef inf = LLVMBuildOr(B, fcmp(c, LLVMRealOEQ, x, fconst(a, INFINITY)),
+                                 fcmp(c, LLVMRealOEQ, y, fconst(a, INFINITY)), "");
+  return sel(c, inf, fconst(a, INFINITY), r);
+}
+
+/* PyTorch's logaddexp: max + log1p(exp(-|a - b|)); equal infinities give
+ * themselves. */
+static LLVMValueRef logaddexp_f(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef m = sel(c, fcmp(c, LLVMRealOLT, a, b), b, a);
+  LLVMValueRef d = LLVMBuildFNeg(B, cg_unary_intr(c, "llvm.fabs", LLVMBuildFSub(B, a, b, "")), "");
+  LLVMValueRef r = LLVMBuildFAdd(B, m, math_fn(c, MATH_LOG1P, exp_f(c, d), NULL), "");
+  LLVMValueRef same_inf = LLVMBuildAnd(B, fcmp(c, LLVMRealOEQ, a, b),
+                                       fcmp(c, LLVMRealOEQ, cg_unary_intr(c, "llvm.fabs", a), fconst(a, INFINITY)), "");
+  return sel(c, same_inf, a, r);
+}
+
+/* PyTorch's lerp: exact at both ends (weight 0 gives a, 1 gives b). */
+static LLVMValueRef lerp_f(Cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef w) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef d = LLVMBuildFSub(B, b, a, "");
+  LLVMValueRef lo = LLVMBuildFAdd(B, a, LLVMBuildFMul(B, w, d, ""), "");
+  LLVMValueRef hi = LLVMBuildFSub(B, b, LLVMBuildFMul(B, d, LLVMBuildFSub(B, fconst(a, 1), w, ""), ""), "");
+  return sel(c, fcmp(c, LLVMRealOLT, cg_unary_intr(c, "llvm.fabs", w), fconst(a, 0.5)), lo, hi);
+}
+
 static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
   bool u = cg_is_unsigned(dt);
@@ -199,6 +298,7 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
     LLVMIntPredicate p = op == OP_MAXIMUM ? (u ? LLVMIntUGT : LLVMIntSGT) : (u ? LLVMIntULT : LLVMIntSLT);
     return sel(c, LLVMBuildICmp(B, p, a, b, ""), a, b);
   }
+  case OP_FMOD: return c_rem(c, a, b, u);
   case OP_FLOORDIV:
   case OP_MOD:
     if (!u) return cg_py_divmod(c, a, b, op == OP_MOD);
@@ -222,6 +322,7 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
 
 static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
+  if (op_math[op] != MATH_NONE) return math_fn(c, op_math[op], a, b);
   switch (op) {
   case OP_ADD: return LLVMBuildFAdd(B, a, b, "");
   case OP_SUB: return LLVMBuildFSub(B, a, b, "");
@@ -232,7 +333,14 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_DIV: return LLVMBuildFDiv(B, a, b, "");
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
-  case OP_POW: return math_fn(c, MATH_POW, a, b);
+  case OP_HYPOT: return hypot_f(c, a, b);
+  case OP_FMOD: return LLVMBuildFRem(B, a, b, "");
+  case OP_COPYSIGN: {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef cs[2] = {a, b};
+    return cg_intrinsic(c, "llvm.copysign", &t, 1, cs, 2);
+  }
+  case OP_LOGADDEXP: return logaddexp_f(c, a, b);
   case OP_MAXIMUM:
   case OP_MINIMUM: {
     LLVMValueRef r = sel(c, fcmp(c, op == OP_MAXIMUM ? LLVMRealOGT : LLVMRealOLT, a, b), a, b);
@@ -269,17 +377,29 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
   LLVMValueRef r;
   switch (op_kind(e->op)) {
   case IRK_UNARY:
+    if (e->op == OP_ISNAN || e->op == OP_ISINF || e->op == OP_ISFINITE) {
+      if (!isf) return ci(c->i8, e->op == OP_ISFINITE);
+      LLVMValueRef ax = cg_unary_intr(c, "llvm.fabs", a[0]);
+      LLVMValueRef p = e->op == OP_ISNAN   ? fcmp(c, LLVMRealUNO, a[0], a[0])
+                       : e->op == OP_ISINF ? fcmp(c, LLVMRealOEQ, ax, fconst(ax, INFINITY))
+                                           : fcmp(c, LLVMRealOLT, ax, fconst(ax, INFINITY));
+      return LLVMBuildZExt(c->b, p, c->i8, "");
+    }
     if (e->op == OP_LOGICAL_NOT)
       return LLVMBuildZExt(c->b, isf ? fcmp(c, LLVMRealOEQ, a[0], fconst(a[0], 0))
                                      : LLVMBuildICmp(c->b, LLVMIntEQ, a[0], LLVMConstInt(LLVMTypeOf(a[0]), 0, 0), ""),
                            c->i8, "");
-    r = isf ? unary_f(c, e->op, e->flags, a[0]) : unary_i(c, e->op, in, a[0]);
+    r = isf ? unary_f(c, e->op, e->flags, e->fattr, a[0]) : unary_i(c, e->op, in, e->fattr, a[0]);
     break;
   case IRK_BINARY:
     r = isf ? binary_f(c, e->op, a[0], a[1]) : binary_i(c, e->op, in, a[0], a[1]);
     break;
   case IRK_COMPARE: return compare(c, e->op, in, a[0], a[1]);
   case IRK_TERNARY:
+    if (e->op == OP_LERP) {
+      r = lerp_f(c, a[0], a[1], e->nargs == 3 ? a[2] : fconst(a[0], e->fattr[0]));
+      break;
+    }
     return sel(c, LLVMBuildICmp(c->b, LLVMIntNE, a[0], ci(c->i8, 0), ""), a[1], a[2]);
   default: ICE("op %s in an elementwise expression", op_name(e->op));
   }

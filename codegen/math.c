@@ -421,6 +421,26 @@ static V atan_pos(M *m, V a) {
 
 static V atan64(M *m, V x) { return copysign_(m, atan_pos(m, fabs_(m, x)), x); }
 
+/* atan2(y, x) with C99's special values: the series of atan_pos on
+ * t = min(|x|, |y|) / max(|x|, |y|) <= 1, then the quadrant from
+ * pi/2 - t (|y| > |x|) and pi - t (x negative, -0 included) with pi/2 and
+ * pi in two parts; the sign is y's.  Both zero gives t = 0 (0, or pi for
+ * a negative x), both infinite t = 1 (pi/4, or 3 pi/4). */
+static V atan2_64(M *m, V y, V x) {
+  V ay = fabs_(m, y), ax = fabs_(m, x);
+  V swap = cmp(m, LLVMRealOGT, ay, ax);
+  V t = fdiv(m, sel(m, swap, ax, ay), sel(m, swap, ay, ax));
+  V same = cmp(m, LLVMRealOEQ, ay, ax);
+  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, 0), ""), K(m, 0), t);
+  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, INFINITY), ""), K(m, 1), t);
+  V at = atan_pos(m, t);
+  V neg = LLVMBuildICmp(m->b, LLVMIntSLT, bits(m, x), KI(m, 0), "");
+  V r_pos = sel(m, swap, add(m, K(m, PIO2), sub(m, K(m, PIO2_LO), at)), at);
+  V r_neg = sel(m, swap, add(m, K(m, PIO2), add(m, at, K(m, PIO2_LO))),
+                add(m, K(m, 2 * PIO2), sub(m, K(m, 2 * PIO2_LO), at)));
+  return copysign_(m, sel(m, neg, r_neg, r_pos), y);
+}
+
 /* asin x = atan(x / sqrt((1 - x)(1 + x))): 1 - |x| is exact near 1. */
 static V asin64(M *m, V x) {
   V a = fabs_(m, x);
@@ -548,6 +568,7 @@ static V dispatch(M *m, MathFn fn, V x, V y) {
   case MATH_ASINH: return asinh64(m, x);
   case MATH_ACOSH: return acosh64(m, x);
   case MATH_ATANH: return atanh64(m, x);
+  case MATH_ATAN2: return atan2_64(m, x, y);
   default: ICE("math function %d", (int)fn);
   }
 }
@@ -575,6 +596,6 @@ const char *math_fn_name(MathFn fn) {
   static const char *names[MATH_NFNS] = {
       "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
       "sigmoid", "erf", "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-      "atanh"};
+      "atanh", "atan2"};
   return fn >= 0 && fn < MATH_NFNS ? names[fn] : "?";
 }

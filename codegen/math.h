@@ -14,10 +14,11 @@
 #include <llvm-c/Core.h>
 
 typedef enum MathFn {
+  MATH_NONE = -1, /* not a math-layer function (ir/ops.h's MATH column) */
   MATH_EXP, MATH_EXP2, MATH_EXPM1, MATH_LOG, MATH_LOG2, MATH_LOG10, MATH_LOG1P,
   MATH_SIN, MATH_COS, MATH_TAN, MATH_TANH, MATH_SIGMOID, MATH_ERF, MATH_POW,
   MATH_ASIN, MATH_ACOS, MATH_ATAN, MATH_SINH, MATH_COSH, MATH_ASINH, MATH_ACOSH,
-  MATH_ATANH, MATH_NFNS
+  MATH_ATANH, MATH_ATAN2, MATH_NFNS
 } MathFn;
 
 /* Where to emit: the builder is positioned where the result is needed. */
@@ -28,7 +29,8 @@ typedef struct CgMath {
   int opt; /* -O level (no function depends on it today) */
 } CgMath;
 
-/* fn(x), or fn(x, y) for MATH_POW (y has x's type; NULL otherwise). */
+/* fn(x), or fn(x, y) for MATH_POW and MATH_ATAN2 (y has x's type; NULL
+ * otherwise; atan2(x, y) is C's: the angle of the point (y, x)). */
 LLVMValueRef cg_math(CgMath *m, MathFn fn, LLVMValueRef x, LLVMValueRef y);
 
 /* The function's name as C's libm spells it for double ("exp", ...;

@@ -14,6 +14,7 @@
  * propagates without reporting again, so one mistake gives one error. */
 #include "sema.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -679,12 +680,12 @@ static const char *binop_word(Op op) {
   }
 }
 
-/* PyTorch's dtype restrictions on binary ops; dt is the promoted type. */
+/* PyTorch's dtype restrictions on binary ops (the op's dtype rule,
+ * ops.h); dt is the promoted type. */
 static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
                          const SVal *b, Loc loc) {
   const char *w = binop_word(op);
-  switch (op) {
-  case OP_SUB:
+  if (op == OP_SUB) {
     if (da == DT_BOOL && db == DT_BOOL) {
       diag_error(s->d, loc, "subtraction of two bool tensors is not "
                             "supported; use ^ (exclusive or) instead");
@@ -696,10 +697,18 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
                             "logical_not()");
       return false;
     }
+  }
+  switch (op_dtype_rule(op)) {
+  case DR_FLOAT_ONLY:
+    if (!dtype_is_float(dt)) {
+      diag_error(s->d, loc,
+                 "%s() needs floating-point tensors, but the operands "
+                 "promote to %s; convert with .to(f32) first",
+                 w, dtype_name(dt));
+      return false;
+    }
     return true;
-  case OP_AND:
-  case OP_OR:
-  case OP_XOR:
+  case DR_BITS:
     if (dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "operator '%s' needs bool or integer operands, but they "
@@ -708,9 +717,12 @@ static bool binary_check(Sema *s, Op op, DType dt, DType da, DType db,
       return false;
     }
     return true;
-  case OP_FLOORDIV:
-  case OP_MOD:
-  case OP_POW:
+  case DR_KEEP:
+    if (dt == DT_BOOL && w == op_name(op)) { /* a function: fmod() */
+      diag_error(s->d, loc, "%s() is not supported for bool tensors; convert "
+                 "with .to(i64) or .to(f32) first", w);
+      return false;
+    }
     if (dt == DT_BOOL) {
       diag_error(s->d, loc,
                  "%s '%s' is not supported for bool tensors; convert with "
@@ -744,42 +756,20 @@ static SVal ew_binary(Sema *s, Op op, const SVal *a, const SVal *b, Loc loc) {
   DType da = sema_val(s, ra)->dtype, db = sema_val(s, rb)->dtype;
   if (!binary_check(s, op, dt, da, db, b, loc)) return sv_error();
   DType rdt = dt;
-  if (op == OP_DIV && !dtype_is_float(dt)) dt = rdt = DT_F32;
-  if (op_kind(op) == IRK_COMPARE) rdt = DT_BOOL;
+  if (op_dtype_rule(op) == DR_FLOAT && !dtype_is_float(dt)) dt = rdt = DT_F32;
+  if (op_dtype_rule(op) == DR_TO_BOOL) rdt = DT_BOOL;
   IrRef in[2] = {ra, rb};
   DType cdt[2] = {dt, dt};
   return ew_build(s, op, in, 2, cdt, rdt, 0, loc);
 }
 
-typedef enum UnaryRule {
-  UR_FLOAT,      /* integer/bool inputs computed in f32 */
-  UR_KEEP,       /* same dtype; bool is an error */
-  UR_KEEP_BOOL,  /* same dtype, bool allowed */
-  UR_FLOAT_ONLY, /* floating inputs only */
-  UR_TO_BOOL,    /* any input, bool result */
-  UR_BITS        /* bool or integer only */
-} UnaryRule;
-
-static UnaryRule unary_rule(Op op) {
-  switch (op) {
-  case OP_NEG: case OP_ABS: case OP_RELU: case OP_FLOOR: case OP_CEIL:
-  case OP_ROUND:
-    return UR_KEEP;
-  case OP_SIGN: return UR_KEEP_BOOL;
-  case OP_GELU: case OP_SILU: return UR_FLOAT_ONLY;
-  case OP_LOGICAL_NOT: return UR_TO_BOOL;
-  case OP_BITNOT: return UR_BITS;
-  default: return UR_FLOAT;
-  }
-}
-
 static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
   DType dt = sema_val(s, x)->dtype, cdt = dt, rdt = dt;
-  switch (unary_rule(op)) {
-  case UR_FLOAT:
+  switch (op_dtype_rule(op)) {
+  case DR_FLOAT:
     if (!dtype_is_float(dt)) cdt = rdt = DT_F32;
     break;
-  case UR_KEEP:
+  case DR_KEEP:
     if (dt == DT_BOOL) {
       if (op == OP_NEG)
         diag_error(s->d, loc, "negation of a bool tensor is not supported; "
@@ -793,8 +783,8 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
-  case UR_KEEP_BOOL: break;
-  case UR_FLOAT_ONLY:
+  case DR_ANY: break;
+  case DR_FLOAT_ONLY:
     if (!dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "%s() needs a floating-point tensor, got %s; convert with "
@@ -804,8 +794,8 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
-  case UR_TO_BOOL: rdt = DT_BOOL; break;
-  case UR_BITS:
+  case DR_TO_BOOL: rdt = DT_BOOL; break;
+  case DR_BITS:
     if (dtype_is_float(dt)) {
       diag_error(s->d, loc,
                  "~ needs a bool or integer tensor, got %s; for a mask "
@@ -815,6 +805,7 @@ static SVal ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc) {
       return sv_error();
     }
     break;
+  case DR_NA: ICE("%s has no dtype rule", op_name(op));
   }
   return ew_build(s, op, &x, 1, &cdt, rdt, flags, loc);
 }
@@ -1105,7 +1096,10 @@ static bool tensor_recv(Sema *s, CallArgs *c, IrRef *x) {
 
 typedef struct Builtin Builtin;
 typedef SVal (*Handler)(Sema *s, CallArgs *c, const Builtin *b);
-enum { BF_FUNC = 1, BF_METHOD = 2, BF_BOTH = 3 };
+/* BF_TENSORS: binary functions whose operands must both be tensors
+ * (PyTorch has no Scalar overload); BF_NUMBER: `other` may be a Python
+ * number, `input` must be a tensor. */
+enum { BF_FUNC = 1, BF_METHOD = 2, BF_BOTH = 3, BF_TENSORS = 4, BF_NUMBER = 8 };
 struct Builtin {
   const char *name;
   Handler fn;
@@ -1137,16 +1131,155 @@ static SVal h_unary(Sema *s, CallArgs *c, const Builtin *b) {
   return ew_unary(s, b->op, x, flags, c->loc);
 }
 
+/* A number argument (int, float or bool; a size symbol only when it is
+ * constant): dflt when absent, or when none_ok and it is None. */
+static bool num_arg(Sema *s, CallArgs *c, int i, const char *kw, double dflt,
+                    bool none_ok, double *out) {
+  const SVal *v = sema_arg(s, c, i, kw);
+  int64_t k;
+  *out = dflt;
+  if (!v || (none_ok && v->kind == SV_NONE)) return true;
+  if (v->kind == SV_ERROR) return false;
+  if (v->kind == SV_FLOAT || v->kind == SV_BOOL ||
+      (v->kind == SV_INT && sym_is_const(v->sym, &k))) {
+    *out = num_f(v);
+    return true;
+  }
+  diag_error(s->d, v->loc, "%s() argument '%s' must be a number%s, got %s",
+             c->name, kw, none_ok ? " or None" : "", sv_kind_name(v));
+  return false;
+}
+
+/* The float parameters of the torch.nn.functional activations, in
+ * PyTorch's order, with its defaults. */
+static const struct {
+  Op op;
+  const char *name[2];
+  double dflt[2];
+} act_params[] = {
+    {OP_SOFTPLUS, {"beta", "threshold"}, {1, 20}},
+    {OP_LEAKY_RELU, {"negative_slope", NULL}, {0.01, 0}},
+    {OP_ELU, {"alpha", NULL}, {1, 0}},
+    {OP_HARDTANH, {"min_val", "max_val"}, {-1, 1}},
+};
+
+/* hardtanh of an integer tensor: PyTorch truncates the bounds to
+ * integers (toLong) and rejects negative ones for u8; they are saturated
+ * to the dtype's range here (a bound beyond it has no effect). */
+static bool hardtanh_int_bounds(Sema *s, CallArgs *c, DType dt, double *fa) {
+  if (!dtype_is_int(dt)) return true;
+  fa[0] = trunc(fa[0]), fa[1] = trunc(fa[1]);
+  if (dt == DT_U8 && (fa[0] < 0 || fa[1] < 0)) {
+    diag_error(s->d, c->loc, "hardtanh() of a u8 tensor needs min_val and "
+               "max_val >= 0, got %g and %g", fa[0], fa[1]);
+    return false;
+  }
+  int bits = 8 * dtype_size(dt);
+  double lo = dtype_is_signed(dt) ? -ldexp(1, bits - 1) : 0;
+  double hi = dtype_is_signed(dt) ? ldexp(1, bits - 1) - 1 : ldexp(1, bits) - 1;
+  for (int i = 0; i < 2; i++) fa[i] = fa[i] < lo ? lo : fa[i] > hi ? hi : fa[i];
+  return true;
+}
+
+/* softplus leaky_relu elu hardtanh hardswish hardsigmoid mish: the input,
+ * then the op's number parameters (act_params) into fattr. */
+static SVal h_act(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef x;
+  if (!tensor_recv(s, c, &x)) return sv_error();
+  double fa[3] = {0, 0, 0};
+  int n = 0;
+  for (size_t i = 0; i < sizeof act_params / sizeof act_params[0]; i++)
+    if (act_params[i].op == b->op)
+      for (; n < 2 && act_params[i].name[n]; n++)
+        if (!num_arg(s, c, 1 + n, act_params[i].name[n], act_params[i].dflt[n], false, &fa[n]))
+          return sv_error();
+  if (!sema_args_done(s, c, 1 + n)) return sv_error();
+  DType dt = sema_val(s, x)->dtype;
+  if (b->op == OP_HARDTANH && !hardtanh_int_bounds(s, c, dt, fa)) return sv_error();
+  SVal r = ew_unary(s, b->op, x, 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
+/* nan_to_num(x, nan=0.0, posinf=None, neginf=None): None is the dtype's
+ * largest and lowest finite value; integer and bool tensors are returned
+ * unchanged (the op leaves them so). */
+static SVal h_nan_to_num(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef x;
+  if (!tensor_recv(s, c, &x)) return sv_error();
+  DType dt = sema_val(s, x)->dtype;
+  double big = dt == DT_F16 ? 65504.0 : dt == DT_BF16 ? 0x1.fep127 : dt == DT_F32 ? FLT_MAX : DBL_MAX;
+  double fa[3];
+  if (!num_arg(s, c, 1, "nan", 0, true, &fa[0]) || !num_arg(s, c, 2, "posinf", big, true, &fa[1]) ||
+      !num_arg(s, c, 3, "neginf", -big, true, &fa[2]) || !sema_args_done(s, c, 4))
+    return sv_error();
+  SVal r = ew_unary(s, b->op, x, 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
+/* lerp(input, end, weight): float tensors of one dtype (PyTorch does
+ * not promote them); weight a tensor of that dtype or a number. */
+static SVal h_lerp(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef in[3];
+  if (!tensor_recv(s, c, &in[0]) || !req_tensor(s, c, 1, "end", &in[1])) return sv_error();
+  const SVal *w = need_arg(s, c, 2, "weight");
+  if (!w || !sema_args_done(s, c, 3) || w->kind == SV_ERROR) return sv_error();
+  DType dt = sema_val(s, in[0])->dtype;
+  if (!dtype_is_float(dt)) {
+    diag_error(s->d, c->loc, "lerp() needs a floating-point tensor, got %s; "
+               "convert with .to(f32) first", dtype_name(dt));
+    sema_note_origin(s, in[0]);
+    return sv_error();
+  }
+  double fa[3] = {0, 0, 0};
+  int n = 2;
+  int64_t k;
+  if (w->kind == SV_TENSOR) {
+    in[n++] = w->ref;
+  } else if (w->kind == SV_FLOAT || w->kind == SV_BOOL ||
+             (w->kind == SV_INT && sym_is_const(w->sym, &k))) {
+    fa[0] = num_f(w);
+  } else {
+    diag_error(s->d, w->loc, "lerp() argument 'weight' must be a tensor or a "
+               "number, got %s", sv_kind_name(w));
+    return sv_error();
+  }
+  static const char *names[3] = {"input", "end", "weight"};
+  for (int i = 1; i < n; i++)
+    if (sema_val(s, in[i])->dtype != dt) {
+      diag_error(s->d, c->loc, "lerp() needs '%s' of the dtype of 'input' (%s), "
+                 "got %s", names[i], dtype_name(dt),
+                 dtype_name(sema_val(s, in[i])->dtype));
+      sema_note_origin(s, in[i]);
+      return sv_error();
+    }
+  DType cdt[3] = {dt, dt, dt};
+  SVal r = ew_build(s, b->op, in, n, cdt, dt, n == 3 ? IRF_WEIGHT : 0, c->loc);
+  if (r.kind == SV_TENSOR) memcpy(sema_val(s, r.ref)->fattr, fa, sizeof fa);
+  return r;
+}
+
 static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   const char *second = b->op == OP_POW ? "exponent" : "other";
   const SVal *x = need_arg(s, c, 0, c->method ? "self" : "input");
   const SVal *y = need_arg(s, c, 1, second);
   if (!x || !y || !sema_args_done(s, c, 2)) return sv_error();
   if (x->kind == SV_ERROR || y->kind == SV_ERROR) return sv_error();
+  if (b->flags & (BF_TENSORS | BF_NUMBER))
+    for (int i = 0; i < 2; i++) {
+      const SVal *v = i ? y : x;
+      if (v->kind == SV_TENSOR || (i == 1 && (b->flags & BF_NUMBER) && is_number(v)))
+        continue;
+      diag_error(s->d, v->loc, "%s() argument '%s' must be a tensor%s, got %s",
+                 c->name, i ? "other" : "input",
+                 i && (b->flags & BF_NUMBER) ? " or a number" : "", sv_kind_name(v));
+      return sv_error();
+    }
   /* maximum/minimum take a Python number for either operand (spec §4.3;
    * torch.maximum itself takes tensors only), which promotes as a number
    * would in `x + 2`; one operand must be a tensor. */
-  if (b->op != OP_POW)
+  else if (b->op != OP_POW)
     for (int i = 0; i < 2; i++) {
       const SVal *v = i ? y : x, *other = i ? x : y;
       if (v->kind == SV_TENSOR || (is_number(v) && other->kind == SV_TENSOR))
@@ -1831,6 +1964,38 @@ static const Builtin builtins[] = {
     {"sign", h_unary, OP_SIGN, BF_BOTH},
     {"reciprocal", h_unary, OP_RECIPROCAL, BF_BOTH},
     {"logical_not", h_unary, OP_LOGICAL_NOT, BF_BOTH},
+    {"tan", h_unary, OP_TAN, BF_BOTH},
+    {"asin", h_unary, OP_ASIN, BF_BOTH},
+    {"acos", h_unary, OP_ACOS, BF_BOTH},
+    {"atan", h_unary, OP_ATAN, BF_BOTH},
+    {"sinh", h_unary, OP_SINH, BF_BOTH},
+    {"cosh", h_unary, OP_COSH, BF_BOTH},
+    {"asinh", h_unary, OP_ASINH, BF_BOTH},
+    {"acosh", h_unary, OP_ACOSH, BF_BOTH},
+    {"atanh", h_unary, OP_ATANH, BF_BOTH},
+    {"exp2", h_unary, OP_EXP2, BF_BOTH},
+    {"log2", h_unary, OP_LOG2, BF_BOTH},
+    {"log10", h_unary, OP_LOG10, BF_BOTH},
+    {"trunc", h_unary, OP_TRUNC, BF_BOTH},
+    {"frac", h_unary, OP_FRAC, BF_BOTH},
+    {"atan2", h_binary, OP_ATAN2, BF_BOTH | BF_TENSORS},
+    {"softplus", h_act, OP_SOFTPLUS, BF_FUNC},
+    {"leaky_relu", h_act, OP_LEAKY_RELU, BF_FUNC},
+    {"elu", h_act, OP_ELU, BF_FUNC},
+    {"hardtanh", h_act, OP_HARDTANH, BF_FUNC},
+    {"hardswish", h_act, OP_HARDSWISH, BF_FUNC},
+    {"hardsigmoid", h_act, OP_HARDSIGMOID, BF_FUNC},
+    {"mish", h_act, OP_MISH, BF_FUNC},
+    {"isnan", h_unary, OP_ISNAN, BF_BOTH},
+    {"isinf", h_unary, OP_ISINF, BF_BOTH},
+    {"isfinite", h_unary, OP_ISFINITE, BF_BOTH},
+    {"nan_to_num", h_nan_to_num, OP_NAN_TO_NUM, BF_BOTH},
+    {"hypot", h_binary, OP_HYPOT, BF_BOTH | BF_TENSORS},
+    {"fmod", h_binary, OP_FMOD, BF_BOTH | BF_NUMBER},
+    {"remainder", h_binary, OP_MOD, BF_BOTH},
+    {"copysign", h_binary, OP_COPYSIGN, BF_BOTH | BF_NUMBER},
+    {"logaddexp", h_binary, OP_LOGADDEXP, BF_BOTH | BF_TENSORS},
+    {"lerp", h_lerp, OP_LERP, BF_BOTH},
     {"maximum", h_binary, OP_MAXIMUM, BF_BOTH},
     {"minimum", h_binary, OP_MINIMUM, BF_BOTH},
     {"pow", h_binary, OP_POW, BF_BOTH},

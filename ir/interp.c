@@ -418,7 +418,12 @@ static double gelu(double x, bool approx) {
   return 0.5 * x * (1.0 + tanh(inner));
 }
 
-static double unary_f(Op op, int flags, double x) {
+/* min(max(x, 0), 6), keeping NaN (PyTorch's hardswish, hardsigmoid). */
+static double relu6(double x) { return x < 0 ? 0 : x > 6 ? 6 : x; }
+
+/* f32: the op computes in f32 (f32, f16, bf16): where an intermediate
+ * may overflow f32, it is rounded to f32 as PyTorch's kernel would. */
+static double unary_f(Op op, int flags, const double *fa, bool f32, double x) {
   switch (op) {
   case OP_NEG: return -x;
   case OP_ABS: return fabs(x);
@@ -441,11 +446,33 @@ static double unary_f(Op op, int flags, double x) {
   case OP_ROUND: return nearbyint(x); /* default mode: half to even */
   case OP_SIGN: return (double)((0 < x) - (x < 0)); /* NaN -> 0 as PyTorch */
   case OP_RECIPROCAL: return 1.0 / x;
+  case OP_TAN: return tan(x);
+  case OP_ASIN: return asin(x);
+  case OP_ACOS: return acos(x);
+  case OP_ATAN: return atan(x);
+  case OP_SINH: return sinh(x);
+  case OP_COSH: return cosh(x);
+  case OP_ASINH: return asinh(x);
+  case OP_ACOSH: return acosh(x);
+  case OP_ATANH: return atanh(x);
+  case OP_EXP2: return exp2(x);
+  case OP_LOG2: return log2(x);
+  case OP_LOG10: return log10(x);
+  case OP_TRUNC: return trunc(x);
+  case OP_FRAC: return x - trunc(x);
+  case OP_SOFTPLUS: return x * fa[0] > fa[1] ? x : log1p(exp(x * fa[0])) / fa[0];
+  case OP_LEAKY_RELU: return x > 0 ? x : x * fa[0];
+  case OP_ELU: return x <= 0 ? expm1(x) * fa[0] : x;
+  case OP_HARDTANH: x = x < fa[0] ? fa[0] : x; return x > fa[1] ? fa[1] : x; /* NaN stays */
+  case OP_HARDSWISH: return (f32 ? (float)(x * relu6(x + 3)) : x * relu6(x + 3)) / 6;
+  case OP_HARDSIGMOID: return relu6(x + 3) / 6;
+  case OP_MISH: return x * tanh(log1p(exp(x)));
+  case OP_NAN_TO_NUM: return isnan(x) ? fa[0] : x == INFINITY ? fa[1] : x == -INFINITY ? fa[2] : x;
   default: ICE("unary %s on a float dtype", op_name(op));
   }
 }
 
-static uint64_t unary_i(Op op, DType dt, int64_t a) {
+static uint64_t unary_i(Op op, DType dt, const double *fa, int64_t a) {
   uint64_t u = (uint64_t)a;
   switch (op) {
   case OP_NEG: return 0 - u;
@@ -453,7 +480,12 @@ static uint64_t unary_i(Op op, DType dt, int64_t a) {
   case OP_RELU: return a > 0 ? u : 0;
   case OP_FLOOR:
   case OP_CEIL:
-  case OP_ROUND: return u;
+  case OP_ROUND:
+  case OP_TRUNC:
+  case OP_NAN_TO_NUM: return u;
+  case OP_HARDTANH: /* bounds are in the dtype's range (sema); max wins */
+    a = a < (int64_t)fa[0] ? (int64_t)fa[0] : a;
+    return (uint64_t)(a > (int64_t)fa[1] ? (int64_t)fa[1] : a);
   case OP_SIGN: return (uint64_t)(int64_t)((0 < a) - (a < 0));
   case OP_BITNOT: return dt == DT_BOOL ? (uint64_t)!a : ~u;
   default: ICE("unary %s on an integer dtype", op_name(op));
@@ -476,6 +508,18 @@ static double mod_f(double a, double b) {
   return mod;
 }
 
+/* PyTorch's lerp: exact at both ends (weight 0 gives a, 1 gives b). */
+static double lerp_f(double a, double b, double w) {
+  return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w);
+}
+
+/* PyTorch's logaddexp: equal infinities give themselves (not NaN). */
+static double logaddexp_f(double a, double b) {
+  if (isinf(a) && a == b) return a;
+  double m = a < b ? b : a;
+  return m + log1p(exp(-fabs(a - b)));
+}
+
 static double binary_f(Op op, double a, double b) {
   switch (op) {
   case OP_ADD: return a + b;
@@ -487,6 +531,11 @@ static double binary_f(Op op, double a, double b) {
   case OP_POW: return pow(a, b);
   case OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
   case OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+  case OP_ATAN2: return atan2(a, b);
+  case OP_HYPOT: return hypot(a, b);
+  case OP_FMOD: return fmod(a, b);
+  case OP_COPYSIGN: return copysign(a, b);
+  case OP_LOGADDEXP: return logaddexp_f(a, b);
   default: ICE("binary %s on a float dtype", op_name(op));
   }
 }
@@ -523,6 +572,7 @@ static uint64_t binary_i(Op op, int64_t a, int64_t b) {
   case OP_MUL: return ua * ub;
   case OP_FLOORDIV: return floordiv_i(a, b);
   case OP_MOD: return mod_i(a, b);
+  case OP_FMOD: return b == 0 || b == -1 ? 0 : (uint64_t)(a % b); /* x % 0: PyTorch raises */
   case OP_POW: return pow_i(a, b);
   case OP_MAXIMUM: return a > b ? ua : ub;
   case OP_MINIMUM: return a < b ? ua : ub;
@@ -562,10 +612,16 @@ static Scalar elementwise(const IrValue *v, DType in, const Scalar *x) {
   case IRK_UNARY:
     if (v->op == OP_LOGICAL_NOT)
       r.i = isf ? x[0].f == 0 : x[0].i == 0;
+    else if (v->op == OP_ISNAN)
+      r.i = isf && isnan(x[0].f);
+    else if (v->op == OP_ISINF)
+      r.i = isf && isinf(x[0].f);
+    else if (v->op == OP_ISFINITE)
+      r.i = !isf || isfinite(x[0].f);
     else if (isf)
-      r.f = unary_f(v->op, v->flags, x[0].f);
+      r.f = unary_f(v->op, v->flags, v->fattr, in != DT_F64, x[0].f);
     else
-      r.i = (int64_t)unary_i(v->op, in, x[0].i);
+      r.i = (int64_t)unary_i(v->op, in, v->fattr, x[0].i);
     return r;
   case IRK_BINARY:
     if (isf)
@@ -574,7 +630,12 @@ static Scalar elementwise(const IrValue *v, DType in, const Scalar *x) {
       r.i = int_wrap(v->dtype, binary_i(v->op, x[0].i, x[1].i));
     return r;
   case IRK_COMPARE: r.i = compare(v->op, isf, x[0], x[1]); return r;
-  default: return x[0].i ? x[1] : x[2]; /* WHERE */
+  default:
+    if (v->op == OP_LERP) {
+      r.f = lerp_f(x[0].f, x[1].f, v->nargs == 3 ? x[2].f : v->fattr[0]);
+      return r;
+    }
+    return x[0].i ? x[1] : x[2]; /* WHERE */
   }
 }
 

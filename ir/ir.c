@@ -9,8 +9,10 @@ static const struct {
   const char *name;
   int nargs;
   OpKind kind;
+  OpDtype dtype;
+  int cost;
 } op_info[] = {
-#define OP(e, n, a, k) {n, a, k},
+#define OP(e, n, a, k, r, c, m) {n, a, k, r, c},
     OP_LIST(OP)
 #undef OP
 };
@@ -28,6 +30,8 @@ Op op_from_name(const char *name) {
 
 int op_nargs(Op op) { return op_info[op].nargs; }
 OpKind op_kind(Op op) { return op_info[op].kind; }
+OpDtype op_dtype_rule(Op op) { return op_info[op].dtype; }
+int op_cost(Op op) { return op_info[op].cost; }
 
 const char *layout_name(Layout l) {
   switch (l) {

@@ -44,7 +44,7 @@ enum {
   IRF_TANH = 1 << 3,     /* GELU approximate="tanh" */
   IRF_CL = 1 << 4,       /* COPY to channels-last */
   IRF_CLONE = 1 << 5,    /* COPY from clone() */
-  IRF_WEIGHT = 1 << 6,   /* LAYER_NORM has weight */
+  IRF_WEIGHT = 1 << 6,   /* LAYER_NORM has weight; LERP's is a tensor */
   IRF_BIAS = 1 << 7,     /* LAYER_NORM/CONV2D have bias */
   IRF_INLINE = 1 << 8,   /* pass fuse: computed inside each user (no loop
                             nest, no buffer); lowering at -O1+ obeys it */
@@ -61,7 +61,8 @@ typedef struct IrValue {
   IrRef *args;        /* operands, all earlier values */
   int nattrs;
   const Sym **attrs;  /* integer attributes, meaning per op (ops.h) */
-  double fattr[2];    /* float attributes (ARANGE, LAYER_NORM eps) */
+  double fattr[3];    /* float attributes (ARANGE, LAYER_NORM eps, the
+                         parameters of activations and nan_to_num) */
   Scalar value;       /* CONST, FULL: .f for float dtypes, .i otherwise */
   void *data;         /* TENSOR: row-major elements of dtype */
   int flags;          /* IRF_* */

@@ -139,7 +139,7 @@ static void print_scalar(FILE *f, DType t, Scalar v) {
 
 static void print_fattrs(FILE *f, const IrValue *v) {
   const char *k0 = "f0", *k1 = "f1";
-  bool show0 = v->fattr[0] != 0, show1 = v->fattr[1] != 0;
+  bool show0 = v->fattr[0] != 0, show1 = v->fattr[1] != 0, show2 = v->fattr[2] != 0;
   if (v->op == OP_ARANGE) {
     k0 = "start", k1 = "step";
     show0 = show1 = true;
@@ -147,7 +147,7 @@ static void print_fattrs(FILE *f, const IrValue *v) {
     k0 = "eps";
     show0 = true;
   }
-  if (!show0 && !show1) return;
+  if (!show0 && !show1 && !show2) return;
   fputs(" {", f);
   if (show0) {
     fprintf(f, "%s=", k0);
@@ -156,6 +156,10 @@ static void print_fattrs(FILE *f, const IrValue *v) {
   if (show1) {
     fprintf(f, "%s%s=", show0 ? ", " : "", k1);
     print_double(f, v->fattr[1]);
+  }
+  if (show2) {
+    fprintf(f, "%sf2=", show0 || show1 ? ", " : "");
+    print_double(f, v->fattr[2]);
   }
   fputc('}', f);
 }

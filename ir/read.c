@@ -703,14 +703,16 @@ static void operands(Reader *R, IrValue *v, int self) {
   } while (accept(R, ','));
 }
 
-/* {key=number, ...}: start|eps|f0 set fattr[0], step|f1 set fattr[1]. */
+/* {key=number, ...}: start|eps|f0 set fattr[0], step|f1 set fattr[1],
+ * f2 fattr[2]. */
 static void fattrs(Reader *R, IrValue *v) {
   if (!accept(R, '{')) return;
   do {
     int slot = -1;
     if (is_word(R, "start") || is_word(R, "eps") || is_word(R, "f0")) slot = 0;
     else if (is_word(R, "step") || is_word(R, "f1")) slot = 1;
-    else fail_expected(R, "'start', 'step', 'eps', 'f0' or 'f1'");
+    else if (is_word(R, "f2")) slot = 2;
+    else fail_expected(R, "'start', 'step', 'eps', 'f0', 'f1' or 'f2'");
     next(R);
     expect(R, '=', "'='");
     Num n = number(R);

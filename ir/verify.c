@@ -116,6 +116,8 @@ static bool check_arity(Ctx *c, IrRef r, const IrValue *v) {
     want = 1 + !!(v->flags & IRF_WEIGHT) + !!(v->flags & IRF_BIAS);
   else if (v->op == OP_CONV2D)
     want = 2 + !!(v->flags & IRF_BIAS);
+  else if (v->op == OP_LERP)
+    want = 2 + !!(v->flags & IRF_WEIGHT);
   if (v->nargs == want) return true;
   bad_value(c, r, "%d operands, expected %d", v->nargs, want);
   return false;
@@ -360,11 +362,10 @@ static void check_copy(Ctx *c, IrRef r, const IrValue *v) {
 
 static void check_elementwise(Ctx *c, IrRef r, const IrValue *v) {
   for (int i = 0; i < v->nargs; i++) want_shape(c, r, v, i);
-  OpKind kind = op_kind(v->op);
-  if (kind == IRK_COMPARE || v->op == OP_LOGICAL_NOT) {
+  if (op_dtype_rule(v->op) == DR_TO_BOOL) {
     if (v->dtype != DT_BOOL)
       bad_value(c, r, "result is %s, expected bool", dt(v->dtype));
-    if (kind == IRK_COMPARE) want_dtype(c, r, v, 1, arg(c, v, 0)->dtype);
+    for (int i = 1; i < v->nargs; i++) want_dtype(c, r, v, i, arg(c, v, 0)->dtype);
   } else if (v->op == OP_WHERE) {
     want_dtype(c, r, v, 0, DT_BOOL);
     want_dtype(c, r, v, 1, v->dtype);

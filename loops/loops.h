@@ -133,6 +133,7 @@ typedef struct LfExpr {
   DType dtype;
   Op op;
   int flags; /* IRF_* of the op (GELU tanh) */
+  double fattr[3]; /* the op's float parameters (IrValue.fattr) */
   int nargs;
   struct LfExpr *args[3];
   LfAccess acc;

@@ -216,6 +216,7 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
   e = expr(L, LFE_OP, v->dtype);
   e->op = v->op;
   e->flags = v->flags;
+  memcpy(e->fattr, v->fattr, sizeof e->fattr);
   e->nargs = v->nargs;
   for (int j = 0; j < v->nargs; j++) e->args[j] = load(L, v->args[j], id, nloops);
   return e;

@@ -105,16 +105,6 @@ static Block consumer_block(Op op) {
   return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
 }
 
-static int op_cost(Op op) {
-  switch (op) {
-  case OP_EXP: case OP_LOG: case OP_LOG1P: case OP_EXPM1: case OP_SQRT: case OP_RSQRT:
-  case OP_SIN: case OP_COS: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_SILU:
-  case OP_ERF: case OP_RECIPROCAL: case OP_DIV: case OP_FLOORDIV: case OP_MOD: case OP_POW:
-    return 8;
-  default: return 1;
-  }
-}
-
 /* Whether view a reads its root broadcast: a dim of size != 1 with
  * stride 0 (an expand), so each element of the root is read many times. */
 static bool broadcasts(const IrKernel *k, IrRef a) {

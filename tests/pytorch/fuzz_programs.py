@@ -76,7 +76,14 @@ REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
               "conv2d", "pool2d")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
            "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
-           "floor", "ceil", "round", "sign", "reciprocal", "logical_not"]
+           "floor", "ceil", "round", "sign", "reciprocal", "logical_not",
+           "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+           "atanh", "exp2", "log2", "log10", "trunc", "frac", "isnan", "isinf",
+           "isfinite", "nan_to_num", "softplus", "leaky_relu", "elu", "hardtanh",
+           "hardswish", "hardsigmoid", "mish"]
+# torch.nn.functional only: no tensor method
+FUNC_ONLY = ("gelu", "silu", "softplus", "leaky_relu", "elu", "hardtanh", "hardswish",
+             "hardsigmoid", "mish")
 BIN_OPS = ["+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=",
            ">", ">=", "&", "|", "^"]
 
@@ -420,10 +427,13 @@ class Gen:
             f = self.r.choice(UNARY_F)
             if f == "gelu" and self.r.random() < 0.3:
                 return f'gelu({a.name}, approximate="tanh")'
-            if f in ("gelu", "silu"):  # not methods in PyTorch (tdsl allows)
+            if f in FUNC_ONLY:
                 return f"{f}({a.name})"
             return f"{a.name}.{f}()" if self.r.random() < 0.4 else f"{f}({a.name})"
         bs, _ = self.operand()
+        if k < 0.5:  # fmod/remainder left out: integer division by zero
+            f = self.r.choice(["atan2", "hypot", "copysign", "logaddexp"])
+            return f"{f}({a.name}, {bs})"
         if k < 0.6:
             return f"{self.r.choice(['maximum', 'minimum'])}({a.name}, {bs})"
         if k < 0.75:

@@ -10,7 +10,7 @@ tests/unit/test_pytorch.c replays through the reference interpreter.
 The suite never needs PyTorch; only regenerating the data does:
 
     python3 -m venv venv && venv/bin/pip install torch numpy
-    venv/bin/python tests/pytorch/gen.py
+    venv/bin/python tests/pytorch/gen.py [cases/X.tdsl ...]
 
 Annotations, as comments on the lines before a kernel:
     # @sizes N=3 C=4      values of size symbols (default: 2..5, seeded)
@@ -18,6 +18,10 @@ Annotations, as comments on the lines before a kernel:
     # @tol reduce         tolerance class: elementwise (default) | reduce
     # @error              PyTorch must raise: tdsl must reject it too
     # @scalar alpha 0.5   value of a scalar parameter (default random)
+    # @special x          float parameter x starts with SPECIAL's values
+                          (+-0, +-inf, NaN, tiny, huge), in row-major order
+    # @opt O0             compiled replays (test_exec) also build the kernel
+                          at -O0 (manifest file written "f.tdsl@O0")
 """
 import hashlib
 import math
@@ -54,6 +58,46 @@ def _with_number(fn):
         if not isinstance(b, torch.Tensor):
             b = torch.tensor(b, dtype=torch.result_type(a, b))
         return fn(a, b)
+    return call
+
+
+def _half(fn):
+    """fn as PyTorch 2 computes it for f16 on the CPU: torch 1.13 has no
+    CPU f16 kernel for many functions (tan, asin, log2, atan2, hypot,
+    the activations...; and no bf16 mish), where PyTorch 2 computes them
+    in f32 (its "opmath" type) and rounds once; this does the same when
+    1.13 raises."""
+    def call(*a, **kw):
+        ts = [x for x in a if isinstance(x, torch.Tensor)]
+        try:
+            return fn(*a, **kw)
+        except RuntimeError as e:
+            if "not implemented for 'Half'" not in str(e) and \
+               "not implemented for 'BFloat16'" not in str(e):
+                raise
+        half = (torch.float16, torch.bfloat16)
+        want = ts[0].dtype if len(ts) == 1 else torch.result_type(ts[0], ts[1])
+        a = [x.float() if isinstance(x, torch.Tensor) and x.dtype in half else x for x in a]
+        kw = {k: (v.float() if isinstance(v, torch.Tensor) and v.dtype in half else v)
+              for k, v in kw.items()}
+        r = fn(*a, **kw)
+        return r.to(want) if want in half and r.is_floating_point() else r
+    return call
+
+
+def _exact_mod(fn):
+    """fmod and remainder of floats as PyTorch's scalar path (and C's fmod)
+    give them: torch 1.13's vectorized f32 fmod is not exact when |a / b|
+    overflows (fmod(3e38, 0.5) gives NaN, where its scalar path gives 0).
+    fmod's result is exact, so computing in f64 and rounding back is the
+    exact value."""
+    def call(a, b):
+        r = _half(fn)(a, b)
+        if r.is_floating_point() and r.dtype != torch.float64:
+            a2 = a.double() if isinstance(a, torch.Tensor) else a
+            b2 = b.double() if isinstance(b, torch.Tensor) else b
+            r = fn(a2, b2).to(r.dtype)
+        return r
     return call
 
 
@@ -153,7 +197,40 @@ ENV = {
     "adaptive_avg_pool2d": F.adaptive_avg_pool2d,
     "tensor": _tensor, "zeros": _zeros, "ones": _ones, "full": _full_any,
     "arange": _arange,
+    "tan": _half(torch.tan), "asin": _half(torch.asin), "acos": _half(torch.acos),
+    "atan": _half(torch.atan), "sinh": _half(torch.sinh), "cosh": _half(torch.cosh),
+    "asinh": _half(torch.asinh), "acosh": _half(torch.acosh),
+    "atanh": _half(torch.atanh), "exp2": _half(torch.exp2), "log2": _half(torch.log2),
+    "log10": _half(torch.log10), "trunc": _half(torch.trunc), "frac": _half(torch.frac),
+    "atan2": _half(torch.atan2),
+    "softplus": _half(F.softplus), "leaky_relu": _half(F.leaky_relu), "elu": _half(F.elu),
+    "hardtanh": _half(F.hardtanh), "hardswish": _half(F.hardswish),
+    "hardsigmoid": _half(F.hardsigmoid), "mish": _half(F.mish),
+    "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+    "nan_to_num": torch.nan_to_num,
+    "hypot": _half(torch.hypot), "fmod": _exact_mod(torch.fmod),
+    "remainder": _exact_mod(torch.remainder), "copysign": _half(torch.copysign),
+    "logaddexp": _half(torch.logaddexp), "lerp": _half(torch.lerp),
 }
+
+
+def _method_patch():
+    """x.tan() and friends as the functions above (f16 through _half)."""
+    for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                 "atanh", "exp2", "log2", "log10", "trunc", "frac", "atan2", "hypot",
+                 "fmod", "remainder", "copysign", "logaddexp", "lerp"):
+        setattr(torch.Tensor, name, _half(getattr(torch.Tensor, name)))
+    torch.Tensor.fmod = _exact_mod(torch.fmod)
+    torch.Tensor.remainder = _exact_mod(torch.remainder)
+
+
+_method_patch()
+
+# @special: +-0, +-inf, NaN, small and large magnitudes (beyond f16's and
+# f32's range at the end: they round to inf in those dtypes).
+SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0,
+           1e-7, -1e-7, 0.99999, -0.99999, 1.0001, 88.5, -88.5, 1e4, -1e4, 1e9, -1e9,
+           3e38, -3e38]
 
 HEADER = re.compile(r"kernel\s+(\w+)\s*\((.*?)\)\s*->\s*(.*?)\{", re.S)
 PARAM = re.compile(r"(\w+)\s*:\s*(\w+)(?:\s*\[([^\]]*)\])?\s*(\w+)?")
@@ -262,6 +339,7 @@ def run_case(path, rel, out_lines):
         seed = int(hashlib.sha1((rel + name).encode()).hexdigest()[:8], 16)
         rng = np.random.default_rng(seed)
         sizes, ranges, tol, error, scalars = {}, {}, "elementwise", False, {}
+        special, opts = set(), []
         for a in ann:
             if a[0] == "sizes":
                 sizes.update({k: int(v) for k, v in (kv.split("=") for kv in a[1:])})
@@ -273,6 +351,10 @@ def run_case(path, rel, out_lines):
                 error = True
             elif a[0] == "scalar":
                 scalars[a[1]] = a[2]
+            elif a[0] == "special":
+                special.update(a[1:])
+            elif a[0] == "opt":
+                opts += a[1:]
         env = dict(ENV)
         inputs, args = [], []
         for pname, dtype, dims, layout in params:
@@ -300,6 +382,11 @@ def run_case(path, rel, out_lines):
                         sizes[d] = int(rng.integers(2, 6))
                     shape.append(sizes[d])
             t = make_input(rng, dtype, shape, ranges.get(pname))
+            if pname in special:
+                flat = t.reshape(-1).to(torch.float64)
+                n = min(len(SPECIAL), flat.numel())
+                flat[:n] = torch.tensor(SPECIAL[:n], dtype=torch.float64)
+                t = flat.to(t.dtype).reshape(t.shape)
             if layout == "channels_last":
                 t = t.contiguous(memory_format=torch.channels_last)
             env[pname] = t
@@ -331,18 +418,34 @@ def run_case(path, rel, out_lines):
             fname = f"{stem}.{name}.out{i}.npy"
             np.save(os.path.join(DATA, fname), to_numpy(r))
             outs.append(f"out{i}=data/{fname}")
-        out_lines.append(f"{rel} {name} {tol} " + " ".join(inputs) + " -- " + " ".join(outs))
+        for f in [rel] + [f"{rel}@{o}" for o in opts]:
+            out_lines.append(f"{f} {name} {tol} " + " ".join(inputs) + " -- " + " ".join(outs))
 
 
 def main():
+    """No arguments: regenerates everything.  With case files (such as
+    cases/fn_math.tdsl): regenerates only their data and manifest lines,
+    keeping the rest (made by whatever PyTorch version made them)."""
     os.makedirs(DATA, exist_ok=True)
+    only = {os.path.relpath(os.path.abspath(a), HERE) for a in sys.argv[1:]}
+    old = {}
+    if only:
+        with open(os.path.join(HERE, "manifest.txt")) as fp:
+            for line in fp:
+                if line.strip() and not line.startswith("#"):
+                    old.setdefault(line.split()[0].split("@")[0], []).append(line.rstrip("\n"))
     for f in os.listdir(DATA):
-        os.remove(os.path.join(DATA, f))
+        if not only or any(f.startswith(os.path.basename(o)[:-5] + ".") for o in only):
+            os.remove(os.path.join(DATA, f))
     lines = []
     for d, rel in (("cases", "cases"), ("../../examples", "../../examples")):
         for f in sorted(os.listdir(os.path.join(HERE, d))):
-            if f.endswith(".tdsl"):
-                run_case(os.path.join(HERE, d, f), f"{rel}/{f}", lines)
+            if not f.endswith(".tdsl"):
+                continue
+            if only and f"{rel}/{f}" not in only:
+                lines += old.get(f"{rel}/{f}", [])
+                continue
+            run_case(os.path.join(HERE, d, f), f"{rel}/{f}", lines)
     with open(os.path.join(HERE, "manifest.txt"), "w") as fp:
         fp.write("# generated by gen.py: file kernel tol inputs -- outputs\n")
         fp.write("\n".join(lines) + "\n")

@@ -1157,13 +1157,107 @@ static bool g_factory(Gen *g, Stmt *st) {
   return fin(r, 5);
 }
 
+/* The functions that came with the op table (ir/ops.h): unary float
+ * functions and activations (a's magnitude bounds the result's), the
+ * predicate isfinite, nan_to_num, and binary functions.  Discontinuous
+ * ones (trunc, frac, atan2 across the negative axis, copysign's sign)
+ * need exact operands, as floor does; fmod is left to the PyTorch cases. */
+static bool g_fns(Gen *g, Stmt *st) {
+  Val *a = pick(g, any_tensor);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  r->contig = a->contig;
+  static const char *const fs[] = {"atan", "asinh", "sinh", "cosh", "exp2", "log2", "log10",
+                                   "trunc", "frac", "softplus", "mish", "hardswish",
+                                   "hardsigmoid", "leaky_relu", "elu", "hardtanh", "isfinite",
+                                   "nan_to_num", "atan2", "hypot", "copysign", "logaddexp",
+                                   "lerp"};
+  const char *f = fs[rint_(g, 0, 22)];
+  DType dt = a->dt;
+  bool fl = is_float(dt), method = coin(g, 0.4);
+  double m = a->mag;
+  char arg[128];
+  snprintf(arg, sizeof arg, "%s", a->name);
+  if (!strcmp(f, "atan2") || !strcmp(f, "hypot") || !strcmp(f, "copysign") ||
+      !strcmp(f, "logaddexp") || !strcmp(f, "lerp")) {
+    Val *b = pick(g, any_tensor);
+    Opnd o[2];
+    opnd_of(&o[0], a);
+    opnd_of(&o[1], b);
+    if (!bcast2(&o[0], &o[1], &r->rank, r->d)) return false;
+    r->contig = false;
+    DType pt = result_type(o, 2);
+    bool fonly = !strcmp(f, "hypot") || !strcmp(f, "logaddexp") || !strcmp(f, "lerp");
+    if (fonly && !is_float(pt)) return false;
+    if (!strcmp(f, "lerp")) {
+      if (!fl) return false;
+      r->dt = dt;
+      r->exact = false;
+      snprintf(st->e, sizeof st->e, "lerp(%s, %s.to(%s), %s)", a->name, b->name, dtype_name(dt),
+               coin(g, 0.5) ? "0.25" : "0.75");
+      return fin(r, a->mag > b->mag ? a->mag : b->mag);
+    }
+    if ((!strcmp(f, "atan2") && !(a->exact && b->exact)) ||
+        (!strcmp(f, "copysign") && !b->exact))
+      return false;
+    r->dt = is_float(pt) ? pt : DT_F32;
+    r->exact = false;
+    m = !strcmp(f, "atan2") ? 4 : !strcmp(f, "copysign") ? a->mag
+        : !strcmp(f, "hypot") ? a->mag + b->mag : (a->mag > b->mag ? a->mag : b->mag) + 1;
+    if (method) snprintf(st->e, sizeof st->e, "%s.%s(%s)", a->name, f, b->name);
+    else snprintf(st->e, sizeof st->e, "%s(%s, %s)", f, a->name, b->name);
+    return fin(r, m);
+  }
+  bool act = !strcmp(f, "softplus") || !strcmp(f, "mish") || !strcmp(f, "hardswish") ||
+             !strcmp(f, "hardsigmoid") || !strcmp(f, "leaky_relu") || !strcmp(f, "elu");
+  if (!strcmp(f, "isfinite")) {
+    if (fl && !a->exact) return false;
+    r->dt = DT_BOOL, r->exact = true, m = 1;
+  } else if (!strcmp(f, "nan_to_num")) {
+    /* no NaN or inf arises: the values are unchanged */
+  } else if (!strcmp(f, "trunc") || !strcmp(f, "frac")) {
+    if (dt == DT_BOOL || (fl && !a->exact) || (!fl && !strcmp(f, "frac"))) return false;
+    m = !strcmp(f, "frac") ? 1 : m;
+  } else if (!strcmp(f, "hardtanh")) {
+    if (dt == DT_BOOL || dt == DT_U8) return false;
+    snprintf(st->e, sizeof st->e, "hardtanh(%s%s)", arg, fl ? "" : ", -2, 3");
+    r->exact = !fl || a->exact;
+    return fin(r, fl ? 1 : 3);
+  } else if (act) {
+    if (!fl) return false;
+    r->exact = false;
+    m = !strcmp(f, "hardsigmoid") ? 1 : m + 1;
+    if (!strcmp(f, "softplus")) snprintf(st->e, sizeof st->e, "softplus(%s, beta=2)", arg);
+    else if (!strcmp(f, "leaky_relu")) snprintf(st->e, sizeof st->e, "leaky_relu(%s, 0.1)", arg);
+    else snprintf(st->e, sizeof st->e, "%s(%s)", f, arg);
+    return fin(r, m);
+  } else {
+    if (!fl) r->dt = DT_F32;
+    r->exact = false;
+    if (!strcmp(f, "sinh") || !strcmp(f, "cosh") || !strcmp(f, "exp2")) {
+      if (m > 4) snprintf(arg, sizeof arg, "%s.clamp(-4, 4)", a->name), m = 4;
+      m = exp(m) + 1;
+    } else if (!strcmp(f, "log2") || !strcmp(f, "log10")) {
+      if (m > 100) return false;
+      snprintf(arg, sizeof arg, "(%s * %s + 1)", a->name, a->name);
+      m = log2(m * m + 2) + 1;
+    } else {
+      m = !strcmp(f, "atan") ? 2 : log(2 * m + 1) + 1;
+    }
+  }
+  if (method) snprintf(st->e, sizeof st->e, "%s.%s()", arg, f);
+  else snprintf(st->e, sizeof st->e, "%s(%s)", f, arg);
+  return fin(r, m);
+}
+
 typedef bool (*GenFn)(Gen *, Stmt *);
 static const struct {
   GenFn f;
   int w;
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
-            {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}};
+            {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2}};
 
 static bool statement(Gen *g) {
   int tot = 0;

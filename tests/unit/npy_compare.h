@@ -17,9 +17,11 @@
 #include "driver/npy.h"
 
 /* One manifest line: "file kernel tol in... -- out...".  in/out point into
- * the buffer given to manifest_parse_line, which must outlive the line. */
+ * the buffer given to manifest_parse_line, which must outlive the line.
+ * A file written "f.tdsl@O0" asks compiled replays to also build the
+ * kernel at that -O level (opt = "O0"; the interpreter has no levels). */
 typedef struct ManifestLine {
-  char file[256], kernel[128], tol[32];
+  char file[256], kernel[128], tol[32], opt[8];
   int nin, nout;
   char *in[16], *out[16];
 } ManifestLine;
@@ -30,6 +32,11 @@ static inline int manifest_parse_line(char *s, ManifestLine *l) {
   char *save = NULL, *tok = strtok_r(s, " \n", &save);
   if (!tok || tok[0] == '#') return 0;
   snprintf(l->file, sizeof l->file, "%s", tok);
+  char *at = strchr(l->file, '@');
+  if (at) {
+    snprintf(l->opt, sizeof l->opt, "%s", at + 1);
+    *at = 0;
+  }
   tok = strtok_r(NULL, " \n", &save);
   snprintf(l->kernel, sizeof l->kernel, "%s", tok ? tok : "");
   tok = strtok_r(NULL, " \n", &save);

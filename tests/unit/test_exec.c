@@ -13,7 +13,8 @@
  * kernel also answers a shape query (all outputs' data == NULL).
  *
  * Every kernel must compile; lines PyTorch rejects (tol "error") must make
- * tdslc exit 1.  Builds run
+ * tdslc exit 1.  A line whose file is written "f.tdsl@O0" is built at that
+ * level (the default, -O2, otherwise).  Builds run
  * in parallel (one job per core), each (file, kernel) built once.
  *
  * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources and
@@ -141,9 +142,9 @@ static void write_script(const Job *j, const char *work) {
   snprintf(path, sizeof path, "%s/build.sh", j->dir);
   FILE *f = fopen(path, "w");
   ck_assert_ptr_nonnull(f);
-  fprintf(f, "cd '%s' || exit 1\n'%s' '%s/%s' --kernel='%s' -o k.o 2> tdslc.err\n"
+  fprintf(f, "cd '%s' || exit 1\n'%s' '%s/%s' --kernel='%s' %s%s -o k.o 2> tdslc.err\n"
              "echo $? > tdslc.rc\n",
-          j->dir, TDSL_TDSLC, DIR, j->l.file, j->l.kernel);
+          j->dir, TDSL_TDSLC, DIR, j->l.file, j->l.kernel, j->l.opt[0] ? "-" : "", j->l.opt);
   if (!j->want_error)
     fprintf(f, "[ \"$(cat tdslc.rc)\" = 0 ] || exit 0\n"
                "'%s' -std=c17 -Wall -Werror -D_POSIX_C_SOURCE=200809L -shared -fPIC "
@@ -548,7 +549,8 @@ static int read_manifest(Job *jobs, const char *work) {
     j->want_error = strcmp(j->l.tol, "error") == 0;
     j->first = n;
     for (int i = 0; i < n; i++)
-      if (!strcmp(jobs[i].l.file, j->l.file) && !strcmp(jobs[i].l.kernel, j->l.kernel))
+      if (!strcmp(jobs[i].l.file, j->l.file) && !strcmp(jobs[i].l.kernel, j->l.kernel) &&
+          !strcmp(jobs[i].l.opt, j->l.opt))
         j->first = i;
     snprintf(j->dir, sizeof j->dir, "%s/%d", work, j->first);
     n++;

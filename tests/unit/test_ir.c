@@ -190,6 +190,23 @@ static IrModule *round_trip(const char *text) {
 
 /* ---- round trips ---- */
 
+/* The op table (ir/ops.h): names round-trip, every elementwise op but
+ * where has a dtype rule and every other op none, comparisons give bool,
+ * costs are positive. */
+START_TEST(test_op_table) {
+  for (int i = 0; i < OP_COUNT; i++) {
+    Op op = (Op)i;
+    ck_assert_int_eq(op_from_name(op_name(op)), op);
+    ck_assert_int_ge(op_cost(op), 1);
+    bool ew = op_is_elementwise(op) && op != OP_WHERE;
+    ck_assert_msg(ew == (op_dtype_rule(op) != DR_NA), "%s: dtype rule", op_name(op));
+    if (op_kind(op) == IRK_COMPARE) ck_assert_int_eq(op_dtype_rule(op), DR_TO_BOOL);
+    if (op_kind(op) == IRK_UNARY) ck_assert_int_eq(op_nargs(op), 1);
+    if (op_kind(op) == IRK_BINARY || op_kind(op) == IRK_COMPARE) ck_assert_int_eq(op_nargs(op), 2);
+  }
+}
+END_TEST
+
 START_TEST(test_print_mlp) {
   build_mlp();
   ck_assert_int_eq(verify(M), 0);
@@ -717,6 +734,7 @@ static Suite *ir_suite(void) {
   Suite *s = suite_create("ir");
   TCase *tc = tcase_create("text");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_op_table);
   tcase_add_test(tc, test_print_mlp);
   tcase_add_test(tc, test_round_trip_mlp);
   tcase_add_test(tc, test_syms_pointer_equal);

@@ -6,7 +6,8 @@
  * are compared with libm's double function (correctly rounded to far
  * below an f32 ulp) over every 8191st f32 bit pattern of all signs and
  * magnitudes plus every 256th pattern of the key range 2^-4 <= |x| < 8;
- * f64 results with libm's long double function on 150k samples.  Each
+ * f64 results with libm's long double function on 150k samples (pow and
+ * atan2: pairs, with every pair of their special values).  Each
  * function's maximum error in ulps must stay within its bound (the
  * measured maxima are in docs/numerics.md: run with TDSL_MATH_TABLE=1
  * to print them), and special values (NaN, +-inf, +-0, overflow,
@@ -64,7 +65,7 @@ static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is6
   LLVMValueRef py = LLVMBuildGEP2(b, t, LLVMGetParam(f, 1), &i, 1, "");
   LLVMValueRef po = LLVMBuildGEP2(b, t, LLVMGetParam(f, 2), &i, 1, "");
   LLVMValueRef x = LLVMBuildLoad2(b, t, px, "");
-  LLVMValueRef y = fn == MATH_POW ? LLVMBuildLoad2(b, t, py, "") : NULL;
+  LLVMValueRef y = fn == MATH_POW || fn == MATH_ATAN2 ? LLVMBuildLoad2(b, t, py, "") : NULL;
   CgMath m = {ctx, mod, b, 2};
   LLVMBuildStore(b, cg_math(&m, fn, x, y), po);
   LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
@@ -168,6 +169,7 @@ static long double ref(MathFn fn, long double x, long double y) {
   case MATH_ASINH: return asinhl(x);
   case MATH_ACOSH: return acoshl(x);
   case MATH_ATANH: return atanhl(x);
+  case MATH_ATAN2: return atan2l(x, y);
   default: return NAN;
   }
 }
@@ -319,6 +321,35 @@ static Worst sweep_pow(int is64) {
   return w;
 }
 
+/* atan2(x, y): x and y over all magnitudes and signs (random bit
+ * patterns, exponents in [-30, 10), uniform in [-4, 4], each side drawn
+ * from its own class), then every pair of the special values (checked
+ * exactly: C99's quadrants, +-0, +-inf, NaN). */
+static Worst sweep_atan2(int is64) {
+  enum { N = 150000 };
+  double *x = malloc(sizeof *x * N), *y = malloc(sizeof *y * N);
+  for (int i = 0; i < N; i++) {
+    int cx = (int)(next() % 3), cy = (int)(next() % 3);
+    x[i] = cx == 0 ? d_of(next()) : cx == 1 ? rand_exp(-30, 10) : 8 * urand() - 4;
+    y[i] = cy == 0 ? d_of(next()) : cy == 1 ? rand_exp(-30, 10) : 8 * urand() - 4;
+  }
+  static const double sp[] = {0.0, -0.0, 1.0, -1.0, 1e-300, -3.5, INFINITY, -INFINITY, NAN};
+  int k = 0, ns = (int)(sizeof sp / sizeof sp[0]);
+  for (int a = 0; a < ns; a++)
+    for (int b = 0; b < ns; b++) x[k] = sp[a], y[k] = sp[b], k++;
+  Worst w = {0, 0, 0};
+  if (is64) {
+    run64(MATH_ATAN2, x, y, N, &w);
+  } else {
+    float *xf = malloc(sizeof *xf * N), *yf = malloc(sizeof *yf * N);
+    for (int i = 0; i < N; i++) xf[i] = (float)x[i], yf[i] = (float)y[i];
+    run32(MATH_ATAN2, xf, yf, N, &w);
+    free(xf), free(yf);
+  }
+  free(x), free(y);
+  return w;
+}
+
 /* The bound per function and dtype, in ulps: f32 results are computed in
  * f64 and rounded once (0.5 ulp plus a trace); exp on f32 has its own
  * algorithm (1 ulp).  f64: see docs/numerics.md. */
@@ -328,7 +359,8 @@ static double limit(MathFn fn, int is64) {
   case MATH_POW: return 32;
   case MATH_ERF: return 6;
   case MATH_TANH: case MATH_SINH: case MATH_COSH: case MATH_ASINH: case MATH_ACOSH:
-  case MATH_ATANH: case MATH_TAN: case MATH_ASIN: case MATH_ACOS: case MATH_ATAN: return 4;
+  case MATH_ATANH: case MATH_TAN: case MATH_ASIN: case MATH_ACOS: case MATH_ATAN:
+  case MATH_ATAN2: return 4;
   default: return 2.5;
   }
 }
@@ -340,7 +372,10 @@ START_TEST(math_ulps) {
   for (int fn = 0; fn < MATH_NFNS; fn++) {
     Worst w[2];
     for (int is64 = 0; is64 < 2; is64++)
-      w[is64] = fn == MATH_POW ? sweep_pow(is64) : is64 ? sweep64((MathFn)fn) : sweep32((MathFn)fn);
+      w[is64] = fn == MATH_POW     ? sweep_pow(is64)
+                : fn == MATH_ATAN2 ? sweep_atan2(is64)
+                : is64             ? sweep64((MathFn)fn)
+                                   : sweep32((MathFn)fn);
     if (table) printf("| %s | %.3f | %.3f |\n", math_fn_name((MathFn)fn), w[0].ulps, w[1].ulps), fflush(stdout);
     for (int is64 = 0; is64 < 2; is64++)
       if (w[is64].ulps > limit((MathFn)fn, is64)) {
@@ -365,7 +400,10 @@ static const char *USES =
     "  return x.exp() + x.log() + x.log1p() + x.expm1() + x.tanh()"
     " + x.erf() + x.sigmoid() + x.gelu() + x.gelu(approximate=\"tanh\") + x.pow(x),"
     " d.exp() + d.log() + d.tanh() + d.erf() + d.pow(d) + d.log1p()"
-    " + d.expm1(), h.exp() + h.tanh() + h.erf() + h.pow(h)\n}\n";
+    " + d.expm1() + d.asin() + d.acos() + d.atan() + d.atan2(d) + d.sinh() + d.cosh()"
+    " + d.asinh() + d.acosh() + d.atanh() + d.exp2() + d.log2() + d.log10() + d.hypot(d)"
+    " + d.logaddexp(d) + softplus(d) + mish(d) + elu(d),"
+    " h.exp() + h.tanh() + h.erf() + h.pow(h) + h.atan2(h) + h.log2() + h.hypot(h)\n}\n";
 
 static void no_libm_calls(const char *opt) {
   char d[64] = "/tmp/tdsl_mathk_XXXXXX", cmd[512], path[128];

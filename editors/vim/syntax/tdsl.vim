@@ -19,14 +19,19 @@ syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
 
 " Builtin functions and methods, only where they are called (name then
 " '('), so a variable named like one is left alone.
-syn match   tdslBuiltin     "\<\%(abs\|adaptive_avg_pool2d\|amax\|amin\|arange\|argmax\|argmin\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(as_strided\|avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|cos\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(diagonal\|erf\|exp\|expand\|expand_as\|expm1\|flatten\|floor\|full\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(gelu\|layer_norm\|log\|log1p\|log_softmax\|logical_not\|matmul\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(max_pool2d\|maximum\|mean\|minimum\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|reshape\|round\|rsqrt\|select\|sigmoid\|sign\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(silu\|sin\|softmax\|sqrt\|squeeze\|sum\|t\|tanh\|tensor\|to\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(transpose\|unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(abs\|acos\|acosh\|adaptive_avg_pool2d\|amax\|amin\|arange\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(argmax\|argmin\|as_strided\|asin\|asinh\|atan\|atan2\|atanh\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|copysign\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(cos\|cosh\|diagonal\|elu\|erf\|exp\|exp2\|expand\|expand_as\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(expm1\|flatten\|floor\|fmod\|frac\|full\|gelu\|hardsigmoid\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(hardswish\|hardtanh\|hypot\|isfinite\|isinf\|isnan\|layer_norm\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(leaky_relu\|lerp\|log\|log10\|log1p\|log2\|log_softmax\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(logaddexp\|logical_not\|matmul\|max_pool2d\|maximum\|mean\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(minimum\|mish\|nan_to_num\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|remainder\|reshape\|round\|rsqrt\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softmax\|softplus\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
