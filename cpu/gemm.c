@@ -306,13 +306,13 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
   g->vec_bits = e->vec_bits;
   g->vw = e->vec_bits / (8 * dtype_size(g->cd));
-  g->nv = 2;
-  g->mr = e->vec_bits >= 512 ? 12 : 6;
+  g->nv = e->params->gemm_nv;
+  g->mr = e->vec_bits >= 512 ? e->params->gemm_mr_512 : e->params->gemm_mr;
   g->nr = g->nv * g->vw;
   g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
-  g->mc = g->mr * 16;
-  g->kc = 256;
-  g->nc = 4096;
+  g->mc = g->mr * e->params->gemm_mc_panels;
+  g->kc = e->params->gemm_kc;
+  g->nc = e->params->gemm_nc;
 }
 
 typedef struct Run {

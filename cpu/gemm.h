@@ -63,6 +63,7 @@ typedef struct GemmEmit {
   LLVMBuilderRef b;  /* positioned inside fn */
   LLVMValueRef fn;   /* the kernel function being emitted */
   int vec_bits;      /* cg_gemm_vec_bits() */
+  const LfTarget *params; /* blocking sizes (loops.h lf_target_params) */
   /* Epilogue hook, or NULL: the emitted code calls
    *   void epi_fn(ptr epi_arg, i64 bt, i64 i0, i64 i1, i64 j0, i64 j1)
    * from the parallel bodies once rows [i0, i1) x columns [j0, j1) of C

@@ -56,7 +56,8 @@ void cpu_setup_gemm_pools(Cg *c) {
     GemmTensor t[3], out;
     LLVMValueRef attr[7], nt, bytes;
     gemm_operands(c, n, t, &out, attr);
-    GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
+    GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits,
+                .params = c->target};
     if (n->reduce == OP_MATMUL) bytes = cg_matmul_pool_bytes(&e, &t[0], &t[1], &out, &nt);
     else bytes = cg_conv2d_pool_bytes(&e, &t[0], &t[1], &out, attr, gemm_cl(n), &nt);
     LLVMTypeRef ps[2] = {c->i64, c->i64};
@@ -73,7 +74,8 @@ void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
   GemmTensor t[3], out;
   LLVMValueRef attr[7], rc;
   gemm_operands(c, n, t, &out, attr);
-  GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits};
+  GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits,
+                .params = c->target};
   e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
   if (n->post) gemm_epilogue(c, n, &e);
   for (int j = 0; j < 2; j++) e.pro[j] = n->pro[j] ? gemm_prologue(c, n, j) : NULL;

@@ -293,6 +293,11 @@ typedef struct LfTarget {
   const char *name;
   int64_t par_min_elems; /* elements of work per parallel chunk, at least */
   int tile;              /* tile of transposing nests */
+  /* GEMM blocking (cpu/gemm.c): micro-kernel rows MR (with 512-bit
+   * vectors: gemm_mr_512) by gemm_nv vectors, row blocks of
+   * gemm_mc_panels MR panels, K blocks of gemm_kc, column blocks of
+   * gemm_nc */
+  int gemm_mr, gemm_mr_512, gemm_nv, gemm_mc_panels, gemm_kc, gemm_nc;
 } LfTarget;
 
 typedef struct LfSchedule {

@@ -12,7 +12,9 @@
 
 /* The parameter table: one row per target. */
 static const LfTarget targets[] = {
-  {.name = "cpu", .par_min_elems = 32768, .tile = 32},
+  {.name = "cpu", .par_min_elems = 32768, .tile = 32,
+   .gemm_mr = 6, .gemm_mr_512 = 12, .gemm_nv = 2, .gemm_mc_panels = 16, .gemm_kc = 256,
+   .gemm_nc = 4096},
 };
 
 const LfTarget *lf_target_params(const char *name) {
