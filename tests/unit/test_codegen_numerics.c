@@ -6,7 +6,8 @@
  * row of 50M ones sums to exactly 50M, not 2^24).  Expected values are
  * computed here in C (division bit for bit, sums in double), not by the
  * interpreter, so the checks do not share code with the compiler.
- * sin and cos are checked at arguments up to 1e300 against libm.
+ * sin and cos are checked at arguments up to 1e300 against libm, x ** k
+ * for the constant exponents computed without pow against pow.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -248,6 +249,52 @@ START_TEST(trig_large_arguments) {
 }
 END_TEST
 
+/* ---- constant exponents ------------------------------------------------------
+ * x ** k for the exponents computed without pow (1, 2, 3, -1, -2, 0.5,
+ * -0.5; fast at -O1+, where the exponent is a constant in the loop):
+ * within 1 ulp of pow (in double, rounded to f32) at every level, with
+ * C's special values exactly (pow(-0, 0.5) = +0 and pow(-inf, 0.5) =
+ * +inf, not sqrt's -0 and NaN), and 1, 2 and -1 bit for bit. */
+static const char *POW =
+    "kernel p(x: f32[N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[N]) {\n"
+    "  return x ** 1, x ** 2, x ** 3, x ** -1, x ** -2, x ** 0.5, x ** -0.5\n"
+    "}\n";
+
+static bool within_ulp(float got, float want) {
+  if (isnan(want)) return isnan(got);
+  if (isinf(want) || want == 0) return got == want && signbit(got) == signbit(want);
+  return fabsf(got - want) <= nextafterf(fabsf(want), INFINITY) - fabsf(want);
+}
+
+START_TEST(pow_constant_exponents) {
+  Lib L;
+  build_flags(&L, POW, "p", OPTS[_i]);
+  enum { N = 1001 };
+  static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -2.0f, 1.0f,
+                                  -1.0f, 1e-30f, 3e38f, 1e-45f, 0.1f};
+  static const float ks[7] = {1, 2, 3, -1, -2, 0.5f, -0.5f};
+  int64_t n[1] = {N};
+  Ten in, out[7];
+  ten(&in, DT_F32, 1, n, NULL, 0, false);
+  float *x = in.store;
+  for (int64_t i = 0; i < N; i++)
+    x[i] = i < 12 ? special[i] : (float)((urand() - 0.5) * pow(10, (int)(i % 21) - 10));
+  for (int k = 0; k < 7; k++) out_ten(&out[k], DT_F32, 1, n);
+  call_ok(&L, "p", &in, 1, out, 7);
+  for (int k = 0; k < 7; k++)
+    for (int64_t i = 0; i < N; i++) {
+      float got = ((float *)out[k].store)[i], want = (float)pow(x[i], ks[k]);
+      bool exact = ks[k] == 1 || ks[k] == 2 || ks[k] == -1;
+      ck_assert_msg(exact ? (isnan(want) ? isnan(got) : memcmp(&got, &want, 4) == 0)
+                          : within_ulp(got, want),
+                    "%s: %a ** %g = %a, want %a", OPTS[_i], x[i], ks[k], got, want);
+    }
+  ten_free(&in);
+  for (int k = 0; k < 7; k++) ten_free(&out[k]);
+  unbuild_pool(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_numerics");
   TCase *t = tcase_create("cpu");
@@ -255,6 +302,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
   tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
   tcase_add_loop_test(t, trig_large_arguments, 0, 4);
+  tcase_add_loop_test(t, pow_constant_exponents, 0, 4);
   suite_add_tcase(s, t);
   return s;
 }
