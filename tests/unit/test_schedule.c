@@ -9,9 +9,18 @@
 #include "frontend/ast.h"
 #include "loops/loops.h"
 
+/* The arenas of the kernels a test lowered, freed after each test. */
+static Arena *arenas[8];
+static int narenas;
+
+static void free_arenas(void) {
+  while (narenas > 0) arena_free(arenas[--narenas]);
+}
+
 /* Kernel 0 of src lowered at opt_level 0; *st: its symbol table. */
 static LfKernel *lower(const char *src, SymTab **st) {
-  Arena *a = arena_new();
+  ck_assert_int_lt(narenas, 8);
+  Arena *a = arenas[narenas++] = arena_new();
   FILE *sink = tmpfile();
   ck_assert_ptr_nonnull(sink);
   Diag d;
@@ -82,6 +91,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("schedule");
   TCase *tc = tcase_create("schedule");
+  tcase_add_checked_fixture(tc, NULL, free_arenas);
   tcase_add_test(tc, elementwise_collapses);
   tcase_add_test(tc, reduction_loops);
   tcase_add_test(tc, transpose_tiles);
