@@ -476,7 +476,7 @@ static char *emit_path(const Options *o, const char *stem, Emit e) {
 static void print_loops(FILE *f, IrModule *m, int opt_level) {
   for (int i = 0; i < m->nkernels; i++) {
     if (i) fputc('\n', f);
-    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level);
+    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level, lf_target_params("cpu"));
   }
 }
 
@@ -549,7 +549,8 @@ static void html_loop_form(FILE *f, const char *kernel, void *ctx) {
   const HtmlCtx *h = ctx;
   for (int i = 0; i < h->m->nkernels; i++)
     if (!strcmp(h->m->kernels[i]->name, kernel))
-      lf_print(f, h->m, lf_lower(h->m, h->m->kernels[i], h->opt_level), h->opt_level);
+      lf_print(f, h->m, lf_lower(h->m, h->m->kernels[i], h->opt_level), h->opt_level,
+               lf_target_params("cpu"));
 }
 
 static void write_report_to(FILE *f, const Options *o, const Report *r, Emit e,

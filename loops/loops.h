@@ -324,7 +324,8 @@ bool lf_acc_collapses(SymTab *st, const LfNest *n, const LfAccess *a, int oa, in
 bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int ib);
 
 /* Prints the loop form as text, one section per kernel (the format:
- * print.c); opt_level is only shown in the section's heading. */
-void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level);
+ * print.c), each nest with its schedule for target t; opt_level is only
+ * shown in the section's heading. */
+void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level, const LfTarget *t);
 
 #endif

@@ -41,7 +41,8 @@
  * loops (`for i0 < N, ...`, `once` without any; `in memory order ...`
  * when they do not nest as numbered); its reduction loops (`sum over i2
  * < K`, numbered after the outer ones; a pool window's own bounds `in
- * [lo, hi)`); `store ACCESS: DTYPE = EXPR` (with `post: EXPR` after a
+ * [lo, hi)`); its schedule for the target (`schedule: (i0 i1) (i2) |
+ * (i3), tile i1 by 32, parallel over 1`: print_schedule); `store ACCESS: DTYPE = EXPR` (with `post: EXPR` after a
  * reduction, `acc` the reduced value).  A matmul/conv2d nest instead has
  * `gemm OP %R: DTYPE -> ACCESS` (where the GEMM writes its value), its
  * operands over their own dims d0, d1, ... (a buffer access, or
@@ -66,6 +67,7 @@ typedef struct Printer {
   FILE *f;
   IrModule *m;
   const LfKernel *lk;
+  const LfTarget *t;
 } Printer;
 
 /* Shortest of %.15g..%.17g that reads back to the same double. */
@@ -311,6 +313,28 @@ static void print_gemm(Printer *p, const LfNest *n, int depth) {
   fputc('\n', f);
 }
 
+/* "schedule: (i0 i1 i2) (i3), tile i2 by 32, parallel over 1": the
+ * nest's schedule for the target (loops/schedule.c), its virtual loops in
+ * the order they run, each listing the loops it collapses (the last one,
+ * innermost, is the unit-stride loop a backend vectorizes); a transposing
+ * nest's tile loop (`one tile` when its extent fits one); the leading
+ * outer virtual loops that form the parallel index. */
+static void print_schedule(Printer *p, const LfNest *n, int depth) {
+  LfSchedule s = lf_schedule(p->m->st, n, p->t);
+  FILE *f = p->f;
+  indent(p, depth);
+  fputs("schedule:", f);
+  for (int k = 0; k < s.n; k++) {
+    fputs(k == s.nouter ? " | (" : " (", f);
+    for (int j = 0; j < s.count[k]; j++) fprintf(f, "%si%d", j ? " " : "", s.order[s.first[k] + j]);
+    fputc(')', f);
+  }
+  if (s.tile_var >= 0)
+    fprintf(f, ", tile i%d by %d%s", s.tile_var, s.tile, s.blocked ? "" : " (one tile)");
+  if (s.nouter) fprintf(f, ", parallel over %d", s.par);
+  fputc('\n', f);
+}
+
 static void print_nest(Printer *p, int i, int depth) {
   const LfNest *n = &p->lk->nests[i];
   print_heading(p, i, depth);
@@ -319,6 +343,7 @@ static void print_nest(Printer *p, int i, int depth) {
     print_gemm(p, n, depth + 1);
     return;
   }
+  print_schedule(p, n, depth + 1);
   print_store(p, n, n->value, n->rank + n->nred, depth + 1);
   if (!n->post) return;
   indent(p, depth + 1);
@@ -337,8 +362,8 @@ static void print_group(Printer *p, const LfNest *n) {
   fputc('\n', p->f);
 }
 
-void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level) {
-  Printer p = {.f = f, .m = m, .lk = lk};
+void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level, const LfTarget *t) {
+  Printer p = {.f = f, .m = m, .lk = lk, .t = t};
   const Sym *scratch = lf_scratch_total(m->st, lk);
   fprintf(f, "kernel %s -O%d: %d buffer%s, %d nest%s, scratch ", lk->k->name, opt_level,
           lk->nbufs, lk->nbufs == 1 ? "" : "s", lk->nnests, lk->nnests == 1 ? "" : "s");
