@@ -16,7 +16,7 @@ import ctypes
 
 # DLDataTypeCode
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
-DL_CPU = 1
+DL_CPU, DL_CUDA = 1, 2
 
 
 class DLDevice(ctypes.Structure):
@@ -118,8 +118,23 @@ def describe_numpy(arr, code=None):
     return Borrowed(ctypes.addressof(t), (arr, shape, strides, t))
 
 
-def borrow(obj):
-    """The DLTensor of obj (anything with __dlpack__, or a NumPy array)."""
+def device_of(obj):
+    """(device_type, device_id) of a tensor argument: its
+    `__dlpack_device__()`, else (kDLCPU, 0) (NumPy arrays of any version,
+    Python numbers)."""
+    f = getattr(obj, "__dlpack_device__", None)
+    if f is None:
+        return (DL_CPU, 0)
+    dev = f()
+    return (int(dev[0]), int(dev[1]))
+
+
+def borrow(obj, stream=None):
+    """The DLTensor of obj (anything with __dlpack__, or a NumPy array).
+    stream: for a CUDA tensor, the consumer's stream as the DLPack
+    protocol passes it (`__dlpack__(stream=...)`: 1 the legacy default
+    stream, else a CUstream handle); the producer makes that stream wait
+    for its pending work on the tensor.  None for CPU tensors."""
     fw = _framework(obj)
     if fw == "torch" and getattr(obj, "requires_grad", False):
         obj = obj.detach()
@@ -127,7 +142,7 @@ def borrow(obj):
         # Older NumPy and PyTorch export no bool: take the uint8 view.
         import numpy as np
         view = obj.view(np.uint8) if fw == "numpy" else obj.view(__import__("torch").uint8)
-        b = borrow(view)
+        b = borrow(view, stream)
         b.tensor.dtype.code = DL_BOOL
         return b
     if fw == "numpy" and (not obj.flags.writeable or not hasattr(obj, "__dlpack__")):
@@ -135,4 +150,6 @@ def borrow(obj):
     if not hasattr(obj, "__dlpack__"):
         raise TypeError("expected a tensor with __dlpack__ (NumPy >= 1.22, "
                         "PyTorch, ...), got %s" % type(obj).__name__)
-    return _from_capsule(obj.__dlpack__(), obj)
+    if stream is None:
+        return _from_capsule(obj.__dlpack__(), obj)
+    return _from_capsule(obj.__dlpack__(stream=stream), obj)

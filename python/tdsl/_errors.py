@@ -20,11 +20,13 @@ class CompileError(TdslError):
 class KernelError(TdslError):
     """A kernel call failed: `code` is the runtime's negative TDSL_E_*
     code, `name` its name ("TDSL_E_SHAPE"), `message` the runtime's
-    message (tdsl_last_error()), `kernel` the kernel's name."""
+    message (tdsl_last_error()), `kernel` the kernel's name, `hint` what
+to do about it (device errors), or ""."""
 
-    def __init__(self, kernel, code, name, message):
-        super().__init__("%s: %s" % (name, message))
+    def __init__(self, kernel, code, name, message, hint=""):
+        super().__init__("%s: %s%s" % (name, message, " (%s)" % hint if hint else ""))
         self.kernel = kernel
         self.code = code
         self.name = name
         self.message = message
+        self.hint = hint

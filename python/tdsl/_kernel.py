@@ -14,6 +14,14 @@ are sized by a shape query (outputs with data == NULL), allocated with
 the strides the query gives (channels-last results stay channels-last),
 as PyTorch tensors when every tensor argument is one, else NumPy arrays,
 and filled by a second call.
+
+A CUDA kernel (its info's device_type is kDLCUDA) takes tensors whose
+`__dlpack_device__()` is (kDLCUDA, id), all on one device.  Before the
+call the library's stream (tdsl_cuda_set_stream, per thread) is set to
+PyTorch's current stream on that device, the same stream is passed to
+each producer's `__dlpack__(stream=...)` (so its pending work on the
+tensor comes first), and the kernel is enqueued on it without
+synchronizing.  Its results are PyTorch CUDA tensors on that device.
 """
 
 import ctypes
@@ -41,6 +49,14 @@ CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "u8": ctypes.c_uint8,
           "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
           "f32": ctypes.c_float, "f64": ctypes.c_double}
 LAYOUTS = ["contiguous", "channels_last", "strided"]
+TDSL_E_DEVICE = -4
+DEVICE_NAMES = {dl.DL_CPU: "cpu", dl.DL_CUDA: "cuda", 3: "cuda_host", 4: "opencl",
+                7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda_managed"}
+
+
+def device_text(dev):
+    name = DEVICE_NAMES.get(dev[0], "device type %d" % dev[0])
+    return name if dev[0] == dl.DL_CPU else "%s:%d" % (name, dev[1])
 
 
 class _ParamInfo(ctypes.Structure):
@@ -121,15 +137,36 @@ def _framework(obj):
     return type(obj).__module__.split(".")[0]
 
 
-def _borrow_as(obj, p, kernel):
-    """The DLTensor of obj for tensor parameter or result p."""
+def _torch():
+    """PyTorch, or None when it cannot be imported."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _borrow_as(obj, p, kernel, device=None, stream=None):
+    """The DLTensor of obj for tensor parameter or result p.  device: the
+    (kDLCUDA, id) of a CUDA kernel's call (a Python number then becomes a
+    0-dim PyTorch tensor on it), else None; stream: what to pass to
+    `__dlpack__(stream=)` for CUDA tensors."""
     if isinstance(obj, (bool, int, float)):
+        if device is not None:
+            torch = _torch()
+            if torch is None:
+                raise TypeError("%s(): argument '%s': a Python number for a tensor "
+                                "parameter of a CUDA kernel needs PyTorch; pass a "
+                                "CUDA tensor" % (kernel, p.name))
+            obj = torch.tensor(obj, dtype=getattr(torch, TORCH[p.dtype]),
+                               device="cuda:%d" % device[1])
+            return dl.borrow(obj, stream)
         if p.dtype == "bf16":
             b = dl.describe_numpy(np.array(_bf16_bits(float(obj)), np.uint16), dl.DL_BFLOAT)
         else:
             b = dl.describe_numpy(np.array(obj, NUMPY[p.dtype]))
         return b
-    b = dl.borrow(obj)
+    b = dl.borrow(obj, stream if device is not None else None)
     t = b.tensor.dtype
     if p.dtype == "bf16" and (t.code, t.bits) == (dl.DL_UINT, 16) and \
             _framework(obj) == "numpy":
@@ -149,6 +186,26 @@ def _numpy_empty(shape, strides, dtype):
 def _torch_empty(shape, strides, dtype):
     import torch
     return torch.empty_strided(shape, strides, dtype=getattr(torch, TORCH[dtype]))
+
+
+def _cuda_empty(shape, strides, dtype, device_id):
+    """A PyTorch CUDA tensor for a CUDA kernel's result."""
+    torch = _torch()
+    if torch is None:
+        raise RuntimeError("a CUDA kernel's results are allocated as PyTorch CUDA "
+                           "tensors, and PyTorch cannot be imported: install "
+                           "PyTorch with CUDA, or pass the results with out=")
+    return torch.empty_strided(shape, strides, dtype=getattr(torch, TORCH[dtype]),
+                               device="cuda:%d" % device_id)
+
+
+def _cuda_stream(device_id):
+    """PyTorch's current stream on the device, as a CUstream handle (an
+    int; 0 is the legacy default stream); 0 without PyTorch or CUDA."""
+    torch = _torch()
+    if torch is None or not torch.cuda.is_available():
+        return 0
+    return torch.cuda.current_stream(device_id).cuda_stream
 
 
 class Kernel:
@@ -177,6 +234,7 @@ class Kernel:
             else info.scratch_expr.decode(),
             "device": "cpu" if info.device_type == dl.DL_CPU else "cuda",
         }
+        self.device_type = info.device_type
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_void_p if p.is_tensor else CTYPES[p.dtype]
                        for p in self.params] + [ctypes.c_void_p] * len(self.results)
@@ -214,25 +272,77 @@ class Kernel:
                 self.name, "s" if len(missing) > 1 else "", ", ".join(missing)))
         return values
 
+    def _error(self, rc, message, hint=""):
+        lib = self._module._lib
+        return KernelError(self.name, rc, lib.tdsl_strerror(rc).decode(), message, hint)
+
     def _check(self, rc):
         if rc != 0:
-            lib = self._module._lib
-            raise KernelError(self.name, rc, lib.tdsl_strerror(rc).decode(),
-                              lib.tdsl_last_error().decode())
+            hint = ""
+            if rc == TDSL_E_DEVICE:
+                hint = self._device_hint()
+            raise self._error(rc, self._module._lib.tdsl_last_error().decode(), hint)
 
-    def _allocate(self, cargs, torch_out):
-        """Results sized by a shape query, allocated with its strides."""
+    def _device_hint(self):
+        if self.device_type == dl.DL_CUDA:
+            return ("kernel %s was compiled for CUDA: pass CUDA tensors, all on one "
+                    "device (e.g. x.cuda())" % self.name)
+        target = self._module.target
+        return ("kernel %s was compiled for the CPU%s: pass CPU tensors "
+                "(e.g. x.cpu()), or compile with target=\"cuda\""
+                % (self.name, " (target %s)" % target if target else ""))
+
+    def _call_device(self, values, outs):
+        """Checks where the tensor arguments live; returns None for a CPU
+        kernel, else the CUDA kernel's (kDLCUDA, id)."""
+        args = [(p.name, v) for p, v in zip(self.params, values)
+                if p.is_tensor and not isinstance(v, (bool, int, float))]
+        args += [(r.name, o) for r, o in zip(self.results, outs or [])
+                 if not isinstance(o, (bool, int, float))]
+        cuda = self.device_type == dl.DL_CUDA
+        found = None
+        for name, v in args:
+            dev = dl.device_of(v)
+            if cuda and dev[0] != dl.DL_CUDA or not cuda and dev[0] != dl.DL_CPU:
+                raise self._error(TDSL_E_DEVICE, "kernel %s: argument '%s': expected "
+                                  "device %s, got %s" % (
+                                      self.name, name, "cuda" if cuda else "cpu",
+                                      device_text(dev)), self._device_hint())
+            if cuda and found is not None and dev != found[1]:
+                raise self._error(TDSL_E_DEVICE, "kernel %s: argument '%s': on %s, "
+                                  "but argument '%s' is on %s: all tensors of a "
+                                  "CUDA kernel must be on one device" % (
+                                      self.name, name, device_text(dev), found[0],
+                                      device_text(found[1])))
+            if found is None:
+                found = (name, dev)
+        if not cuda:
+            return None
+        if found is None:  # no tensor argument: PyTorch's current device
+            torch = _torch()
+            idx = torch.cuda.current_device() if torch and torch.cuda.is_available() else 0
+            return (dl.DL_CUDA, idx)
+        return found[1]
+
+    def _allocate(self, cargs, torch_out, device=None):
+        """Results sized by a shape query, allocated with its strides
+        (device: a CUDA kernel's (kDLCUDA, id), else None)."""
         query = []
+        qdev = dl.DLDevice(*(device or (dl.DL_CPU, 0)))
         for r in self.results:
             n = max(r.ndim, 1)
             shape, strides = (ctypes.c_int64 * n)(), (ctypes.c_int64 * n)()
             code, bits = next(k for k, v in DTYPES.items() if v == r.dtype)
-            t = dl.DLTensor(None, dl.DLDevice(dl.DL_CPU, 0), r.ndim,
+            t = dl.DLTensor(None, qdev, r.ndim,
                             dl.DLDataType(code, bits, 1),
                             ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
                             ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)), 0)
             query.append((t, shape, strides))
         self._check(self._fn(*cargs, *[ctypes.addressof(q[0]) for q in query]))
+        if device is not None:
+            return [_cuda_empty(list(shape[:r.ndim]), list(strides[:r.ndim]), r.dtype,
+                                device[1])
+                    for r, (_, shape, strides) in zip(self.results, query)]
         empty = _torch_empty if torch_out else _numpy_empty
         return [empty(list(shape[:r.ndim]), list(strides[:r.ndim]),
                       r.dtype if torch_out else NUMPY[r.dtype])
@@ -240,11 +350,24 @@ class Kernel:
 
     def __call__(self, *args, out=None, **kwargs):
         values = self._bind(args, kwargs)
+        outs = None
+        if out is not None:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != len(self.results):
+                raise TypeError("%s() has %d result%s but out= gives %d"
+                                % (self.name, len(self.results),
+                                   "s" if len(self.results) > 1 else "", len(outs)))
+        device = self._call_device(values, outs)
+        stream = None
+        if device is not None:
+            handle = _cuda_stream(device[1])
+            self._module._set_stream(handle)
+            stream = handle if handle else 1  # DLPack: 1 is the legacy default stream
         borrowed, cargs, frameworks = [], [], set()
         try:
             for p, v in zip(self.params, values):
                 if p.is_tensor:
-                    b = _borrow_as(v, p, self.name)
+                    b = _borrow_as(v, p, self.name, device, stream)
                     borrowed.append(b)
                     cargs.append(b.address)
                     if not isinstance(v, (bool, int, float)):
@@ -252,17 +375,11 @@ class Kernel:
                 else:
                     cargs.append(_scalar(v, p, self.name))
             if out is None:
-                outs = self._allocate(cargs, frameworks == {"torch"})
-            else:
-                outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                if len(outs) != len(self.results):
-                    raise TypeError("%s() has %d result%s but out= gives %d"
-                                    % (self.name, len(self.results),
-                                       "s" if len(self.results) > 1 else "", len(outs)))
+                outs = self._allocate(cargs, frameworks == {"torch"}, device)
             for r, o in zip(self.results, outs):
                 if isinstance(o, (bool, int, float)):
                     raise TypeError("%s(): out= takes arrays, not numbers" % self.name)
-                b = _borrow_as(o, r, self.name)
+                b = _borrow_as(o, r, self.name, device, stream)
                 borrowed.append(b)
                 cargs.append(b.address)
             self._check(self._fn(*cargs))
