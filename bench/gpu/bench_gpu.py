@@ -363,7 +363,10 @@ def ms_of(x):
 def fmt_ms(x):
     if isinstance(x, dict):
         return "%.4f" % x["ms"] if x["ms"] < 1 else "%.3f" % x["ms"]
-    return "n/a" if str(x).startswith("n/a") else "failed" if str(x).startswith("failed") else "-"
+    for word in ("n/a", "failed", "missing"):
+        if str(x).startswith(word):
+            return word
+    return "-"
 
 
 def num(x):

@@ -9,8 +9,10 @@
  *
  * whose "device pointers" are host memory, tdsl_so_kernel_count/info,
  * tdsl_last_error/strerror and tdsl_cuda_set_stream/get_stream/synchronize
- * (per thread), plus fake_calls()/fake_last_stream()/fake_syncs() for the
- * test to read back.  Built by the test with the system C compiler against
+ * (per thread), plus fake_calls()/fake_last_stream()/fake_last_data()/
+ * fake_syncs() for the test to read back.  fake_set_touch(0) makes the
+ * kernel leave the data alone (only record it): then real PyTorch CUDA
+ * tensors can go through the whole Python path on a GPU machine.  Built by the test with the system C compiler against
  * runtime/include (for the structs); links nothing else. */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,8 +21,9 @@
 
 static _Thread_local char last_error[256];
 static _Thread_local void *cur_stream;
-static int calls, syncs;
+static int calls, syncs, touch = 1;
 static void *last_stream;
+static const void *last_data;
 
 const char *tdsl_last_error(void) { return last_error; }
 
@@ -49,6 +52,8 @@ int tdsl_cuda_synchronize(void) {
 int fake_calls(void) { return calls; }
 int fake_syncs(void) { return syncs; }
 void *fake_last_stream(void) { return last_stream; }
+const void *fake_last_data(void) { return last_data; }
+void fake_set_touch(int on) { touch = on; }
 
 static int fail(int code, const char *arg, const char *what) {
   snprintf(last_error, sizeof last_error, "kernel scale: argument '%s': %s",
@@ -89,9 +94,10 @@ int scale(const DLTensor *x, float a, DLTensor *out0) {
   int64_t so = out0->strides ? out0->strides[0] : 1;
   const float *px = (const float *)((const char *)x->data + x->byte_offset);
   float *po = (float *)((char *)out0->data + out0->byte_offset);
-  for (int64_t i = 0; i < n; i++)
+  for (int64_t i = 0; touch && i < n; i++)
     po[i * so] = px[i * sx] * a;
   calls++;
+  last_data = px;
   last_stream = cur_stream;
   return TDSL_OK;
 }

@@ -49,16 +49,24 @@ class FakeCuda:
 
 @pytest.fixture
 def fake(tmp_path):
+    """fake_cuda.c built here ($TDSL_FAKE_CUDA_SO: one built elsewhere, for
+    a GPU machine without a C compiler), loaded afresh."""
     so = tmp_path / "fake_cuda.so"
-    cc = os.environ.get("CC", "cc").split()
-    r = subprocess.run(cc + ["-shared", "-fPIC", "-O1", "-o", str(so),
-                             os.path.join(HERE, "fake_cuda.c"),
-                             "-I", os.path.join(SOURCE_DIR, "runtime", "include")],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        pytest.skip("cannot build fake_cuda.c: " + r.stdout)
+    prebuilt = os.environ.get("TDSL_FAKE_CUDA_SO")
+    if prebuilt:
+        import shutil
+        shutil.copy(prebuilt, so)
+    else:
+        cc = os.environ.get("CC", "cc").split()
+        r = subprocess.run(cc + ["-shared", "-fPIC", "-O1", "-o", str(so),
+                                 os.path.join(HERE, "fake_cuda.c"),
+                                 "-I", os.path.join(SOURCE_DIR, "runtime", "include")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            pytest.skip("cannot build fake_cuda.c: " + r.stdout)
     m = tdsl.load(so)
     m._lib.fake_last_stream.restype = ctypes.c_void_p
+    m._lib.fake_last_data.restype = ctypes.c_void_p
     return m
 
 
@@ -142,6 +150,36 @@ def test_one_device_for_all(fake):
     assert "argument 'out0': on cuda:1, but argument 'x' is on cuda:0" in e.value.message
 
 
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                               reason="torch.cuda.is_available() is False")
+
+
+@needs_gpu
+def test_torch_cuda_tensors_through_the_python_path(fake):
+    """Real PyTorch CUDA tensors reach the (fake) kernel: their device
+    pointers, PyTorch's current stream, results allocated on the device."""
+    fake._lib.fake_set_touch(0)  # the fake kernel must not read device memory
+    try:
+        x = torch.arange(6, dtype=torch.float32, device="cuda")[1:]
+        y = fake.scale(x, 2.0)
+        assert y.device == x.device and y.shape == (5,) and y.stride() == (1,)
+        assert fake._lib.fake_last_data() == x.data_ptr()  # storage offset included
+        assert (fake._lib.fake_last_stream() or 0) == torch.cuda.current_stream().cuda_stream
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            out = torch.empty(5, device="cuda")
+            assert fake.scale(x, 1.0, out=out) is out
+        assert fake._lib.fake_last_stream() == s.cuda_stream
+        assert fake.get_stream() == s.cuda_stream
+        with pytest.raises(tdsl.KernelError, match="argument 'out0': expected device cuda, got cpu"):
+            fake.scale(x, 1.0, out=torch.empty(5))
+        b = dl.borrow(x, stream=s.cuda_stream)
+        assert (b.tensor.device.device_type, b.tensor.device.device_id) == (2, x.device.index)
+        b.release()
+    finally:
+        fake._lib.fake_set_touch(1)
+
+
 def test_synchronize(fake):
     n = fake._lib.fake_syncs()
     fake.synchronize()
@@ -209,10 +247,6 @@ def test_cuda_kernel_without_a_gpu(cm):
     with pytest.raises(tdsl.KernelError) as e:
         cm.total(FakeCuda(np.ones(4)), out=FakeCuda(np.zeros(())))
     assert e.value.name in ("TDSL_E_NO_DEVICE", "TDSL_E_CUDA"), str(e.value)
-
-
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
-                               reason="torch.cuda.is_available() is False")
 
 
 @needs_gpu
