@@ -348,7 +348,9 @@ class Kernel:
                       r.dtype if torch_out else NUMPY[r.dtype])
                 for r, (_, shape, strides) in zip(self.results, query)]
 
-    def __call__(self, *args, out=None, **kwargs):
+    def _prepare(self, args, kwargs, out):
+        """(C arguments, borrowed descriptors, results) of a call; the
+        caller releases the descriptors (also done here on failure)."""
         values = self._bind(args, kwargs)
         outs = None
         if out is not None:
@@ -382,6 +384,15 @@ class Kernel:
                 b = _borrow_as(o, r, self.name, device, stream)
                 borrowed.append(b)
                 cargs.append(b.address)
+        except BaseException:
+            for b in borrowed:
+                b.release()
+            raise
+        return cargs, borrowed, outs
+
+    def __call__(self, *args, out=None, **kwargs):
+        cargs, borrowed, outs = self._prepare(args, kwargs, out)
+        try:
             self._check(self._fn(*cargs))
         finally:
             for b in borrowed:
@@ -389,3 +400,41 @@ class Kernel:
         if out is not None:
             return out
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def bind(self, *args, out=None, **kwargs):
+        """A call prepared once, to repeat without the per-call work of
+        Python (binding, DLPack exports, shape query, and for CUDA the
+        stream, which is the one current now, on this thread): returns a
+        BoundCall whose `()` runs the C entry on the same descriptors and
+        `.results` the results.  For benchmarks and tight loops: the
+        arguments must keep their storage (no resize) while it is used;
+        `.release()` (or `with`) gives the descriptors back."""
+        cargs, borrowed, outs = self._prepare(args, kwargs, out)
+        return BoundCall(self, cargs, borrowed, outs)
+
+
+class BoundCall:
+    """Kernel.bind()'s result."""
+
+    def __init__(self, kernel, cargs, borrowed, outs):
+        self._kernel = kernel
+        self._cargs = cargs
+        self._borrowed = borrowed
+        self.results = outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __call__(self):
+        if self._borrowed is None:
+            raise ValueError("%s: this bound call was released" % self._kernel.name)
+        self._kernel._check(self._kernel._fn(*self._cargs))
+        return self.results
+
+    def release(self):
+        borrowed, self._borrowed = self._borrowed, None
+        for b in borrowed or []:
+            b.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()

@@ -292,3 +292,15 @@ def test_cuda_kernels_on_a_side_stream(cm):
     assert cm.get_stream() == torch.cuda.current_stream().cuda_stream
     cm.synchronize()
     torch.testing.assert_close(r2, x)
+
+
+def test_bind_sets_the_stream_once(fake, monkeypatch):
+    monkeypatch.setattr(_kernel, "_cuda_stream", lambda device_id: 0x77)
+    x, o = FakeCuda(np.arange(3)), FakeCuda(np.zeros(3))
+    call = fake.scale.bind(x, 4.0, out=o)
+    fake.set_stream(None)
+    call()
+    assert fake._lib.fake_last_stream() is None  # the stream current at the call
+    np.testing.assert_array_equal(o.a, np.arange(3) * 4)
+    assert x.streams == [0x77]  # exported once
+    call.release()

@@ -99,3 +99,21 @@ def test_cpu_kernel_refuses_cuda_tensors_with_a_hint(tdslc):
     assert "argument 'y': expected device cpu, got cuda:1" in e.value.message
     assert "compiled for the CPU (target host)" in str(e.value)
     assert "x.cpu()" in str(e.value)
+
+
+def test_bind_repeats_a_prepared_call(tdslc):
+    m = tdsl.compile(SRC)
+    x, y, out = torch.randn(9), torch.randn(9), torch.empty(9)
+    with m.axpy.bind(x, y, 3.0, out=out) as call:
+        assert call() is out
+        torch.testing.assert_close(out, x * 3 + y)
+        x.mul_(2)  # same storage, new values: the bound call sees them
+        call()
+        torch.testing.assert_close(out, x * 3 + y)
+    with pytest.raises(ValueError, match="released"):
+        call()
+    call = m.rowsum.bind(np.ones((2, 5), np.float32))  # results allocated once
+    np.testing.assert_array_equal(call(), [5, 5])
+    call.release()
+    with pytest.raises(tdsl.KernelError, match="TDSL_E_SYMBOL"):  # checked at bind()
+        m.axpy.bind(x, torch.randn(4), 1.0)
