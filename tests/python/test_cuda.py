@@ -171,6 +171,13 @@ def test_torch_cuda_tensors_through_the_python_path(fake):
             assert fake.scale(x, 1.0, out=out) is out
         assert fake._lib.fake_last_stream() == s.cuda_stream
         assert fake.get_stream() == s.cuda_stream
+        with torch.cuda.stream(s):
+            with fake.scale.bind(x, 1.0) as call:
+                fake.set_stream(None)
+                assert call().device == x.device
+        with fake.scale.bind(x, 1.0, out=out) as call:  # the default stream now
+            call()
+        assert (fake._lib.fake_last_stream() or 0) == torch.cuda.current_stream().cuda_stream
         with pytest.raises(tdsl.KernelError, match="argument 'out0': expected device cuda, got cpu"):
             fake.scale(x, 1.0, out=torch.empty(5))
         b = dl.borrow(x, stream=s.cuda_stream)
