@@ -403,10 +403,11 @@ class Kernel:
 
     def bind(self, *args, out=None, **kwargs):
         """A call prepared once, to repeat without the per-call work of
-        Python (binding, DLPack exports, shape query, and for CUDA the
-        stream, which is the one current now, on this thread): returns a
-        BoundCall whose `()` runs the C entry on the same descriptors and
-        `.results` the results.  For benchmarks and tight loops: the
+        Python (binding, DLPack exports, shape query; for CUDA, setting the
+        library's stream to PyTorch's current one, once, now: each call
+        then runs on the library's stream of the calling thread as it is
+        at that call): returns a BoundCall whose `()` runs the C entry on
+        the same descriptors and `.results` the results.  For benchmarks and tight loops: the
         arguments must keep their storage (no resize) while it is used;
         `.release()` (or `with`) gives the descriptors back."""
         cargs, borrowed, outs = self._prepare(args, kwargs, out)
