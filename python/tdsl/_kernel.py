@@ -292,23 +292,31 @@ class Kernel:
                 "(e.g. x.cpu()), or compile with target=\"cuda\""
                 % (self.name, " (target %s)" % target if target else ""))
 
+    def _cpu_only(self, b, name):
+        """A CPU kernel checks each descriptor once exported (cheaper than
+        asking each argument first; the C entry would refuse it too, in
+        fewer words)."""
+        dev = b.tensor.device
+        if dev.device_type != dl.DL_CPU:
+            raise self._error(TDSL_E_DEVICE, "kernel %s: argument '%s': expected device "
+                              "cpu, got %s" % (self.name, name, device_text(
+                                  (dev.device_type, dev.device_id))), self._device_hint())
+
     def _call_device(self, values, outs):
-        """Checks where the tensor arguments live; returns None for a CPU
-        kernel, else the CUDA kernel's (kDLCUDA, id)."""
+        """Checks where the tensor arguments of a CUDA kernel live, before
+        anything is exported; returns their (kDLCUDA, id)."""
         args = [(p.name, v) for p, v in zip(self.params, values)
                 if p.is_tensor and not isinstance(v, (bool, int, float))]
         args += [(r.name, o) for r, o in zip(self.results, outs or [])
                  if not isinstance(o, (bool, int, float))]
-        cuda = self.device_type == dl.DL_CUDA
         found = None
         for name, v in args:
             dev = dl.device_of(v)
-            if cuda and dev[0] != dl.DL_CUDA or not cuda and dev[0] != dl.DL_CPU:
+            if dev[0] != dl.DL_CUDA:
                 raise self._error(TDSL_E_DEVICE, "kernel %s: argument '%s': expected "
-                                  "device %s, got %s" % (
-                                      self.name, name, "cuda" if cuda else "cpu",
-                                      device_text(dev)), self._device_hint())
-            if cuda and found is not None and dev != found[1]:
+                                  "device cuda, got %s" % (self.name, name, device_text(dev)),
+                                  self._device_hint())
+            if found is not None and dev != found[1]:
                 raise self._error(TDSL_E_DEVICE, "kernel %s: argument '%s': on %s, "
                                   "but argument '%s' is on %s: all tensors of a "
                                   "CUDA kernel must be on one device" % (
@@ -316,8 +324,6 @@ class Kernel:
                                       device_text(found[1])))
             if found is None:
                 found = (name, dev)
-        if not cuda:
-            return None
         if found is None:  # no tensor argument: PyTorch's current device
             torch = _torch()
             idx = torch.cuda.current_device() if torch and torch.cuda.is_available() else 0
@@ -359,9 +365,10 @@ class Kernel:
                 raise TypeError("%s() has %d result%s but out= gives %d"
                                 % (self.name, len(self.results),
                                    "s" if len(self.results) > 1 else "", len(outs)))
-        device = self._call_device(values, outs)
+        cuda = self.device_type == dl.DL_CUDA
+        device = self._call_device(values, outs) if cuda else None
         stream = None
-        if device is not None:
+        if cuda:
             handle = _cuda_stream(device[1])
             self._module._set_stream(handle)
             stream = handle if handle else 1  # DLPack: 1 is the legacy default stream
@@ -371,6 +378,8 @@ class Kernel:
                 if p.is_tensor:
                     b = _borrow_as(v, p, self.name, device, stream)
                     borrowed.append(b)
+                    if not cuda:
+                        self._cpu_only(b, p.name)
                     cargs.append(b.address)
                     if not isinstance(v, (bool, int, float)):
                         frameworks.add(_framework(v))
@@ -383,6 +392,8 @@ class Kernel:
                     raise TypeError("%s(): out= takes arrays, not numbers" % self.name)
                 b = _borrow_as(o, r, self.name, device, stream)
                 borrowed.append(b)
+                if not cuda:
+                    self._cpu_only(b, r.name)
                 cargs.append(b.address)
         except BaseException:
             for b in borrowed:

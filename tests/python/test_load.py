@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tdsl
+from tdsl import _dlpack as dl
 
 SRC = """\
 kernel axpy(x: f32[N], y: f32[N], a: f32) -> f32[N] {
@@ -82,7 +83,7 @@ def test_compile_targets(tdslc):
 def test_cpu_kernel_refuses_cuda_tensors_with_a_hint(tdslc):
     m = tdsl.compile(SRC)
 
-    class OnGpu:  # what a CUDA tensor says before it is exported
+    class OnGpu:  # a NumPy array that exports itself as on cuda:1
         def __init__(self, a):
             self.a = a
 
@@ -90,11 +91,15 @@ def test_cpu_kernel_refuses_cuda_tensors_with_a_hint(tdslc):
             return (2, 1)
 
         def __dlpack__(self, stream=None):
-            raise AssertionError("a CPU kernel must not export a CUDA tensor")
+            assert stream is None  # a CPU kernel passes no stream
+            capsule = self.a.__dlpack__()
+            t = dl.DLTensor.from_address(dl._get_pointer(capsule, b"dltensor"))
+            t.device = dl.DLDevice(2, 1)
+            return capsule
 
     x = torch.randn(4)
     with pytest.raises(tdsl.KernelError) as e:
-        m.axpy(x, OnGpu(x), 1.0)
+        m.axpy(x, OnGpu(x.numpy()), 1.0)
     assert e.value.code == -4 and e.value.name == "TDSL_E_DEVICE"
     assert "argument 'y': expected device cpu, got cuda:1" in e.value.message
     assert "compiled for the CPU (target host)" in str(e.value)
