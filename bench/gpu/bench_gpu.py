@@ -307,7 +307,6 @@ def run_workload(w, mod, refused, timer, dev, opts, state):
                       "f32: %s (max abs err %.3g)"
                       % (w.name, w.kernel, err, rel, w.tol["rtol"], w.tol["atol"],
                          "within" if eok else "also outside", eerr), flush=True)
-            del got, out
         except Exception as e:  # noqa: BLE001 — a failing kernel costs its row
             r["tdsl"] = "failed: " + short(e)
             print("!!! %s: tdsl failed: %s" % (w.name, short(e)), flush=True)
@@ -337,7 +336,6 @@ def run_workload(w, mod, refused, timer, dev, opts, state):
     dst = torch.empty_like(src)
     src.fill_(1.0)
     r["copy"] = timer.time(lambda: dst.copy_(src))
-    del src, dst, args, ref, eager_out
     return r
 
 

@@ -33,7 +33,7 @@ tdslc=${TDSLC:-}
 if [ -z "$tdslc" ]; then
   if [ -x "$src/build/tdslc" ]; then tdslc=$src/build/tdslc; else tdslc=$(command -v tdslc || true); fi
 fi
-[ -n "$tdslc" ] && [ -x "$tdslc" ] || { echo "build.sh: no tdslc (set TDSLC)" >&2; exit 2; }
+if [ -z "$tdslc" ] || [ ! -x "$tdslc" ]; then echo "build.sh: no tdslc (set TDSLC)" >&2; exit 2; fi
 read -r -a opts <<<"${TDSLC_OPTIONS:-}"
 
 mkdir -p "$out"

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

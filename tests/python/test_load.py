@@ -1,6 +1,5 @@
 # test_load.py — tdsl.load() of libraries tdslc --emit=so wrote elsewhere
 # (what a machine without tdslc uses), and compile()'s target argument.
-import ctypes
 import os
 import subprocess
 
