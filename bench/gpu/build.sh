@@ -12,7 +12,8 @@
 # Writes OUTDIR/kernels_cuda.so (kernels_host.so for --target host) with
 # every kernel of bench/kernels.tdsl that tdslc compiles for T (each is
 # probed alone first: a refused kernel is left out and its message kept
-# in OUTDIR/build.txt, where bench_gpu.py shows it), the report beside it
+# in OUTDIR/build.txt, where bench_gpu.py shows it; none compiled: exit
+# status 1), the report beside it
 # (kernels_cuda.report.json, for tdsl.load), OUTDIR/tdsl/ (the Python
 # package) and OUTDIR/bench_gpu.py.
 set -euo pipefail
@@ -67,4 +68,9 @@ rm -rf "$out/tdsl"
 mkdir -p "$out/tdsl"
 cp "$src"/python/tdsl/*.py "$out/tdsl/"
 cp "$here/bench_gpu.py" "$out/"
+if [ ${#keep[@]} -eq 0 ]; then
+  echo "build.sh: tdslc compiled none of the kernels for $target (see $log);" \
+    "$out holds only the script and the package" >&2
+  exit 1
+fi
 echo "build.sh: $out: ${#keep[@]} kernels in $lib.so ($(du -sh "$out" | cut -f1))"
