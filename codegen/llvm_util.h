@@ -64,6 +64,8 @@ typedef struct Cg {
   int nfns;              /* outlined nest functions so far */
   bool layer_trig;       /* sin, cos, tan through the math layer (targets
                             without libm: CUDA); else llvm.sin etc. */
+  bool own_frem;         /* fmod by expr.c's exact loop (frem is not
+                            libm's fmod: CUDA) */
   /* Scratch memory (entry.c): NULL for the host's tdsl_alloc/tdsl_free;
    * a backend with its own memory (CUDA: stream-ordered device memory)
    * returns the block (NULL when it failed, the runtime's message set)

@@ -261,7 +261,7 @@ static char *device_ptx(LLVMModuleRef mod, const CgOptions *o, int *status) {
 /* ---- the two modules -------------------------------------------------------- */
 
 static void init_cg(Cg *c, IrModule *m, const CgOptions *o, LLVMContextRef ctx, const char *name) {
-  *c = (Cg){.m = m, .opt = o->opt_level, .dl_device = DL_CUDA, .layer_trig = true,
+  *c = (Cg){.m = m, .opt = o->opt_level, .dl_device = DL_CUDA, .layer_trig = true, .own_frem = true,
             .target = lf_target_params("cuda")};
   c->ctx = ctx;
   c->mod = LLVMModuleCreateWithNameInContext(name, ctx);
