@@ -47,6 +47,19 @@ CuPlan cu_plan(const LfNest *n) {
   return (CuPlan){CU_REDUCE, 32};
 }
 
+int cu_unit(const LfKernel *lk, int i, int opt) {
+  for (int j = 0; opt > 0 && j < i; j++) /* inside an earlier group? */
+    if (lk->nests[j].group > 1 && i < j + lk->nests[j].group) return 0;
+  const LfNest *n = &lk->nests[i];
+  return opt > 0 && n->group > 1 && n->shared > 0 ? n->group : 1;
+}
+
+static int n_units(const LfKernel *lk, int opt) {
+  int u = 0;
+  for (int i = 0; i < lk->nnests; i++) u += cu_unit(lk, i, opt) > 0;
+  return u;
+}
+
 /* ---- the device kernels' parameters ------------------------------------------ */
 
 static int n_rt_strides(const IrKernel *k) {
@@ -283,6 +296,8 @@ static void emit_device(Cg *d, LfKernel **lks) {
     LLVMTypeRef *ps = arena_alloc(m->arena, sizeof *ps * (size_t)(np + 1));
     cu_param_types(d, ps);
     for (int j = 0; j < d->lk->nnests; j++) {
+      int unit = cu_unit(d->lk, j, d->opt);
+      if (!unit) continue;
       char name[600];
       kernel_name(name, sizeof name, d->k, j);
       LLVMValueRef fn = LLVMAddFunction(d->mod, name, LLVMFunctionType(d->vd, ps, (unsigned)np, 0));
@@ -290,8 +305,10 @@ static void emit_device(Cg *d, LfKernel **lks) {
       d->fn = fn;
       d->entry = LLVMAppendBasicBlockInContext(d->ctx, fn, "entry");
       LLVMPositionBuilderAtEnd(d->b, d->entry);
+      d->nloops = 0;
       const LfNest *n = &d->lk->nests[j];
-      if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
+      if (unit > 1) cu_emit_group_kernel(d, n, fn);
+      else if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
       else cu_emit_nest_kernel(d, n, fn);
     }
   }
@@ -312,6 +329,7 @@ static LLVMValueRef host_module_desc(Cg *h, const char *ptx, LfKernel **lks, int
   int f = 0;
   for (int i = 0; i < h->m->nkernels; i++)
     for (int j = 0; j < lks[i]->nnests; j++) {
+      if (!cu_unit(lks[i], j, h->opt)) continue;
       char name[600];
       kernel_name(name, sizeof name, h->m->kernels[i], j);
       names[f++] = host_string(h, name, ".cuda.name");
@@ -353,14 +371,14 @@ static int cuda_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
     Cg h;
     init_cg(&h, m, o, ctx, m->file ? m->file : "tdsl");
     int nfuncs = 0;
-    for (int i = 0; i < m->nkernels; i++) nfuncs += lks[i]->nnests;
+    for (int i = 0; i < m->nkernels; i++) nfuncs += n_units(lks[i], o->opt_level);
     LLVMValueRef desc = host_module_desc(&h, ptx, lks, nfuncs);
     for (int i = 0, fn0 = 0; i < m->nkernels; i++) {
       h.k = m->kernels[i];
       h.lk = lks[i];
       cu_emit_host_kernel(&h, desc, nfuncs, fn0);
       cg_emit_info(&h, m->kernels[i]);
-      fn0 += lks[i]->nnests;
+      fn0 += n_units(lks[i], o->opt_level);
     }
     CgOptions ho = *o; /* the host part: generic x86-64, objects and assembly */
     ho.target = "x86-64";

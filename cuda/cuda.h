@@ -77,6 +77,12 @@ DType cu_acc_dtype(DType in);
 
 /* nest.c: the device kernel of an elementwise or reduction nest. */
 void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+/* nest.c: the one kernel of a row group (first: its first nest). */
+void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn);
+/* Launch units: nest i starts one (its kernel runs nests i .. i + size
+ * - 1: a row group at -O1+, else the nest alone) when cu_unit returns
+ * size > 0; nests inside a group return 0. */
+int cu_unit(const LfKernel *lk, int i, int opt);
 /* gemm.c: the device kernel of a matmul or conv2d nest. */
 void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
 /* gemm.c: M, N, K and the batch count of gemm nest n (host or device,

@@ -74,11 +74,16 @@ static LLVMValueRef outer_count(Cg *c, const LfNest *n) {
 
 static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, c->i32, ""); }
 
-/* Launches nest n's kernel fn (its parameters in args) when it has work. */
-static void launch(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef args) {
+/* Launches the kernel fn of the unit starting at nest n (unit nests: a
+ * row group when > 1), its parameters in args, when it has work. */
+static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueRef args) {
   CuPlan p = cu_plan(n);
   LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
-  if (p.kind == CU_GEMM) {
+  if (unit > 1) { /* a block per row */
+    work = i64c(c, 1);
+    for (int l = 0; l < n->shared; l++) work = LLVMBuildMul(c->b, work, cg_sym_val(c, n->shape[l]), "");
+    g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
+  } else if (p.kind == CU_GEMM) {
     LLVMValueRef M, N, K, batch;
     cu_gemm_dims(c, n, &M, &N, &K, &batch);
     g[0] = blocks(c, N, CU_GEMM_BN, 0x7fffffff);
@@ -184,10 +189,12 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     LLVMValueRef o = i64c(c, p);
     LLVMBuildStore(c->b, cell, LLVMBuildGEP2(c->b, c->ptr, args, &o, 1, ""));
   }
-  for (int i = 0; i < lk->nnests; i++) {
-    LLVMValueRef o = i64c(c, fn0 + i);
+  for (int i = 0, f = fn0; i < lk->nnests; i++) {
+    int unit = cu_unit(lk, i, c->opt);
+    if (!unit) continue;
+    LLVMValueRef o = i64c(c, f++);
     LLVMValueRef fn = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
-    launch(c, &lk->nests[i], fn, args);
+    launch(c, &lk->nests[i], unit, fn, args);
   }
   cg_free_scratch(c);
   LLVMBuildRet(c->b, i32c(c, 0));

@@ -277,13 +277,40 @@ static LLVMValueRef finish(Cg *c, const Red *r, NestCtx *x, LLVMValueRef acc, LL
   return cg_convert(c, v, r->ad, n->dtype);
 }
 
-static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
+static Red red_of(Cg *c, const LfNest *n) {
   Red r = {.op = n->reduce, .in = n->value->dtype};
   r.ad = cu_acc_dtype(r.in);
   r.isf = dtype_is_float(r.ad);
   r.t = cg_compute_type(c, r.ad);
+  return r;
+}
+
+/* Reduces and stores the output at x's outer index with G threads
+ * (lane: this thread's lane among them; tid: its index in the block). */
+static void reduce_one(Cg *c, const Red *r, NestCtx *x, int G, LLVMValueRef tid, LLVMValueRef lane) {
+  const LfNest *n = x->n;
+  LLVMValueRef acc = cg_entry_alloca(c, r->t, NULL), idx = cg_entry_alloca(c, c->i64, NULL);
+  LLVMBuildStore(c->b, red_init(c, r), acc);
+  LLVMBuildStore(c->b, i64c(c, INT64_MAX), idx);
+  LLVMValueRef total;
+  if (G == 1) {
+    total = serial_reduce(c, r, x, acc, idx);
+  } else {
+    total = strided_reduce(c, r, x, acc, idx, lane, G);
+    warp_reduce(c, r, acc, idx);
+    if (G == CU_BLOCK) block_reduce(c, r, acc, idx, tid);
+  }
+  LLVMBasicBlockRef join = NULL;
+  if (G > 1) if_then(c, LLVMBuildICmp(c->b, LLVMIntEQ, G == CU_BLOCK ? tid : lane, i64c(c, 0), ""), &join);
+  LLVMValueRef v = finish(c, r, x, acc, idx, total);
+  cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  if (G > 1) end_if(c, join);
+  if (G == CU_BLOCK) cu_barrier(c); /* the shared slots are reused next; the store is seen */
+}
+
+static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
+  Red r = red_of(c, n);
   LfSchedule s = lf_schedule(c->m->st, n, c->target);
-  LLVMValueRef acc = cg_entry_alloca(c, r.t, NULL), idx = cg_entry_alloca(c, c->i64, NULL);
   LLVMValueRef tid = LLVMBuildZExt(c->b, cu_sreg(c, "tid.x"), c->i64, "");
   LLVMValueRef per = i64c(c, CU_BLOCK / G);
   LLVMValueRef lane = G > 1 ? LLVMBuildURem(c->b, tid, i64c(c, G), "") : i64c(c, 0);
@@ -292,27 +319,84 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
   LLVMValueRef o0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ctaid, per, ""),
                                  LLVMBuildUDiv(c->b, tid, i64c(c, G), ""), "");
   LLVMValueRef outs = extent_product(c, n, &s, 0, s.nouter);
-  if (G == CU_BLOCK) outs = LLVMBuildMul(c->b, outs, i64c(c, 1), "");
   CuLoop l;
   LLVMValueRef o = cu_loop_open(c, &l, o0, outs, LLVMBuildMul(c->b, nct, per, ""));
   split_index(c, n, &s, 0, s.nouter, o, x);
-  LLVMBuildStore(c->b, red_init(c, &r), acc);
-  LLVMBuildStore(c->b, i64c(c, INT64_MAX), idx);
-  LLVMValueRef total;
-  if (G == 1) {
-    total = serial_reduce(c, &r, x, acc, idx);
-  } else {
-    total = strided_reduce(c, &r, x, acc, idx, lane, G);
-    warp_reduce(c, &r, acc, idx);
-    if (G == CU_BLOCK) block_reduce(c, &r, acc, idx, tid);
-  }
-  LLVMBasicBlockRef join = NULL;
-  if (G > 1) if_then(c, LLVMBuildICmp(c->b, LLVMIntEQ, G == CU_BLOCK ? tid : lane, i64c(c, 0), ""), &join);
-  LLVMValueRef v = finish(c, &r, x, acc, idx, total);
-  cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
-  if (G > 1) end_if(c, join);
-  if (G == CU_BLOCK) cu_barrier(c); /* the shared slots are reused by the next output */
+  reduce_one(c, &r, x, G, tid, lane);
   cu_loop_close(c, &l);
+}
+
+/* ---- row groups ------------------------------------------------------------
+ * A row group (loops.h LfNest.group) is one kernel: a block per shared
+ * index (a row), grid-stride; the block runs the group's nests in order
+ * over the row, with a barrier between them, so that a statistic or a
+ * stored value is complete before the next nest reads it (from cache:
+ * the row was just read).  Reductions reduce over the block, elementwise
+ * nests split the row's elements over the threads. */
+
+/* Loop variables l in [from, to) from linear index i, row-major. */
+static void split_rowmajor(Cg *c, const LfNest *n, int from, int to, LLVMValueRef i, NestCtx *x) {
+  for (int l = to - 1; l >= from; l--) {
+    LLVMValueRef e = cg_sym_val(c, lf_loop_extent(n, l));
+    x->iv[l] = l > from ? LLVMBuildURem(c->b, i, e, "") : i;
+    if (l > from) i = LLVMBuildUDiv(c->b, i, e, "");
+  }
+}
+
+static LLVMValueRef outer_product(Cg *c, const LfNest *n, int from, int to) {
+  LLVMValueRef t = i64c(c, 1);
+  for (int l = from; l < to; l++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->shape[l]), "");
+  return t;
+}
+
+static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef tid, int shared,
+                         LLVMValueRef **rts) {
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = cg_sym_val(c, n->red[l]);
+  rt_strides(c, n, &x, rts);
+  split_rowmajor(c, n, 0, shared, row, &x);
+  LLVMValueRef rest = outer_product(c, n, shared, n->rank);
+  CuLoop l;
+  if (n->reduce == OP_COUNT) {
+    LLVMValueRef i = cu_loop_open(c, &l, tid, rest, i64c(c, CU_BLOCK));
+    split_rowmajor(c, n, shared, n->rank, i, &x);
+    LLVMValueRef v = cg_eval(c, &x, n->value);
+    cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+    cu_loop_close(c, &l);
+    cu_barrier(c);
+    return;
+  }
+  Red r = red_of(c, n);
+  LLVMValueRef i = cu_loop_open(c, &l, i64c(c, 0), rest, i64c(c, 1));
+  split_rowmajor(c, n, shared, n->rank, i, &x);
+  bool bounds = false;
+  for (int j = 0; n->red_lo && j < n->nred; j++) bounds |= n->red_lo[j] != NULL;
+  if (bounds) { /* windows: thread 0 alone */
+    LLVMBasicBlockRef join;
+    if_then(c, LLVMBuildICmp(c->b, LLVMIntEQ, tid, i64c(c, 0), ""), &join);
+    reduce_one(c, &r, &x, 1, tid, i64c(c, 0));
+    end_if(c, join);
+    cu_barrier(c);
+  } else {
+    reduce_one(c, &r, &x, CU_BLOCK, tid, tid);
+  }
+  cu_loop_close(c, &l);
+}
+
+void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn) {
+  LLVMValueRef *rts[64];
+  if (c->k->nresults > 64) ICE("more than 64 results");
+  cu_unpack(c, fn, rts);
+  int shared = first->shared;
+  LLVMValueRef tid = LLVMBuildZExt(c->b, cu_sreg(c, "tid.x"), c->i64, "");
+  LLVMValueRef rows = outer_product(c, first, 0, shared);
+  CuLoop l;
+  LLVMValueRef row = cu_loop_open(c, &l, LLVMBuildZExt(c->b, cu_sreg(c, "ctaid.x"), c->i64, ""), rows,
+                                  LLVMBuildZExt(c->b, cu_sreg(c, "nctaid.x"), c->i64, ""));
+  for (int j = 0; j < first->group; j++) group_member(c, first + j, row, tid, shared, rts);
+  cu_loop_close(c, &l);
+  LLVMBuildRetVoid(c->b);
 }
 
 void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
