@@ -7,7 +7,7 @@
  * run (default and user stream, large dynamic shared memory), errors for
  * bad PTX, missing entry points and absent devices, and an asynchronous
  * fault reported by tdsl_cuda_synchronize. Tests that need the other case
- * return at once. Check forks each test, so every test initializes the
+ * return at once (TDSL_TEST_CUDA=1 turns a missing device into a failure). Check forks each test, so every test initializes the
  * driver in its own process (the parent never touches CUDA). */
 #include <check.h>
 #include <dlfcn.h>
@@ -67,10 +67,16 @@ static tdsl_cuda_module test_module(void) {
   return m;
 }
 
-/* True when the driver loads and reports a device; clears the error. */
+/* True when the driver loads and reports a device; clears the error.
+ * TDSL_TEST_CUDA=1 in the environment makes its absence a failure (for
+ * runs on a GPU machine, where skipping would hide a broken loader). */
 static int have_device(void) {
   int n = 0;
   int rc = tdsl_cuda_device_count(&n);
+  const char *want = getenv("TDSL_TEST_CUDA");
+  if (want && strcmp(want, "1") == 0)
+    ck_assert_msg(rc == TDSL_OK && n > 0, "TDSL_TEST_CUDA=1 but: %s",
+                  tdsl_last_error());
   tdsl_clear_error();
   return rc == TDSL_OK && n > 0;
 }
