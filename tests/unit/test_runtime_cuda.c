@@ -6,9 +6,13 @@
  * a hand-written PTX module is loaded once per context and its kernels
  * run (default and user stream, large dynamic shared memory), errors for
  * bad PTX, missing entry points and absent devices, and an asynchronous
- * fault reported by tdsl_cuda_synchronize. Tests that need the other case
- * return at once (TDSL_TEST_CUDA=1 turns a missing device into a failure). Check forks each test, so every test initializes the
- * driver in its own process (the parent never touches CUDA). */
+ * fault reported by tdsl_cuda_synchronize. Under TDSL_FAKE_CUDA=1 (ctest
+ * test_runtime_cuda_fake) libcuda.so.1 is fake_libcuda.c's stand-in and
+ * the loader, contexts, module cache, scratch and exact messages are
+ * checked without a GPU. Tests that need another case return at once
+ * (TDSL_TEST_CUDA=1 turns a missing real device into a failure). Check
+ * forks each test, so every test initializes the driver in its own
+ * process (the parent never touches CUDA). */
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -81,6 +85,16 @@ static int have_device(void) {
   return rc == TDSL_OK && n > 0;
 }
 
+/* Under ctest's test_runtime_cuda_fake, libcuda.so.1 is the stand-in of
+ * fake_libcuda.c: the fake tests run, the others return. */
+static int fake_driver(void) {
+  const char *e = getenv("TDSL_FAKE_CUDA");
+  return e && strcmp(e, "1") == 0;
+}
+
+/* A real device: the device tests run. */
+static int have_real_device(void) { return !fake_driver() && have_device(); }
+
 /* The message part that says why: libcuda.so.1 missing, or no device. */
 static void assert_no_device(int rc) {
   ck_assert_int_eq(rc, TDSL_E_NO_DEVICE);
@@ -109,7 +123,7 @@ static DLTensor cuda_tensor(void *data, int32_t device_id, int64_t *shape) {
 /* ---- without a device -------------------------------------------------- */
 
 START_TEST(test_no_device_every_call) {
-  if (have_device())
+  if (fake_driver() || have_device())
     return;
   int n = 7;
   assert_no_device(tdsl_cuda_device_count(&n));
@@ -141,7 +155,7 @@ START_TEST(test_no_device_every_call) {
 END_TEST
 
 START_TEST(test_no_device_scratch) {
-  if (have_device())
+  if (fake_driver() || have_device())
     return;
   ck_assert_ptr_null(tdsl_cuda_scratch("softmax", 1024));
   assert_no_device(tdsl_last_error_code());
@@ -150,7 +164,7 @@ START_TEST(test_no_device_scratch) {
 END_TEST
 
 START_TEST(test_no_device_prepare) {
-  if (have_device())
+  if (fake_driver() || have_device())
     return;
   tdsl_cuda_module m = test_module();
   void *fns[2] = {(void *)0x11, (void *)0x22};
@@ -270,7 +284,7 @@ END_TEST
 /* ---- with a device ---------------------------------------------------- */
 
 START_TEST(test_memory_round_trip) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   enum { N = 1000 };
   unsigned char host[N], back[N];
@@ -315,7 +329,7 @@ START_TEST(test_memory_round_trip) {
 END_TEST
 
 START_TEST(test_pinned_memory) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   enum { N = 4096 };
   unsigned *h = NULL, *z = NULL;
@@ -340,7 +354,7 @@ START_TEST(test_pinned_memory) {
 END_TEST
 
 START_TEST(test_prepare_launch) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   tdsl_cuda_module m = test_module();
   void *fns[2] = {NULL, NULL}, *again[2] = {NULL, NULL};
@@ -394,7 +408,7 @@ typedef int (*CuStreamCreate)(void **s, unsigned flags);
 typedef int (*CuStreamDestroy)(void *s);
 
 START_TEST(test_user_stream) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   tdsl_cuda_module m = test_module();
   void *fns[2];
@@ -442,7 +456,7 @@ static void *prepare_thread(void *p) {
 }
 
 START_TEST(test_prepare_threads) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   tdsl_cuda_module m = test_module();
   enum { T = 4 };
@@ -464,7 +478,7 @@ START_TEST(test_prepare_threads) {
 END_TEST
 
 START_TEST(test_prepare_errors) {
-  if (!have_device())
+  if (!have_real_device())
     return;
   void *fns[2] = {(void *)0x11, (void *)0x22};
   tdsl_cuda_module m = test_module();
@@ -518,11 +532,350 @@ START_TEST(test_async_fault) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0)
-    _exit(have_device() ? fault_child() : 0);
+    _exit(have_real_device() ? fault_child() : 0);
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert(WIFEXITED(status));
   ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+
+/* ---- with the stand-in driver (fake_libcuda.c) ------------------------- */
+
+/* The fake tests count driver calls from a process's start and set the
+ * stand-in's environment before the first call: they need Check's fork
+ * per test (CK_FORK=no skips them). */
+static int fake_fresh(void) {
+  const char *fork_mode = getenv("CK_FORK");
+  return fake_driver() && !(fork_mode && strcmp(fork_mode, "no") == 0);
+}
+
+/* fake_cuda_*() of the stand-in, found in the libcuda.so.1 cuda.c loaded
+ * (device_count loads it and changes no context). */
+static void *fake_sym(const char *name) {
+  int n;
+  tdsl_cuda_device_count(&n);
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ck_assert_msg(lib != NULL, "libcuda.so.1 is not loaded");
+  void *sym = dlsym(lib, name);
+  ck_assert_msg(sym != NULL, "%s: not the stand-in driver", name);
+  dlclose(lib);
+  return sym;
+}
+
+static int fake_stat(const char *name) {
+  int (*f)(const char *);
+  void *sym = fake_sym("fake_cuda_stat");
+  memcpy(&f, &sym, sizeof sym);
+  int v = f(name);
+  ck_assert_int_ge(v, 0);
+  return v;
+}
+
+static int fake_current_device(void) {
+  int (*f)(void);
+  void *sym = fake_sym("fake_cuda_current_device");
+  memcpy(&f, &sym, sizeof sym);
+  return f();
+}
+
+static void *fake_last_stream(void) {
+  void *(*f)(void);
+  void *sym = fake_sym("fake_cuda_last_stream");
+  memcpy(&f, &sym, sizeof sym);
+  return f();
+}
+
+static void fake_fail_next_sync(int code) {
+  void (*f)(int);
+  void *sym = fake_sym("fake_cuda_fail_next_sync");
+  memcpy(&f, &sym, sizeof sym);
+  f(code);
+}
+
+
+START_TEST(test_fake_loader) {
+  if (!fake_fresh())
+    return;
+  int n = 0;
+  ck_assert_int_eq(tdsl_cuda_device_count(&n), TDSL_OK);
+  ck_assert_int_eq(n, 2);
+  ck_assert_int_eq(tdsl_cuda_device_count(&n), TDSL_OK);
+  ck_assert_int_eq(rt_cuda_load_count(), 1);
+  ck_assert_int_eq(fake_stat("inits"), 1);
+  /* Every entry point came through cuGetProcAddress_v2 asking for the
+   * CUDA 12.0 versions with the default flags. */
+  ck_assert_int_ge(fake_stat("proc_lookups"), 25);
+  ck_assert_int_eq(fake_stat("bad_version"), 0);
+  ck_assert_int_eq(fake_stat("retains"), 0); /* contexts: on first use */
+}
+END_TEST
+
+START_TEST(test_fake_prepare_contexts) {
+  if (!fake_fresh())
+    return;
+  tdsl_cuda_module m = test_module();
+  void *f0[2], *f1[2], *again[2];
+  ck_assert_int_eq(fake_current_device(), -1);
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, f0), TDSL_OK);
+  ck_assert_int_eq(fake_current_device(), 0);
+  ck_assert_int_eq(fake_stat("module_loads"), 1);
+  ck_assert_int_eq(fake_stat("set_current"), 1);
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, again), TDSL_OK);
+  ck_assert_int_eq(fake_stat("module_loads"), 1); /* cached */
+  ck_assert_int_eq(fake_stat("set_current"), 1);  /* already current */
+  ck_assert_ptr_eq(again[0], f0[0]);
+  ck_assert_ptr_eq(again[1], f0[1]);
+  /* Another device: its own context, its own module. */
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 1, f1), TDSL_OK);
+  ck_assert_int_eq(fake_current_device(), 1);
+  ck_assert_int_eq(fake_stat("module_loads"), 2);
+  ck_assert_ptr_ne(f1[0], f0[0]);
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, again), TDSL_OK);
+  ck_assert_int_eq(fake_stat("module_loads"), 2);
+  ck_assert_ptr_eq(again[0], f0[0]);
+  ck_assert_int_eq(fake_stat("retains"), 2); /* once per device */
+  void *keep[2] = {(void *)0x11, (void *)0x22};
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 2, keep), TDSL_E_DEVICE);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "kernel t: device 2 does not exist (2 CUDA devices)");
+  ck_assert_ptr_eq(keep[0], (void *)0x11);
+  ck_assert_ptr_eq(keep[1], (void *)0x22);
+  ck_assert_int_eq(fake_current_device(), 0);
+}
+END_TEST
+
+START_TEST(test_fake_prepare_threads) {
+  if (!fake_fresh())
+    return;
+  tdsl_cuda_module m = test_module();
+  enum { T = 8 };
+  PrepArg a[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    a[i] = (PrepArg){&m, {NULL, NULL}, -1};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, prepare_thread, &a[i]), 0);
+  }
+  for (int i = 0; i < T; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < T; i++) {
+    ck_assert_int_eq(a[i].rc, TDSL_OK);
+    ck_assert_ptr_eq(a[i].fns[0], a[0].fns[0]);
+    ck_assert_ptr_eq(a[i].fns[1], a[0].fns[1]);
+  }
+  ck_assert_int_eq(fake_stat("module_loads"), 1);
+  ck_assert_int_eq(fake_stat("retains"), 1);
+  ck_assert_int_eq(fake_current_device(), -1); /* other threads' contexts */
+}
+END_TEST
+
+START_TEST(test_fake_prepare_errors) {
+  if (!fake_fresh())
+    return;
+  void *fns[2] = {(void *)0x11, (void *)0x22};
+  tdsl_cuda_module bad = {".entry broken { bogus; }", 1,
+                          (const char *const[]){"broken"}, NULL};
+  ck_assert_int_eq(tdsl_cuda_prepare("b", &bad, 0, fns), TDSL_E_CUDA);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "kernel b: cannot load the PTX module on CUDA device 0 "
+                   "(CUDA_ERROR_INVALID_PTX: a PTX JIT compilation failed); "
+                   "JIT log: fake ptxas: unknown instruction 'bogus'");
+  tdsl_cuda_module missing = {test_ptx, 2, (const char *const[]){"set42", "nope"},
+                              NULL};
+  ck_assert_int_eq(tdsl_cuda_prepare("c", &missing, 0, fns), TDSL_E_CUDA);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "kernel c: the PTX module has no entry point 'nope' "
+                   "(CUDA_ERROR_NOT_FOUND: named symbol not found)");
+  ck_assert_ptr_eq(fns[0], (void *)0x11);
+  ck_assert_ptr_eq(fns[1], (void *)0x22);
+  ck_assert_int_eq(fake_stat("module_loads"), 1); /* and unloaded */
+  ck_assert_int_eq(tdsl_cuda_prepare("d", NULL, 0, fns), TDSL_E_INVALID);
+  ck_assert_int_eq(tdsl_cuda_launch("d", NULL, 1, 1, 1, 1, 1, 1, 0, NULL),
+                   TDSL_E_INVALID);
+}
+END_TEST
+
+START_TEST(test_fake_launch_stream) {
+  if (!fake_fresh())
+    return;
+  tdsl_cuda_module m = test_module();
+  void *fns[2];
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
+  void *stream = (void *)0x5150;
+  tdsl_cuda_set_stream(stream);
+  int *d = tdsl_cuda_scratch("t", 0); /* device 0 has memory pools */
+  ck_assert_ptr_nonnull(d);
+  ck_assert_int_eq(fake_stat("async_allocs"), 1);
+  ck_assert_ptr_eq(fake_last_stream(), stream);
+  void *args[] = {&d};
+  ck_assert_int_eq(tdsl_cuda_launch("t", fns[0], 3, 2, 1, 32, 4, 1, 0, args),
+                   TDSL_OK);
+  ck_assert_int_eq(fake_stat("launches"), 1);
+  ck_assert_int_eq(fake_stat("shmem_optins"), 0);
+  ck_assert_ptr_eq(fake_last_stream(), stream);
+  int v = 0;
+  ck_assert_int_eq(tdsl_cuda_memcpy_dtoh(&v, d, sizeof v), TDSL_OK);
+  ck_assert_int_eq(v, 42);
+  ck_assert_int_eq(tdsl_cuda_launch("t", fns[1], 1, 1, 1, 64, 1, 1, 100000,
+                                    args),
+                   TDSL_OK);
+  ck_assert_int_eq(fake_stat("shmem_optins"), 1);
+  ck_assert_int_eq(tdsl_cuda_launch("t", fns[1], 1, 0, 1, 64, 1, 1, 0, args),
+                   TDSL_OK);
+  ck_assert_int_eq(fake_stat("launches"), 2); /* the empty grid ran nothing */
+  ck_assert_int_eq(tdsl_cuda_launch("t", fns[1], 5, 1, 1, 2048, 1, 1, 0, args),
+                   TDSL_E_CUDA);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "kernel t: cannot launch grid [5, 1, 1] of blocks [2048, 1, "
+                   "1] with 0 bytes of shared memory (CUDA_ERROR_INVALID_VALUE: "
+                   "invalid argument)");
+  tdsl_cuda_scratch_free(d);
+  ck_assert_int_eq(fake_stat("async_frees"), 1);
+  ck_assert_int_eq(fake_stat("syncs"), 0); /* stream-ordered: no wait */
+  ck_assert_int_eq(tdsl_cuda_synchronize(), TDSL_OK);
+  ck_assert_int_eq(fake_stat("syncs"), 1);
+  ck_assert_ptr_eq(fake_last_stream(), stream);
+  ck_assert_int_eq(fake_stat("live"), 0);
+  tdsl_cuda_set_stream(NULL);
+}
+END_TEST
+
+START_TEST(test_fake_scratch_without_pools) {
+  if (!fake_fresh())
+    return;
+  tdsl_cuda_module m = test_module();
+  void *fns[2];
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 1, fns), TDSL_OK);
+  void *p = tdsl_cuda_scratch("t", 1000);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_int_eq(fake_stat("allocs"), 1);
+  ck_assert_int_eq(fake_stat("async_allocs"), 0);
+  tdsl_cuda_scratch_free(p);
+  ck_assert_int_eq(fake_stat("syncs"), 1); /* before cuMemFree */
+  ck_assert_int_eq(fake_stat("live"), 0);
+  ck_assert_ptr_null(tdsl_cuda_scratch("t", (int64_t)1 << 50));
+  ck_assert_int_eq(tdsl_last_error_code(), TDSL_E_NOMEM);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "kernel t: cannot allocate 1125899906842624 bytes of "
+                   "scratch on CUDA device 1 (CUDA_ERROR_OUT_OF_MEMORY: out of "
+                   "memory)");
+  ck_assert_ptr_null(tdsl_cuda_scratch("t", -1));
+  ck_assert_int_eq(tdsl_last_error_code(), TDSL_E_INVALID);
+}
+END_TEST
+
+static void *free_thread(void *p) {
+  return (void *)(intptr_t)tdsl_cuda_free(p);
+}
+
+START_TEST(test_fake_malloc_contexts) {
+  if (!fake_fresh())
+    return;
+  tdsl_cuda_module m = test_module();
+  void *fns[2];
+  ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
+  void *p = NULL, *z = NULL;
+  ck_assert_int_eq(tdsl_cuda_malloc(&p, 64, 1), TDSL_OK);
+  ck_assert_int_eq(fake_current_device(), 0); /* the caller's, unchanged */
+  ck_assert_int_eq(tdsl_cuda_malloc(&z, 0, 0), TDSL_OK);
+  ck_assert_ptr_nonnull(z);
+  ck_assert_int_eq(fake_stat("live"), 2);
+  /* Freed in its own context from a thread that has none current. */
+  pthread_t th;
+  void *rc = NULL;
+  ck_assert_int_eq(pthread_create(&th, NULL, free_thread, p), 0);
+  pthread_join(th, &rc);
+  ck_assert_int_eq((int)(intptr_t)rc, TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_free(z), TDSL_OK);
+  ck_assert_int_eq(fake_stat("live"), 0);
+  ck_assert_int_eq(tdsl_cuda_free(z), TDSL_E_INVALID);
+  ck_assert_int_eq(tdsl_cuda_malloc(&p, (size_t)1 << 50, 1), TDSL_E_NOMEM);
+  ck_assert_ptr_null(p);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "tdsl_cuda_malloc: cannot allocate 1125899906842624 bytes on "
+                   "CUDA device 1 (CUDA_ERROR_OUT_OF_MEMORY: out of memory)");
+  ck_assert_int_eq(tdsl_cuda_malloc(&p, 4, 2), TDSL_E_DEVICE);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "tdsl_cuda_malloc: device 2 does not exist (2 CUDA devices)");
+  ck_assert_int_eq(tdsl_cuda_malloc(NULL, 4, 0), TDSL_E_INVALID);
+}
+END_TEST
+
+START_TEST(test_fake_copies_default_context) {
+  if (!fake_fresh())
+    return;
+  enum { N = 300 };
+  unsigned char *h = NULL, back[N];
+  void *a = NULL, *b = NULL;
+  ck_assert_int_eq(fake_current_device(), -1);
+  ck_assert_int_eq(tdsl_cuda_malloc(&a, N, 1), TDSL_OK);
+  ck_assert_int_eq(fake_current_device(), -1); /* malloc sets none */
+  ck_assert_int_eq(tdsl_cuda_malloc_host((void **)&h, N), TDSL_OK);
+  ck_assert_int_eq(fake_current_device(), 0); /* device 0's primary */
+  ck_assert_int_eq(tdsl_cuda_malloc(&b, N, 0), TDSL_OK);
+  for (int i = 0; i < N; i++)
+    h[i] = (unsigned char)(i ^ 0x3c);
+  ck_assert_int_eq(tdsl_cuda_memcpy_htod(a, h, N), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_memcpy_dtod(b, a, N), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_memcpy_dtoh(back, b, N), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_synchronize(), TDSL_OK);
+  ck_assert_int_eq(memcmp(h, back, N), 0);
+  ck_assert_int_eq(tdsl_cuda_memset(b, 7, N), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_memcpy_dtoh(back, b, N), TDSL_OK);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(back[i], 7);
+  ck_assert_int_eq(tdsl_cuda_memcpy_dtod(b, NULL, N), TDSL_E_INVALID);
+  ck_assert_int_eq(tdsl_cuda_memset(NULL, 0, 0), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_free(a), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_free(b), TDSL_OK);
+  ck_assert_int_eq(tdsl_cuda_free_host(h), TDSL_OK);
+}
+END_TEST
+
+START_TEST(test_fake_async_fault) {
+  if (!fake_fresh())
+    return;
+  ck_assert_int_eq(tdsl_cuda_synchronize(), TDSL_OK);
+  fake_fail_next_sync(700);
+  ck_assert_int_eq(tdsl_cuda_synchronize(), TDSL_E_CUDA);
+  ASSERT_MSG_HAS("tdsl_cuda_synchronize: work on the current stream failed");
+  ASSERT_MSG_HAS("(CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was "
+                 "encountered)");
+}
+END_TEST
+
+START_TEST(test_fake_init_fails) {
+  if (!fake_fresh())
+    return;
+  setenv("FAKE_CUDA_INIT", "100", 1);
+  int n = 5;
+  ck_assert_int_eq(tdsl_cuda_device_count(&n), TDSL_E_NO_DEVICE);
+  ck_assert_int_eq(n, 0);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "tdsl_cuda_device_count: no CUDA device: cuInit failed "
+                   "(CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)");
+  tdsl_cuda_module m = test_module();
+  void *fns[2] = {(void *)0x11, (void *)0x22};
+  ck_assert_int_eq(tdsl_cuda_prepare("g", &m, 0, fns), TDSL_E_NO_DEVICE);
+  ASSERT_MSG_HAS("kernel g: no CUDA device: cuInit failed");
+  ck_assert_ptr_eq(fns[0], (void *)0x11);
+  ck_assert_ptr_null(m.state);
+  ck_assert_ptr_null(tdsl_cuda_scratch("g", 16));
+  ck_assert_int_eq(tdsl_last_error_code(), TDSL_E_NO_DEVICE);
+  ck_assert_int_eq(fake_stat("inits"), 1); /* not retried */
+}
+END_TEST
+
+START_TEST(test_fake_zero_devices) {
+  if (!fake_fresh())
+    return;
+  setenv("FAKE_CUDA_DEVICES", "0", 1);
+  void *p = NULL;
+  ck_assert_int_eq(tdsl_cuda_malloc(&p, 16, 0), TDSL_E_NO_DEVICE);
+  ck_assert_str_eq(tdsl_last_error(),
+                   "tdsl_cuda_malloc: no CUDA device: the driver reports 0 "
+                   "devices");
 }
 END_TEST
 
@@ -544,6 +897,17 @@ static Suite *cuda_suite(void) {
   tcase_add_test(tc, test_prepare_threads);
   tcase_add_test(tc, test_prepare_errors);
   tcase_add_test(tc, test_async_fault);
+  tcase_add_test(tc, test_fake_loader);
+  tcase_add_test(tc, test_fake_prepare_contexts);
+  tcase_add_test(tc, test_fake_prepare_threads);
+  tcase_add_test(tc, test_fake_prepare_errors);
+  tcase_add_test(tc, test_fake_launch_stream);
+  tcase_add_test(tc, test_fake_scratch_without_pools);
+  tcase_add_test(tc, test_fake_malloc_contexts);
+  tcase_add_test(tc, test_fake_copies_default_context);
+  tcase_add_test(tc, test_fake_async_fault);
+  tcase_add_test(tc, test_fake_init_fails);
+  tcase_add_test(tc, test_fake_zero_devices);
   suite_add_tcase(s, tc);
   return s;
 }
