@@ -219,9 +219,9 @@ static bool rt_cuda_resolve(void *lib) {
     if (r != CUDA_SUCCESS)                                                \
       fn = NULL;                                                          \
     if (!fn && (required)) {                                              \
-      rt_cuda_unusable("no CUDA driver: libcuda.so.1 (CUDA %d.%d) lacks " \
-                       "%s",                                              \
-                       have / 1000, have % 1000 / 10, name);              \
+      rt_cuda_unusable("no CUDA driver: libcuda.so.1 (driver API "       \
+                       "version %d) lacks %s",                            \
+                       have, name);                                       \
       return false;                                                       \
     }                                                                     \
     memcpy(&rt_cu.field, &fn, sizeof fn);                                 \

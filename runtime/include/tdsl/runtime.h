@@ -187,7 +187,8 @@ typedef struct tdsl_kernel_info {
   const tdsl_param_info *results;
   int device_type;                /* kDLCPU or kDLCUDA */
   int64_t scratch_bytes;          /* scratch memory one call allocates
-                                     (tdsl_alloc), or -1 when it depends on
+                                     (tdsl_alloc; tdsl_cuda_scratch for
+                                     CUDA kernels), or -1 when it depends on
                                      the sizes: see scratch_expr */
   const char *scratch_expr;       /* the same as an expression of the size
                                      symbols ("4*N*C + 512"), or a number */
