@@ -17,8 +17,9 @@
  * the runtime (the sources in runtime/, compiled once into OUTDIR/work/rt) into
  * OUTDIR/caseNNN.so, one per (file, kernel, opt).  The .npy files the
  * lines name are copied to OUTDIR/data, and OUTDIR/cases.txt lists the
- * built lines: "caseNNN.so K tol inputs -- outputs".  A kernel that does
- * not compile or link fails the build (exit 1), the others are built.
+ * built lines: "caseNNN.so K tol inputs -- outputs" (and "#unbuilt LINE"
+ * for the others).  A kernel that does not compile or link fails the
+ * build (exit 1), the others are built.
  *
  * run (on the GPU machine: needs only libc, libcuda.so.1 and OUTDIR):
  * every case runs in a forked child, so a crash or a CUDA fault (which
@@ -222,7 +223,11 @@ static int build_one(const BuildOpts *o, const Case *c) {
             "-I'%s' -I. shim.c k.o ../rt/*.o -o ../../case%03d.so -lm -lpthread -ldl "
             "> cc.err 2>&1",
             dir, o->cc, o->src, TDSL_DLPACK_INCLUDE, c->num);
-  return sh(cmd) ? 3 : 0;
+  if (sh(cmd)) return 3;
+  free(cmd);
+  cmd = fmt("%s/k.o", dir); /* in the shared object now; OUTDIR is carried */
+  unlink(cmd);
+  return 0;
 }
 
 /* Runs build_one for every build, o->jobs at a time. */
@@ -355,6 +360,7 @@ static int cmd_build(BuildOpts *o) {
     const Case *b = &cs[cs[i].build];
     if (b->status) {
       if (cs[i].build == i) report_build_failure(o, b), failed++;
+      fprintf(f, "#unbuilt %s\n", cs[i].line);
       continue;
     }
     if (copy_data(o, &cs[i].l)) return 2;
@@ -836,8 +842,9 @@ static int by_time(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-/* Reads OUTDIR/cases.txt; checks its target against the device. */
-static int read_cases(const char *out, bool cuda, const char *only, Case *cs) {
+/* Reads OUTDIR/cases.txt; checks its target against the device and
+ * counts the lines that did not build in *unbuilt. */
+static int read_cases(const char *out, bool cuda, const char *only, Case *cs, int *unbuilt) {
   char *path = fmt("%s/cases.txt", out);
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -855,7 +862,8 @@ static int read_cases(const char *out, bool cuda, const char *only, Case *cs) {
     memcpy(cs[n].line, cs[n].text, sizeof cs[n].line);
     cs[n].line[strcspn(cs[n].line, "\n")] = 0;
     if (only && !strstr(cs[n].line, only)) continue;
-    if (manifest_parse_line(cs[n].text, &cs[n].l)) n++;
+    if (!strncmp(cs[n].line, "#unbuilt ", 9)) ++*unbuilt;
+    else if (manifest_parse_line(cs[n].text, &cs[n].l)) n++;
   }
   fclose(f);
   return n;
@@ -864,8 +872,10 @@ static int read_cases(const char *out, bool cuda, const char *only, Case *cs) {
 static int cmd_run(const char *out, bool cuda, const char *only) {
   static Case cs[MAX_CASES];
   static Result res[MAX_CASES];
-  int n = read_cases(out, cuda, only, cs);
+  int unbuilt = 0, n = read_cases(out, cuda, only, cs, &unbuilt);
   if (chdir(out)) return fprintf(stderr, "gpu_exec: cannot enter %s\n", out), 2;
+  if (n == 0 && unbuilt > 0)
+    return printf("gpu_exec: nothing to run: %d cases did not build\n", unbuilt), 1;
   char msg[2100];
   if (cuda && n > 0) {
     char *so = fmt("./%s", cs[0].l.file);
@@ -893,13 +903,13 @@ static int cmd_run(const char *out, bool cuda, const char *only) {
   }
   double total = now() - t0;
   qsort(res, (size_t)n, sizeof *res, by_time);
-  printf("gpu_exec: slowest kernel calls (first call incl. synchronize / fastest call):\n");
+  if (n > 0) printf("gpu_exec: slowest kernel calls (first call incl. synchronize / fastest):\n");
   for (int i = 0; i < n && i < 5; i++)
     if (res[i].first_s >= 0)
       printf("  %9.3f ms / %9.3f ms  %s\n", 1e3 * res[i].first_s, 1e3 * res[i].best_s,
              res[i].name);
-  printf("gpu_exec: %d passed, %d failed (0 skipped) on %s in %.1f s\n", n - failed, failed,
-         cuda ? "cuda" : "cpu", total);
+  printf("gpu_exec: %d passed, %d failed (%d skipped: not built) on %s in %.1f s\n",
+         n - failed, failed, unbuilt, cuda ? "cuda" : "cpu", total);
   for (int i = 0; i < n; i++) free(res[i].name);
   return failed ? 1 : 0;
 }
