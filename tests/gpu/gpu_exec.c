@@ -49,6 +49,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,6 +81,7 @@
 #define MAX_ARGS 64
 #define FILL_IN 0xFF  /* bytes around input elements */
 #define FILL_OUT 0xA5 /* the sentinel of output storage */
+#define CASE_TIMEOUT_S 120 /* a case running longer (a hung kernel) fails */
 
 /* ---- host tensors (what driver/npy.c needs of ir/interp.c) --------------- */
 
@@ -576,7 +578,7 @@ typedef struct Exec {
   Mem mem;
   DType pdt[MAX_ARGS], rdt[MAX_ARGS]; /* params' and results' dtypes */
   HostTensor in[MAX_ARGS];            /* tensor parameters, from .npy */
-  unsigned char scal[MAX_ARGS][8];    /* scalar parameters, in their C type */
+  _Alignas(8) unsigned char scal[MAX_ARGS][8]; /* scalar params, in their C type */
   HostTensor want[MAX_ARGS];
   bool reduce;
   double first_s, best_s;             /* seconds of the first and fastest call */
@@ -862,6 +864,7 @@ static int run_case_child(void *arg, char *msg, size_t n) {
   char why[1500] = "";
   memset(&e, 0, sizeof e);
   e.msg = why, e.msglen = sizeof why;
+  alarm(CASE_TIMEOUT_S);
   int rc = exec_case(&e, c->so, &c->l, c->cuda);
   snprintf(msg, n, "%.9f %.9f\n%s", e.first_s, e.best_s, why);
   return rc ? 1 : 0;
@@ -907,7 +910,8 @@ static bool case_result(const Case *c, Result *r, int rc, const char *msg) {
   const char *why = strchr(msg, '\n');
   why = why ? why + 1 : "";
   if (rc == 0) return false;
-  if (rc > 128) printf("FAIL %s: crashed with signal %d (%s)\n", c->line, rc - 128, why);
+  if (rc == 128 + SIGALRM) printf("FAIL %s: timed out after %d s\n", c->line, CASE_TIMEOUT_S);
+  else if (rc > 128) printf("FAIL %s: crashed with signal %d (%s)\n", c->line, rc - 128, why);
   else printf("FAIL %s: %s\n", c->line, why[0] ? why : "failed");
   return r->failed = true;
 }
