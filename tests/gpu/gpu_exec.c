@@ -131,7 +131,8 @@ static char *fmt(const char *f, ...) TDSL_PRINTF(1, 2);
 static char *fmt(const char *f, ...) {
   va_list ap;
   va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
+  char one[1];
+  int n = vsnprintf(one, sizeof one, f, ap);
   va_end(ap);
   char *s = malloc((size_t)n + 1);
   if (!s) exit(2);
@@ -334,35 +335,39 @@ static int read_manifest(const BuildOpts *o, Case *cs) {
   return n;
 }
 
-/* The absolute form of an existing path (malloc'd); exits when missing. */
-static char *absolute(const char *path) {
-  char buf[PATH_MAX];
+/* The absolute form of an existing path, in buf (PATH_MAX bytes); exits
+ * when it is missing. */
+static const char *absolute(const char *path, char *buf) {
   if (!realpath(path, buf)) {
     fprintf(stderr, "gpu_exec: %s: %s\n", path, strerror(errno));
     exit(2);
   }
-  return fmt("%s", buf);
+  return buf;
+}
+
+/* Makes the paths absolute (the builders run in OUTDIR/work/NNN), empties
+ * OUTDIR and compiles the runtime into OUTDIR/work/rt. */
+static void prepare_outdir(BuildOpts *o) {
+  static char src[PATH_MAX], tdslc[PATH_MAX], out[PATH_MAX];
+  o->src = absolute(o->src, src);
+  if (strchr(o->tdslc, '/')) o->tdslc = absolute(o->tdslc, tdslc);
+  char *cmd = fmt("mkdir -p '%s'", o->out);
+  if (sh(cmd)) fprintf(stderr, "gpu_exec: cannot create %s\n", o->out), exit(2);
+  free(cmd);
+  o->out = absolute(o->out, out);
+  cmd = fmt("cd '%s' && rm -rf work data cases.txt case*.so && "
+            "mkdir -p work/rt data && cd work/rt && %s -std=c17 -O2 -fPIC "
+            "-D_POSIX_C_SOURCE=200809L -I'%s/runtime/include' -I'%s/runtime' -I'%s' "
+            "-c '%s'/runtime/*.c",
+            o->out, o->cc, o->src, o->src, TDSL_DLPACK_INCLUDE, o->src);
+  if (sh(cmd)) fprintf(stderr, "gpu_exec: compiling the runtime failed: %s\n", cmd), exit(2);
+  free(cmd);
 }
 
 static int cmd_build(BuildOpts *o) {
   static Case cs[MAX_CASES];
-  o->src = absolute(o->src);
-  if (strchr(o->tdslc, '/')) o->tdslc = absolute(o->tdslc);
-  char *cmd = fmt("mkdir -p '%s'", o->out);
-  if (sh(cmd)) return fprintf(stderr, "gpu_exec: cannot create %s\n", o->out), 2;
-  free(cmd);
-  o->out = absolute(o->out);
+  prepare_outdir(o);
   int n = read_manifest(o, cs);
-  cmd = fmt("cd '%s' && rm -rf work data cases.txt case*.so && "
-                  "mkdir -p work/rt data && cd work/rt && %s -std=c17 -O2 -fPIC "
-                  "-D_POSIX_C_SOURCE=200809L -I'%s/runtime/include' -I'%s/runtime' -I'%s' "
-                  "-c '%s'/runtime/*.c",
-                  o->out, o->cc, o->src, o->src, TDSL_DLPACK_INCLUDE, o->src);
-  if (sh(cmd)) {
-    fprintf(stderr, "gpu_exec: compiling the runtime failed: %s\n", cmd);
-    return 2;
-  }
-  free(cmd);
   for (int i = 0; i < n; i++) {
     if (cs[i].build != i) continue;
     char *dir = fmt("%s/work/%03d", o->out, cs[i].num);
