@@ -39,7 +39,8 @@
  * for run) that contain one of the strings.
  * --jobs N runs N cases at once (default 1: timings stay clean).  Each
  * child creates its own CUDA context, about 0.3 s on an H100 machine: the
- * 198 cases took 63 s there one at a time, 35 s with --jobs 4.
+ * 198 cases took 63 s there one at a time, 35 s with --jobs 4 (CPU
+ * kernels behind a mock of the CUDA runtime, before the backend landed).
  * When tdsl_cuda_device_count fails (no driver, no GPU) run prints
  * "gpu_exec: skipped: MSG" and exits 77.  Exit: 0 all passed, 1 failures,
  * 2 usage or I/O errors, 77 skipped.
