@@ -77,6 +77,9 @@ DType cu_acc_dtype(DType in);
 
 /* nest.c: the device kernel of an elementwise or reduction nest. */
 void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+/* nest.c: whether elementwise nest n runs as transposing 32 x 32 tiles
+ * (a block per tile, grid-stride; the host sizes its grid by tiles). */
+bool cu_transposes(SymTab *st, const LfNest *n, const LfTarget *t);
 /* nest.c: the one kernel of a row group (first: its first nest). */
 void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn);
 /* Launch units: nest i starts one (its kernel runs nests i .. i + size

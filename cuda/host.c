@@ -90,6 +90,9 @@ static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueR
     g[1] = blocks(c, M, CU_GEMM_BM, 65535);
     g[2] = cg_smin(c, batch, i64c(c, 65535), false);
     work = LLVMBuildMul(c->b, LLVMBuildMul(c->b, M, N, ""), batch, "");
+  } else if (p.kind == CU_ELEMWISE && cu_transposes(c->m->st, n, c->target)) {
+    work = outer_count(c, n); /* a block per 32 x 32 tile, at most */
+    g[0] = blocks(c, work, 1024, CU_MAX_BLOCKS);
   } else {
     work = outer_count(c, n);
     int per = p.kind == CU_ELEMWISE ? CU_BLOCK : CU_BLOCK / p.group;

@@ -55,8 +55,93 @@ static LLVMValueRef extent_product(Cg *c, const LfNest *n, const LfSchedule *s, 
   return t;
 }
 
+/* Virtual loop k of s at index d: its carrier d, the loops it covers 0. */
+static void set_vloop(Cg *c, const LfNest *n, const LfSchedule *s, int k, LLVMValueRef d, NestCtx *x) {
+  (void)n;
+  for (int m = 0; m < s->count[k]; m++) x->iv[s->order[s->first[k] + m]] = i64c(c, 0);
+  x->iv[lf_schedule_var(s, k)] = d;
+}
+
+/* ---- transposing nests -----------------------------------------------------
+ * The schedule's tile loop (loops/schedule.c: a load is unit-stride
+ * along virtual loop tile_k, the store along the innermost one) runs as
+ * 32 x 32 tiles through shared memory: the block (32 x 8 threads) first
+ * evaluates the tile with consecutive threads along tile_k (the load
+ * coalesced), then stores it with consecutive threads along the
+ * innermost loop (the store coalesced); the tile's rows are padded to
+ * 33 elements against bank conflicts.  Blocks run over the tiles and the
+ * other loops grid-stride. */
+enum { TT = 32 };
+
+static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule *s) {
+  LLVMBuilderRef b = c->b;
+  int ki = s->nouter - 1, kj = s->tile_k;
+  LLVMValueRef Ei = extent_product(c, n, s, ki, ki + 1), Ej = extent_product(c, n, s, kj, kj + 1);
+  LLVMValueRef ti = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ei, i64c(c, TT - 1), ""), i64c(c, TT), "");
+  LLVMValueRef tj = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ej, i64c(c, TT - 1), ""), i64c(c, TT), "");
+  LLVMValueRef rest = i64c(c, 1);
+  for (int k = 0; k < ki; k++)
+    if (k != kj) rest = LLVMBuildMul(b, rest, extent_product(c, n, s, k, k + 1), "");
+  LLVMValueRef jobs = LLVMBuildMul(b, rest, LLVMBuildMul(b, ti, tj, ""), "");
+  LLVMTypeRef t = cg_compute_type(c, n->value->dtype);
+  LLVMValueRef tile = cu_shared(c, t, TT * (TT + 1), "tile");
+  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
+  LLVMValueRef tx = LLVMBuildURem(b, tid, i64c(c, TT), ""), ty = LLVMBuildUDiv(b, tid, i64c(c, TT), "");
+  CuLoop l;
+  LLVMValueRef job = cu_loop_open(c, &l, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), jobs,
+                                  LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, ""));
+  LLVMValueRef i0 = LLVMBuildMul(b, LLVMBuildURem(b, job, ti, ""), i64c(c, TT), "");
+  LLVMValueRef q = LLVMBuildUDiv(b, job, ti, "");
+  LLVMValueRef j0 = LLVMBuildMul(b, LLVMBuildURem(b, q, tj, ""), i64c(c, TT), "");
+  q = LLVMBuildUDiv(b, q, tj, "");
+  for (int k = ki - 1; k >= 0; k--) { /* the other loops, row-major */
+    if (k == kj) continue;
+    LLVMValueRef e = extent_product(c, n, s, k, k + 1);
+    set_vloop(c, n, s, k, LLVMBuildURem(b, q, e, ""), x);
+    q = LLVMBuildUDiv(b, q, e, "");
+  }
+  for (int phase = 0; phase < 2; phase++) {
+    for (int r = 0; r < TT / (CU_BLOCK / TT); r++) {
+      LLVMValueRef across = tx, down = LLVMBuildAdd(b, ty, i64c(c, r * (CU_BLOCK / TT)), "");
+      /* phase 0: across = j, down = i; phase 1: across = i, down = j */
+      LLVMValueRef jj = phase ? down : across, ii = phase ? across : down;
+      LLVMValueRef j = LLVMBuildAdd(b, j0, jj, ""), i = LLVMBuildAdd(b, i0, ii, "");
+      LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, j, Ej, ""),
+                                     LLVMBuildICmp(b, LLVMIntULT, i, Ei, ""), "");
+      LLVMBasicBlockRef then = block(c, "tile_el"), next = block(c, "tile_next");
+      LLVMBuildCondBr(b, in, then, next);
+      LLVMPositionBuilderAtEnd(b, then);
+      set_vloop(c, n, s, kj, j, x);
+      set_vloop(c, n, s, ki, i, x);
+      LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, i64c(c, TT + 1), ""), jj, "");
+      LLVMValueRef p = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
+      if (!phase) {
+        LLVMBuildStore(b, cg_eval(c, x, n->value), p);
+      } else {
+        LLVMValueRef v = LLVMBuildLoad2(b, t, p, "");
+        cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+      }
+      LLVMBuildBr(b, next);
+      LLVMPositionBuilderAtEnd(b, next);
+    }
+    cu_barrier(c);
+  }
+  cu_loop_close(c, &l);
+}
+
+/* Whether nest n runs as transposing tiles (host and device agree). */
+bool cu_transposes(SymTab *st, const LfNest *n, const LfTarget *t) {
+  if (n->reduce != OP_COUNT) return false;
+  LfSchedule s = lf_schedule(st, n, t);
+  return s.tile_var >= 0 && s.blocked;
+}
+
 static void emit_elementwise(Cg *c, const LfNest *n, NestCtx *x) {
   LfSchedule s = lf_schedule(c->m->st, n, c->target);
+  if (s.tile_var >= 0 && s.blocked) {
+    emit_transpose(c, n, x, &s);
+    return;
+  }
   LLVMValueRef total = extent_product(c, n, &s, 0, s.nouter);
   CuLoop l;
   LLVMValueRef i = cu_loop_open(c, &l, cu_global_tid(c), total, cu_grid_threads(c));
