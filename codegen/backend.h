@@ -21,5 +21,6 @@ typedef struct CgBackend {
 } CgBackend;
 
 extern const CgBackend cg_cpu_backend; /* cpu/kernel.c */
+extern const CgBackend cg_cuda_backend; /* cuda/backend.c */
 
 #endif

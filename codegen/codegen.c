@@ -45,7 +45,7 @@ void cg_phase_ms(const CgOptions *o, const char *name, double *t0) {
 }
 
 /* The backends, in the order they are asked (backend.h). */
-static const CgBackend *const backends[] = {&cg_cpu_backend};
+static const CgBackend *const backends[] = {&cg_cuda_backend, &cg_cpu_backend};
 
 static const CgBackend *backend_for(const char *target) {
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
@@ -74,11 +74,12 @@ static int write_header(IrModule *m, LfKernel **lks, const CgOptions *o) {
 int cg_emit(IrModule *m, const CgOptions *o) {
   const CgBackend *be = backend_for(o->target);
   if (!be) {
-    if (!strncmp(o->target, "cuda", 4))
-      fprintf(stderr, "tdslc: error: --target=%s: the CUDA backend is not "
-              "available in this build yet\n", o->target);
-    else
-      fprintf(stderr, "tdslc: error: --target=%s: no backend for this target\n", o->target);
+    fprintf(stderr, "tdslc: error: --target=%s: no backend for this target\n", o->target);
+    return 2;
+  }
+  if ((o->emit & CG_PTX) && be != &cg_cuda_backend) {
+    fprintf(stderr, "tdslc: error: --emit=ptx needs a CUDA target (--target=cuda or "
+            "cuda:sm_NN), not '%s'\n", o->target);
     return 2;
   }
   double t = 0;
@@ -87,6 +88,6 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   for (int i = 0; i < m->nkernels; i++) lks[i] = lf_lower(m, m->kernels[i], o->opt_level);
   cg_phase_ms(o, "lower", &t);
   if ((o->emit & CG_HEADER) && write_header(m, lks, o)) return 1;
-  if (!(o->emit & (CG_OBJ | CG_ASM | CG_LLVM))) return 0;
+  if (!(o->emit & (CG_OBJ | CG_ASM | CG_LLVM | CG_PTX))) return 0;
   return be->emit(m, lks, o);
 }

@@ -15,11 +15,16 @@
 
 #include "../ir/ir.h"
 
+/* The CUDA processors --target=cuda:sm_NN accepts: those LLVM 19's NVPTX
+ * backend knows (cuda alone is sm_80). */
+#define TDSL_CUDA_SMS \
+  "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a"
+
 /* What to write (bit set). */
-enum { CG_OBJ = 1, CG_ASM = 2, CG_LLVM = 4, CG_HEADER = 8 };
+enum { CG_OBJ = 1, CG_ASM = 2, CG_LLVM = 4, CG_HEADER = 8, CG_PTX = 16 };
 
 typedef struct CgOptions {
-  const char *target;  /* host, x86-64, x86-64-v2, -v3, -v4 */
+  const char *target;  /* host, x86-64, x86-64-v2, -v3, -v4, cuda, cuda:sm_NN */
   int opt_level;       /* 0..3 */
   unsigned emit;       /* CG_* */
   const char *stem;    /* output path without extension; names the header's

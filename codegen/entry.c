@@ -30,8 +30,10 @@ static LLVMValueRef idx_load(Cg *c, LLVMValueRef arr, int i) {
   return LLVMBuildLoad2(c->b, c->i64, LLVMBuildGEP2(c->b, c->i64, arr, &o, 1, ""), "");
 }
 
+LLVMValueRef cg_dl_device_id(Cg *c, LLVMValueRef t) { return field(c, t, 12, c->i32); }
+
 /* data + byte_offset. */
-static LLVMValueRef dl_base(Cg *c, LLVMValueRef t) {
+LLVMValueRef cg_dl_base(Cg *c, LLVMValueRef t) {
   LLVMValueRef off = field(c, t, 40, c->i64);
   return LLVMBuildGEP2(c->b, c->i8, dl_data(c, t), &off, 1, "");
 }
@@ -292,13 +294,48 @@ static LLVMValueRef const_buffer(Cg *c, const LfBuf *b) {
   return g;
 }
 
+void cg_setup_scratch(Cg *c, int i) {
+  const LfBuf *b = &c->lk->bufs[i];
+  int shared = lf_slot_shared(c->lk, i); /* plan-memory: one block per slot */
+  if (shared) {
+    c->base[i] = c->base[shared - 1];
+    return;
+  }
+  const Sym *nbytes = lf_scratch_bytes(c->m->st, b);
+  LLVMValueRef mag = cg_sym_mag(c, nbytes);
+  LLVMBasicBlockRef big = block(c, "scratch_overflow"), fits = block(c, "scratch_fits");
+  LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealOLT, mag, LLVMConstReal(c->f64, 0x1p62), ""),
+                  fits, big);
+  LLVMPositionBuilderAtEnd(c->b, big);
+  LLVMTypeRef ps[2] = {c->i32, c->ptr};
+  LLVMValueRef ea[3] = {i32c(c, E_OVERFLOW), str(c, "kernel '%s': an intermediate "
+                        "tensor is too large (its size overflows int64)"), c->kname};
+  LLVMValueRef erc = call(c, cg_fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1), ea, 3);
+  LLVMBuildBr(c->b, c->fail);
+  LLVMAddIncoming(c->rcphi, &erc, &big, 1);
+  LLVMPositionBuilderAtEnd(c->b, fits);
+  LLVMValueRef bytes = cg_sym_val(c, nbytes), p;
+  if (c->scratch_alloc) {
+    p = c->scratch_alloc(c, bytes);
+  } else {
+    LLVMTypeRef ps2[2] = {c->i64, c->i64};
+    LLVMValueRef a[2] = {bytes, i64c(c, 64)};
+    p = call(c, cg_fdecl(c, "tdsl_alloc", c->ptr, ps2, 2, 0), a, 2);
+  }
+  LLVMBuildStore(c->b, p, c->slot[i]);
+  LLVMValueRef rc = LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""),
+                                    i32c(c, E_NOMEM), i32c(c, 0), "");
+  cg_check_rc(c, rc);
+  c->base[i] = p;
+}
+
 void cg_setup_buffers(Cg *c) {
   const LfKernel *lk = c->lk;
   for (int i = 0; i < lk->nbufs; i++) {
     const LfBuf *b = &lk->bufs[i];
     switch (b->kind) {
-    case LFB_PARAM: c->base[i] = dl_base(c, c->args[b->index]); break;
-    case LFB_OUTPUT: c->base[i] = dl_base(c, c->args[c->k->nparams + b->index]); break;
+    case LFB_PARAM: c->base[i] = cg_dl_base(c, c->args[b->index]); break;
+    case LFB_OUTPUT: c->base[i] = cg_dl_base(c, c->args[c->k->nparams + b->index]); break;
     case LFB_CONST: c->base[i] = const_buffer(c, b); break;
     case LFB_SCALAR: {
       LLVMValueRef a = c->args[b->index];
@@ -307,36 +344,7 @@ void cg_setup_buffers(Cg *c) {
       LLVMBuildStore(c->b, a, c->base[i]);
       break;
     }
-    case LFB_SCRATCH: {
-      int shared = lf_slot_shared(c->lk, i); /* plan-memory: one block per slot */
-      if (shared) {
-        c->base[i] = c->base[shared - 1];
-        break;
-      }
-      const Sym *nbytes = lf_scratch_bytes(c->m->st, b);
-      LLVMValueRef mag = cg_sym_mag(c, nbytes);
-      LLVMBasicBlockRef big = block(c, "scratch_overflow"), fits = block(c, "scratch_fits");
-      LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealOLT, mag, LLVMConstReal(c->f64, 0x1p62), ""),
-                      fits, big);
-      LLVMPositionBuilderAtEnd(c->b, big);
-      LLVMTypeRef ps[2] = {c->i32, c->ptr};
-      LLVMValueRef ea[3] = {i32c(c, E_OVERFLOW), str(c, "kernel '%s': an intermediate "
-                            "tensor is too large (its size overflows int64)"), c->kname};
-      LLVMValueRef erc = call(c, cg_fdecl(c, "tdsl_set_error", c->i32, ps, 2, 1), ea, 3);
-      LLVMBuildBr(c->b, c->fail);
-      LLVMAddIncoming(c->rcphi, &erc, &big, 1);
-      LLVMPositionBuilderAtEnd(c->b, fits);
-      LLVMValueRef bytes = cg_sym_val(c, nbytes);
-      LLVMTypeRef ps2[2] = {c->i64, c->i64};
-      LLVMValueRef a[2] = {bytes, i64c(c, 64)};
-      LLVMValueRef p = call(c, cg_fdecl(c, "tdsl_alloc", c->ptr, ps2, 2, 0), a, 2);
-      LLVMBuildStore(c->b, p, c->slot[i]);
-      LLVMValueRef rc = LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""),
-                                        i32c(c, E_NOMEM), i32c(c, 0), "");
-      cg_check_rc(c, rc);
-      c->base[i] = p;
-      break;
-    }
+    case LFB_SCRATCH: cg_setup_scratch(c, i); break;
     }
   }
 }
@@ -345,9 +353,10 @@ void cg_free_scratch(Cg *c) {
   for (int i = 0; i < c->lk->nbufs; i++)
     if (c->lk->bufs[i].kind == LFB_SCRATCH && !lf_slot_shared(c->lk, i)) {
       LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->slot[i], "");
-      call(c, cg_fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
+      if (c->scratch_free) c->scratch_free(c, p);
+      else call(c, cg_fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);
     }
-  for (int i = 0; i < c->lk->nnests; i++)
+  for (int i = 0; c->gpool && i < c->lk->nnests; i++)
     if (c->gpool[i]) {
       LLVMValueRef p = LLVMBuildLoad2(c->b, c->ptr, c->gpool[i], "");
       call(c, cg_fdecl(c, "tdsl_free", c->vd, &c->ptr, 1, 0), &p, 1);

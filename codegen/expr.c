@@ -57,7 +57,8 @@ void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
  * libm, vectorized by the loop vectorizer, the same on every target.
  * sin, cos and tan stay libm's on the CPU: the layer's argument reduction is
  * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
- * reduced for every argument (sin(1e9) included). */
+ * reduced for every argument (sin(1e9) included).  Targets without libm
+ * (CUDA, Cg.layer_trig) use the layer's. */
 static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
   CgMath m = {c->ctx, c->mod, c->b, c->opt};
   return cg_math(&m, fn, x, y);
@@ -88,8 +89,8 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValue
   case OP_ABS: return cg_unary_intr(c, "llvm.fabs", x);
   case OP_SQRT: return cg_unary_intr(c, "llvm.sqrt", x);
   case OP_RSQRT: return LLVMBuildFDiv(b, one, cg_unary_intr(c, "llvm.sqrt", x), "");
-  case OP_SIN: return cg_unary_intr(c, "llvm.sin", x);
-  case OP_COS: return cg_unary_intr(c, "llvm.cos", x);
+  case OP_SIN: return c->layer_trig ? math_fn(c, MATH_SIN, x, NULL) : cg_unary_intr(c, "llvm.sin", x);
+  case OP_COS: return c->layer_trig ? math_fn(c, MATH_COS, x, NULL) : cg_unary_intr(c, "llvm.cos", x);
   case OP_SIGMOID:
   case OP_SILU: {
     LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
@@ -115,7 +116,8 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValue
     return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
                sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
   case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
-  case OP_TAN: return cg_unary_intr(c, "llvm.tan", x); /* libm's, as sin and cos */
+  case OP_TAN: /* libm's on the CPU, as sin and cos */
+    return c->layer_trig ? math_fn(c, MATH_TAN, x, NULL) : cg_unary_intr(c, "llvm.tan", x);
   case OP_TRUNC: return cg_unary_intr(c, "llvm.trunc", x);
   case OP_FRAC: return LLVMBuildFSub(b, x, cg_unary_intr(c, "llvm.trunc", x), "");
   case OP_SOFTPLUS: { /* PyTorch's: x beta > threshold ? x : log1p(exp(x beta)) / beta */
@@ -178,10 +180,97 @@ static LLVMValueRef unary_i(Cg *c, Op op, DType dt, const double *fa, LLVMValueR
   }
 }
 
+/* ---- fmod ----------------------------------------------------------------
+ * C's fmod, exact.  LLVM's frem is libm's fmod on the CPU; targets without
+ * libm (CUDA: Cg.own_frem) lower it to x - trunc(x / y) * y, which is
+ * wrong once x / y needs more bits than the mantissa has.  Here: while
+ * |x| >= |y|, subtract the largest |y| * 2^k not above |x| (exact: the
+ * difference of two numbers within a factor 2), one exponent step at
+ * least per round. */
+
+/* floor(log2 v) of a finite v > 0 (subnormals scaled up first), i32. */
+static LLVMValueRef ilogb_pos(Cg *c, LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  bool dbl = LLVMGetTypeKind(t) == LLVMDoubleTypeKind;
+  int mant = dbl ? 52 : 23, bias = dbl ? 1023 : 127;
+  LLVMTypeRef it = dbl ? c->i64 : c->i32;
+  LLVMValueRef sub = fcmp(c, LLVMRealOLT, v, fconst(v, ldexp(1.0, 1 - bias)));
+  LLVMValueRef w = sel(c, sub, LLVMBuildFMul(c->b, v, fconst(v, ldexp(1.0, mant)), ""), v);
+  LLVMValueRef bits = LLVMBuildBitCast(c->b, w, it, "");
+  LLVMValueRef e = LLVMBuildLShr(c->b, bits, ci(it, mant), "");
+  e = LLVMBuildTrunc(c->b, LLVMBuildAnd(c->b, e, ci(it, dbl ? 2047 : 255), ""), c->i32, "");
+  e = LLVMBuildSub(c->b, e, i32c(c, bias), "");
+  return sel(c, sub, LLVMBuildSub(c->b, e, i32c(c, mant), ""), e);
+}
+
+/* v * 2^k for 0 <= k (the product stays finite), in steps of at most
+ * 2^64 (exact powers of two). */
+static LLVMValueRef scale_up(Cg *c, LLVMValueRef v, LLVMValueRef k) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), head = block(c, "scale"),
+                    body = block(c, "scale_step"), done = block(c, "scaled");
+  LLVMBuildBr(c->b, head);
+  LLVMPositionBuilderAtEnd(c->b, head);
+  LLVMValueRef vp = LLVMBuildPhi(c->b, LLVMTypeOf(v), ""), kp = LLVMBuildPhi(c->b, c->i32, "");
+  LLVMAddIncoming(vp, &v, &pre, 1);
+  LLVMAddIncoming(kp, &k, &pre, 1);
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, kp, i32c(c, 0), ""), body, done);
+  LLVMPositionBuilderAtEnd(c->b, body);
+  LLVMValueRef step = cg_smin(c, kp, i32c(c, 64), false);
+  /* 2^step as a float: exponent bits (step + bias) << mantissa */
+  LLVMTypeRef t = LLVMTypeOf(v);
+  bool dbl = LLVMGetTypeKind(t) == LLVMDoubleTypeKind;
+  LLVMTypeRef it = dbl ? c->i64 : c->i32;
+  LLVMValueRef eb = LLVMBuildAdd(c->b, dbl ? LLVMBuildZExt(c->b, step, it, "") : step,
+                                 ci(it, dbl ? 1023 : 127), "");
+  LLVMValueRef p2 = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, eb, ci(it, dbl ? 52 : 23), ""), t, "");
+  LLVMValueRef vn = LLVMBuildFMul(c->b, vp, p2, ""), kn = LLVMBuildSub(c->b, kp, step, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+  LLVMAddIncoming(vp, &vn, &latch, 1);
+  LLVMAddIncoming(kp, &kn, &latch, 1);
+  LLVMBuildBr(c->b, head);
+  LLVMPositionBuilderAtEnd(c->b, done);
+  return vp;
+}
+
+static LLVMValueRef frem_exact(Cg *c, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef ax = cg_unary_intr(c, "llvm.fabs", x), ay = cg_unary_intr(c, "llvm.fabs", y);
+  LLVMValueRef inf = fconst(x, INFINITY);
+  /* NaN for y == 0, x infinite or a NaN operand; x itself for y infinite */
+  LLVMValueRef nan = LLVMBuildOr(B, fcmp(c, LLVMRealUEQ, ay, fconst(x, 0)),
+                                 fcmp(c, LLVMRealUEQ, ax, inf), "");
+  LLVMValueRef fin = LLVMBuildAnd(B, LLVMBuildNot(B, nan, ""), fcmp(c, LLVMRealONE, ay, inf), "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B), head = block(c, "fmod"), body = block(c, "fmod_step"),
+                    done = block(c, "fmod_done");
+  LLVMBuildBr(B, head);
+  LLVMPositionBuilderAtEnd(B, head);
+  LLVMValueRef r = LLVMBuildPhi(B, LLVMTypeOf(x), "");
+  LLVMAddIncoming(r, &ax, &pre, 1);
+  LLVMBuildCondBr(B, LLVMBuildAnd(B, fin, fcmp(c, LLVMRealOGE, r, ay), ""), body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef k = LLVMBuildSub(B, ilogb_pos(c, r), ilogb_pos(c, ay), "");
+  LLVMValueRef t = scale_up(c, ay, k);
+  t = sel(c, fcmp(c, LLVMRealOGT, t, r), LLVMBuildFMul(B, t, fconst(x, 0.5), ""), t);
+  LLVMValueRef rn = LLVMBuildFSub(B, r, t, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(B);
+  LLVMAddIncoming(r, &rn, &latch, 1);
+  LLVMBuildBr(B, head);
+  LLVMPositionBuilderAtEnd(B, done);
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  LLVMValueRef cs[2] = {r, x};
+  LLVMValueRef res = cg_intrinsic(c, "llvm.copysign", &ty, 1, cs, 2);
+  return sel(c, nan, fconst(x, NAN), res);
+}
+
+/* a fmod b: LLVM's frem, or the exact loop where frem is not libm's. */
+static LLVMValueRef frem(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  return c->own_frem ? frem_exact(c, a, b) : LLVMBuildFRem(c->b, a, b, "");
+}
+
 /* Python // and % of floats, as PyTorch computes them. */
 static LLVMValueRef floordiv_f(Cg *c, LLVMValueRef a, LLVMValueRef b, bool mod) {
   LLVMBuilderRef B = c->b;
-  LLVMValueRef zero = fconst(a, 0), m = LLVMBuildFRem(B, a, b, "");
+  LLVMValueRef zero = fconst(a, 0), m = frem(c, a, b);
   LLVMValueRef adj = LLVMBuildAnd(B, fcmp(c, LLVMRealUNE, m, zero),
                                   LLVMBuildXor(B, fcmp(c, LLVMRealOLT, b, zero),
                                                fcmp(c, LLVMRealOLT, m, zero), ""), "");
@@ -363,7 +452,7 @@ static LLVMValueRef binary_f(Cg *c, Op op, LLVMValueRef a, LLVMValueRef b) {
   case OP_FLOORDIV: return floordiv_f(c, a, b, false);
   case OP_MOD: return floordiv_f(c, a, b, true);
   case OP_HYPOT: return hypot_f(c, a, b);
-  case OP_FMOD: return LLVMBuildFRem(B, a, b, "");
+  case OP_FMOD: return frem(c, a, b);
   case OP_COPYSIGN: {
     LLVMTypeRef t = LLVMTypeOf(a);
     LLVMValueRef cs[2] = {a, b};

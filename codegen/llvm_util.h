@@ -29,6 +29,7 @@
 #define E_OVERFLOW (-7)
 /* DLPack device types (dlpack.h DLDeviceType) a backend's entry checks. */
 #define DL_CPU 1
+#define DL_CUDA 2
 
 typedef struct Loop {
   LLVMBasicBlockRef pre, header, exit;
@@ -61,6 +62,16 @@ typedef struct Cg {
   int vec_bits;          /* gemm.c: the target's vector width */
   int opt;               /* -O level: >= 1 runs nests in parallel */
   int nfns;              /* outlined nest functions so far */
+  bool layer_trig;       /* sin, cos, tan through the math layer (targets
+                            without libm: CUDA); else llvm.sin etc. */
+  bool own_frem;         /* fmod by expr.c's exact loop (frem is not
+                            libm's fmod: CUDA) */
+  /* Scratch memory (entry.c): NULL for the host's tdsl_alloc/tdsl_free;
+   * a backend with its own memory (CUDA: stream-ordered device memory)
+   * returns the block (NULL when it failed, the runtime's message set)
+   * and frees it (p may be NULL). */
+  LLVMValueRef (*scratch_alloc)(struct Cg *c, LLVMValueRef bytes);
+  void (*scratch_free)(struct Cg *c, LLVMValueRef p);
 } Cg;
 
 /* A nest's loop variables and bounds while its body is emitted. */
@@ -149,6 +160,10 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
 
 /* ---- entry.c -------------------------------------------------------------- */
 
+/* data + byte_offset of DLTensor t. */
+LLVMValueRef cg_dl_base(Cg *c, LLVMValueRef t);
+/* device.device_id of DLTensor t (i32). */
+LLVMValueRef cg_dl_device_id(Cg *c, LLVMValueRef t);
 /* Stride of dim d of DLTensor t: strides[d], or row-major when NULL. */
 LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d);
 /* Every entry check; leaves the builder where computing starts, after a
@@ -156,6 +171,8 @@ LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d);
 void cg_emit_entry_checks(Cg *c);
 /* c->base of every buffer; allocates scratch. */
 void cg_setup_buffers(Cg *c);
+/* c->base of scratch buffer i (allocated, or the block of its slot). */
+void cg_setup_scratch(Cg *c, int i);
 /* Frees scratch and GEMM packing memory. */
 void cg_free_scratch(Cg *c);
 /* K_info of k. */

@@ -351,9 +351,8 @@ static V pow64(M *m, V x, V y) {
 /* ---- trigonometric ----------------------------------------------------------- */
 
 /* x = k pi/2 + r, |r| <= pi/4, with pi/2 in 26-bit parts so that each
- * k * part is exact for |k| < 2^27 (|x| < 2.1e8); beyond that the
- * reduction loses accuracy (docs/numerics.md).  Returns r, *q = k & 3. */
-static V trig_reduce(M *m, V x, V *q) {
+ * k * part is exact for |k| < 2^27 (|x| < 2.1e8).  Returns r, *q = k & 3. */
+static V trig_reduce_small(M *m, V x, V *q) {
   static const double c[4] = {0x1.921fb5p+0, 0x1.110b46p-26, 0x1.1a6263p-54,
                               0x1.8a2e03707344ap-81};
   V k, kf = round_k(m, mul(m, x, K(m, TWO_OVER_PI)), &k);
@@ -361,6 +360,98 @@ static V trig_reduce(M *m, V x, V *q) {
   for (int i = 0; i < 4; i++) r = fmadd(m, kf, K(m, -c[i]), r);
   *q = LLVMBuildAnd(m->b, k, KI(m, 3), "");
   return r;
+}
+
+/* The binary fraction of 2/pi, 64 bits a word (tools/two_over_pi.py). */
+static const unsigned long long two_over_pi_bits[19] = {
+    0xa2f9836e4e441529ull, 0xfc2757d1f534ddc0ull, 0xdb6295993c439041ull,
+    0xfe5163abdebbc561ull, 0xb7246e3a424dd2e0ull, 0x06492eea09d1921cull,
+    0xfe1deb1cb129a73eull, 0xe88235f52ebb4484ull, 0xe99c7026b45f7e41ull,
+    0x3991d639835339f4ull, 0x9c845f8bbdf9283bull, 0x1ff897ffde05980full,
+    0xef2f118b5a0a6d1full, 0x6d367ecf27cb09b7ull, 0x4f463f669e5fea2dull,
+    0x7527bac7ebe5f17bull, 0x3d0739f78a5292eaull, 0x6bfb5fb11f8d5d08ull,
+    0x56033046fc7b6babull,
+};
+
+static LLVMTypeRef int_t(M *m, unsigned bits) {
+  LLVMTypeRef t = LLVMIntTypeInContext(m->ctx, bits);
+  return m->lanes ? LLVMVectorType(t, m->lanes) : t;
+}
+
+static V KW(M *m, unsigned bits, unsigned long long v) {
+  V c = LLVMConstInt(LLVMIntTypeInContext(m->ctx, bits), v, 0);
+  if (!m->lanes) return c;
+  V e[64];
+  for (unsigned i = 0; i < m->lanes; i++) e[i] = c;
+  return LLVMConstVector(e, m->lanes);
+}
+
+/* Payne-Hanek: |x| = mant 2^s exactly (mant < 2^53); |x| 2/pi mod 4 from
+ * the words i0 .. i0 + 3 of 2/pi, where i0 skips the words whose
+ * products are multiples of 4 (an error below 2^-130 of the result's
+ * fraction, enough for the closest doubles to multiples of pi/2).  The
+ * 320-bit sum gives two integer bits k and 126 fraction bits f; with f
+ * >= 1/2 taken as f - 1 (k + 1), r = f pi/2.  For finite |x| >= 2^-25. */
+static V trig_reduce_large(M *m, V ax, V *q) {
+  LLVMBuilderRef b = m->b;
+  V bx = bits(m, ax);
+  V e = LLVMBuildAnd(m->b, LLVMBuildLShr(b, bx, KI(m, 52), ""), KI(m, 2047), "");
+  V mant = LLVMBuildOr(b, LLVMBuildAnd(b, bx, KI(m, (1LL << 52) - 1), ""), KI(m, 1LL << 52), "");
+  V sh = LLVMBuildSub(b, e, KI(m, 1075), ""); /* |x| = mant 2^sh */
+  V i0 = LLVMBuildSDiv(b, LLVMBuildSub(b, sh, KI(m, 2), ""), KI(m, 64), "");
+  i0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, sh, KI(m, 2), ""), KI(m, 0), i0, "");
+  LLVMTypeRef t128 = int_t(m, 128), t320 = int_t(m, 320);
+  V m128 = LLVMBuildZExt(b, mant, t128, ""), acc = KW(m, 320, 0);
+  for (int j = 0; j < 4; j++) {
+    V w = KW(m, 64, two_over_pi_bits[j]);
+    for (int i = 1; i + j < 19; i++) /* the word i0 + j */
+      w = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, i0, KI(m, i), ""),
+                          KW(m, 64, two_over_pi_bits[i + j]), w, "");
+    V p = LLVMBuildMul(b, m128, LLVMBuildZExt(b, w, t128, ""), "");
+    acc = LLVMBuildAdd(b, acc, LLVMBuildShl(b, LLVMBuildZExt(b, p, t320, ""),
+                                            KW(m, 320, (unsigned long long)(64 * (3 - j))), ""), "");
+  }
+  /* x 2/pi = acc 2^(sh - 64 (i0 + 4)): the binary point sits at bit
+   * P = 64 (i0 + 4) - sh; keep bits P + 1 .. P - 126 */
+  V P = LLVMBuildSub(b, LLVMBuildMul(b, LLVMBuildAdd(b, i0, KI(m, 4), ""), KI(m, 64), ""), sh, "");
+  V win = LLVMBuildLShr(b, acc, LLVMBuildZExt(b, LLVMBuildSub(b, P, KI(m, 126), ""), t320, ""), "");
+  win = LLVMBuildTrunc(b, win, t128, "");
+  V k = LLVMBuildTrunc(b, LLVMBuildLShr(b, win, KW(m, 128, 126), ""), m->it, "");
+  V g = LLVMBuildShl(b, win, KW(m, 128, 2), ""); /* f in [-1/2, 1/2) as i128 / 2^128 */
+  V neg = LLVMBuildICmp(b, LLVMIntSLT, g, KW(m, 128, 0), "");
+  k = LLVMBuildAdd(b, k, LLVMBuildZExt(b, neg, m->it, ""), "");
+  *q = LLVMBuildAnd(b, k, KI(m, 3), "");
+  /* g to a double: normalize so its top 64 bits hold 63 significant ones */
+  V mag = LLVMBuildSelect(b, neg, LLVMBuildNot(b, g, ""), g, "");
+  V zf[2] = {mag, LLVMConstInt(LLVMInt1TypeInContext(m->ctx), 0, 0)};
+  unsigned id = LLVMLookupIntrinsicID("llvm.ctlz", 9);
+  V ctlz = LLVMGetIntrinsicDeclaration(m->mod, id, &t128, 1);
+  V lz = LLVMBuildCall2(b, LLVMIntrinsicGetType(m->ctx, id, &t128, 1), ctlz, zf, 2, "");
+  V s1 = LLVMBuildSub(b, lz, KW(m, 128, 1), "");
+  s1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, s1, KW(m, 128, 64), ""), KW(m, 128, 64), s1, "");
+  V top = LLVMBuildTrunc(b, LLVMBuildAShr(b, LLVMBuildShl(b, g, s1, ""), KW(m, 128, 64), ""), m->it, "");
+  V f = LLVMBuildSIToFP(b, top, m->t, "");
+  V scale = from_bits(m, LLVMBuildShl(b, LLVMBuildSub(b, KI(m, 1023 - 64),
+                                                      LLVMBuildTrunc(b, s1, m->it, ""), ""),
+                                      KI(m, 52), ""));
+  f = mul(m, f, scale);
+  V hi, lo;
+  two_prod(m, f, K(m, PIO2), &hi, &lo);
+  return add(m, hi, fmadd(m, f, K(m, PIO2_LO), lo));
+}
+
+/* x = k pi/2 + r, |r| <= pi/4, for every finite x: Cody-Waite below
+ * 1e8, Payne-Hanek above (both computed, selected per element). */
+static V trig_reduce(M *m, V x, V *q) {
+  V qs, ql, rs = trig_reduce_small(m, x, &qs);
+  V ax = fabs_(m, x), big = cmp(m, LLVMRealOGE, ax, K(m, 1e8));
+  V rl = trig_reduce_large(m, sel(m, big, ax, K(m, 1e8)), &ql);
+  /* x < 0: -(k pi/2 + r) = (-k) pi/2 - r */
+  V xneg = lt(m, x, 0);
+  rl = sel(m, xneg, LLVMBuildFNeg(m->b, rl, ""), rl);
+  ql = LLVMBuildSelect(m->b, xneg, LLVMBuildAnd(m->b, LLVMBuildNeg(m->b, ql, ""), KI(m, 3), ""), ql, "");
+  *q = LLVMBuildSelect(m->b, big, ql, qs, "");
+  return sel(m, big, rl, rs);
 }
 
 /* sin r for |r| <= pi/4: r + r^3 (-1/3! + ... + r^16/19!). */

@@ -16,8 +16,7 @@
  * (the optimized IR), `loops` (the loop form, loops/print.c) and the
  * reports (text, JSON, HTML, the last with each kernel's loop form) here,
  * obj/header/llvm/asm through codegen.h, so through codegen.h and the
- * link step (link.c); ptx is refused with exit 2 until
- * it exists.
+ * link step (link.c).
  * Needs: the whole front end (ast.h), ir.h, run.h, link.h, passes/passes.h,
  * loops/loops.h (lf_lower and lf_print for the loop form, lf_stats for
  * the report's totals), codegen/codegen.h. */
@@ -59,7 +58,7 @@ static const struct {
     {"header", ".h", true, NULL},
     {"llvm", ".ll", true, NULL},
     {"asm", ".s", true, NULL},
-    {"ptx", ".ptx", true, "the CUDA backend (PTX) is not available in this build"},
+    {"ptx", ".ptx", true, NULL},
     {"ir", ".ir", true, NULL},
     {"loops", ".loops", true, NULL},
     {"report", ".report.txt", true, NULL},
@@ -125,8 +124,7 @@ static void print_help(void) {
       "                         by the C compiler $CC (default cc)\n"
       "  --target=T             host x86-64 x86-64-v2 x86-64-v3 x86-64-v4 "
       "cuda cuda:sm_NN\n"
-      "                         (ptx and cuda are not available in this "
-      "build)\n"
+      "                         (cuda: sm_80 PTX; sm_NN: one of " TDSL_CUDA_SMS ")\n"
       "  -O0 -O1 -O2 -O3        optimization level (default -O2)\n"
       "  --kernel=NAME          only this kernel (repeatable); for run: "
       "the kernel\n"
@@ -171,10 +169,12 @@ static bool valid_target(const char *t) {
                                       "x86-64-v3", "x86-64-v4", "cuda"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(t, names[i])) return true;
-  if (strncmp(t, "cuda:sm_", 8) != 0) return false;
-  const char *d = t + 8;
-  size_t n = strspn(d, "0123456789");
-  return n >= 2 && n <= 3 && (d[n] == '\0' || (d[n] == 'a' && !d[n + 1]));
+  if (strncmp(t, "cuda:", 5) != 0) return false;
+  /* the processors LLVM 19's NVPTX backend knows */
+  char list[] = TDSL_CUDA_SMS;
+  for (char *save = NULL, *sm = strtok_r(list, " ", &save); sm; sm = strtok_r(NULL, " ", &save))
+    if (!strcmp(t + 5, sm)) return true;
+  return false;
 }
 
 /* "fold-views, eliminate-copies, ..." from the pass table. */
@@ -199,7 +199,8 @@ static int long_with_value(Options *o, const char *name, const char *v) {
   if (!strcmp(name, "target")) {
     if (!valid_target(v))
       return usage_error("--target: unknown target '%s' (host, x86-64, "
-                         "x86-64-v2/v3/v4, cuda, cuda:sm_NN)", v);
+                         "x86-64-v2/v3/v4, cuda, or cuda:sm_NN with sm_NN one of: "
+                         TDSL_CUDA_SMS ")", v);
     o->target = v;
     return 0;
   }
@@ -652,6 +653,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |
             (o->emit >> EM_ASM & 1 ? CG_ASM : 0) |
             (o->emit >> EM_LLVM & 1 ? CG_LLVM : 0) |
+            (o->emit >> EM_PTX & 1 ? CG_PTX : 0) |
             (o->emit >> EM_HEADER & 1 ? CG_HEADER : 0);
   if (!status && cg.emit) status = cg_emit(sel, &cg);
   if (!status && (o->emit >> EM_SO & 1)) status = write_so(o, sel, stem);

@@ -15,6 +15,12 @@ static const LfTarget targets[] = {
   {.name = "cpu", .par_min_elems = 32768, .tile = 32,
    .gemm_mr = 6, .gemm_mr_512 = 12, .gemm_nv = 2, .gemm_mc_panels = 16, .gemm_kc = 256,
    .gemm_nc = 4096},
+  /* CUDA (cuda/): the schedule's collapsed loops and memory order give
+   * each kernel's thread index; tiles and GEMM blocks are the backend's
+   * own (cuda/cuda.h) */
+  {.name = "cuda", .par_min_elems = 256, .tile = 32,
+   .gemm_mr = 4, .gemm_mr_512 = 4, .gemm_nv = 4, .gemm_mc_panels = 16, .gemm_kc = 16,
+   .gemm_nc = 64},
 };
 
 const LfTarget *lf_target_params(const char *name) {

@@ -162,7 +162,7 @@ void report_put_ratio(FILE *f, const KReport *kr) {
             b0 > b1 ? (double)b0 / (double)b1 : (double)b1 / (double)b0);
 }
 
-static void text_totals(const KReport *kr, FILE *f) {
+static void text_totals(const KReport *kr, bool cuda, FILE *f) {
   if (!kr->has_totals) {
     fputs("  bytes moved, loop nests: not estimated\n", f);
     return;
@@ -173,7 +173,9 @@ static void text_totals(const KReport *kr, FILE *f) {
   report_put_bytes(f, kr->bytes_after);
   report_put_ratio(f, kr);
   fputs(" (-O0 -> as compiled)\n", f);
-  fprintf(f, "  loop nests:   %d -> %d\n", kr->nests_before, kr->nests_after);
+  /* CUDA runs each nest as one launch */
+  fprintf(f, cuda ? "  launches:     %d -> %d\n" : "  loop nests:   %d -> %d\n",
+          kr->nests_before, kr->nests_after);
   fputs("  scratch:      ", f);
   report_put_bytes(f, kr->scratch);
   fputc('\n', f);
@@ -211,7 +213,7 @@ void report_write_text(const Report *r, FILE *f) {
     const KReport *kr = &r->ks[i];
     fprintf(f, "\nkernel %s (%s:%d:%d)\n", kr->name, r->file, kr->loc.line,
             kr->loc.col);
-    text_totals(kr, f);
+    text_totals(kr, !strncmp(r->target, "cuda", 4), f);
     text_decisions(r, kr, f);
     if (kr->ntimes) {
       fputs("  pass times:\n", f);

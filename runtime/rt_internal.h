@@ -1,6 +1,7 @@
-/* rt_internal.h — helpers shared by the runtime's source files, defined
- * in descriptor.c: checked 64-bit arithmetic and formatting of shapes for
- * error messages. Not installed. */
+/* rt_internal.h — helpers shared by the runtime's source files: checked
+ * 64-bit arithmetic and formatting of shapes for error messages
+ * (descriptor.c), and a probe of the CUDA loader for tests (cuda.c). Not
+ * installed. */
 #ifndef TDSL_RT_INTERNAL_H
 #define TDSL_RT_INTERNAL_H
 
@@ -14,5 +15,9 @@ bool rt_add_ok(int64_t a, int64_t b, int64_t *r);
 
 /* Writes "[a, b, c]" (or "NULL") into buf; always NUL-terminates. */
 void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v);
+
+/* How many times the CUDA driver was searched for (loading it first if no
+ * call has yet): 1 for the process's life, whatever the outcome. */
+int rt_cuda_load_count(void);
 
 #endif /* TDSL_RT_INTERNAL_H */

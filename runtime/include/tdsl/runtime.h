@@ -4,8 +4,10 @@
  * libm, pthreads and dlopen only.
  * Provides: error codes and the thread-local error message, the CPU thread
  * pool, aligned host allocation, tensor helpers for applications, the
- * kernel description returned by K_info(), and the entry-check helpers that
- * generated kernels call before touching any data (§7.4).
+ * kernel description returned by K_info(), the entry-check helpers that
+ * generated kernels call before touching any data (§7.4), and the CUDA
+ * driver layer: devices, streams, device memory, module loading and
+ * launches (§7.3).
  *
  * Every function is thread-safe. Runtime functions never print and never
  * exit: they return a code and leave a message for tdsl_last_error(). */
@@ -185,7 +187,8 @@ typedef struct tdsl_kernel_info {
   const tdsl_param_info *results;
   int device_type;                /* kDLCPU or kDLCUDA */
   int64_t scratch_bytes;          /* scratch memory one call allocates
-                                     (tdsl_alloc), or -1 when it depends on
+                                     (tdsl_alloc; tdsl_cuda_scratch for
+                                     CUDA kernels), or -1 when it depends on
                                      the sizes: see scratch_expr */
   const char *scratch_expr;       /* the same as an expression of the size
                                      symbols ("4*N*C + 512"), or a number */
@@ -248,6 +251,96 @@ int tdsl_check_overlap_named(const char *kernel, const DLTensor *const *outs,
                              const char *const *in_names, int nin);
 /* A scalar used as a size must not be NaN or infinite (TDSL_E_SCALAR). */
 int tdsl_check_size_scalar(const char *kernel, const char *arg, double v);
+
+/* ---- CUDA (cuda.c) ---------------------------------------------------- *
+ * The driver (libcuda.so.1) is loaded with dlopen at the first call and
+ * searched for only once; no CUDA toolkit is needed to build or link.
+ * Without a driver, when cuInit fails, or with 0 devices, every call below
+ * except the stream pair returns TDSL_E_NO_DEVICE ("no CUDA driver:
+ * libcuda.so.1 could not be loaded (...)", "no CUDA device: ..."). Other
+ * driver failures are TDSL_E_CUDA with the driver's error name and text
+ * and what was being done. Kernels, copies and memset are asynchronous on
+ * the calling thread's current stream: a fault in them is reported by the
+ * next synchronizing call (tdsl_cuda_synchronize), not by the call that
+ * enqueued the work.
+ * Contexts: every device is used through its primary context (the one the
+ * CUDA runtime API uses), retained once and kept for the process. A call
+ * that needs a context and finds none current on the thread makes device
+ * 0's current, as the CUDA runtime does. */
+
+/* One per generated object file: the embedded PTX of all its device
+ * kernels. Generated code defines it as a writable static with
+ * state = NULL. */
+typedef struct tdsl_cuda_module {
+  const char *ptx;                 /* NUL-terminated PTX text */
+  int nfuncs;                      /* device entry points */
+  const char *const *names;        /* their names in the PTX */
+  void *state;                     /* the runtime's cache; NULL at first */
+} tdsl_cuda_module;
+
+/* For generated code. Everything that can fail before a kernel's first
+ * launch: loads the driver, makes device_id's primary context current on
+ * the calling thread (switching only when another context is current, as
+ * cudaSetDevice does), loads m's PTX once per context (cached in m->state,
+ * thread-safe; the JIT error log is in the message when loading fails)
+ * and stores the nfuncs entry points in fns[0..nfuncs). On failure fns is
+ * untouched. TDSL_E_NO_DEVICE, TDSL_E_DEVICE ("device 3 does not exist
+ * (2 CUDA devices)"), TDSL_E_CUDA, TDSL_E_INVALID (NULL m or ptx). */
+int tdsl_cuda_prepare(const char *kernel, tdsl_cuda_module *m, int device_id,
+                      void **fns);
+/* The device id every tensor argument must share: *device_id < 0 (first
+ * call) takes t->device.device_id; later calls compare, TDSL_E_DEVICE
+ * naming kernel, arg and both ids. Needs no driver. */
+int tdsl_cuda_check_device(const char *kernel, const char *arg,
+                           const DLTensor *t, int32_t *device_id);
+/* Stream-ordered scratch on the current stream (cuMemAllocAsync; where the
+ * device lacks memory pools, cuMemAlloc, and tdsl_cuda_scratch_free then
+ * synchronizes the stream before cuMemFree). bytes 0 gives a valid
+ * pointer. NULL with the error set on failure: TDSL_E_NOMEM naming the
+ * kernel and the bytes, TDSL_E_NO_DEVICE, TDSL_E_CUDA. */
+void *tdsl_cuda_scratch(const char *kernel, int64_t bytes);
+/* NULL: nothing. Call it on the thread, context and stream that
+ * allocated. A failure is recorded for tdsl_last_error only. */
+void tdsl_cuda_scratch_free(void *p);
+/* cuLaunchKernel of fn (from tdsl_cuda_prepare) on the current stream;
+ * args as cuLaunchKernel's kernelParams. shmem_bytes over 48 KiB opts the
+ * function in first. A grid with a 0 dim launches nothing and returns 0.
+ * TDSL_E_CUDA naming the kernel and the launch shape. */
+int tdsl_cuda_launch(const char *kernel, void *fn, uint32_t gx, uint32_t gy,
+                     uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
+                     uint32_t shmem_bytes, void **args);
+
+/* For applications. *n = devices the driver reports (0 on failure). */
+int tdsl_cuda_device_count(int *n);
+/* The stream kernels, copies, memset and synchronize use: per calling
+ * thread, initially NULL (the legacy default stream of the current
+ * context). stream is a CUstream of the context the work runs in. Needs
+ * no driver; set_stream always returns 0. */
+int tdsl_cuda_set_stream(void *stream);
+void *tdsl_cuda_get_stream(void);
+/* Device memory in device_id's primary context, leaving the calling
+ * thread's current context as it was. bytes 0 gives a valid pointer
+ * (256 bytes). TDSL_E_NOMEM when the device is out of memory. */
+int tdsl_cuda_malloc(void **p, size_t bytes, int device_id);
+/* Frees tdsl_cuda_malloc memory in its own context. NULL: returns 0. */
+int tdsl_cuda_free(void *p);
+/* Pinned (page-locked, portable) host memory for fast asynchronous
+ * copies; bytes 0 gives a valid pointer. */
+int tdsl_cuda_malloc_host(void **p, size_t bytes);
+int tdsl_cuda_free_host(void *p); /* NULL: returns 0 */
+/* Asynchronous on the current stream: dst (host) holds the data only after
+ * tdsl_cuda_synchronize. With pageable host memory the driver may block
+ * until the copy is done; use tdsl_cuda_malloc_host for overlap. 0 bytes
+ * enqueue nothing. */
+int tdsl_cuda_memcpy_htod(void *dst, const void *src, size_t bytes);
+int tdsl_cuda_memcpy_dtoh(void *dst, const void *src, size_t bytes);
+int tdsl_cuda_memcpy_dtod(void *dst, const void *src, size_t bytes);
+/* Sets bytes bytes at dst to (unsigned char)byte, asynchronously. */
+int tdsl_cuda_memset(void *dst, int byte, size_t bytes);
+/* Waits for the current stream: where faults of kernels and copies
+ * enqueued before it are reported (TDSL_E_CUDA). A fault such as an
+ * illegal address leaves the context unusable for the process. */
+int tdsl_cuda_synchronize(void);
 
 #ifdef __cplusplus
 }

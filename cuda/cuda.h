@@ -1,0 +1,100 @@
+/* cuda.h — private to the CUDA backend (cuda/): every kernel K of a file
+ * becomes device kernels in one NVPTX module (one per nest, named
+ * K__nI), compiled to PTX, and a host function K in a host object that
+ * embeds the PTX and launches them through the runtime
+ * (<tdsl/runtime.h> tdsl_cuda_*).  Files:
+ *   backend.c  the backend (backend.h cg_cuda_backend): the two modules,
+ *              the NVPTX target machine, PTX and host object output;
+ *   nest.c     device kernels of elementwise and reduction nests;
+ *   gemm.c     device kernels of matmul and conv2d nests;
+ *   host.c     the host function: entry checks (kDLCUDA), device,
+ *              module and scratch preparation, launches.
+ * Shared LLVM helpers, expressions, the math layer and the host entry
+ * checks come from codegen/ (llvm_util.h).
+ *
+ * The parameters of every device kernel of K (host.c passes them, the
+ * device kernels read them; cu_unpack):
+ *   ptr   per buffer: its element 0 (NULL for constants and scalars);
+ *   i64   per size/stride symbol: its value;
+ *   i64   per result r and dim d: the output descriptor's stride;
+ *   i64   per scalar buffer: the scalar's bits (zero-extended).
+ * Needs: codegen/llvm_util.h, codegen/backend.h. */
+#ifndef TDSL_CUDA_H
+#define TDSL_CUDA_H
+
+#include "../codegen/backend.h"
+#include "../codegen/llvm_util.h"
+
+/* Threads of a block (every kernel's blockDim.x, gemm: 16 x 16). */
+#define CU_BLOCK 256
+/* At most this many blocks (grid-stride loops cover the rest). */
+#define CU_MAX_BLOCKS (1 << 20)
+/* GEMM tiles: BM x BN outputs per block of 16 x 16 threads (4 x 4 each),
+ * K in steps of BK. */
+#define CU_GEMM_BM 64
+#define CU_GEMM_BN 64
+#define CU_GEMM_BK 16
+
+typedef enum CuKind { CU_ELEMWISE, CU_REDUCE, CU_GEMM } CuKind;
+
+/* How a nest runs on the device (cu_plan, shared by host and device). */
+typedef struct CuPlan {
+  CuKind kind;
+  int group; /* CU_REDUCE: threads per output (1, 32 or CU_BLOCK) */
+} CuPlan;
+
+CuPlan cu_plan(const LfNest *n);
+
+/* The parameter list of K's device kernels (types into ps, count
+ * returned; ps has room for cu_nparams). */
+int cu_nparams(const IrKernel *k, const LfKernel *lk);
+int cu_param_types(Cg *c, LLVMTypeRef *ps);
+
+/* Device side: in kernel fn (builder at its entry), loads the
+ * parameters: c->base, c->env and rts (per result: its strides). */
+void cu_unpack(Cg *c, LLVMValueRef fn, LLVMValueRef **rts);
+/* A special register (tid.x, ntid.x, ctaid.x, nctaid.x, ...), i32. */
+LLVMValueRef cu_sreg(Cg *c, const char *name);
+/* __syncthreads(). */
+void cu_barrier(Cg *c);
+/* A __shared__ array of n elements of t. */
+LLVMValueRef cu_shared(Cg *c, LLVMTypeRef t, int n, const char *name);
+/* Marks fn as a kernel entry (nvvm.annotations). */
+void cu_mark_kernel(Cg *c, LLVMValueRef fn);
+/* A loop for (iv = start; iv < end; iv += step) (i64, step > 0). */
+typedef struct CuLoop {
+  LLVMBasicBlockRef header, exit;
+  LLVMValueRef iv, step;
+} CuLoop;
+LLVMValueRef cu_loop_open(Cg *c, CuLoop *l, LLVMValueRef start, LLVMValueRef end,
+                          LLVMValueRef step);
+void cu_loop_close(Cg *c, CuLoop *l);
+/* The global thread index and the grid's thread count, i64. */
+LLVMValueRef cu_global_tid(Cg *c);
+LLVMValueRef cu_grid_threads(Cg *c);
+/* Accumulator dtype of a reduction of `in` (F64, F32, I64). */
+DType cu_acc_dtype(DType in);
+
+/* nest.c: the device kernel of an elementwise or reduction nest. */
+void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+/* nest.c: whether elementwise nest n runs as transposing 32 x 32 tiles
+ * (a block per tile, grid-stride; the host sizes its grid by tiles). */
+bool cu_transposes(SymTab *st, const LfNest *n, const LfTarget *t);
+/* nest.c: the one kernel of a row group (first: its first nest). */
+void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn);
+/* Launch units: nest i starts one (its kernel runs nests i .. i + size
+ * - 1: a row group at -O1+, else the nest alone) when cu_unit returns
+ * size > 0; nests inside a group return 0. */
+int cu_unit(const LfKernel *lk, int i, int opt);
+/* gemm.c: the device kernel of a matmul or conv2d nest. */
+void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+/* gemm.c: M, N, K and the batch count of gemm nest n (host or device,
+ * from c->env). */
+void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVMValueRef *K,
+                  LLVMValueRef *batch);
+
+/* host.c: the host function K; module: the tdsl_cuda_module global,
+ * fn0: the index of K's first device kernel in it. */
+void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0);
+
+#endif

@@ -1,0 +1,207 @@
+/* host.c — the host function K of a CUDA kernel (cuda.h): the same
+ * signature as the CPU's (spec §7.1).  It
+ *  1. runs the entry checks (codegen/entry.c) for kDLCUDA tensors, and
+ *     answers a shape query (every output's data NULL) without touching
+ *     the driver;
+ *  2. checks that every tensor is on one device (tdsl_cuda_check_device);
+ *  3. does everything that can fail before the first launch: loads the
+ *     driver, makes the device's primary context current and loads the
+ *     module (tdsl_cuda_prepare), allocates scratch (stream-ordered,
+ *     tdsl_cuda_scratch);
+ *  4. launches one device kernel per nest on the runtime's current
+ *     stream (nests with no work are skipped), frees scratch in stream
+ *     order and returns without synchronizing.
+ * A failure before step 4 returns its code with nothing written.
+ * Needs: cuda.h. */
+#include <string.h>
+
+#include "cuda.h"
+
+static LLVMValueRef scratch_alloc(Cg *c, LLVMValueRef bytes) {
+  LLVMTypeRef ps[2] = {c->ptr, c->i64};
+  LLVMValueRef a[2] = {c->kname, bytes};
+  return call(c, cg_fdecl(c, "tdsl_cuda_scratch", c->ptr, ps, 2, 0), a, 2);
+}
+
+static void scratch_free(Cg *c, LLVMValueRef p) {
+  call(c, cg_fdecl(c, "tdsl_cuda_scratch_free", c->vd, &c->ptr, 1, 0), &p, 1);
+}
+
+static LLVMTypeRef scalar_arg_type(Cg *c, DType t) {
+  if (t == DT_F16 || t == DT_BF16) return c->i16;
+  return cg_storage_type(c, t);
+}
+
+/* The device kernels' parameter values (cuda.h's order). */
+static LLVMValueRef *param_values(Cg *c, int np) {
+  LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(np + 1));
+  const LfKernel *lk = c->lk;
+  const IrKernel *k = c->k;
+  int p = 0;
+  for (int i = 0; i < lk->nbufs; i++) {
+    LfBufKind kd = lk->bufs[i].kind;
+    v[p++] = kd == LFB_CONST || kd == LFB_SCALAR ? LLVMConstNull(c->ptr) : c->base[i];
+  }
+  for (int s = 0; s < k->nsyms; s++) v[p++] = c->env[s];
+  for (int r = 0; r < k->nresults; r++)
+    for (int d = 0; d < k->results[r].rank; d++)
+      v[p++] = cg_dl_stride(c, c->args[k->nparams + r], k->results[r].rank, d);
+  for (int i = 0; i < lk->nbufs; i++) {
+    const LfBuf *b = &lk->bufs[i];
+    if (b->kind != LFB_SCALAR) continue;
+    LLVMValueRef a = c->args[b->index];
+    if (b->dtype == DT_BOOL) a = cg_to_bool(c, a);
+    LLVMTypeRef t = LLVMTypeOf(a);
+    if (LLVMGetTypeKind(t) != LLVMIntegerTypeKind)
+      a = LLVMBuildBitCast(c->b, a, LLVMIntTypeInContext(c->ctx, LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32), "");
+    v[p++] = LLVMGetIntTypeWidth(LLVMTypeOf(a)) == 64 ? a : LLVMBuildZExt(c->b, a, c->i64, "");
+  }
+  return v;
+}
+
+/* ceil(a / b), at most CU_MAX_BLOCKS (grid-stride loops do the rest),
+ * as i64. */
+static LLVMValueRef blocks(Cg *c, LLVMValueRef a, int b, int64_t cap) {
+  LLVMValueRef n = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, a, i64c(c, b - 1), ""), i64c(c, b), "");
+  return cg_smin(c, n, i64c(c, cap), false);
+}
+
+static LLVMValueRef outer_count(Cg *c, const LfNest *n) {
+  LLVMValueRef t = i64c(c, 1);
+  for (int l = 0; l < n->rank; l++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->shape[l]), "");
+  return t;
+}
+
+static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, c->i32, ""); }
+
+/* Launches the kernel fn of the unit starting at nest n (unit nests: a
+ * row group when > 1), its parameters in args, when it has work. */
+static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueRef args) {
+  CuPlan p = cu_plan(n);
+  LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
+  if (unit > 1) { /* a block per row */
+    work = i64c(c, 1);
+    for (int l = 0; l < n->shared; l++) work = LLVMBuildMul(c->b, work, cg_sym_val(c, n->shape[l]), "");
+    g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
+  } else if (p.kind == CU_GEMM) {
+    LLVMValueRef M, N, K, batch;
+    cu_gemm_dims(c, n, &M, &N, &K, &batch);
+    g[0] = blocks(c, N, CU_GEMM_BN, 0x7fffffff);
+    g[1] = blocks(c, M, CU_GEMM_BM, 65535);
+    g[2] = cg_smin(c, batch, i64c(c, 65535), false);
+    work = LLVMBuildMul(c->b, LLVMBuildMul(c->b, M, N, ""), batch, "");
+  } else if (p.kind == CU_ELEMWISE && cu_transposes(c->m->st, n, c->target)) {
+    work = outer_count(c, n); /* a block per 32 x 32 tile, at most */
+    g[0] = blocks(c, work, 1024, CU_MAX_BLOCKS);
+  } else {
+    work = outer_count(c, n);
+    int per = p.kind == CU_ELEMWISE ? CU_BLOCK : CU_BLOCK / p.group;
+    g[0] = blocks(c, work, per, CU_MAX_BLOCKS);
+  }
+  LLVMBasicBlockRef go = block(c, "launch"), done = block(c, "launched");
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, work, i64c(c, 0), ""), go, done);
+  LLVMPositionBuilderAtEnd(c->b, go);
+  LLVMTypeRef ps[10] = {c->ptr, c->ptr, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr};
+  LLVMValueRef a[10] = {c->kname, fn, u32(c, g[0]), u32(c, g[1]), u32(c, g[2]), u32(c, bx),
+                        i32c(c, 1), i32c(c, 1), i32c(c, 0), args};
+  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+/* Every tensor argument on one device: its id. */
+static LLVMValueRef device_id(Cg *c) {
+  LLVMValueRef dev = cg_entry_alloca(c, c->i32, NULL);
+  LLVMBuildStore(c->b, i32c(c, -1), dev);
+  int na = c->k->nparams + c->k->nresults;
+  for (int i = 0; i < na; i++) {
+    const char *name;
+    char buf[32];
+    if (i < c->k->nparams) {
+      if (!c->k->params[i].is_tensor) continue;
+      name = c->k->params[i].name;
+    } else {
+      snprintf(buf, sizeof buf, "out%d", i - c->k->nparams);
+      name = buf;
+    }
+    LLVMTypeRef ps[4] = {c->ptr, c->ptr, c->ptr, c->ptr};
+    LLVMValueRef a[4] = {c->kname, str(c, name), c->args[i], dev};
+    cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_check_device", c->i32, ps, 4, 0), a, 4));
+  }
+  return LLVMBuildLoad2(c->b, c->i32, dev, "");
+}
+
+void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
+  const IrKernel *k = c->k;
+  const LfKernel *lk = c->lk;
+  c->scratch_alloc = scratch_alloc;
+  c->scratch_free = scratch_free;
+  int na = k->nparams + k->nresults;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
+  for (int i = 0; i < k->nparams; i++)
+    ps[i] = k->params[i].is_tensor ? c->ptr : scalar_arg_type(c, k->params[i].dtype);
+  for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
+  c->env = NULL;
+  c->gpool = NULL;
+  c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
+  c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
+  for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);
+  c->entry = block(c, "entry");
+  LLVMBasicBlockRef start = block(c, "start");
+  c->fail = block(c, "fail");
+  LLVMPositionBuilderAtEnd(c->b, c->fail);
+  c->rcphi = LLVMBuildPhi(c->b, c->i32, "rc");
+  LLVMPositionBuilderAtEnd(c->b, c->entry);
+  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(lk->nbufs + 1));
+  c->slot = arena_alloc(c->m->arena, sizeof *c->slot * (size_t)(lk->nbufs + 1));
+  for (int i = 0; i < lk->nbufs; i++)
+    if (lk->bufs[i].kind == LFB_SCRATCH) {
+      c->slot[i] = LLVMBuildAlloca(c->b, c->ptr, "scratch");
+      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->slot[i]);
+    }
+  int ns = k->nsyms ? k->nsyms : 1;
+  c->envp = LLVMBuildArrayAlloca(c->b, c->i64, i32c(c, ns), "env");
+  c->boundp = LLVMBuildArrayAlloca(c->b, c->i32, i32c(c, ns), "bound");
+  for (int s = 0; s < ns; s++) {
+    LLVMValueRef o = i64c(c, s);
+    LLVMBuildStore(c->b, i64c(c, 0), LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""));
+    LLVMBuildStore(c->b, i32c(c, 0), LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, ""));
+  }
+  LLVMValueRef fns = LLVMBuildArrayAlloca(c->b, c->ptr, i32c(c, nfuncs ? nfuncs : 1), "fns");
+  LLVMBuildBr(c->b, start);
+  LLVMPositionBuilderAtEnd(c->b, start);
+  c->kname = str(c, k->name);
+  cg_emit_entry_checks(c);
+  LLVMValueRef dev = device_id(c);
+  LLVMTypeRef pp[4] = {c->ptr, c->ptr, c->i32, c->ptr};
+  LLVMValueRef pa[4] = {c->kname, module, dev, fns};
+  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_prepare", c->i32, pp, 4, 0), pa, 4));
+  for (int i = 0; i < lk->nbufs; i++) {
+    const LfBuf *b = &lk->bufs[i];
+    if (b->kind == LFB_PARAM) c->base[i] = cg_dl_base(c, c->args[b->index]);
+    else if (b->kind == LFB_OUTPUT) c->base[i] = cg_dl_base(c, c->args[k->nparams + b->index]);
+    else if (b->kind == LFB_SCRATCH) cg_setup_scratch(c, i);
+    else c->base[i] = LLVMConstNull(c->ptr);
+  }
+  int np = cu_nparams(k, lk);
+  LLVMValueRef *pv = param_values(c, np);
+  LLVMValueRef args = cg_entry_alloca(c, c->ptr, i32c(c, np ? np : 1));
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef cell = cg_entry_alloca(c, LLVMTypeOf(pv[p]), NULL);
+    LLVMBuildStore(c->b, pv[p], cell);
+    LLVMValueRef o = i64c(c, p);
+    LLVMBuildStore(c->b, cell, LLVMBuildGEP2(c->b, c->ptr, args, &o, 1, ""));
+  }
+  for (int i = 0, f = fn0; i < lk->nnests; i++) {
+    int unit = cu_unit(lk, i, c->opt);
+    if (!unit) continue;
+    LLVMValueRef o = i64c(c, f++);
+    LLVMValueRef fn = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
+    launch(c, &lk->nests[i], unit, fn, args);
+  }
+  cg_free_scratch(c);
+  LLVMBuildRet(c->b, i32c(c, 0));
+  LLVMPositionBuilderAtEnd(c->b, c->fail);
+  cg_free_scratch(c);
+  LLVMBuildRet(c->b, c->rcphi);
+}
