@@ -32,7 +32,7 @@ class FakeCuda:
     records the streams __dlpack__ was given."""
 
     def __init__(self, a, device_id=0):
-        self.a = np.ascontiguousarray(a, np.float32)
+        self.a = np.array(a, np.float32, order="C")  # 0-dim stays 0-dim
         self.device_id = device_id
         self.streams = []
 
