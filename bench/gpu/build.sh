@@ -13,9 +13,9 @@
 # every kernel of bench/kernels.tdsl that tdslc compiles for T (each is
 # probed alone first: a refused kernel is left out and its message kept
 # in OUTDIR/build.txt, where bench_gpu.py shows it; none compiled: exit
-# status 1), the report beside it
-# (kernels_cuda.report.json, for tdsl.load), OUTDIR/tdsl/ (the Python
-# package) and OUTDIR/bench_gpu.py.
+# status 1), the report beside it (kernels_cuda.report.json, for tdsl.load),
+# OUTDIR/tdsl/ (the Python package), OUTDIR/bench_gpu.py and OUTDIR/tests/
+# (the package's CUDA tests, for OUTDIR/tests/run.sh there).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -64,10 +64,31 @@ if [ ${#keep[@]} -gt 0 ]; then
   "$tdslc" "$src/bench/kernels.tdsl" "${keep[@]}" --target="$target" "${opts[@]}" \
     --emit=so,report-json -o "$out/$lib"
 fi
-rm -rf "$out/tdsl"
-mkdir -p "$out/tdsl"
+rm -rf "$out/tdsl" "$out/tests"
+mkdir -p "$out/tdsl" "$out/tests"
 cp "$src"/python/tdsl/*.py "$out/tdsl/"
 cp "$here/bench_gpu.py" "$out/"
+# The Python package's CUDA tests, runnable there without tdslc or a C
+# compiler: OUTDIR/tests/run.sh (tests/python/test_cuda.py with its kernels
+# and the fake CUDA library prebuilt here).
+cp "$src/tests/python/test_cuda.py" "$src/tests/python/conftest.py" \
+  "$src/tests/python/cuda_kernels.tdsl" "$out/tests/"
+if ! "$tdslc" "$src/tests/python/cuda_kernels.tdsl" --target="$target" "${opts[@]}" \
+    --emit=so -o "$out/tests/cuda_kernels.so" 2>>"$log"; then
+  echo "build.sh: tests/cuda_kernels.tdsl does not compile for $target (see $log)" >&2
+fi
+${CC:-cc} -shared -fPIC -O1 -o "$out/tests/fake_cuda.so" "$src/tests/python/fake_cuda.c" \
+  -I "$src/runtime/include" || echo "build.sh: cannot build fake_cuda.so" >&2
+cat >"$out/tests/run.sh" <<'EOS'
+#!/usr/bin/env bash
+# The tdsl package's CUDA tests on this machine ($PYTHON, default python3, with torch, numpy, pytest).
+cd "$(dirname "$0")" || exit 1
+export PYTHONPATH=$PWD/..${PYTHONPATH:+:$PYTHONPATH}
+[ -f cuda_kernels.so ] && export TDSL_TEST_CUDA_SO=$PWD/cuda_kernels.so
+[ -f fake_cuda.so ] && export TDSL_FAKE_CUDA_SO=$PWD/fake_cuda.so
+exec "${PYTHON:-python3}" -m pytest -q -p no:cacheprovider -rs test_cuda.py "$@"
+EOS
+chmod +x "$out/tests/run.sh"
 if [ ${#keep[@]} -eq 0 ]; then
   echo "build.sh: tdslc compiled none of the kernels for $target (see $log);" \
     "$out holds only the script and the package" >&2

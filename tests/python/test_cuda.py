@@ -10,7 +10,10 @@
 # - tdslc --target=cuda (skipped while tdslc exits 2: "CUDA backend not
 #   available"): compiling, kernel.info, device errors without a GPU;
 # - with torch.cuda.is_available() too: kernels on PyTorch CUDA tensors
-#   against PyTorch, on the default and on a side stream.
+#   against PyTorch, on the default and on a side stream (compiled from
+#   cuda_kernels.tdsl, or loaded from $TDSL_TEST_CUDA_SO on a GPU machine
+#   without tdslc: bench/gpu/build.sh puts it, this file and a prebuilt
+#   fake_cuda.so ($TDSL_FAKE_CUDA_SO) in OUTDIR/tests/, run by its run.sh).
 import ctypes
 import os
 import subprocess
@@ -195,23 +198,9 @@ def test_synchronize(fake):
 
 # ---- the CUDA backend (skipped until tdslc has it) ------------------------
 
-SRC = """\
-kernel scale_add(x: f32[N, K], y: f32[K], a: f32) -> f32[N, K] {
-  return x * a + y
-}
-kernel rowsoft(x: f32[N, K]) -> f32[N, K] {
-  return softmax(x, dim=-1)
-}
-kernel mm(a: f32[M, K], b: f32[K, P]) -> f32[M, P] {
-  return a @ b
-}
-kernel nhwc(x: f32[N, C, H, W]) -> f32[N, C, H, W] channels_last {
-  return relu(x).contiguous(channels_last)
-}
-kernel total(x: f32[N]) -> f32[] {
-  return x.sum()
-}
-"""
+SRC_PATH = os.path.join(HERE, "cuda_kernels.tdsl")
+with open(SRC_PATH, encoding="utf-8") as _f:
+    SRC = _f.read()
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +221,24 @@ def cuda_backend(tmp_path_factory):
 
 @pytest.fixture
 def cm(cuda_backend):
+    return tdsl.compile(SRC, target="cuda")
+
+
+@pytest.fixture
+def gm():
+    """The CUDA module for the GPU tests: compiled here, or on a GPU machine
+    without tdslc, loaded from $TDSL_TEST_CUDA_SO (built elsewhere with
+    `tdslc tests/python/cuda_kernels.tdsl --target=cuda:sm_NN --emit=so -o X.so`)."""
+    so = os.environ.get("TDSL_TEST_CUDA_SO")
+    if so:
+        return tdsl.load(so)
+    tdslc = os.environ.get("TDSLC")
+    if not tdslc:
+        pytest.skip("neither TDSL_TEST_CUDA_SO nor TDSLC is set")
+    r = subprocess.run([tdslc, SRC_PATH, "--target=cuda", "--emit=ptx", "-o", "-"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode == 2:
+        pytest.skip("CUDA backend not available: " + r.stderr.strip())
     return tdsl.compile(SRC, target="cuda")
 
 
@@ -257,7 +264,8 @@ def test_cuda_kernel_without_a_gpu(cm):
 
 
 @needs_gpu
-def test_cuda_kernels_against_torch(cm):
+def test_cuda_kernels_against_torch(gm):
+    cm = gm
     dev = torch.device("cuda", 0)
     g = torch.Generator(device=dev).manual_seed(0)
     x = torch.randn(64, 96, device=dev, generator=g)
@@ -282,7 +290,8 @@ def test_cuda_kernels_against_torch(cm):
 
 
 @needs_gpu
-def test_cuda_kernels_on_a_side_stream(cm):
+def test_cuda_kernels_on_a_side_stream(gm):
+    cm = gm
     s = torch.cuda.Stream()
     x = torch.randn(1024, 1024, device="cuda")
     y = torch.zeros(1024, device="cuda")
