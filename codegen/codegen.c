@@ -53,6 +53,12 @@ static const CgBackend *backend_for(const char *target) {
   return NULL;
 }
 
+const LfTarget *cg_schedule_params(const char *target) {
+  const CgBackend *be = backend_for(target);
+  if (!be) ICE("no backend for target '%s'", target);
+  return lf_target_params(be->sched);
+}
+
 /* The header, to stdout or stem.h; 0 or 1. */
 static int write_header(IrModule *m, LfKernel **lks, const CgOptions *o) {
   int s;

@@ -35,6 +35,14 @@ typedef struct CgOptions {
   bool time_passes;    /* print the LLVM phase times to stderr */
 } CgOptions;
 
+/* The schedule's parameters (loops/loops.h LfTarget, the row of
+ * lf_target_params) that the backend accepting `target` schedules its
+ * nests with: "cuda" for cuda and cuda:sm_NN, "cpu" otherwise.  The
+ * driver prints the loop form (--emit=loops, the HTML report) with it,
+ * so the printed schedule is the one the code runs. */
+struct LfTarget;
+const struct LfTarget *cg_schedule_params(const char *target);
+
 /* Generates and writes the requested emits.  Returns the exit status:
  * 0, 1 (a kernel uses an op the backend cannot compile yet, or a file
  * cannot be written), or 2 (a target this backend does not serve). */

@@ -112,7 +112,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
   Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .opt = o->opt_level,
-          .dl_device = DL_CPU, .target = lf_target_params("cpu")};
+          .dl_device = DL_CPU, .target = lf_target_params(cg_cpu_backend.sched)};
   c.ctx = LLVMContextCreate();
   c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
   c.b = LLVMCreateBuilderInContext(c.ctx);
@@ -129,4 +129,5 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   return s;
 }
 
-const CgBackend cg_cpu_backend = {"cpu", cpu_accepts, cpu_emit};
+const CgBackend cg_cpu_backend = {
+    .name = "cpu", .accepts = cpu_accepts, .sched = "cpu", .emit = cpu_emit};

@@ -275,7 +275,7 @@ static char *device_ptx(LLVMModuleRef mod, const CgOptions *o, int *status) {
 
 static void init_cg(Cg *c, IrModule *m, const CgOptions *o, LLVMContextRef ctx, const char *name) {
   *c = (Cg){.m = m, .opt = o->opt_level, .dl_device = DL_CUDA, .layer_trig = true, .own_frem = true,
-            .target = lf_target_params("cuda")};
+            .target = lf_target_params(cg_cuda_backend.sched)};
   c->ctx = ctx;
   c->mod = LLVMModuleCreateWithNameInContext(name, ctx);
   c->b = LLVMCreateBuilderInContext(ctx);
@@ -392,4 +392,5 @@ static int cuda_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   return status;
 }
 
-const CgBackend cg_cuda_backend = {"cuda", cuda_accepts, cuda_emit};
+const CgBackend cg_cuda_backend = {
+    .name = "cuda", .accepts = cuda_accepts, .sched = "cuda", .emit = cuda_emit};

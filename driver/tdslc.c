@@ -473,17 +473,19 @@ static char *emit_path(const Options *o, const char *stem, Emit e) {
   return path;
 }
 
-/* The loop form of every kernel of m at opt_level, one section each. */
-static void print_loops(FILE *f, IrModule *m, int opt_level) {
+/* The loop form of every kernel of m at opt_level, one section each,
+ * with the schedules the backend of `target` runs (cg_schedule_params). */
+static void print_loops(FILE *f, IrModule *m, int opt_level, const char *target) {
+  const LfTarget *t = cg_schedule_params(target);
   for (int i = 0; i < m->nkernels; i++) {
     if (i) fputc('\n', f);
-    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level, lf_target_params("cpu"));
+    lf_print(f, m, lf_lower(m, m->kernels[i], opt_level), opt_level, t);
   }
 }
 
 /* --emit=ir (the IR) or --emit=loops (the loop form). */
 static void print_text(FILE *f, const Options *o, IrModule *m, Emit e) {
-  if (e == EM_LOOPS) print_loops(f, m, o->opt_level);
+  if (e == EM_LOOPS) print_loops(f, m, o->opt_level, o->target);
   else ir_print_module(f, m);
 }
 
@@ -541,6 +543,7 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
 typedef struct HtmlCtx {
   IrModule *m;   /* the optimized kernels */
   int opt_level; /* what they are lowered at */
+  const char *target; /* --target: whose schedules the page shows */
 } HtmlCtx;
 
 /* ReportLoopForm for report_write_html: the loop form of the kernel so
@@ -551,12 +554,12 @@ static void html_loop_form(FILE *f, const char *kernel, void *ctx) {
   for (int i = 0; i < h->m->nkernels; i++)
     if (!strcmp(h->m->kernels[i]->name, kernel))
       lf_print(f, h->m, lf_lower(h->m, h->m->kernels[i], h->opt_level), h->opt_level,
-               lf_target_params("cpu"));
+               cg_schedule_params(h->target));
 }
 
 static void write_report_to(FILE *f, const Options *o, const Report *r, Emit e,
                             IrModule *m, const char *src) {
-  HtmlCtx h = {m, o->opt_level};
+  HtmlCtx h = {m, o->opt_level, o->target};
   if (e == EM_REPORT_JSON) report_write_json(r, f);
   else if (e == EM_REPORT_HTML) report_write_html(r, src, html_loop_form, &h, f);
   else report_write_text(r, f);

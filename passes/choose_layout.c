@@ -21,17 +21,19 @@
  * Cost of each option, estimated with symbols at SYM_GUESS:
  *   bytes: every member's output written once, every operand read once;
  *          a read in the other layout than the reader's costs
- *          F_STRIDED times its bytes (a strided walk); broadcast
+ *          f_strided times its bytes (a strided walk); broadcast
  *          operands (a stride 0) and strided parameters and results
  *          cost the same either way.
- *   time:  bytes / BW_GBS + conv FLOPs / (GFLOPS * efficiency of the
+ *   time:  bytes / bw_gbs + conv FLOPs / (gflops * efficiency of the
  *          conv in that layout: 1x1, larger kernels, and larger kernels
  *          over few input channels per group apart) + for a conv whose
  *          input is in the other layout, the packing's extra time per
  *          byte of its im2col matrix (the conv packs from any strides).
  * The cheaper time wins (ties: keep PyTorch's layout); --layout=nchw or
  * nhwc (PassOptions.layout) forces one.  One "layout" decision per group
- * with both estimates.
+ * with both estimates and the cost model's row ("cost model cpu: 22 GB/s,
+ * 55 GFLOP/s").  bw_gbs, gflops and the rest come from the target's row
+ * of the cost table (costs.c): --target=cuda* weighs with the GPU's.
  *
  * Needs: passes.h, ir.h, geometry.h.  Produces: rewritten strides. */
 #include <string.h>
@@ -44,47 +46,9 @@
 /* Symbols are estimated at this value. */
 #define SYM_GUESS 32
 
-/* Measured in a private harness (/tmp, not kept) on the 2-core x86-64
- * (AVX-512) development container, shared with other builds, so rough:
- * kernels `return conv2d(x, w, ...)` with x and the result declared
- * strided, N=32, f32, compiled with tdslc -O2 --layout=nchw and
- * --layout=nhwc, called with NCHW and channels_last x and the output in
- * the conv's layout (no result copy); one thread, minimum process CPU
- * time over 4 calls (wall time was too noisy on the loaded machine), ms:
- *                              conv NCHW          conv channels-last
- *                              x NCHW   x CL      x NCHW   x CL
- *   3x3 pad 1, C=O=64, 56x56   130.7   256.3      138.5   129.1
- *   1x1, C=O=64, 56x56          28.7    33.3       43.9    39.8
- *   7x7/2 pad 3, C=3, O=64,    206.3   339.3      551.9   561.8
- *     224x224
- * At GFLOPS (below) the 3x3 conv would take 134.5 ms, the 1x1 14.9, the
- * 7x7/2 137.3; the efficiencies are those ratios.  Channels-last packs
- * runs of Cg channels per pixel and tap, so few channels per group
- * (C=3) make it slow; NCHW packs vectors of pixels. */
-#define CONV_EFF_NCHW_1X1 0.52
-#define CONV_EFF_NHWC_1X1 0.375
-#define CONV_EFF_NCHW_KXK 1.00
-#define CONV_EFF_NHWC_KXK 1.00
-#define CONV_EFF_NCHW_FEWC 0.665
-#define CONV_EFF_NHWC_FEWC 0.244
-#define FEW_CHANNELS 16 /* Cg below this: the FEWC efficiencies */
-/* The input in the other layout, extra ns per byte of the im2col matrix
- * (N * OH * OW * Cg * KH * KW elements): an NCHW conv gathers pixels
- * from a channels_last input (3x3: +125.6 ms over 231 MB; 7x7/2: +133
- * over 236 MB; 1x1: +4.6 over 25.7), a channels-last conv copies runs of
- * channels strided from an NCHW input (3x3: +9.4; 1x1: +4.1). */
-#define NS_GATHER_KXK 0.55
-#define NS_GATHER_1X1 0.18
-#define NS_RUNS_KXK 0.04
-#define NS_RUNS_1X1 0.16
-/* The earlier runs' throughput: 1.85 GFLOP of 3x3 conv in 33.4 ms (2
- * threads; one thread of the measurements above reaches the same); a
- * plain 8x64x56x56 f32 copy (12.8 MB read + written) in 0.57 ms. */
-#define GFLOPS 55.0
-#define BW_GBS 22.0
-/* The same copy into a channels_last output took 3.84 ms (F_STRIDED:
- * a read walking the other layout). */
-#define F_STRIDED 6.7
+/* The numbers (bandwidth, FLOP rate, conv efficiencies, packing and
+ * strided-read costs) are the target's row of the cost table (costs.c,
+ * passes.h PassCosts), in Ctx.pc; every decision names the row. */
 
 typedef enum Lay { LAY_NCHW, LAY_CL, LAY_ANY } Lay;
 
@@ -94,6 +58,7 @@ typedef struct Est {
 
 typedef struct Ctx {
   PassCtx *c;
+  const PassCosts *pc; /* the target's row of the cost table */
   IrModule *m;
   IrKernel *k;
   int64_t *env;
@@ -204,18 +169,20 @@ static bool is_1x1(const Ctx *x, const IrValue *conv) {
 static double pack_ms(const Ctx *x, const IrValue *v, Lay L) {
   double cols = conv_flops(x, v) / (2.0 * num(x, v->shape[1])) * dtype_size(v->dtype);
   bool one = is_1x1(x, v);
-  double ns = L == LAY_NCHW ? (one ? NS_GATHER_1X1 : NS_GATHER_KXK)
-                            : (one ? NS_RUNS_1X1 : NS_RUNS_KXK);
+  const PassCosts *pc = x->pc;
+  double ns = L == LAY_NCHW ? (one ? pc->ns_gather_1x1 : pc->ns_gather_kxk)
+                            : (one ? pc->ns_runs_1x1 : pc->ns_runs_kxk);
   return cols * ns * 1e-6;
 }
 
-/* Efficiency of conv v in layout L (see the measurements above). */
+/* Efficiency of conv v in layout L (the row's; costs.c says whence). */
 static double conv_eff(const Ctx *x, const IrValue *v, Lay L) {
+  const PassCosts *pc = x->pc;
   bool cl = L == LAY_CL;
-  if (is_1x1(x, v)) return cl ? CONV_EFF_NHWC_1X1 : CONV_EFF_NCHW_1X1;
-  if (num(x, ir_val(x->k, v->args[1])->shape[1]) < FEW_CHANNELS)
-    return cl ? CONV_EFF_NHWC_FEWC : CONV_EFF_NCHW_FEWC;
-  return cl ? CONV_EFF_NHWC_KXK : CONV_EFF_NCHW_KXK;
+  if (is_1x1(x, v)) return cl ? pc->conv_eff_nhwc_1x1 : pc->conv_eff_nchw_1x1;
+  if (num(x, ir_val(x->k, v->args[1])->shape[1]) < pc->few_channels)
+    return cl ? pc->conv_eff_nhwc_fewc : pc->conv_eff_nchw_fewc;
+  return cl ? pc->conv_eff_nhwc_kxk : pc->conv_eff_nchw_kxk;
 }
 
 /* A member's own reads and write, and its conv time, in layout L. */
@@ -232,9 +199,9 @@ static void member_cost(const Ctx *x, int g, IrRef r, Lay L, Est *e) {
       Lay have = layout_of(x->k, a);
       e->bytes += b;
       if (have != LAY_ANY && have != L) e->ms += pack_ms(x, v, L);
-    } else e->bytes += read_cost(b, layout_of(x->k, a), L, F_STRIDED);
+    } else e->bytes += read_cost(b, layout_of(x->k, a), L, x->pc->f_strided);
   }
-  if (conv) e->ms += conv_flops(x, v) / (GFLOPS * 1e9 * conv_eff(x, v, L)) * 1e3;
+  if (conv) e->ms += conv_flops(x, v) / (x->pc->gflops * 1e9 * conv_eff(x, v, L)) * 1e3;
 }
 
 /* Reads of member r by values outside the group and by result copies. */
@@ -245,13 +212,13 @@ static void reader_cost(const Ctx *x, int g, IrRef r, Lay L, Est *e) {
     const IrValue *v = ir_val(k, u);
     if (x->grp[u] >= 0 && find(x->grp, u) == g) continue;
     for (int j = 0; j < v->nargs; j++)
-      if (v->args[j] == r) e->bytes += read_cost(b, LAY_NCHW, L, F_STRIDED);
+      if (v->args[j] == r) e->bytes += read_cost(b, LAY_NCHW, L, x->pc->f_strided);
   }
   for (int i = 0; i < k->nresults; i++)
     if (k->results[i].value == r) {
       Layout rl = k->results[i].layout;
       Lay want = rl == LAYOUT_CHANNELS_LAST ? LAY_CL : rl == LAYOUT_STRIDED ? LAY_ANY : LAY_NCHW;
-      e->bytes += read_cost(b, want, L, F_STRIDED);
+      e->bytes += read_cost(b, want, L, x->pc->f_strided);
     }
 }
 
@@ -262,7 +229,7 @@ static Est group_cost(const Ctx *x, int g, Lay L) {
     member_cost(x, g, r, L, &e);
     reader_cost(x, g, r, L, &e);
   }
-  e.ms += e.bytes / (BW_GBS * 1e9) * 1e3;
+  e.ms += e.bytes / (x->pc->bw_gbs * 1e9) * 1e3;
   return e;
 }
 
@@ -299,10 +266,11 @@ static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay
   Est got = chose == LAY_CL ? cl : nchw, other = chose == LAY_CL ? nchw : cl;
   report_decision(x->c->r, PASS, "layout", v->loc, (int64_t)(other.bytes - got.bytes),
                   "%s at %d:%d (%d value%s): channels-last %s moved, est. %.2f ms; NCHW %s, "
-                  "%.2f ms (input is %s): chose %s%s", op_name(v->op), v->loc.line,
-                  v->loc.col, members, members == 1 ? "" : "s", mb(a, sizeof a, cl.bytes),
-                  cl.ms, mb(b, sizeof b, nchw.bytes), nchw.ms, inl,
-                  chose == LAY_CL ? "channels-last" : "NCHW", why);
+                  "%.2f ms (input is %s): chose %s%s; cost model %s: %g GB/s, %g GFLOP/s",
+                  op_name(v->op), v->loc.line, v->loc.col, members, members == 1 ? "" : "s",
+                  mb(a, sizeof a, cl.bytes), cl.ms, mb(b, sizeof b, nchw.bytes), nchw.ms, inl,
+                  chose == LAY_CL ? "channels-last" : "NCHW", why, x->pc->name,
+                  x->pc->bw_gbs, x->pc->gflops);
 }
 
 /* Decides and applies group g (anchored at `first`). */
@@ -331,7 +299,7 @@ bool pass_choose_layout(PassCtx *c) {
   IrModule *m = c->m;
   IrKernel *k = c->k;
   size_t n = (size_t)k->nvalues + 1;
-  Ctx x = {.c = c, .m = m, .k = k};
+  Ctx x = {.c = c, .pc = pass_ctx_costs(c), .m = m, .k = k};
   x.env = arena_alloc(m->arena, sizeof *x.env * (size_t)(k->nsyms + 1));
   for (int i = 0; i < k->nsyms; i++) x.env[i] = SYM_GUESS;
   x.grp = arena_alloc(m->arena, sizeof *x.grp * n);

@@ -12,8 +12,9 @@
  * not through a broadcast) is always inlined; one read several times, or
  * through a broadcast (an expand: each element read many times), only
  * while its expression (its inlined operands included) costs at most
- * FUSE_MULTI_USE_BUDGET nodes, transcendental ops and divisions counting
- * 8, and recomputing it loads no more bytes than materializing it: per
+ * the budget (the target's fuse_multi_use_budget in the cost table,
+ * costs.c: 12 on the CPU, 24 on CUDA) in nodes, transcendental ops and
+ * divisions counting 8, and recomputing it loads no more bytes than materializing it: per
  * element, n reads of an expression loading L bytes (operands read
  * through a broadcast count 0: loop-invariant) cost n*L recomputed and
  * L + (n+1)*S stored once (S its element size); a broadcast read needs
@@ -34,7 +35,7 @@
  * Prologues (loops/loops.h "Prologues"): a candidate value read once,
  * not through a broadcast, as operand 0 or 1 of a matmul/conv2d (directly
  * or through a view that composes), whose expression costs at most
- * FUSE_MULTI_USE_BUDGET (packing evaluates an element several times: A
+ * the budget (packing evaluates an element several times: A
  * panels are packed once per column chunk) is flagged IRF_INLINE: the
  * GEMM's packing evaluates it instead of reading it from memory.  A conv
  * input only when the kernel is 1 x 1 (one_tap).
@@ -55,8 +56,9 @@
 #define PASS "fuse"
 
 /* A value read more often than once is recomputed per read only below
- * this cost (nodes; transcendental and division ops count extra). */
-#define FUSE_MULTI_USE_BUDGET 12
+ * this cost (nodes; transcendental and division ops count extra): the
+ * target's row of the cost table (costs.c; cpu 12, cuda 24). */
+static int budget(const PassCtx *c) { return pass_ctx_costs(c)->fuse_multi_use_budget; }
 
 /* Why a value cannot be inlined (the first reason found wins). */
 typedef enum Block {
@@ -166,7 +168,7 @@ static void report_inlined(PassCtx *c, IrRef r, const Uses *u, int cost) {
   report_decision_sym(c->r, PASS, "recomputed", v->loc, b,
                       "%s(...) at %d:%d recomputed inside each of its %d readers (cost %d "
                       "<= %d): %s not written, no loop nest of its own", op_name(v->op),
-                      v->loc.line, v->loc.col, u->n, cost, FUSE_MULTI_USE_BUDGET,
+                      v->loc.line, v->loc.col, u->n, cost, budget(c),
                       report_bytes_str(m->arena, b));
 }
 
@@ -188,20 +190,20 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
                         "a conv bias, the input of a conv with more than one tap "
                         "or a view that does not compose is never one)",
                         who(m, c->k, u->via), u->n, u->n == 1 ? "" : "s",
-                        u->bcast ? ", through a broadcast" : "", cost, FUSE_MULTI_USE_BUDGET);
+                        u->bcast ? ", through a broadcast" : "", cost, budget(c));
   case BLK_WHOLE:
     return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
                         who(m, c->k, u->via));
   case BLK_NONE: break;
   }
-  if (cost <= FUSE_MULTI_USE_BUDGET)
+  if (cost <= budget(c))
     return arena_printf(m->arena, "read %s%d time%s: recomputing it loads %d bytes per "
                         "element each time, more than it costs to store it once and read "
                         "it back", u->bcast ? "through a broadcast, " : "", u->n,
                         u->n == 1 ? "" : "s", u->load);
   return arena_printf(m->arena, "read %d times and its expression costs %d > %d, "
                       "cheaper to store once than to recompute", u->n, cost,
-                      FUSE_MULTI_USE_BUDGET);
+                      budget(c));
 }
 
 static void report_materialized(PassCtx *c, IrRef r, const Uses *u, int cost) {
@@ -381,7 +383,7 @@ static bool one_tap(const IrKernel *k, const IrValue *g) {
 /* Whether candidate r, blocked only by its one reader being a GEMM
  * (u->via), can be that GEMM's prologue (see the header). */
 static bool prologue_ok(PassCtx *c, IrRef r, const Uses *u, int cost) {
-  if (u->block != BLK_GEMM || u->n != 1 || u->bcast || cost > FUSE_MULTI_USE_BUDGET ||
+  if (u->block != BLK_GEMM || u->n != 1 || u->bcast || cost > budget(c) ||
       u->via < 0 || ir_val(c->k, r)->rank > TDSL_MAX_RANK)
     return false;
   const IrValue *g = ir_val(c->k, u->via);
@@ -433,7 +435,7 @@ bool pass_fuse(PassCtx *c) {
     cost[r] = cs;
     u[r].load = inline_load(k, u, r);
     bool inl = u[r].block == BLK_NONE && recompute_pays(&u[r], dtype_size(v->dtype)) &&
-               ((u[r].n <= 1 && !u[r].bcast) || cs <= FUSE_MULTI_USE_BUDGET);
+               ((u[r].n <= 1 && !u[r].bcast) || cs <= budget(c));
     bool pro = !inl && prologue_ok(c, r, &u[r], cs);
     if (inl || pro) v->flags |= IRF_INLINE;
     changed |= (inl || pro) != was;

@@ -10,6 +10,10 @@
  *   fuse              fuse.c              which values live only inside users
  *   plan-memory       plan_memory.c       scratch buffers reused by liveness
  *
+ * The cost models' numbers (bandwidth, FLOP rate, conv efficiencies,
+ * the fusion budget) are one row per target family in costs.c, picked
+ * from PassOptions.target by pipeline_run.
+ *
  * A pass rewrites or annotates one kernel of the IR and records every
  * decision it takes in the report (report.c), with the source location
  * of the op it is about and a sentence a user understands.  It returns
@@ -40,8 +44,42 @@ typedef struct PassOptions {
   const char *dump_after;   /* pass name, or NULL */
   FILE *dump;               /* where --dump-after writes the IR */
   bool time_passes;         /* print per-pass times to stderr */
-  const char *target;       /* for the report */
+  const char *target;       /* --target: picks the cost model's row
+                               (pass_costs; NULL: cpu) and names the
+                               target in the report */
 } PassOptions;
+
+/* ---- costs.c: the cost models' numbers, one row per target family ---- */
+/* choose-layout estimates a layout's time as bytes / bw_gbs + conv FLOPs
+ * / (gflops * the conv's efficiency in that layout) + packing from the
+ * other layout (ns per byte of the im2col matrix); a read walking the
+ * other layout costs f_strided times its bytes.  fuse recomputes a value
+ * read several times (or inlines a GEMM prologue) only while its
+ * expression costs at most fuse_multi_use_budget.  costs.c says where
+ * each row's numbers come from. */
+typedef struct PassCosts {
+  const char *name;         /* the target family: "cpu", "cuda" */
+  double gflops;            /* f32 conv throughput at efficiency 1, GFLOP/s */
+  double bw_gbs;            /* dense copy bandwidth, GB/s (read + written) */
+  double f_strided;         /* cost factor of a read walking the other layout */
+  /* conv efficiency per layout: 1x1 kernels, larger ones, and larger
+   * ones over fewer than few_channels input channels per group */
+  double conv_eff_nchw_1x1, conv_eff_nhwc_1x1;
+  double conv_eff_nchw_kxk, conv_eff_nhwc_kxk;
+  double conv_eff_nchw_fewc, conv_eff_nhwc_fewc;
+  int few_channels;
+  /* a conv's input in the other layout: extra ns per byte of its im2col
+   * matrix, for an NCHW conv gathering from channels_last (gather) and a
+   * channels-last conv copying channel runs from NCHW (runs) */
+  double ns_gather_kxk, ns_gather_1x1, ns_runs_kxk, ns_runs_1x1;
+  int fuse_multi_use_budget; /* expression cost (ops.h op_cost units) */
+} PassCosts;
+
+/* The row of --target: cuda and cuda:sm_NN -> "cuda", anything else
+ * (host, x86-64*, NULL) -> "cpu". */
+const PassCosts *pass_costs(const char *target);
+/* The row named `family` (an internal compiler error if there is none). */
+const PassCosts *pass_costs_row(const char *family);
 
 typedef struct Report Report;
 
@@ -50,7 +88,12 @@ typedef struct PassCtx {
   IrKernel *k;
   const PassOptions *opt;
   Report *r;
+  const PassCosts *costs;   /* the target's row (pass_costs(opt->target)) */
 } PassCtx;
+
+/* c->costs, or when a caller built the context itself without one, the
+ * row of c->opt->target. */
+const PassCosts *pass_ctx_costs(const PassCtx *c);
 
 /* ---- the passes (one file each) ---- */
 bool pass_fold_views(PassCtx *c);

@@ -7,7 +7,8 @@
  * an internal compiler error (the violations are printed, status 3).
  * --dump-after=PASS prints the kernel's IR at PASS's place in the
  * pipeline (whether or not it ran); --time-passes prints a table of
- * per-pass times to stderr after the last kernel.
+ * per-pass times to stderr after the last kernel.  Every pass gets the
+ * cost model's row of PassOptions.target (costs.c) in PassCtx.costs.
  *
  * Needs: passes.h, ir.h.  Produces: a rewritten module and the report. */
 #include <string.h>
@@ -81,7 +82,7 @@ static int run_one(PassCtx *c, int i, PassTotals *t) {
 
 static int run_kernel(IrModule *m, IrKernel *k, const PassOptions *o,
                       Report *r, PassTotals *t) {
-  PassCtx c = {.m = m, .k = k, .opt = o, .r = r};
+  PassCtx c = {.m = m, .k = k, .opt = o, .r = r, .costs = pass_costs(o->target)};
   if (r) report_kernel(r, k);
   for (int i = 0; i < pass_count; i++) {
     const char *name = pass_table[i].name;

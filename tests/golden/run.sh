@@ -14,7 +14,8 @@
 #   X.loops:      (besides or instead of the above) `TDSLC X.tdsl
 #                 --emit=loops -o -` must exit 0 with stdout (the loop form
 #                 at -O2) byte-equal to X.loops; X.O0.loops likewise at -O0
-#                 (any -ON);
+#                 (any -ON); X.cuda.loops and X.cuda.ON.loops likewise with
+#                 --target=cuda (the CUDA backend's schedules);
 #   neither:      a failure (say which output it should have).
 # UPDATE=1 rewrites the expected file from the actual output (and creates
 # X.err or X.ir from the exit status when neither exists) as long as the
@@ -80,15 +81,22 @@ for src in *.tdsl; do
     cp "$tmp/out" "$tmp/err"
     check "$src after $pass" "$want" "$tmp/out" "$status" 0
   done
-  for want in "$base".loops "$base".O[0-3].loops; do
+  for want in "$base".loops "$base".O[0-3].loops "$base".cuda.loops \
+              "$base".cuda.O[0-3].loops; do
     [[ -e $want ]] || continue
     level=${want#"$base"}
     level=${level%.loops}
+    target=
+    if [[ $level == .cuda* ]]; then
+      target=cuda
+      level=${level#.cuda}
+    fi
     level=${level#.}
     dumps=1
     "${timeout_cmd[@]}" "$tdslc" "$src" --emit=loops -o - ${level:+-$level} \
-      >"$tmp/out" 2>"$tmp/err"
-    check "$src loops${level:+ at -$level}" "$want" "$tmp/out" $? 0
+      ${target:+--target=$target} >"$tmp/out" 2>"$tmp/err"
+    check "$src loops${level:+ at -$level}${target:+ for $target}" "$want" \
+      "$tmp/out" $? 0
   done
   if [[ $dumps == 1 && ! -e $base.err && ! -e $base.ir ]]; then
     continue

@@ -1,7 +1,9 @@
 /* test_passes_opt.c — the passes fuse, choose-layout and plan-memory
  * (passes/): fusion flags and decisions on small programs, the layout
  * chosen for conv chains on NCHW and channels-last inputs and under
- * --layout, scratch slots reused along a chain, and compiled kernels
+ * --layout, the cost model's row per target (costs.c: the numbers a
+ * decision names, the fusion budget), scratch slots reused along a
+ * chain, and compiled kernels
  * (-O2, each pass disabled in turn, --layout forced) equal to the
  * interpreter.
  * Needs: the front end, passes (tdslc_core), tdslc (TDSL_TDSLC), a C
@@ -17,7 +19,9 @@ typedef struct Prog {
   Report *r;
 } Prog;
 
-static Prog compile(const char *src, int opt, LayoutPolicy lay, const char *disabled) {
+/* Compiled for --target=target (its cost model's row). */
+static Prog compile_for(const char *src, int opt, LayoutPolicy lay, const char *disabled,
+                        const char *target) {
   Prog p = {.a = arena_new()};
   Diag d;
   diag_init(&d, "t.tdsl", src, stderr);
@@ -26,11 +30,26 @@ static Prog compile(const char *src, int opt, LayoutPolicy lay, const char *disa
   p.m = sema_program(p.a, &d, ast, "t.tdsl");
   ck_assert_ptr_nonnull(p.m);
   const char *dis[1] = {disabled};
-  PassOptions o = {.opt_level = opt, .layout = lay, .disabled = dis, .ndisabled = disabled != NULL};
-  p.r = report_new(p.a, "t.tdsl", "host");
+  PassOptions o = {.opt_level = opt, .layout = lay, .disabled = dis,
+                   .ndisabled = disabled != NULL, .target = target};
+  p.r = report_new(p.a, "t.tdsl", target);
   ck_assert_int_eq(pipeline_run(p.m, &o, p.r), 0);
   ck_assert_int_eq(ir_verify(p.m, stderr), 0);
   return p;
+}
+
+static Prog compile(const char *src, int opt, LayoutPolicy lay, const char *disabled) {
+  return compile_for(src, opt, lay, disabled, "host");
+}
+
+/* The text report (malloc'd). */
+static char *report_text(const Prog *p) {
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  report_write_text(p->r, f);
+  fclose(f);
+  return text;
 }
 
 /* The value bound to source name `name` (the last one). */
@@ -83,6 +102,30 @@ START_TEST(fuse_multi_use_budget) {
   ck_assert(!inl(named(&p, "g")));
   ck_assert_int_eq(report_count(p.r, "f", "fuse", "recomputed"), 1);
   ck_assert_int_ge(report_count(p.r, "f", "fuse", "materialized"), 1);
+  arena_free(p.a);
+}
+END_TEST
+
+START_TEST(fuse_budget_per_target) {
+  /* g = exp(exp(x)) costs 17, read twice: over the CPU's budget (12),
+   * within CUDA's (24), and recomputing loads 4 bytes per read against
+   * 12 to store it: materialized on the CPU, recomputed on CUDA. */
+  const char *src = "kernel f(x: f32[16]) -> f32[16] {\n"
+                    "  g = exp(exp(x))\n"
+                    "  return g + g\n"
+                    "}\n";
+  Prog p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "x86-64-v3");
+  ck_assert(!inl(named(&p, "g")));
+  char *text = report_text(&p);
+  ck_assert_msg(strstr(text, "costs 17 > 12"), "%s", text);
+  free(text);
+  arena_free(p.a);
+  p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "cuda:sm_90");
+  ck_assert(inl(named(&p, "g")));
+  ck_assert_int_eq(report_count(p.r, "f", "fuse", "recomputed"), 1);
+  text = report_text(&p);
+  ck_assert_msg(strstr(text, "(cost 17 <= 24)"), "%s", text);
+  free(text);
   arena_free(p.a);
 }
 END_TEST
@@ -156,6 +199,38 @@ START_TEST(layout_overrides) {
   /* -O0: PyTorch's layout stays (channels_last in -> channels_last conv) */
   p = compile(conv_src("channels_last", "contiguous", 3), 0, LAYOUT_POLICY_NCHW, NULL);
   ck_assert(conv_is_cl(&p));
+  arena_free(p.a);
+}
+END_TEST
+
+START_TEST(costs_row_per_target) {
+  /* cuda and cuda:sm_NN take the cuda row, everything else the cpu row */
+  const char *cpu[] = {"host", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", NULL};
+  for (int i = 0; i < 6; i++) ck_assert_str_eq(pass_costs(cpu[i])->name, "cpu");
+  ck_assert_str_eq(pass_costs("cuda")->name, "cuda");
+  ck_assert_str_eq(pass_costs("cuda:sm_90a")->name, "cuda");
+  ck_assert_ptr_eq(pass_costs("cuda:sm_80"), pass_costs_row("cuda"));
+  const PassCosts *c = pass_costs("host"), *g = pass_costs("cuda");
+  ck_assert(c->gflops == 55.0 && c->bw_gbs == 22.0 && c->fuse_multi_use_budget == 12);
+  ck_assert(g->gflops == 50000.0 && g->bw_gbs == 3000.0 && g->fuse_multi_use_budget == 24);
+}
+END_TEST
+
+START_TEST(layout_names_cost_model) {
+  /* The same program's layout decision names the row that weighed it. */
+  const char *src = conv_src("contiguous", "contiguous", 3);
+  Prog p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "host");
+  char *text = report_text(&p);
+  ck_assert_msg(strstr(text, "; cost model cpu: 22 GB/s, 55 GFLOP/s"), "%s", text);
+  ck_assert_ptr_null(strstr(text, "cost model cuda"));
+  free(text);
+  arena_free(p.a);
+  p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "cuda");
+  ck_assert_int_eq(report_count(p.r, "c", "choose-layout", "layout"), 1);
+  text = report_text(&p);
+  ck_assert_msg(strstr(text, "; cost model cuda: 3000 GB/s, 50000 GFLOP/s"), "%s", text);
+  ck_assert_ptr_null(strstr(text, "cost model cpu"));
+  free(text);
   arena_free(p.a);
 }
 END_TEST
@@ -334,9 +409,12 @@ static Suite *suite(void) {
   tcase_add_test(t, fuse_single_use_chain);
   tcase_add_test(t, fuse_o0_and_disabled_flag_nothing);
   tcase_add_test(t, fuse_multi_use_budget);
+  tcase_add_test(t, fuse_budget_per_target);
   tcase_add_test(t, fuse_blockers);
   tcase_add_test(t, layout_follows_cost);
   tcase_add_test(t, layout_overrides);
+  tcase_add_test(t, costs_row_per_target);
+  tcase_add_test(t, layout_names_cost_model);
   tcase_add_test(t, layout_not_through_views);
   tcase_add_test(t, memory_chain_reuses);
   tcase_add_test(t, memory_no_unprovable_reuse);
