@@ -292,6 +292,9 @@ const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
 typedef struct LfTarget {
   const char *name;
   int64_t par_min_elems; /* elements of work per parallel chunk, at least */
+  bool par_all;          /* every outer loop forms the parallel index (a GPU
+                            thread per outer iteration: cuda/nest.c); else
+                            all but the innermost, which a CPU vectorizes */
   int tile;              /* tile of transposing nests */
   /* GEMM blocking (cpu/gemm.c): micro-kernel rows MR (with 512-bit
    * vectors: gemm_mr_512) by gemm_nv vectors, row blocks of
@@ -310,7 +313,8 @@ typedef struct LfSchedule {
   int tile;              /*   iterations per tile */
   bool blocked;          /*   false: tile_k's extent fits one tile */
   int par;               /* leading outer loops (after tiling) forming the
-                            parallel index */
+                            parallel index: all but the innermost (at
+                            least 1), or all with LfTarget.par_all */
 } LfSchedule;
 
 const LfTarget *lf_target_params(const char *name);

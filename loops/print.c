@@ -3,7 +3,7 @@
  * golden tests (tests/golden/loops/): stable (nothing depends on
  * addresses or timing), one section per kernel, e.g.
  *
- *   kernel linear -O2: 4 buffers, 1 nest, scratch 0 bytes
+ *   kernel linear -O2: 4 buffers, 1 nest, scratch 0 bytes; schedules for cpu
  *     b0 param b: f32
  *     b1 output out0: f32
  *     b2 param x: f32
@@ -16,7 +16,7 @@
  *       store b1[i0*128 + i1]: f32
  *       epilogue: gelu(add(acc, b0[i1]))
  *
- *   kernel norms -O2: 4 buffers, 3 nests, scratch 8*max(M, 1) bytes
+ *   kernel norms -O2: 4 buffers, 3 nests, scratch 8*max(M, 1) bytes; schedules for cpu
  *     ...
  *     b1 scratch stats of %1: f32[max(M, 1)], 4*max(M, 1) bytes
  *     ...
@@ -27,8 +27,10 @@
  *         store b1[i0]: f32 = b0[i0*K + i1]
  *       ...
  *
- * The heading gives the kernel, the level it was lowered at, and the
- * scratch one call allocates (lf_scratch_total).  Buffers bN, in the
+ * The heading gives the kernel, the level it was lowered at, the
+ * scratch one call allocates (lf_scratch_total) and the row of the
+ * schedule's parameter table the schedules are for (LfTarget.name:
+ * `cpu`, `cuda`).  Buffers bN, in the
  * order lowering made them: `param NAME`, `scalar NAME`, `output outI`,
  * `const %R` and `scratch %R` (the IR value held; `stats of %R` for a
  * normalization's statistics) with dtype[elements], a scratch buffer
@@ -318,7 +320,8 @@ static void print_gemm(Printer *p, const LfNest *n, int depth) {
  * the order they run, each listing the loops it collapses (the last one,
  * innermost, is the unit-stride loop a backend vectorizes); a transposing
  * nest's tile loop (`one tile` when its extent fits one); the leading
- * outer virtual loops that form the parallel index. */
+ * outer virtual loops that form the parallel index (all of them on
+ * CUDA, LfTarget.par_all). */
 static void print_schedule(Printer *p, const LfNest *n, int depth) {
   LfSchedule s = lf_schedule(p->m->st, n, p->t);
   FILE *f = p->f;
@@ -368,7 +371,7 @@ void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level, const LfT
   fprintf(f, "kernel %s -O%d: %d buffer%s, %d nest%s, scratch ", lk->k->name, opt_level,
           lk->nbufs, lk->nbufs == 1 ? "" : "s", lk->nnests, lk->nnests == 1 ? "" : "s");
   sym_print(f, scratch);
-  fputs(" bytes\n", f);
+  fprintf(f, " bytes; schedules for %s\n", t->name);
   for (int b = 0; b < lk->nbufs; b++) print_buf(&p, b);
   for (int i = 0, end = 0; i < lk->nnests; i++) {
     if (lk->nests[i].group > 1) {

@@ -18,7 +18,7 @@ static const LfTarget targets[] = {
   /* CUDA (cuda/): the schedule's collapsed loops and memory order give
    * each kernel's thread index; tiles and GEMM blocks are the backend's
    * own (cuda/cuda.h) */
-  {.name = "cuda", .par_min_elems = 256, .tile = 32,
+  {.name = "cuda", .par_min_elems = 256, .par_all = true, .tile = 32,
    .gemm_mr = 4, .gemm_mr_512 = 4, .gemm_nv = 4, .gemm_mc_panels = 16, .gemm_kc = 16,
    .gemm_nc = 64},
 };
@@ -148,6 +148,6 @@ LfSchedule lf_schedule(SymTab *st, const LfNest *n, const LfTarget *t) {
   }
   plan_tile(n, t, &s);
   int nouter = s.nouter - (s.tile_var >= 0 && !s.blocked); /* after tiling */
-  s.par = nouter >= 2 ? nouter - 1 : 1;
+  s.par = t->par_all ? nouter : nouter >= 2 ? nouter - 1 : 1;
   return s;
 }

@@ -253,11 +253,20 @@ static const char *mb(char *buf, size_t n, double bytes) {
   return buf;
 }
 
+/* An estimated time: "1.25 ms", or below 0.1 ms in microseconds to three
+ * digits ("23.2 us", "0.0654 us"), so a GPU's estimates do not all print
+ * as 0.00 ms. */
+static const char *tm(char *buf, size_t n, double ms) {
+  if (ms < 0.1) snprintf(buf, n, "%.3g us", ms * 1e3);
+  else snprintf(buf, n, "%.2f ms", ms);
+  return buf;
+}
+
 static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay chose,
                          const char *why) {
   const IrValue *v = ir_val(x->k, first);
   const IrValue *in = ir_val(x->k, v->args[0]);
-  char a[32], b[32];
+  char a[32], b[32], ta[32], tb[32];
   Lay lin = layout_of(x->k, v->args[0]);
   const char *inl = lin == LAY_CL     ? "channels_last"
                     : lin == LAY_NCHW ? "NCHW"
@@ -265,10 +274,11 @@ static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay
   (void)in;
   Est got = chose == LAY_CL ? cl : nchw, other = chose == LAY_CL ? nchw : cl;
   report_decision(x->c->r, PASS, "layout", v->loc, (int64_t)(other.bytes - got.bytes),
-                  "%s at %d:%d (%d value%s): channels-last %s moved, est. %.2f ms; NCHW %s, "
-                  "%.2f ms (input is %s): chose %s%s; cost model %s: %g GB/s, %g GFLOP/s",
+                  "%s at %d:%d (%d value%s): channels-last %s moved, est. %s; NCHW %s, "
+                  "%s (input is %s): chose %s%s; cost model %s: %g GB/s, %g GFLOP/s",
                   op_name(v->op), v->loc.line, v->loc.col, members, members == 1 ? "" : "s",
-                  mb(a, sizeof a, cl.bytes), cl.ms, mb(b, sizeof b, nchw.bytes), nchw.ms, inl,
+                  mb(a, sizeof a, cl.bytes), tm(ta, sizeof ta, cl.ms),
+                  mb(b, sizeof b, nchw.bytes), tm(tb, sizeof tb, nchw.ms), inl,
                   chose == LAY_CL ? "channels-last" : "NCHW", why, x->pc->name,
                   x->pc->bw_gbs, x->pc->gflops);
 }
