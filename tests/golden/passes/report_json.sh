@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # report_json.sh TDSLC DIR — the JSON report of DIR/copies.tdsl is valid
 # JSON (python3 -m json.tool) with spec §11's keys, and the text report
-# names every decision as file:line:col: pass: kind.  Without python3 the
-# JSON check is skipped with a message (the key check still runs).
+# names every decision as file:line:col: pass: kind; choose-layout's
+# decisions in DIR/layout_conv.tdsl name the cost model's row of the
+# target (cpu by default, cuda with --target=cuda:sm_90).  Without python3
+# the JSON check is skipped with a message (the key check still runs).
 set -u
 tdslc=$1
 case $tdslc in /*) ;; */*) tdslc=$PWD/$tdslc ;; esac
@@ -56,4 +58,15 @@ grep -qF 'loop nests:' "$tmp/c.txt" || fail "text report lacks loop nests"
 "$tdslc" copies.tdsl --emit=report -o - --disable-pass=eliminate-copies \
   >"$tmp/d.txt" || fail "--disable-pass"
 grep -q 'eliminate-copies: removed' "$tmp/d.txt" && fail "disabled pass ran"
+# The cost model's row follows --target (passes/costs.c): the same
+# program's layout decisions name the numbers that weighed them.
+"$tdslc" layout_conv.tdsl --emit=report -o - >"$tmp/lc.txt" || fail "layout report"
+[[ $(grep -c 'choose-layout: layout: .*; cost model cpu: 22 GB/s, 55 GFLOP/s$' "$tmp/lc.txt") == 3 ]] ||
+  fail "the host report's layout decisions do not name the cpu row: $(grep 'layout:' "$tmp/lc.txt")"
+"$tdslc" layout_conv.tdsl --emit=report -o - --target=cuda:sm_90 >"$tmp/lg.txt" ||
+  fail "layout report for cuda:sm_90"
+[[ $(grep -c 'choose-layout: layout: .*; cost model cuda: 3000 GB/s, 50000 GFLOP/s$' "$tmp/lg.txt") == 3 ]] ||
+  fail "the cuda report's layout decisions do not name the cuda row: $(grep 'layout:' "$tmp/lg.txt")"
+grep -q 'cost model cpu' "$tmp/lg.txt" && fail "the cuda report names the cpu row"
+grep -qF '(target cuda:sm_90)' "$tmp/lg.txt" || fail "the cuda report's heading"
 echo "report checks passed"
