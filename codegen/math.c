@@ -441,17 +441,42 @@ static V trig_reduce_large(M *m, V ax, V *q) {
 }
 
 /* x = k pi/2 + r, |r| <= pi/4, for every finite x: Cody-Waite below
- * 1e8, Payne-Hanek above (both computed, selected per element). */
-static V trig_reduce(M *m, V x, V *q) {
-  V qs, ql, rs = trig_reduce_small(m, x, &qs);
-  V ax = fabs_(m, x), big = cmp(m, LLVMRealOGE, ax, K(m, 1e8));
-  V rl = trig_reduce_large(m, sel(m, big, ax, K(m, 1e8)), &ql);
+ * 1e8, Payne-Hanek above.  Vectors compute both and select per lane;
+ * scalars (the CUDA backend's case) branch, so the long path costs only
+ * where an argument needs it. */
+static void large_signed(M *m, V x, V ax, V *r, V *q) {
+  V rl = trig_reduce_large(m, ax, q);
   /* x < 0: -(k pi/2 + r) = (-k) pi/2 - r */
   V xneg = lt(m, x, 0);
-  rl = sel(m, xneg, LLVMBuildFNeg(m->b, rl, ""), rl);
-  ql = LLVMBuildSelect(m->b, xneg, LLVMBuildAnd(m->b, LLVMBuildNeg(m->b, ql, ""), KI(m, 3), ""), ql, "");
-  *q = LLVMBuildSelect(m->b, big, ql, qs, "");
-  return sel(m, big, rl, rs);
+  *r = sel(m, xneg, LLVMBuildFNeg(m->b, rl, ""), rl);
+  *q = LLVMBuildSelect(m->b, xneg, LLVMBuildAnd(m->b, LLVMBuildNeg(m->b, *q, ""), KI(m, 3), ""), *q, "");
+}
+
+static V trig_reduce(M *m, V x, V *q) {
+  V qs, ql, rl, rs = trig_reduce_small(m, x, &qs);
+  V ax = fabs_(m, x), big = cmp(m, LLVMRealOGE, ax, K(m, 1e8));
+  if (m->lanes) {
+    large_signed(m, x, sel(m, big, ax, K(m, 1e8)), &rl, &ql);
+    *q = LLVMBuildSelect(m->b, big, ql, qs, "");
+    return sel(m, big, rl, rs);
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(m->b);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(pre);
+  LLVMBasicBlockRef large = LLVMAppendBasicBlockInContext(m->ctx, fn, "trig_large"),
+                    join = LLVMAppendBasicBlockInContext(m->ctx, fn, "trig_reduced");
+  LLVMBuildCondBr(m->b, big, large, join);
+  LLVMPositionBuilderAtEnd(m->b, large);
+  large_signed(m, x, ax, &rl, &ql);
+  LLVMBasicBlockRef large_end = LLVMGetInsertBlock(m->b);
+  LLVMBuildBr(m->b, join);
+  LLVMPositionBuilderAtEnd(m->b, join);
+  V r = LLVMBuildPhi(m->b, m->t, "r"), qp = LLVMBuildPhi(m->b, m->it, "q");
+  V rv[2] = {rs, rl}, qv[2] = {qs, ql};
+  LLVMBasicBlockRef from[2] = {pre, large_end};
+  LLVMAddIncoming(r, rv, from, 2);
+  LLVMAddIncoming(qp, qv, from, 2);
+  *q = qp;
+  return r;
 }
 
 /* sin r for |r| <= pi/4: r + r^3 (-1/3! + ... + r^16/19!). */

@@ -30,7 +30,9 @@ typedef struct CgMath {
 } CgMath;
 
 /* fn(x), or fn(x, y) for MATH_POW and MATH_ATAN2 (y has x's type; NULL
- * otherwise; atan2(x, y) is C's: the angle of the point (y, x)). */
+ * otherwise; atan2(x, y) is C's: the angle of the point (y, x)).  For a
+ * scalar x, sin, cos and tan branch to their long argument reduction, so
+ * the builder may end in a new block. */
 LLVMValueRef cg_math(CgMath *m, MathFn fn, LLVMValueRef x, LLVMValueRef y);
 
 /* The function's name as C's libm spells it for double ("exp", ...;

@@ -14,7 +14,7 @@
  * accumulator type on the way in: f32 for f16/bf16/f32, f64, i64).  The
  * finished values go through the nest's epilogue (`post`) when it has
  * one and are stored through `store`.  Blocks run over batch indices
- * grid-stride in z.
+ * grid-stride in z and over row blocks grid-stride in y.
  * Needs: cuda.h. */
 #include "cuda.h"
 
@@ -212,15 +212,19 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     for (int j = 0; j < TN; j++) acc[i][j] = cg_entry_alloca(c, g.t, NULL);
   LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
   LLVMValueRef tx = LLVMBuildURem(b, tid, i64c(c, 16), ""), ty = LLVMBuildUDiv(b, tid, i64c(c, 16), "");
-  LLVMValueRef m0 = LLVMBuildMul(b, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), i64c(c, BM), "");
   LLVMValueRef n0 = LLVMBuildMul(b, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, BN), "");
-  CuLoop lb, lk;
+  LLVMValueRef mblocks = LLVMBuildUDiv(b, LLVMBuildAdd(b, g.M, i64c(c, BM - 1), ""), i64c(c, BM), "");
+  CuLoop lb, lm, lk;
   g.bt = cu_loop_open(c, &lb, LLVMBuildZExt(b, cu_sreg(c, "ctaid.z"), c->i64, ""), batch,
                       LLVMBuildZExt(b, cu_sreg(c, "nctaid.z"), c->i64, ""));
   if (n->reduce == OP_CONV2D) {
     g.img = LLVMBuildUDiv(b, g.bt, g.groups, "");
     g.gi = LLVMBuildURem(b, g.bt, g.groups, "");
   }
+  /* row blocks grid-stride in y (a grid's y extent is at most 65535) */
+  LLVMValueRef mb = cu_loop_open(c, &lm, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), mblocks,
+                                 LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
+  LLVMValueRef m0 = LLVMBuildMul(b, mb, i64c(c, BM), "");
   for (int i = 0; i < TM; i++)
     for (int j = 0; j < TN; j++) LLVMBuildStore(b, LLVMConstNull(g.t), acc[i][j]);
   LLVMValueRef k0 = cu_loop_open(c, &lk, i64c(c, 0), g.K, i64c(c, BK));
@@ -264,6 +268,7 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
       LLVMBuildBr(b, next);
       LLVMPositionBuilderAtEnd(b, next);
     }
+  cu_loop_close(c, &lm);
   cu_loop_close(c, &lb);
   LLVMBuildRetVoid(b);
 }

@@ -343,7 +343,7 @@ static int rt_primary(const char *who, int device_id, CUcontext *out) {
 /* Makes device_id's primary context current on this thread, switching
  * only when another one is (as cudaSetDevice does). */
 static int rt_use_device(const char *who, int device_id, CUcontext *out) {
-  CUcontext want, cur = NULL;
+  CUcontext want = NULL, cur = NULL;
   int rc = rt_primary(who, device_id, &want);
   if (rc != TDSL_OK)
     return rc;
@@ -611,7 +611,7 @@ int tdsl_cuda_malloc(void **p, size_t bytes, int device_id) {
     return rc;
   if (!p)
     return tdsl_set_error(TDSL_E_INVALID, "%s: p is NULL", who);
-  CUcontext ctx, cur = NULL;
+  CUcontext ctx = NULL, cur = NULL;
   if ((rc = rt_check_ordinal(who, device_id)) != TDSL_OK ||
       (rc = rt_primary(who, device_id, &ctx)) != TDSL_OK)
     return rc;

@@ -8,6 +8,7 @@
  * default 2). Device 0 has memory pools, device 1 does not. The test reads
  * counters and arms faults through fake_cuda_*() (dlsym). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,7 @@ int fake_cuda_stat(const char *name);
 void *fake_cuda_last_stream(void);
 int fake_cuda_current_device(void);
 void fake_cuda_fail_next_sync(int code);
+int fake_cuda_last_launch(unsigned grid[3], unsigned block[3], uint64_t *params, int max);
 CUresult cuDriverGetVersion(int *v);
 CUresult cuGetProcAddress_v2(const char *sym, void **fn, int version,
                              uint64_t flags, int *status);
@@ -171,15 +173,49 @@ static CUresult FuncSetAttribute(FakeFn *f, int attr, int v) {
   st.shmem_optins++;
   return attr == 8 && v <= 227 * 1024 ? 0 : 1;
 }
+/* The last launch (test_cuda_host): its grid, block and parameters, each
+ * read as 8 bytes (every parameter tdsl's kernels take is a .u64), as
+ * many as the PTX declares for the entry. */
+static struct {
+  unsigned grid[3], block[3];
+  int nparams;
+  uint64_t params[256];
+} last;
+
+/* Parameters of `.entry name(` in ptx: its `.param` lines. */
+static int entry_params(const char *ptx, const char *name) {
+  char head[96];
+  snprintf(head, sizeof head, ".entry %s(", name);
+  const char *p = strstr(ptx, head);
+  if (!p) return -1;
+  const char *end = strchr(p, ')');
+  int n = 0;
+  for (const char *q = p; (q = strstr(q, ".param")) && q < end; q += 6) n++;
+  return n;
+}
+
+int fake_cuda_last_launch(unsigned grid[3], unsigned block[3], uint64_t *params, int max) {
+  memcpy(grid, last.grid, sizeof last.grid);
+  memcpy(block, last.block, sizeof last.block);
+  for (int i = 0; i < last.nparams && i < max; i++) params[i] = last.params[i];
+  return last.nparams;
+}
+
 static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz,
                              unsigned shmem, void *stream, void **args,
                              void **extra) {
   if (!cur())
     return 201;
-  if (bx * by * bz > 1024)
+  if (bx * by * bz > 1024 || !gx || !gy || !gz)
     return 1; /* CUDA_ERROR_INVALID_VALUE */
   st.launches++;
+  last.grid[0] = gx, last.grid[1] = gy, last.grid[2] = gz;
+  last.block[0] = bx, last.block[1] = by, last.block[2] = bz;
+  last.nparams = strcmp(f->name, "set42") && strcmp(f->name, "iota")
+                     ? entry_params(f->mod->ptx, f->name) : 0;
+  for (int i = 0; i < last.nparams && i < 256; i++)
+    memcpy(&last.params[i], args[i], 8);
   last_stream = stream;
   if (strcmp(f->name, "set42") == 0)
     **(int **)args[0] = 42;

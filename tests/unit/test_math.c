@@ -69,9 +69,10 @@ static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is6
   CgMath m = {ctx, mod, b, 2};
   LLVMBuildStore(b, cg_math(&m, fn, x, y), po);
   LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b); /* cg_math may add blocks */
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, n, ""), loop, done);
   LLVMAddIncoming(i, &zero, &entry, 1);
-  LLVMAddIncoming(i, &next, &loop, 1);
+  LLVMAddIncoming(i, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
   LLVMDisposeBuilder(b);
