@@ -16,8 +16,9 @@ static const LfTarget targets[] = {
    .gemm_mr = 6, .gemm_mr_512 = 12, .gemm_nv = 2, .gemm_mc_panels = 16, .gemm_kc = 256,
    .gemm_nc = 4096},
   /* CUDA (cuda/): the schedule's collapsed loops and memory order give
-   * each kernel's thread index; tiles and GEMM blocks are the backend's
-   * own (cuda/cuda.h) */
+   * each kernel's thread index, over every outer loop (par_all: one
+   * thread per outer iteration, grid-stride); tiles and GEMM blocks are
+   * the backend's own (cuda/cuda.h) */
   {.name = "cuda", .par_min_elems = 256, .par_all = true, .tile = 32,
    .gemm_mr = 4, .gemm_mr_512 = 4, .gemm_nv = 4, .gemm_mc_panels = 16, .gemm_kc = 16,
    .gemm_nc = 64},
