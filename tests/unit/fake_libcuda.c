@@ -14,16 +14,22 @@
 #include <string.h>
 
 typedef int CUresult;
-typedef struct FakeCtx {
+typedef struct CUstream_st *CUstream;
+/* The struct tags are the ones runtime/cuda.c declares its handles with,
+ * so that calls through its function pointers match these definitions
+ * exactly (UBSan's function check). */
+typedef struct CUctx_st {
   int dev;
 } FakeCtx;
-typedef struct FakeMod {
+typedef struct CUmod_st {
   const char *ptx;
   FakeCtx *ctx;
+  struct CUfunc_st *fns; /* looked up so far; freed with the module */
 } FakeMod;
-typedef struct FakeFn {
+typedef struct CUfunc_st {
   char name[64];
   FakeMod *mod;
+  struct CUfunc_st *next;
 } FakeFn;
 typedef struct FakeAlloc {
   struct FakeAlloc *next;
@@ -149,12 +155,18 @@ static CUresult ModuleLoadDataEx(FakeMod **m, const void *image, unsigned n,
   *m = malloc(sizeof **m);
   (*m)->ptx = image;
   (*m)->ctx = cur();
+  (*m)->fns = NULL;
   pthread_mutex_lock(&lock);
   st.module_loads++;
   pthread_mutex_unlock(&lock);
   return 0;
 }
 static CUresult ModuleUnload(FakeMod *m) {
+  while (m->fns) {
+    FakeFn *f = m->fns;
+    m->fns = f->next;
+    free(f);
+  }
   free(m);
   return 0;
 }
@@ -167,6 +179,8 @@ static CUresult ModuleGetFunction(FakeFn **f, FakeMod *m, const char *name) {
   strncpy((*f)->name, name, sizeof (*f)->name - 1);
   (*f)->name[sizeof (*f)->name - 1] = '\0';
   (*f)->mod = m;
+  (*f)->next = m->fns;
+  m->fns = *f;
   return 0;
 }
 static CUresult FuncSetAttribute(FakeFn *f, int attr, int v) {
@@ -203,7 +217,7 @@ int fake_cuda_last_launch(unsigned grid[3], unsigned block[3], uint64_t *params,
 
 static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz,
-                             unsigned shmem, void *stream, void **args,
+                             unsigned shmem, CUstream stream, void **args,
                              void **extra) {
   if (!cur())
     return 201;
@@ -257,7 +271,7 @@ static CUresult MemAlloc(unsigned long long *p, size_t n) {
   *p = (unsigned long long)(uintptr_t)m;
   return track(m, n, &st.allocs);
 }
-static CUresult MemAllocAsync(unsigned long long *p, size_t n, void *s) {
+static CUresult MemAllocAsync(unsigned long long *p, size_t n, CUstream s) {
   if (n > ((size_t)1 << 40))
     return 2;
   last_stream = s;
@@ -275,7 +289,7 @@ static CUresult MemFree(unsigned long long p) {
   free(a);
   return 0;
 }
-static CUresult MemFreeAsync(unsigned long long p, void *s) {
+static CUresult MemFreeAsync(unsigned long long p, CUstream s) {
   last_stream = s;
   st.async_frees++;
   return MemFree(p);
@@ -298,30 +312,30 @@ static CUresult PointerGetAttribute(void *v, int attr, unsigned long long p) {
   return 0;
 }
 static CUresult MemcpyHtoDAsync(unsigned long long d, const void *s, size_t n,
-                                void *stream) {
+                                CUstream stream) {
   last_stream = stream;
   memcpy((void *)(uintptr_t)d, s, n);
   return cur() ? 0 : 201;
 }
 static CUresult MemcpyDtoHAsync(void *d, unsigned long long s, size_t n,
-                                void *stream) {
+                                CUstream stream) {
   last_stream = stream;
   memcpy(d, (void *)(uintptr_t)s, n);
   return cur() ? 0 : 201;
 }
 static CUresult MemcpyDtoDAsync(unsigned long long d, unsigned long long s,
-                                size_t n, void *stream) {
+                                size_t n, CUstream stream) {
   last_stream = stream;
   memcpy((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
   return cur() ? 0 : 201;
 }
 static CUresult MemsetD8Async(unsigned long long d, unsigned char v, size_t n,
-                              void *stream) {
+                              CUstream stream) {
   last_stream = stream;
   memset((void *)(uintptr_t)d, v, n);
   return cur() ? 0 : 201;
 }
-static CUresult StreamSynchronize(void *s) {
+static CUresult StreamSynchronize(CUstream s) {
   if (!cur())
     return 201;
   st.syncs++;

@@ -166,7 +166,8 @@ END_TEST
 START_TEST(test_no_device_prepare) {
   if (fake_driver() || have_device())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2] = {(void *)0x11, (void *)0x22};
   assert_no_device(tdsl_cuda_prepare("gelu", &m, 0, fns));
   ASSERT_MSG_HAS("kernel gelu: no CUDA");
@@ -356,7 +357,8 @@ END_TEST
 START_TEST(test_prepare_launch) {
   if (!have_real_device())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2] = {NULL, NULL}, *again[2] = {NULL, NULL};
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
   ck_assert_ptr_nonnull(fns[0]);
@@ -410,7 +412,8 @@ typedef int (*CuStreamDestroy)(void *s);
 START_TEST(test_user_stream) {
   if (!have_real_device())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2];
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -458,7 +461,8 @@ static void *prepare_thread(void *p) {
 START_TEST(test_prepare_threads) {
   if (!have_real_device())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   enum { T = 4 };
   PrepArg a[T];
   pthread_t th[T];
@@ -481,7 +485,8 @@ START_TEST(test_prepare_errors) {
   if (!have_real_device())
     return;
   void *fns[2] = {(void *)0x11, (void *)0x22};
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   int n = 0;
   ck_assert_int_eq(tdsl_cuda_device_count(&n), TDSL_OK);
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, n, fns), TDSL_E_DEVICE);
@@ -490,13 +495,15 @@ START_TEST(test_prepare_errors) {
            n);
   ASSERT_MSG_HAS(want);
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, -1, fns), TDSL_E_DEVICE);
-  tdsl_cuda_module bad = {".version 7.0\n.target sm_50\n.address_size 64\n"
+  static tdsl_cuda_module bad;
+  bad = (tdsl_cuda_module){".version 7.0\n.target sm_50\n.address_size 64\n"
                           ".visible .entry broken() { bogus.instruction; }\n",
                           1, (const char *const[]){"broken"}, NULL};
   ck_assert_int_eq(tdsl_cuda_prepare("b", &bad, 0, fns), TDSL_E_CUDA);
   ASSERT_MSG_HAS("kernel b: cannot load the PTX module on CUDA device 0");
   ASSERT_MSG_HAS("JIT log: ");
-  tdsl_cuda_module missing = {test_ptx, 1, (const char *const[]){"nope"}, NULL};
+  static tdsl_cuda_module missing;
+  missing = (tdsl_cuda_module){test_ptx, 1, (const char *const[]){"nope"}, NULL};
   ck_assert_int_eq(tdsl_cuda_prepare("c", &missing, 0, fns), TDSL_E_CUDA);
   ASSERT_MSG_HAS("kernel c: the PTX module has no entry point 'nope'");
   ck_assert_ptr_eq(fns[0], (void *)0x11);
@@ -509,7 +516,8 @@ END_TEST
  * at the launch. It spoils the context for the process, so it runs in a
  * child forked before any CUDA call. */
 static int fault_child(void) {
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2];
   if (tdsl_cuda_prepare("t", &m, 0, fns) != TDSL_OK)
     return 10;
@@ -615,7 +623,8 @@ END_TEST
 START_TEST(test_fake_prepare_contexts) {
   if (!fake_fresh())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *f0[2], *f1[2], *again[2];
   ck_assert_int_eq(fake_current_device(), -1);
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, f0), TDSL_OK);
@@ -649,7 +658,8 @@ END_TEST
 START_TEST(test_fake_prepare_threads) {
   if (!fake_fresh())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   enum { T = 8 };
   PrepArg a[T];
   pthread_t th[T];
@@ -674,14 +684,16 @@ START_TEST(test_fake_prepare_errors) {
   if (!fake_fresh())
     return;
   void *fns[2] = {(void *)0x11, (void *)0x22};
-  tdsl_cuda_module bad = {".entry broken { bogus; }", 1,
+  static tdsl_cuda_module bad;
+  bad = (tdsl_cuda_module){".entry broken { bogus; }", 1,
                           (const char *const[]){"broken"}, NULL};
   ck_assert_int_eq(tdsl_cuda_prepare("b", &bad, 0, fns), TDSL_E_CUDA);
   ck_assert_str_eq(tdsl_last_error(),
                    "kernel b: cannot load the PTX module on CUDA device 0 "
                    "(CUDA_ERROR_INVALID_PTX: a PTX JIT compilation failed); "
                    "JIT log: fake ptxas: unknown instruction 'bogus'");
-  tdsl_cuda_module missing = {test_ptx, 2, (const char *const[]){"set42", "nope"},
+  static tdsl_cuda_module missing;
+  missing = (tdsl_cuda_module){test_ptx, 2, (const char *const[]){"set42", "nope"},
                               NULL};
   ck_assert_int_eq(tdsl_cuda_prepare("c", &missing, 0, fns), TDSL_E_CUDA);
   ck_assert_str_eq(tdsl_last_error(),
@@ -699,7 +711,8 @@ END_TEST
 START_TEST(test_fake_launch_stream) {
   if (!fake_fresh())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2];
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
   void *stream = (void *)0x5150;
@@ -744,7 +757,8 @@ END_TEST
 START_TEST(test_fake_scratch_without_pools) {
   if (!fake_fresh())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2];
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 1, fns), TDSL_OK);
   void *p = tdsl_cuda_scratch("t", 1000);
@@ -772,7 +786,8 @@ static void *free_thread(void *p) {
 START_TEST(test_fake_malloc_contexts) {
   if (!fake_fresh())
     return;
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2];
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 0, fns), TDSL_OK);
   void *p = NULL, *z = NULL;
@@ -855,7 +870,8 @@ START_TEST(test_fake_init_fails) {
   ck_assert_str_eq(tdsl_last_error(),
                    "tdsl_cuda_device_count: no CUDA device: cuInit failed "
                    "(CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)");
-  tdsl_cuda_module m = test_module();
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
   void *fns[2] = {(void *)0x11, (void *)0x22};
   ck_assert_int_eq(tdsl_cuda_prepare("g", &m, 0, fns), TDSL_E_NO_DEVICE);
   ASSERT_MSG_HAS("kernel g: no CUDA device: cuInit failed");
