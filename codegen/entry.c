@@ -3,7 +3,8 @@
  * the runtime's checks (tdsl_check_*, for the backend's DLPack device
  * type c->dl_device), binding size and stride symbols, the IR's checks,
  * the shape query (every output's data NULL: shapes and strides written,
- * nothing computed), buffer bases, scratch allocation and release, and
+ * nothing computed), buffer bases, scalar parameters' values (SSA, from
+ * the arguments), scratch allocation and release, and
  * the constant tdsl_kernel_info.  Every failure branches to the kernel's
  * one exit, before any output byte is written.
  * Needs: llvm_util.h, the runtime ABI of <tdsl/runtime.h> (declared by

@@ -10,10 +10,25 @@
 
 /* ---- matmul and conv2d (gemm.c) ------------------------------------------ */
 
+/* The memory the GEMM reads an operand of buffer b from.  Scalar
+ * parameters have none (they are SSA values, Cg.scalar): an operand that
+ * is a view of one (x @ alpha.expand(...), a conv bias alpha.expand(C);
+ * every stride 0) reads a one-element stack copy made here, the one place
+ * a scalar goes through memory, because gemm.c reads operands through
+ * pointers. */
+static LLVMValueRef gemm_base(Cg *c, int b) {
+  if (b < 0) return LLVMConstNull(c->ptr);
+  const LfBuf *buf = &c->lk->bufs[b];
+  if (buf->kind != LFB_SCALAR) return c->base[b];
+  LLVMValueRef p = cg_entry_alloca(c, cg_storage_type(c, buf->dtype), NULL);
+  LLVMSetValueName2(p, "gemm_scalar", 11);
+  cg_store_el(c, c->scalar[b], p, buf->dtype);
+  return p;
+}
+
 /* Run-time description of an access over its own dims (shape from IR). */
 static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **shape, DType dt) {
-  if (a->buf >= 0 && !c->base[a->buf]) ICE("GEMM operand in buffer %d, which has no memory", a->buf);
-  GemmTensor t = {.base = a->buf >= 0 ? c->base[a->buf] : LLVMConstNull(c->ptr),
+  GemmTensor t = {.base = gemm_base(c, a->buf),
                   .offset = cg_sym_val(c, a->offset), .rank = rank, .dtype = dt};
   for (int d = 0; d < rank; d++) {
     t.shape[d] = cg_sym_val(c, shape[d]);

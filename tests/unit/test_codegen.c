@@ -231,6 +231,52 @@ START_TEST(scalar_parameters) {
 }
 END_TEST
 
+/* Scalar parameters are SSA values from the arguments on (codegen/entry.c
+ * cg_setup_buffers), never one-element buffers in memory: the kernel's
+ * own function has no stack slot for them (the scalars' types here are
+ * ones nothing else of an elementwise kernel allocates: the symbol and
+ * check arrays are i64/i32, scratch slots and contexts pointers and
+ * structs) and, at -O0, never stores an argument; at -O2 a parallel
+ * nest gets them by value in its context (the context struct holds a
+ * double, and the kernel stores %alpha into it).  Old code: `alloca double` + `store
+ * double %alpha` at -O0, the slot's address in the context at -O2. */
+static const char *SCAL =
+    "kernel scal(x: f32[N], alpha: f64, beta: f32, h: f16, b: bf16, flag: bool) -> f32[N] {\n"
+    "  return where(flag, x * alpha + h, x * beta - b)\n}\n";
+
+START_TEST(scalars_by_value_in_llvm_ir) {
+  char dir[] = "/tmp/tdsl_cgs_XXXXXX", cmd[2048], path[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/s.tdsl", dir);
+  write_text(path, SCAL);
+  for (int o = 0; o <= 2; o += 2) {
+    snprintf(cmd, sizeof cmd, "%s %s -o %s/s%d.ll --emit=llvm -O%d && "
+             "awk '/^define i32 @scal\\(/,/^}/' %s/s%d.ll > %s/entry%d.ll && "
+             "grep -q 'define i32 @scal(ptr %%x, double %%alpha, float %%beta, i16 %%h, "
+             "i16 %%b, i8 %%flag' %s/entry%d.ll",
+             TDSL_TDSLC, path, dir, o, o, dir, o, dir, o, dir, o);
+    ck_assert_int_eq(sh(cmd), 0);
+    /* no stack slot of a scalar's type in the entry */
+    snprintf(cmd, sizeof cmd, "grep -Eq 'alloca (double|float|half|i16|i8)([ ,]|$)' %s/entry%d.ll",
+             dir, o);
+    ck_assert_msg(sh(cmd) == 1, "-O%d: a scalar parameter in a stack slot (%s/entry%d.ll)", o,
+                  dir, o);
+    /* -O0: no argument stored anywhere (the nest is inline, no context);
+     * -O2: into the context (checked below; no slot: above) */
+    snprintf(cmd, sizeof cmd, "grep -Eq 'store [a-z0-9]+ %%(alpha|beta|h|b|flag),' %s/s%d.ll",
+             dir, o);
+    ck_assert_int_eq(sh(cmd), o ? 0 : 1);
+  }
+  /* -O2: the nest runs in parallel, the scalars in its context by value */
+  snprintf(cmd, sizeof cmd, "grep -q 'define private void @scal.nest0.body' %s/s2.ll && "
+           "grep -Eq 'alloca \\{ \\[[0-9]+ x ptr\\], \\[[0-9]+ x i64\\], \\{ [^}]*double' "
+           "%s/entry2.ll", dir, dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
 /* ---- entry checks ---------------------------------------------------------- */
 
 static const char *CHK =
@@ -590,6 +636,7 @@ static Suite *suite(void) {
   tcase_add_test(t, reductions);
   tcase_add_test(t, sources_and_reshape_copy);
   tcase_add_test(t, scalar_parameters);
+  tcase_add_test(t, scalars_by_value_in_llvm_ir);
   tcase_add_test(t, channels_last_and_two_kernels);
   tcase_add_test(t, entry_checks);
   tcase_add_test(t, strided_result_query_strides);
