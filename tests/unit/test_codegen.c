@@ -231,6 +231,46 @@ START_TEST(scalar_parameters) {
 }
 END_TEST
 
+/* A view of a scalar parameter as a GEMM operand or a conv bias: the
+ * GEMM reads operands through memory, scalars have none (cpu/gemm_nest.c
+ * gemm_base makes a one-element copy).  x @ alpha.expand(3, 4) is
+ * alpha * the row sums of x; a bias beta adds beta everywhere. */
+START_TEST(scalar_views_as_gemm_operands) {
+  const char *src =
+      "kernel gv(x: f32[2, 3], alpha: f32) -> f32[2, 4] {\n  return x @ alpha.expand(3, 4)\n}\n"
+      "kernel cb(x: f32[1, 2, 4, 4], w: f32[3, 2, 3, 3], beta: f32) -> f32[1, 3, 2, 2] {\n"
+      "  return conv2d(x, w, beta.expand(3))\n}\n";
+  for (int o = 0; o <= 2; o += 2) {
+    Lib L;
+    build_flags(&L, src, NULL, o ? "-O2" : "-O0");
+    int64_t xs[2] = {2, 3}, os[2] = {2, 4}, cxs[4] = {1, 2, 4, 4}, ws[4] = {3, 2, 3, 3},
+            cos_[4] = {1, 3, 2, 2};
+    Ten x, out, cx, w, c0, c1;
+    ten(&x, DT_F32, 2, xs, NULL, 0, false);
+    out_ten(&out, DT_F32, 2, os);
+    typedef int (*Gv)(const DLTensor *, float, DLTensor *);
+    ck_assert_int_eq(((Gv)sym(&L, "gv"))(&x.t, 1.5f, &out.t), 0);
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 4; j++) {
+        float want = 0;
+        for (int k = 0; k < 3; k++) want += 1.5f * ((float *)x.store)[i * 3 + k];
+        ck_assert_float_eq_tol(((float *)out.store)[i * 4 + j], want, 1e-5);
+      }
+    ten(&cx, DT_F32, 4, cxs, NULL, 0, false);
+    ten(&w, DT_F32, 4, ws, NULL, 0, false);
+    out_ten(&c0, DT_F32, 4, cos_);
+    out_ten(&c1, DT_F32, 4, cos_);
+    typedef int (*Cb)(const DLTensor *, const DLTensor *, float, DLTensor *);
+    ck_assert_int_eq(((Cb)sym(&L, "cb"))(&cx.t, &w.t, 0.0f, &c0.t), 0);
+    ck_assert_int_eq(((Cb)sym(&L, "cb"))(&cx.t, &w.t, 2.5f, &c1.t), 0);
+    for (int i = 0; i < 12; i++)
+      ck_assert_float_eq_tol(((float *)c1.store)[i] - ((float *)c0.store)[i], 2.5f, 1e-5);
+    ten_free(&x), ten_free(&out), ten_free(&cx), ten_free(&w), ten_free(&c0), ten_free(&c1);
+    unbuild(&L);
+  }
+}
+END_TEST
+
 /* Scalar parameters are SSA values from the arguments on (codegen/entry.c
  * cg_setup_buffers), never one-element buffers in memory: the kernel's
  * own function has no stack slot for them (the scalars' types here are
@@ -637,6 +677,7 @@ static Suite *suite(void) {
   tcase_add_test(t, sources_and_reshape_copy);
   tcase_add_test(t, scalar_parameters);
   tcase_add_test(t, scalars_by_value_in_llvm_ir);
+  tcase_add_test(t, scalar_views_as_gemm_operands);
   tcase_add_test(t, channels_last_and_two_kernels);
   tcase_add_test(t, entry_checks);
   tcase_add_test(t, strided_result_query_strides);
