@@ -13,9 +13,9 @@
  * GEMM pack function unpacks (cpu_ctx_unpack): this file is the one place
  * that knows its layout.  A scalar's buffer has no memory (its base is a
  * null pointer); its value travels in the context like a symbol's.
- * Buffer pointers are noalias: an outlined nest
- * writes only its store buffer, which none of its reads touches (scratch
- * is fresh, outputs were checked against inputs and each other at entry).
+ * Buffer pointers are noalias: an outlined nest writes only its store
+ * buffer, which none of its reads touches (scratch is fresh, outputs
+ * were checked against inputs and each other at entry).
  * Needs: cpu.h.  Used by: parallel.c, gemm_nest.c. */
 #include <stdio.h>
 #include <string.h>
@@ -56,7 +56,8 @@ OutCtx cpu_ctx_type(Cg *c, int nb, int nv) {
 /* Field i: buffer i when i < nb, value i - nb when i < nb + nv, else
  * scalar i - nb - nv. */
 static LLVMValueRef ctx_field(Cg *c, const OutCtx *x, LLVMValueRef ctx, int i) {
-  int f = i < x->nb ? 0 : i < x->nb + x->nv ? 1 : 2, e = f == 0 ? i : f == 1 ? i - x->nb : i - x->nb - x->nv;
+  int f = i < x->nb ? 0 : i < x->nb + x->nv ? 1 : 2;
+  int e = f == 0 ? i : f == 1 ? i - x->nb : i - x->nb - x->nv;
   LLVMValueRef g[3] = {i32c(c, 0), i32c(c, f), f == 2 ? i32c(c, e) : i64c(c, e)};
   return LLVMBuildGEP2(c->b, x->t, ctx, g, 3, "");
 }
