@@ -3,7 +3,8 @@
  * the runtime's checks (tdsl_check_*, for the backend's DLPack device
  * type c->dl_device), binding size and stride symbols, the IR's checks,
  * the shape query (every output's data NULL: shapes and strides written,
- * nothing computed), buffer bases, scratch allocation and release, and
+ * nothing computed), buffer bases, scalar parameters' values (SSA, from
+ * the arguments), scratch allocation and release, and
  * the constant tdsl_kernel_info.  Every failure branches to the kernel's
  * one exit, before any output byte is written.
  * Needs: llvm_util.h, the runtime ABI of <tdsl/runtime.h> (declared by
@@ -329,21 +330,33 @@ void cg_setup_scratch(Cg *c, int i) {
   c->base[i] = p;
 }
 
+LLVMTypeRef cg_scalar_arg_type(Cg *c, DType t) {
+  if (t == DT_F16 || t == DT_BF16) return c->i16;
+  return cg_storage_type(c, t);
+}
+
+LLVMValueRef cg_scalar_value(Cg *c, LLVMValueRef a, DType t) {
+  switch (t) {
+  case DT_BOOL: return cg_to_bool(c, a);
+  case DT_BF16: return cg_bf16_to_f32v(c, a);
+  case DT_F16: return LLVMBuildFPExt(c->b, LLVMBuildBitCast(c->b, a, c->f16, ""), c->f32, "");
+  default: return a;
+  }
+}
+
 void cg_setup_buffers(Cg *c) {
   const LfKernel *lk = c->lk;
+  c->scalar = arena_alloc(c->m->arena, sizeof *c->scalar * (size_t)(lk->nbufs + 1));
   for (int i = 0; i < lk->nbufs; i++) {
     const LfBuf *b = &lk->bufs[i];
     switch (b->kind) {
     case LFB_PARAM: c->base[i] = cg_dl_base(c, c->args[b->index]); break;
     case LFB_OUTPUT: c->base[i] = cg_dl_base(c, c->args[c->k->nparams + b->index]); break;
     case LFB_CONST: c->base[i] = const_buffer(c, b); break;
-    case LFB_SCALAR: {
-      LLVMValueRef a = c->args[b->index];
-      c->base[i] = cg_entry_alloca(c, LLVMTypeOf(a), NULL);
-      if (b->dtype == DT_BOOL) a = cg_to_bool(c, a);
-      LLVMBuildStore(c->b, a, c->base[i]);
+    case LFB_SCALAR:
+      c->base[i] = NULL;
+      c->scalar[i] = cg_scalar_value(c, c->args[b->index], b->dtype);
       break;
-    }
     case LFB_SCRATCH: cg_setup_scratch(c, i); break;
     }
   }

@@ -34,6 +34,7 @@ LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
       if (!sym_is(a->stride[l], 0))
         idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], cg_sym_val(c, a->stride[l]), ""), "");
   }
+  if (!c->base[a->buf]) ICE("address of buffer %d, which has no memory", a->buf);
   return LLVMBuildGEP2(c->b, cg_storage_type(c, dt), c->base[a->buf], &idx, 1, "");
 }
 
@@ -528,6 +529,10 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
 LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
   switch (e->kind) {
   case LFE_LOAD:
+    if (c->lk->bufs[e->acc.buf].kind == LFB_SCALAR) { /* by value, from the arguments */
+      if (!c->scalar || !c->scalar[e->acc.buf]) ICE("scalar parameter without its value");
+      return c->scalar[e->acc.buf];
+    }
     return cg_load_el(c, cg_address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,
                               x->n->rank + x->n->nred),
                    c->lk->bufs[e->acc.buf].dtype);

@@ -52,7 +52,10 @@ typedef struct Cg {
   LLVMValueRef *args;    /* function parameters */
   LLVMValueRef envp, boundp;
   LLVMValueRef *env;     /* symbol values (SSA) once all are bound */
-  LLVMValueRef *base;    /* per buffer: element 0 */
+  LLVMValueRef *base;    /* per buffer: element 0 (NULL for scalars) */
+  LLVMValueRef *scalar;  /* per buffer: an LFB_SCALAR's value, in the
+                            compute type (bool as 0/1), an SSA value of
+                            the function being emitted; NULL for others */
   LLVMValueRef *slot;    /* per scratch buffer: alloca of its pointer */
   LLVMValueRef *gpool;   /* per nest: alloca of its GEMM's packing memory */
   Loop loops[MAXL];
@@ -169,7 +172,14 @@ LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d);
 /* Every entry check; leaves the builder where computing starts, after a
  * shape query has returned. */
 void cg_emit_entry_checks(Cg *c);
-/* c->base of every buffer; allocates scratch. */
+/* The type a host entry takes scalar parameter t in: its storage type,
+ * f16 and bf16 as their i16 bits. */
+LLVMTypeRef cg_scalar_arg_type(Cg *c, DType t);
+/* Scalar parameter a (cg_scalar_arg_type of t; bool any i8) as its value
+ * in the compute type of t, as cg_load_el would load it. */
+LLVMValueRef cg_scalar_value(Cg *c, LLVMValueRef a, DType t);
+/* c->base of every buffer, c->scalar of every scalar (from the
+ * arguments, by value: scalars have no memory); allocates scratch. */
 void cg_setup_buffers(Cg *c);
 /* c->base of scratch buffer i (allocated, or the block of its slot). */
 void cg_setup_scratch(Cg *c, int i);

@@ -53,33 +53,38 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
 /* ---- outline.c ------------------------------------------------------------ */
 
 /* An outlined function's context (outline.c): { [nb x ptr] buffer bases,
- * [nv x i64] symbol values, then the caller's extra values }. */
+ * [nv x i64] symbol values, then the caller's extra values, { the ns
+ * scalar parameters' values } }. */
 typedef struct OutCtx {
   LLVMTypeRef t;
-  int nb, nv;
+  int nb, nv, ns;
+  int *sidx;  /* the scalars' buffers, in buffer order */
 } OutCtx;
 
 /* K.<what>I and its wrapper K.<what>I.body while they are built. */
 typedef struct Outlined {
   LLVMValueRef impl, body;
   int nlead;  /* leading i64 arguments of both (a range, a GEMM block) */
-  OutCtx cx;  /* the wrapper's context (its type set by cpu_outline_close) */
-  LLVMValueRef sfn, *sbase, *senv; /* the kernel's state, restored on close */
+  OutCtx cx;  /* the wrapper's context */
+  LLVMValueRef sfn, *sbase, *senv, *sscalar; /* the kernel's state, restored on close */
   LLVMBasicBlockRef sentry, spos, start;
 } Outlined;
 
 void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name);
 OutCtx cpu_ctx_type(Cg *c, int nb, int nv);
-/* In the kernel: an entry alloca of the context with every buffer base
- * and symbol value stored; the caller stores the extras (cpu_ctx_set). */
+/* In the kernel: an entry alloca of the context with every buffer base,
+ * symbol value and scalar value stored; the caller stores the extras
+ * (cpu_ctx_set). */
 LLVMValueRef cpu_ctx_fill(Cg *c, const OutCtx *x);
-/* Stores field i: buffer i when i < nb, else value i - nb. */
+/* Stores field i: buffer i when i < nb, else value i - nb (i < nb + nv). */
 void cpu_ctx_set(Cg *c, const OutCtx *x, LLVMValueRef ctx, int i, LLVMValueRef v);
-/* Loads every field (bases, then values) into v[0 .. nb + nv). */
+/* Loads every field (bases, values, scalars) into v[0 .. nb + nv + ns). */
 void cpu_ctx_unpack(Cg *c, const OutCtx *x, LLVMValueRef ctx, LLVMValueRef *v);
-/* Creates K.<what>I(i64 x nlead, ptr noalias x nbufs, i64 x nv) and
- * positions the builder in it with c->base and c->env bound to its
- * arguments (nv counts the symbols first). */
+/* The per-buffer scalar values (Cg.scalar) of unpacked scalars s[0 .. ns). */
+LLVMValueRef *cpu_ctx_scalars(Cg *c, const OutCtx *x, LLVMValueRef *s);
+/* Creates K.<what>I(i64 x nlead, ptr noalias x nbufs, i64 x nv,
+ * scalars) and positions the builder in it with c->base, c->env and
+ * c->scalar bound to its arguments (nv counts the symbols first). */
 void cpu_outline_open(Cg *c, Outlined *o, const char *what, int nlead, int nv);
 /* Argument of value i (0: the first symbol). */
 LLVMValueRef cpu_outline_value(const Outlined *o, int i);

@@ -10,9 +10,25 @@
 
 /* ---- matmul and conv2d (gemm.c) ------------------------------------------ */
 
+/* The memory the GEMM reads an operand of buffer b from.  Scalar
+ * parameters have none (they are SSA values, Cg.scalar): an operand that
+ * is a view of one (x @ alpha.expand(...), a conv bias alpha.expand(C);
+ * every stride 0) reads a one-element stack copy made here, the one place
+ * a scalar goes through memory, because gemm.c reads operands through
+ * pointers. */
+static LLVMValueRef gemm_base(Cg *c, int b) {
+  if (b < 0) return LLVMConstNull(c->ptr);
+  const LfBuf *buf = &c->lk->bufs[b];
+  if (buf->kind != LFB_SCALAR) return c->base[b];
+  LLVMValueRef p = cg_entry_alloca(c, cg_storage_type(c, buf->dtype), NULL);
+  LLVMSetValueName2(p, "gemm_scalar", 11);
+  cg_store_el(c, c->scalar[b], p, buf->dtype);
+  return p;
+}
+
 /* Run-time description of an access over its own dims (shape from IR). */
 static GemmTensor gemm_tensor(Cg *c, const LfAccess *a, int rank, const Sym **shape, DType dt) {
-  GemmTensor t = {.base = a->buf >= 0 ? c->base[a->buf] : LLVMConstNull(c->ptr),
+  GemmTensor t = {.base = gemm_base(c, a->buf),
                   .offset = cg_sym_val(c, a->offset), .rank = rank, .dtype = dt};
   for (int d = 0; d < rank; d++) {
     t.shape[d] = cg_sym_val(c, shape[d]);
@@ -176,8 +192,8 @@ static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e) {
  * gemm.c's pack function for an operand with a prologue evaluates
  * LfNest.pro[j] per element through these callbacks (gemm.h
  * GemmPrologue), inlined into the pack loop: begin points the Cg at the
- * pack function and loads the buffer bases and symbol values from the
- * context the kernel filled ({[nb x ptr], [nsyms x i64]}, passed through
+ * pack function and loads the buffer bases, symbol values and scalar
+ * values from the context the kernel filled (outline.c, passed through
  * the GEMM's run-time context); elem maps the element's position to the
  * operand's dims and evaluates the expression; end restores the
  * kernel's state. */
@@ -187,10 +203,10 @@ typedef struct ProUser {
   const LfNest *n;
   int j;              /* the operand: 0 a / x, 1 b / w */
   LfNest dims;        /* rank: the operand's (eval's loop count) */
-  OutCtx cx;          /* the context: buffer bases, symbol values */
+  OutCtx cx;          /* the context: buffer bases, symbol values, scalars */
   GemmPrologue pro;
   LLVMBuilderRef sb;  /* the kernel's state while a pack function is built */
-  LLVMValueRef sfn, *sbase, *senv;
+  LLVMValueRef sfn, *sbase, *senv, *sscalar;
   LLVMBasicBlockRef sentry;
 } ProUser;
 
@@ -199,16 +215,21 @@ static void pro_begin(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRe
   Cg *c = u->c;
   int nb = c->lk->nbufs;
   u->sb = c->b, u->sfn = c->fn, u->sbase = c->base, u->senv = c->env, u->sentry = c->entry;
+  u->sscalar = c->scalar;
   c->b = b, c->fn = fn, c->entry = LLVMGetEntryBasicBlock(fn);
-  LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(nb + c->k->nsyms + 1));
+  int nv = u->cx.nv;
+  LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(nb + nv + u->cx.ns + 1));
   cpu_ctx_unpack(c, &u->cx, arg, v);
-  c->base = v, c->env = v + nb; /* the bases, then the symbols */
+  c->base = v, c->env = v + nb; /* the bases, the symbols, the scalars */
+  c->scalar = cpu_ctx_scalars(c, &u->cx, v + nb + nv);
+  for (int j = 0; j < u->cx.ns; j++) c->base[u->cx.sidx[j]] = NULL;
 }
 
 static void pro_end(void *user) {
   ProUser *u = user;
   Cg *c = u->c;
   c->b = u->sb, c->fn = u->sfn, c->base = u->sbase, c->env = u->senv, c->entry = u->sentry;
+  c->scalar = u->sscalar;
 }
 
 /* The operand's indices (x->iv over its dims) of position ix. */

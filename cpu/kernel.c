@@ -1,5 +1,6 @@
 /* kernel.c — the CPU backend (backend.h cg_cpu_backend): each kernel K
- * becomes `i32 K(ptr..., scalars..., ptr...)` that
+ * becomes `i32 K(ptr..., scalars..., ptr...)` (scalars by value: SSA
+ * values from the arguments on, never in memory) that
  *  1. runs the entry checks (codegen/entry.c), binding symbols into an env
  *     array; every failure branches to one exit that frees scratch and
  *     returns the code, before any output byte is written;
@@ -39,16 +40,11 @@ static void emit_nest(Cg *c, const LfNest *n) {
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static LLVMTypeRef scalar_arg_type(Cg *c, DType t) {
-  if (t == DT_F16 || t == DT_BF16) return c->i16;
-  return cg_storage_type(c, t);
-}
-
 static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
   int na = k->nparams + k->nresults;
   LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
   for (int i = 0; i < k->nparams; i++)
-    ps[i] = k->params[i].is_tensor ? c->ptr : scalar_arg_type(c, k->params[i].dtype);
+    ps[i] = k->params[i].is_tensor ? c->ptr : cg_scalar_arg_type(c, k->params[i].dtype);
   for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
   c->k = k;
   c->lk = lk;
@@ -56,6 +52,8 @@ static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
   c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
   c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
   for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);
+  for (int i = 0; i < k->nparams; i++) /* readable IR: %x, %alpha */
+    LLVMSetValueName2(c->args[i], k->params[i].name, strlen(k->params[i].name));
   c->entry = block(c, "entry");
   LLVMBasicBlockRef start = block(c, "start");
   c->fail = block(c, "fail");

@@ -115,17 +115,21 @@ void cu_unpack(Cg *c, LLVMValueRef fn, LLVMValueRef **rts) {
     rts[r] = arena_alloc(c->m->arena, sizeof **rts * (size_t)(k->results[r].rank + 1));
     for (int d = 0; d < k->results[r].rank; d++) rts[r][d] = LLVMGetParam(fn, (unsigned)p++);
   }
-  for (int i = 0; i < lk->nbufs; i++) {
+  c->scalar = arena_alloc(c->m->arena, sizeof *c->scalar * (size_t)(lk->nbufs + 1));
+  for (int i = 0; i < lk->nbufs; i++) { /* by value: the bits host.c passes */
     const LfBuf *b = &lk->bufs[i];
     if (b->kind != LFB_SCALAR) continue;
-    LLVMTypeRef st = cg_storage_type(c, b->dtype);
-    if (b->dtype == DT_F16) st = c->i16; /* the bits, stored as they are */
-    unsigned bits = b->dtype == DT_BOOL ? 8 : (unsigned)dtype_size(b->dtype) * 8;
-    LLVMValueRef v = LLVMBuildTrunc(c->b, LLVMGetParam(fn, (unsigned)p++),
-                                    LLVMIntTypeInContext(c->ctx, bits), "");
-    if (LLVMGetTypeKind(st) != LLVMIntegerTypeKind) v = LLVMBuildBitCast(c->b, v, st, "");
-    c->base[i] = cg_entry_alloca(c, LLVMTypeOf(v), NULL);
-    LLVMBuildStore(c->b, v, c->base[i]);
+    LLVMTypeRef at = cg_scalar_arg_type(c, b->dtype);
+    LLVMValueRef v = LLVMGetParam(fn, (unsigned)p++);
+    LLVMSetValueName2(v, k->params[b->index].name, strlen(k->params[b->index].name));
+    if (LLVMGetTypeKind(at) == LLVMIntegerTypeKind) {
+      if (at != c->i64) v = LLVMBuildTrunc(c->b, v, at, "");
+    } else {
+      if (at == c->f32) v = LLVMBuildTrunc(c->b, v, c->i32, "");
+      v = LLVMBuildBitCast(c->b, v, at, "");
+    }
+    c->base[i] = NULL;
+    c->scalar[i] = cg_scalar_value(c, v, b->dtype);
   }
 }
 

@@ -17,7 +17,9 @@
  *   ptr   per buffer: its element 0 (NULL for constants and scalars);
  *   i64   per size/stride symbol: its value;
  *   i64   per result r and dim d: the output descriptor's stride;
- *   i64   per scalar buffer: the scalar's bits (zero-extended).
+ *   i64   per scalar buffer: the scalar's bits (zero-extended; the
+ *         device kernel uses them as an SSA value, Cg.scalar, never
+ *         through memory).
  * Needs: codegen/llvm_util.h, codegen/backend.h. */
 #ifndef TDSL_CUDA_H
 #define TDSL_CUDA_H
@@ -50,8 +52,9 @@ CuPlan cu_plan(const LfNest *n);
 int cu_nparams(const IrKernel *k, const LfKernel *lk);
 int cu_param_types(Cg *c, LLVMTypeRef *ps);
 
-/* Device side: in kernel fn (builder at its entry), loads the
- * parameters: c->base, c->env and rts (per result: its strides). */
+/* Device side: in kernel fn (builder at its entry), reads the
+ * parameters: c->base, c->env, c->scalar (the scalars' values) and rts
+ * (per result: its strides). */
 void cu_unpack(Cg *c, LLVMValueRef fn, LLVMValueRef **rts);
 /* A special register (tid.x, ntid.x, ctaid.x, nctaid.x, ...), i32. */
 LLVMValueRef cu_sreg(Cg *c, const char *name);

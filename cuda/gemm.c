@@ -65,6 +65,9 @@ static LLVMValueRef opnd(G *g, int j, LLVMValueRef *iv) {
     const LfExpr *e = g->n->pro[j];
     return cg_convert(c, cg_eval(c, &x, e), e->dtype, g->ad);
   }
+  int b = g->n->opnd[j].buf; /* a view of a scalar parameter: its value */
+  if (b >= 0 && c->lk->bufs[b].kind == LFB_SCALAR)
+    return cg_convert(c, c->scalar[b], a->dtype, g->ad);
   LLVMValueRef p = cg_address(c, &x, &g->n->opnd[j], a->dtype, a->rank);
   return cg_convert(c, cg_load_el(c, p, a->dtype), a->dtype, g->ad);
 }

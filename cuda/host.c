@@ -27,11 +27,6 @@ static void scratch_free(Cg *c, LLVMValueRef p) {
   call(c, cg_fdecl(c, "tdsl_cuda_scratch_free", c->vd, &c->ptr, 1, 0), &p, 1);
 }
 
-static LLVMTypeRef scalar_arg_type(Cg *c, DType t) {
-  if (t == DT_F16 || t == DT_BF16) return c->i16;
-  return cg_storage_type(c, t);
-}
-
 /* The device kernels' parameter values (cuda.h's order). */
 static LLVMValueRef *param_values(Cg *c, int np) {
   LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(np + 1));
@@ -139,10 +134,11 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
   int na = k->nparams + k->nresults;
   LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
   for (int i = 0; i < k->nparams; i++)
-    ps[i] = k->params[i].is_tensor ? c->ptr : scalar_arg_type(c, k->params[i].dtype);
+    ps[i] = k->params[i].is_tensor ? c->ptr : cg_scalar_arg_type(c, k->params[i].dtype);
   for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
   c->env = NULL;
   c->gpool = NULL;
+  c->scalar = NULL; /* the host passes scalars' bits on; it evaluates none */
   c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
   c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
   for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);

@@ -14,7 +14,10 @@
  *
  * A kernel becomes a list of buffers and a list of nests run in order.
  *  - Buffers: tensor parameters (storage read through the descriptor's
- *    data + byte_offset), scalar parameters (one element), constant
+ *    data + byte_offset), scalar parameters (values, not memory: a load
+ *    of one is the parameter's value whatever its access, which is
+ *    always of a single element; code generators pass it by value and
+ *    give it no address), constant
  *    tables (TENSOR values), scratch (one per non-view intermediate, laid
  *    out by that value's semantic geometry, `size` elements; at -O1+
  *    buffers of one plan-memory slot share one block), and the
@@ -88,7 +91,8 @@
 
 typedef enum LfBufKind {
   LFB_PARAM,   /* index: parameter number */
-  LFB_SCALAR,  /* index: parameter number */
+  LFB_SCALAR,  /* index: parameter number; a value passed by value, no
+                  memory (an LFE_LOAD of it is the value) */
   LFB_CONST,   /* index: the TENSOR value; data: row-major elements */
   LFB_SCRATCH, /* index: the value (or the normalized value whose
                   statistics it holds); size: elements */

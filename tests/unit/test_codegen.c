@@ -231,6 +231,92 @@ START_TEST(scalar_parameters) {
 }
 END_TEST
 
+/* A view of a scalar parameter as a GEMM operand or a conv bias: the
+ * GEMM reads operands through memory, scalars have none (cpu/gemm_nest.c
+ * gemm_base makes a one-element copy).  x @ alpha.expand(3, 4) is
+ * alpha * the row sums of x; a bias beta adds beta everywhere. */
+START_TEST(scalar_views_as_gemm_operands) {
+  const char *src =
+      "kernel gv(x: f32[2, 3], alpha: f32) -> f32[2, 4] {\n  return x @ alpha.expand(3, 4)\n}\n"
+      "kernel cb(x: f32[1, 2, 4, 4], w: f32[3, 2, 3, 3], beta: f32) -> f32[1, 3, 2, 2] {\n"
+      "  return conv2d(x, w, beta.expand(3))\n}\n";
+  for (int o = 0; o <= 2; o += 2) {
+    Lib L;
+    build_flags(&L, src, NULL, o ? "-O2" : "-O0");
+    int64_t xs[2] = {2, 3}, os[2] = {2, 4}, cxs[4] = {1, 2, 4, 4}, ws[4] = {3, 2, 3, 3},
+            cos_[4] = {1, 3, 2, 2};
+    Ten x, out, cx, w, c0, c1;
+    ten(&x, DT_F32, 2, xs, NULL, 0, false);
+    out_ten(&out, DT_F32, 2, os);
+    typedef int (*Gv)(const DLTensor *, float, DLTensor *);
+    ck_assert_int_eq(((Gv)sym(&L, "gv"))(&x.t, 1.5f, &out.t), 0);
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 4; j++) {
+        float want = 0;
+        for (int k = 0; k < 3; k++) want += 1.5f * ((float *)x.store)[i * 3 + k];
+        ck_assert_float_eq_tol(((float *)out.store)[i * 4 + j], want, 1e-5);
+      }
+    ten(&cx, DT_F32, 4, cxs, NULL, 0, false);
+    ten(&w, DT_F32, 4, ws, NULL, 0, false);
+    out_ten(&c0, DT_F32, 4, cos_);
+    out_ten(&c1, DT_F32, 4, cos_);
+    typedef int (*Cb)(const DLTensor *, const DLTensor *, float, DLTensor *);
+    ck_assert_int_eq(((Cb)sym(&L, "cb"))(&cx.t, &w.t, 0.0f, &c0.t), 0);
+    ck_assert_int_eq(((Cb)sym(&L, "cb"))(&cx.t, &w.t, 2.5f, &c1.t), 0);
+    for (int i = 0; i < 12; i++)
+      ck_assert_float_eq_tol(((float *)c1.store)[i] - ((float *)c0.store)[i], 2.5f, 1e-5);
+    ten_free(&x), ten_free(&out), ten_free(&cx), ten_free(&w), ten_free(&c0), ten_free(&c1);
+    unbuild(&L);
+  }
+}
+END_TEST
+
+/* Scalar parameters are SSA values from the arguments on (codegen/entry.c
+ * cg_setup_buffers), never one-element buffers in memory: the kernel's
+ * own function has no stack slot for them (the scalars' types here are
+ * ones nothing else of an elementwise kernel allocates: the symbol and
+ * check arrays are i64/i32, scratch slots and contexts pointers and
+ * structs) and, at -O0, never stores an argument; at -O2 a parallel
+ * nest gets them by value in its context (the context struct holds a
+ * double, and the kernel stores %alpha into it).  Old code: `alloca double` + `store
+ * double %alpha` at -O0, the slot's address in the context at -O2. */
+static const char *SCAL =
+    "kernel scal(x: f32[N], alpha: f64, beta: f32, h: f16, b: bf16, flag: bool) -> f32[N] {\n"
+    "  return where(flag, x * alpha + h, x * beta - b)\n}\n";
+
+START_TEST(scalars_by_value_in_llvm_ir) {
+  char dir[] = "/tmp/tdsl_cgs_XXXXXX", cmd[2048], path[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/s.tdsl", dir);
+  write_text(path, SCAL);
+  for (int o = 0; o <= 2; o += 2) {
+    snprintf(cmd, sizeof cmd, "%s %s -o %s/s%d.ll --emit=llvm -O%d && "
+             "awk '/^define i32 @scal\\(/,/^}/' %s/s%d.ll > %s/entry%d.ll && "
+             "grep -q 'define i32 @scal(ptr %%x, double %%alpha, float %%beta, i16 %%h, "
+             "i16 %%b, i8 %%flag' %s/entry%d.ll",
+             TDSL_TDSLC, path, dir, o, o, dir, o, dir, o, dir, o);
+    ck_assert_int_eq(sh(cmd), 0);
+    /* no stack slot of a scalar's type in the entry */
+    snprintf(cmd, sizeof cmd, "grep -Eq 'alloca (double|float|half|i16|i8)([ ,]|$)' %s/entry%d.ll",
+             dir, o);
+    ck_assert_msg(sh(cmd) == 1, "-O%d: a scalar parameter in a stack slot (%s/entry%d.ll)", o,
+                  dir, o);
+    /* -O0: no argument stored anywhere (the nest is inline, no context);
+     * -O2: into the context (checked below; no slot: above) */
+    snprintf(cmd, sizeof cmd, "grep -Eq 'store [a-z0-9]+ %%(alpha|beta|h|b|flag),' %s/s%d.ll",
+             dir, o);
+    ck_assert_int_eq(sh(cmd), o ? 0 : 1);
+  }
+  /* -O2: the nest runs in parallel, the scalars in its context by value */
+  snprintf(cmd, sizeof cmd, "grep -q 'define private void @scal.nest0.body' %s/s2.ll && "
+           "grep -Eq 'alloca \\{ \\[[0-9]+ x ptr\\], \\[[0-9]+ x i64\\], \\{ [^}]*double' "
+           "%s/entry2.ll", dir, dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
 /* ---- entry checks ---------------------------------------------------------- */
 
 static const char *CHK =
@@ -590,6 +676,8 @@ static Suite *suite(void) {
   tcase_add_test(t, reductions);
   tcase_add_test(t, sources_and_reshape_copy);
   tcase_add_test(t, scalar_parameters);
+  tcase_add_test(t, scalars_by_value_in_llvm_ir);
+  tcase_add_test(t, scalar_views_as_gemm_operands);
   tcase_add_test(t, channels_last_and_two_kernels);
   tcase_add_test(t, entry_checks);
   tcase_add_test(t, strided_result_query_strides);
