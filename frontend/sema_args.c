@@ -169,7 +169,7 @@ bool sema_sizes(Sema *s, CallArgs *c, int first, const Sym ***out, int *n) {
 
 /* Constant ints given as varargs or one list (permute's dims). */
 bool sema_int_varargs(Sema *s, CallArgs *c, int first, int64_t *out,
-                        int *n) {
+                      int *n) {
   const Sym **v;
   if (!sema_sizes(s, c, first, &v, n)) return false;
   for (int i = 0; i < *n; i++)
@@ -181,14 +181,14 @@ bool sema_int_varargs(Sema *s, CallArgs *c, int first, int64_t *out,
   return true;
 }
 
-/* An optional constant int argument with a default. */
 /* How an argument is named in messages: "narrow() argument 'start'". */
 static const char *arg_what(Sema *s, const CallArgs *c, const char *kw) {
   return arena_printf(s->a, "%s() argument '%s'", c->name, kw);
 }
 
+/* An optional constant int argument with a default. */
 bool sema_opt_int(Sema *s, CallArgs *c, int i, const char *kw, int64_t def,
-                    int64_t *out) {
+                  int64_t *out) {
   const SVal *v = sema_arg(s, c, i, kw);
   if (!v || v->kind == SV_NONE) {
     *out = def;
@@ -198,19 +198,19 @@ bool sema_opt_int(Sema *s, CallArgs *c, int i, const char *kw, int64_t def,
 }
 
 bool sema_req_int(Sema *s, CallArgs *c, int i, const char *kw,
-                    int64_t *out) {
+                  int64_t *out) {
   const SVal *v = sema_need_arg(s, c, i, kw);
   return v && sema_int_arg(s, v, arg_what(s, c, kw), out);
 }
 
 bool sema_req_sym(Sema *s, CallArgs *c, int i, const char *kw,
-                    const Sym **out) {
+                  const Sym **out) {
   const SVal *v = sema_need_arg(s, c, i, kw);
   return v && sema_sym_arg(s, v, arg_what(s, c, kw), out);
 }
 
 bool sema_req_tensor(Sema *s, CallArgs *c, int i, const char *kw,
-                       IrRef *out) {
+                     IrRef *out) {
   const SVal *v = sema_need_arg(s, c, i, kw);
   return v && sema_tensor_arg(s, v, arg_what(s, c, kw), out);
 }
@@ -230,7 +230,7 @@ bool sema_has_error_arg(const CallArgs *c) {
 
 /* A bool argument (keepdim=, ceil_mode=, ...); `dflt` when absent. */
 bool sema_bool_arg(Sema *s, const SVal *v, const char *fn, const char *what,
-                     bool dflt, bool *out) {
+                   bool dflt, bool *out) {
   if (absent(v)) {
     *out = dflt;
     return true;

@@ -278,7 +278,8 @@ static bool conv_channels(Sema *s, CallArgs *c, const IrValue *xv,
   }
   if (!sym_is_const(rem, NULL))
     sema_check_eq(s, rem, K(s, 0),
-                 "conv2d(): out_channels must be divisible by groups", c->loc);
+                  "conv2d(): out_channels must be divisible by groups",
+                  c->loc);
   return true;
 }
 
@@ -340,7 +341,7 @@ static IrRef conv_trim(Sema *s, IrRef r, const ConvParams *cp, bool cl,
   return sema_emit_op(s, &v, &r, 1);
 }
 
-static SVal sema_conv2d(Sema *s, CallArgs *c) {
+static SVal build_conv2d(Sema *s, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x, w, b;
   const SVal *wa = sema_arg(s, c, 1, "weight");
@@ -414,10 +415,10 @@ static bool pool_defaults(Sema *s, CallArgs *c, Op op) {
   if (op == OP_MAX_POOL2D) {
     bool ri;
     if (!pair_arg(s, c, sema_arg(s, c, 4, "dilation"), "dilation", 1, dil) ||
-        !sema_bool_arg(s, sema_arg(s, c, 5, "ceil_mode"), c->name, "ceil_mode",
-                  false, &ceil) ||
+        !sema_bool_arg(s, sema_arg(s, c, 5, "ceil_mode"), c->name,
+                       "ceil_mode", false, &ceil) ||
         !sema_bool_arg(s, sema_arg(s, c, 6, "return_indices"), c->name,
-                  "return_indices", false, &ri))
+                       "return_indices", false, &ri))
       return false;
     if (dil[0] != 1 || dil[1] != 1) bad = "dilation other than 1";
     else if (ri) bad = "return_indices=true";
@@ -426,10 +427,10 @@ static bool pool_defaults(Sema *s, CallArgs *c, Op op) {
                                "tdsl", c->name, bad), false);
   }
   const SVal *dv = sema_arg(s, c, 6, "divisor_override");
-  if (!sema_bool_arg(s, sema_arg(s, c, 4, "ceil_mode"), c->name, "ceil_mode",
-                false, &ceil) ||
+  if (!sema_bool_arg(s, sema_arg(s, c, 4, "ceil_mode"), c->name,
+                     "ceil_mode", false, &ceil) ||
       !sema_bool_arg(s, sema_arg(s, c, 5, "count_include_pad"), c->name,
-                "count_include_pad", true, &cip))
+                     "count_include_pad", true, &cip))
     return false;
   if (ceil) bad = "ceil_mode=true";
   else if (!cip) bad = "count_include_pad=false";
@@ -494,7 +495,7 @@ static bool adaptive_size(Sema *s, CallArgs *c, const IrValue *xv,
   return true;
 }
 
-static SVal sema_pool(Sema *s, Op op, CallArgs *c) {
+static SVal build_pool(Sema *s, Op op, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x;
   bool unbatched;
@@ -535,11 +536,11 @@ static SVal sema_pool(Sema *s, Op op, CallArgs *c) {
 
 static SVal h_conv2d(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
-  return sema_conv2d(s, c);
+  return build_conv2d(s, c);
 }
 
 static SVal h_pool(Sema *s, CallArgs *c, const Builtin *b) {
-  return sema_pool(s, b->op, c);
+  return build_pool(s, b->op, c);
 }
 
 const Builtin sema_conv_builtins[] = {

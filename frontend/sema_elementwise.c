@@ -346,7 +346,9 @@ static SVal h_nan_to_num(Sema *s, CallArgs *c, const Builtin *b) {
  * not promote them); weight a tensor of that dtype or a number. */
 static SVal h_lerp(Sema *s, CallArgs *c, const Builtin *b) {
   IrRef in[3];
-  if (!sema_tensor_recv(s, c, &in[0]) || !sema_req_tensor(s, c, 1, "end", &in[1])) return sv_error();
+  if (!sema_tensor_recv(s, c, &in[0]) ||
+      !sema_req_tensor(s, c, 1, "end", &in[1]))
+    return sv_error();
   const SVal *w = sema_need_arg(s, c, 2, "weight");
   if (!w || !sema_args_done(s, c, 3) || w->kind == SV_ERROR) return sv_error();
   DType dt = sema_val(s, in[0])->dtype;
@@ -393,7 +395,8 @@ static SVal h_binary(Sema *s, CallArgs *c, const Builtin *b) {
   if (b->flags & (BF_TENSORS | BF_NUMBER))
     for (int i = 0; i < 2; i++) {
       const SVal *v = i ? y : x;
-      if (v->kind == SV_TENSOR || (i == 1 && (b->flags & BF_NUMBER) && sv_is_number(v)))
+      if (v->kind == SV_TENSOR ||
+          (i == 1 && (b->flags & BF_NUMBER) && sv_is_number(v)))
         continue;
       diag_error(s->d, v->loc, "%s() argument '%s' must be a tensor%s, got %s",
                  c->name, i ? "other" : "input",
@@ -456,7 +459,8 @@ static SVal h_where(Sema *s, CallArgs *c, const Builtin *b) {
 static bool clamp_bound_in_range(Sema *s, const SVal *v, bool is_min,
                                  DType dt, Loc loc, bool *keep) {
   int64_t x;
-  if (!dtype_is_int(dt) || !sv_is_number(v) || !sv_const_int(v, &x)) return true;
+  if (!dtype_is_int(dt) || !sv_is_number(v) || !sv_const_int(v, &x))
+    return true;
   int bits = 8 * dtype_size(dt);
   if (bits == 64) return true;  /* a literal always fits i64 */
   int64_t lo = dtype_is_signed(dt) ? -((int64_t)1 << (bits - 1)) : 0;

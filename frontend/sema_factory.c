@@ -289,8 +289,8 @@ static const Sym *arange_symbolic(Sema *s, CallArgs *c, const Bound *st,
                              : sym_sub(s->st, st->sym, en->sym);
   int64_t as = step > 0 ? step : -step;
   sema_check_le(s, K(s, 0), span,
-               "arange(): the range is inconsistent with the step's sign",
-               c->loc);
+                "arange(): the range is inconsistent with the step's sign",
+                c->loc);
   return sym_floordiv(s->st, sym_add(s->st, span, K(s, as - 1)), K(s, as));
 }
 
@@ -356,21 +356,21 @@ static SVal factory_arange(Sema *s, CallArgs *c) {
   return sv_tensor(sema_emit(s, &v), c->loc);
 }
 
-static SVal sema_factory(Sema *s, CallArgs *c) {
+static SVal build_factory(Sema *s, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   if (strcmp(c->name, "tensor") == 0) return factory_tensor(s, c);
   if (strcmp(c->name, "zeros") == 0) return factory_fill(s, c, 0);
   if (strcmp(c->name, "ones") == 0) return factory_fill(s, c, 1);
   if (strcmp(c->name, "full") == 0) return factory_full(s, c);
   if (strcmp(c->name, "arange") == 0) return factory_arange(s, c);
-  ICE("sema_factory: unknown factory %s", c->name);
+  ICE("build_factory: unknown factory %s", c->name);
 }
 
 /* ---- Call handlers ---- */
 
 static SVal h_factory(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
-  return sema_factory(s, c);
+  return build_factory(s, c);
 }
 
 const Builtin sema_factory_builtins[] = {

@@ -46,8 +46,8 @@ static bool check_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
   for (int d = 0; d < xv->rank; d++) {
     if (mask[d] && !sym_is_const(xv->shape[d], NULL))
       sema_check_le(s, K(s, 1), xv->shape[d],
-                   arena_printf(s->a, "%s(): cannot reduce a size-0 dim",
-                                c->name), c->loc);
+                    arena_printf(s->a, "%s(): cannot reduce a size-0 dim",
+                                 c->name), c->loc);
     if (!mask[d] || !sym_is(xv->shape[d], 0)) continue;
     diag_error(s->d, c->loc,
                "%s(): cannot reduce dim %d of shape %s: it has size 0 and "
@@ -108,7 +108,8 @@ static SVal reduce_arg(Sema *s, Op op, CallArgs *c, IrRef x) {
   const SVal *dv = sema_arg(s, c, 1, "dim");
   const SVal *kv = sema_arg(s, c, 2, "keepdim");
   bool keepdim;
-  if (!sema_bool_arg(s, kv, c->name, "keepdim", false, &keepdim)) return sv_error();
+  if (!sema_bool_arg(s, kv, c->name, "keepdim", false, &keepdim))
+    return sv_error();
   if (!sema_args_done(s, c, 3)) return sv_error();
   IrValue xv = *sema_val(s, x);
   if (!absent(dv) && dv->kind == SV_LIST) {
@@ -127,7 +128,7 @@ static SVal reduce_arg(Sema *s, Op op, CallArgs *c, IrRef x) {
                                keepdim), c->loc);
 }
 
-static SVal sema_reduce(Sema *s, Op op, CallArgs *c) {
+static SVal build_reduce(Sema *s, Op op, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x;
   if (!sema_input_arg(s, c, &x)) return sv_error();
@@ -173,7 +174,7 @@ static IrRef empty_result(Sema *s, DType dt, const IrValue *xv, Loc loc) {
   return sema_emit(s, &v);
 }
 
-static SVal sema_softmax(Sema *s, Op op, CallArgs *c) {
+static SVal build_softmax(Sema *s, Op op, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x;
   if (!sema_input_arg(s, c, &x)) return sv_error();
@@ -268,7 +269,7 @@ static bool ln_shape(Sema *s, CallArgs *c, const IrValue *xv,
   return ok;
 }
 
-static SVal sema_layer_norm(Sema *s, CallArgs *c) {
+static SVal build_layer_norm(Sema *s, CallArgs *c) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x, w, b;
   if (!sema_input_arg(s, c, &x)) return sv_error();
@@ -322,16 +323,16 @@ static SVal sema_layer_norm(Sema *s, CallArgs *c) {
 /* ---- Call handlers ---- */
 
 static SVal h_reduce(Sema *s, CallArgs *c, const Builtin *b) {
-  return sema_reduce(s, b->op, c);
+  return build_reduce(s, b->op, c);
 }
 
 static SVal h_softmax(Sema *s, CallArgs *c, const Builtin *b) {
-  return sema_softmax(s, b->op, c);
+  return build_softmax(s, b->op, c);
 }
 
 static SVal h_layer_norm(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
-  return sema_layer_norm(s, c);
+  return build_layer_norm(s, c);
 }
 
 const Builtin sema_reduce_builtins[] = {

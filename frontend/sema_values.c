@@ -82,7 +82,7 @@ const Sym **sema_syms_copy(Sema *s, const Sym *const *v, int n) {
 
 /* A value of op with the geometry g (arrays must live in the arena). */
 IrValue sema_value_from_geom(Sema *s, Op op, DType dt, const Geom *g,
-                               Loc loc) {
+                             Loc loc) {
   IrValue v;
   memset(&v, 0, sizeof v);
   v.op = op;
@@ -138,8 +138,8 @@ IrRef sema_emit(Sema *s, IrValue *v) {
 }
 
 IrRef sema_emit_view(Sema *s, Op op, IrRef in, const Geom *g,
-                       const Sym *const *attrs, int nattrs, int flags,
-                       Loc loc) {
+                     const Sym *const *attrs, int nattrs, int flags,
+                     Loc loc) {
   DType dt = sema_val(s, in)->dtype;
   IrValue v = sema_value_from_geom(s, op, dt, g, loc);
   sema_set_args(s, &v, &in, 1);
@@ -150,7 +150,7 @@ IrRef sema_emit_view(Sema *s, Op op, IrRef in, const Geom *g,
 
 /* A fresh copy of r (op COPY or CAST) with the strides of `g`. */
 IrRef sema_emit_copy(Sema *s, Op op, IrRef r, DType dt, const Geom *g,
-                       int flags, Loc loc) {
+                     int flags, Loc loc) {
   Geom out = *g;
   out.offset = sema_sym0(s);
   IrValue v = sema_value_from_geom(s, op, dt, &out, loc);
@@ -182,8 +182,8 @@ IrRef sema_expand_to(Sema *s, IrRef r, int rank, const Sym *const *shape,
   Geom in = sema_geom_of(s, r), out;
   const char *err = geom_expand(&c, &in, shape, rank, &out);
   if (err) ICE("implicit broadcast failed after a successful check: %s", err);
-  return sema_emit_view(s, OP_EXPAND, r, &out, out.shape, out.rank, IRF_IMPLICIT,
-                   loc);
+  return sema_emit_view(s, OP_EXPAND, r, &out, out.shape, out.rank,
+                        IRF_IMPLICIT, loc);
 }
 
 IrRef sema_to_tensor(Sema *s, const SVal *v, const char *what) {
@@ -233,7 +233,7 @@ bool sema_rank_ok(Sema *s, int rank, Loc loc) {
 
 /* Emits a view op `op` of src with the geometry g. */
 IrRef sema_emit_op_view(Sema *s, Op op, IrRef src, const Geom *g,
-                       const int64_t *attrs, int nattrs, Loc loc) {
+                        const int64_t *attrs, int nattrs, Loc loc) {
   DType dt = sema_val(s, src)->dtype;
   IrValue v = sema_new_dense(s, op, dt, g->rank, g->shape, loc);
   v.stride = g->stride;
@@ -254,7 +254,7 @@ IrRef sema_emit_unsqueeze(Sema *s, IrRef r, int dim, Loc loc) {
 
 /* Removes the size-1 dims `dims` (ascending) in one SQUEEZE view. */
 IrRef sema_emit_squeeze(Sema *s, IrRef r, const int64_t *dims, int n,
-                          Loc loc) {
+                        Loc loc) {
   GeomCtx gc = sema_geom(s, loc);
   Geom g = sema_geom_of(s, r);
   for (int i = n - 1; i >= 0; i--) { /* highest first: lower dims stay put */
@@ -275,13 +275,13 @@ IrRef sema_emit_op(Sema *s, IrValue *v, const IrRef *args, int n) {
 
 /* A run-time condition lhs <= rhs (PyTorch checks it when it runs). */
 void sema_check_le(Sema *s, const Sym *lhs, const Sym *rhs,
-                         const char *msg, Loc loc) {
+                   const char *msg, Loc loc) {
   IrCheck ck = {.lhs = lhs, .rhs = rhs, .op = CHK_LE, .msg = msg, .loc = loc};
   ir_add_check(s->m, s->k, &ck);
 }
 
 void sema_check_eq(Sema *s, const Sym *lhs, const Sym *rhs,
-                         const char *msg, Loc loc) {
+                   const char *msg, Loc loc) {
   IrCheck ck = {.lhs = lhs, .rhs = rhs, .op = CHK_EQ, .msg = msg, .loc = loc};
   ir_add_check(s->m, s->k, &ck);
 }

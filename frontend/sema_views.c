@@ -49,8 +49,8 @@ static SVal do_view(Sema *s, IrRef x, const Sym *const *sizes, int n,
   Geom in = sema_geom_of(s, x), out;
   const char *err = geom_view(&c, &in, sizes, n, &out);
   if (err) return geom_fail(s, err, x, loc);
-  return sv_tensor(sema_emit_view(s, OP_VIEW, x, &out, out.shape, out.rank, 0, loc),
-                   loc);
+  return sv_tensor(
+      sema_emit_view(s, OP_VIEW, x, &out, out.shape, out.rank, 0, loc), loc);
 }
 
 static SVal do_reshape(Sema *s, IrRef x, const Sym *const *sizes, int n,
@@ -100,7 +100,8 @@ static SVal do_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
   const char *err = geom_expand(&c, &in, sizes, n, &out);
   if (err) return geom_fail(s, err, x, loc);
   return sv_tensor(
-      sema_emit_view(s, OP_EXPAND, x, &out, out.shape, out.rank, flags, loc), loc);
+      sema_emit_view(s, OP_EXPAND, x, &out, out.shape, out.rank, flags, loc),
+      loc);
 }
 
 static SVal do_unsqueeze(Sema *s, IrRef x, int64_t d, Loc loc) {
@@ -127,7 +128,8 @@ static SVal do_select(Sema *s, IrRef x, int64_t d, const Sym *i, Loc loc) {
   if (err) return geom_fail(s, err, x, loc);
   int w = wrap_ok(s, d, in.rank);
   const Sym *attrs[2] = {sym_const(s->st, w), wrap_index(s, i, in.shape[w])};
-  return sv_tensor(sema_emit_view(s, OP_SELECT, x, &out, attrs, 2, 0, loc), loc);
+  return sv_tensor(sema_emit_view(s, OP_SELECT, x, &out, attrs, 2, 0, loc),
+                   loc);
 }
 
 /* Python's slice normalization when everything is constant; otherwise
@@ -176,7 +178,8 @@ static SVal h_flatten(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   int64_t st, en;
-  if (!sema_tensor_recv(s, c, &x) || !sema_opt_int(s, c, 1, "start_dim", 0, &st) ||
+  if (!sema_tensor_recv(s, c, &x) ||
+      !sema_opt_int(s, c, 1, "start_dim", 0, &st) ||
       !sema_opt_int(s, c, 2, "end_dim", -1, &en) || !sema_args_done(s, c, 3))
     return sv_error();
   IrValue *v = sema_val(s, x);
@@ -225,7 +228,8 @@ static SVal h_unflatten(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   int64_t d;
-  if (!sema_tensor_recv(s, c, &x) || !sema_req_int(s, c, 1, "dim", &d)) return sv_error();
+  if (!sema_tensor_recv(s, c, &x) || !sema_req_int(s, c, 1, "dim", &d))
+    return sv_error();
   const SVal *sz = sema_need_arg(s, c, 2, "sizes");
   if (!sz || !sema_args_done(s, c, 3)) return sv_error();
   if (sz->kind != SV_LIST) {
@@ -294,7 +298,8 @@ static SVal do_t(Sema *s, IrRef x, Loc loc) {
 static SVal h_t(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
-  if (!sema_tensor_recv(s, c, &x) || !sema_args_done(s, c, 1)) return sv_error();
+  if (!sema_tensor_recv(s, c, &x) || !sema_args_done(s, c, 1))
+    return sv_error();
   return do_t(s, x, c->loc);
 }
 
@@ -418,9 +423,10 @@ typedef const char *(*GeomDimSymSym)(GeomCtx *, const Geom *, int64_t, const Sym
 static bool dim_sym_sym(Sema *s, CallArgs *c, const char *const names[3],
                         GeomDimSymSym geom, DimSymSym *v, SVal *fail) {
   *fail = sv_error();
-  if (!sema_tensor_recv(s, c, &v->x) || !sema_req_int(s, c, 1, names[0], &v->d) ||
-      !sema_req_sym(s, c, 2, names[1], &v->a) || !sema_req_sym(s, c, 3, names[2], &v->b) ||
-      !sema_args_done(s, c, 4))
+  if (!sema_tensor_recv(s, c, &v->x) ||
+      !sema_req_int(s, c, 1, names[0], &v->d) ||
+      !sema_req_sym(s, c, 2, names[1], &v->a) ||
+      !sema_req_sym(s, c, 3, names[2], &v->b) || !sema_args_done(s, c, 4))
     return false;
   GeomCtx g = sema_geom(s, c->loc);
   v->in = sema_geom_of(s, v->x);
@@ -439,8 +445,8 @@ static SVal h_narrow(Sema *s, CallArgs *c, const Builtin *b) {
   const Sym *start = wrap_index(s, v.a, v.in.shape[w]);
   const Sym *attrs[4] = {sym_const(s->st, w), start,
                          sym_add(s->st, start, v.b), sym_const(s->st, 1)};
-  return sv_tensor(sema_emit_view(s, OP_SLICE, v.x, &v.out, attrs, 4, 0, c->loc),
-                   c->loc);
+  return sv_tensor(
+      sema_emit_view(s, OP_SLICE, v.x, &v.out, attrs, 4, 0, c->loc), c->loc);
 }
 
 static SVal h_select(Sema *s, CallArgs *c, const Builtin *b) {
@@ -459,8 +465,8 @@ static SVal h_diagonal(Sema *s, CallArgs *c, const Builtin *b) {
   IrRef x;
   int64_t o, d1, d2;
   if (!sema_tensor_recv(s, c, &x) || !sema_opt_int(s, c, 1, "offset", 0, &o) ||
-      !sema_opt_int(s, c, 2, "dim1", 0, &d1) || !sema_opt_int(s, c, 3, "dim2", 1, &d2) ||
-      !sema_args_done(s, c, 4))
+      !sema_opt_int(s, c, 2, "dim1", 0, &d1) ||
+      !sema_opt_int(s, c, 3, "dim2", 1, &d2) || !sema_args_done(s, c, 4))
     return sv_error();
   GeomCtx g = sema_geom(s, c->loc);
   Geom in = sema_geom_of(s, x), out;
@@ -479,8 +485,8 @@ static SVal h_unfold(Sema *s, CallArgs *c, const Builtin *b) {
   if (!dim_sym_sym(s, c, names, geom_unfold, &v, &fail)) return fail;
   const Sym *attrs[3] = {
       sym_const(s->st, v.in.rank == 0 ? 0 : wrap_ok(s, v.d, v.in.rank)), v.a, v.b};
-  return sv_tensor(sema_emit_view(s, OP_UNFOLD, v.x, &v.out, attrs, 3, 0, c->loc),
-                   c->loc);
+  return sv_tensor(
+      sema_emit_view(s, OP_UNFOLD, v.x, &v.out, attrs, 3, 0, c->loc), c->loc);
 }
 
 /* A list of ints (possibly symbolic) for as_strided. */
@@ -531,8 +537,8 @@ static SVal h_as_strided(Sema *s, CallArgs *c, const Builtin *b) {
   const char *err =
       geom_as_strided(&g, &in, &root, size, stride, n, off, &out);
   if (err) return geom_fail(s, err, x, c->loc);
-  return sv_tensor(sema_emit_view(s, OP_AS_STRIDED, x, &out, NULL, 0, 0, c->loc),
-                   c->loc);
+  return sv_tensor(
+      sema_emit_view(s, OP_AS_STRIDED, x, &out, NULL, 0, 0, c->loc), c->loc);
 }
 
 /* ---- Copies ---- */
@@ -590,7 +596,8 @@ static SVal h_contiguous(Sema *s, CallArgs *c, const Builtin *b) {
 static SVal h_clone(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
-  if (!sema_tensor_recv(s, c, &x) || !sema_args_done(s, c, 1)) return sv_error();
+  if (!sema_tensor_recv(s, c, &x) || !sema_args_done(s, c, 1))
+    return sv_error();
   GeomCtx g = sema_geom(s, c->loc);
   Geom in = sema_geom_of(s, x), out;
   memset(&out, 0, sizeof out);
@@ -689,7 +696,7 @@ SVal sema_index_item(Sema *s, IrRef cur, const SVal *it, int *d) {
 /* Checks the items' kinds and counts; returns the number of dims they
  * consume, or -1 after reporting. */
 int sema_index_check(Sema *s, IrRef x, const SVal *it, int n, Loc loc,
-                       int *ellipsis) {
+                     int *ellipsis) {
   int consumed = 0;
   *ellipsis = -1;
   for (int i = 0; i < n; i++) {
