@@ -13,7 +13,8 @@
  * geometry, a rank-3 pool result being always contiguous), so the ops
  * themselves only see rank 4.
  *
- * Needs: sema_internal.h, sema_values.c, sema_args.c, geometry.c.
+ * Needs: sema_internal.h, sema_values.c, sema_args.c, geometry.c,
+ * geometry_views.c (unsqueeze/squeeze of unbatched inputs).
  * Used by: sema_expr.c (the call dispatch, through sema_conv_builtins). */
 #include <string.h>
 

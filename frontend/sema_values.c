@@ -6,8 +6,8 @@
  * (pytorch-semantics.md §5), the kernel scope's names and the note that
  * points at a value's declaration.
  *
- * Needs: sema_internal.h, geometry.c (strides of fresh values), dtype.c,
- * sym.c, ir.c (ir_add, ir_add_check).
+ * Needs: sema_internal.h, geometry.c (strides of fresh values),
+ * geometry_views.c (implicit expands), dtype.c, sym.c, ir.c (ir_add, ir_add_check).
  * Used by: every other sema file; it calls none of them. */
 #include <string.h>
 

@@ -3,12 +3,13 @@
  * squeeze, narrow, select, diagonal, unfold, as_strided, x[...] with
  * ints, slices, None and ..., and the copies contiguous, clone and to.
  *
- * Every stride and size rule is geometry.c's (PyTorch's); this file reads
+ * Every stride and size rule is geometry_views.c's (PyTorch's); this file reads
  * the arguments and appends the view op with its attrs in the form ops.h
  * documents (wrapped dims, normalized slice bounds).  A reshape that
  * cannot be a view becomes a RESHAPE copy.
  *
- * Needs: sema_internal.h, sema_values.c, sema_args.c, geometry.c.
+ * Needs: sema_internal.h, sema_values.c, sema_args.c, geometry.c,
+ * geometry_views.c.
  * Used by: sema_expr.c (indexing, .T/.mT, and the call dispatch through
  * sema_view_builtins). */
 #include <string.h>
