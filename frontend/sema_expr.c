@@ -9,9 +9,10 @@
  * an expression that failed evaluates to SV_ERROR, which every consumer
  * propagates without reporting again, so one mistake gives one error.
  *
- * Needs: sema_internal.h, sema_values.c, sema_args.c, and the op
- * families (sema_elementwise.c, sema_views.c, sema_reduce.c,
- * sema_matmul.c, sema_conv.c, sema_factory.c).
+ * Needs: sema_internal.h, sema_values.c, and the op families
+ * (sema_elementwise.c, sema_views.c, sema_reduce.c, sema_matmul.c,
+ * sema_conv.c, sema_factory.c): their builtin tables and the builders
+ * operators and indexing use.
  * Used by: sema.c (statements and return values). */
 #include <math.h>
 #include <string.h>

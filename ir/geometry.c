@@ -11,7 +11,7 @@
  *
  * Symbols are decided for the generic case: a non-constant size is neither
  * 0 nor 1.  Two kinds of comparison are used:
- *  - exact: pointer equality, or a constant difference (prove_le);
+ *  - exact: pointer equality, or a constant difference (geom_prove_le);
  *  - generic: the pure predicates (is_contiguous, ...) have no SymTab, so
  *    they compare expressions numerically at a few assignments of the
  *    variables (all >= 2); a relation holds only when it holds at every
@@ -61,7 +61,7 @@ const Sym *geom_max(GeomCtx *c, const Sym *a, const Sym *b) {
 /* Records `lhs op rhs` as a run-time check unless it is provable; returns
  * false when it is provably violated (the caller reports the error). */
 bool geom_need(GeomCtx *c, const Sym *lhs, IrCheckOp op, const Sym *rhs,
-                 const char *msg) {
+               const char *msg) {
   IR_ASSERT(op == CHK_LT || op == CHK_LE);
   Tri t = op == CHK_LT ? prove_lt(c, lhs, rhs) : geom_prove_le(c, lhs, rhs);
   if (t == T_NO) return false;
@@ -91,7 +91,8 @@ SymFacts geom_facts(GeomCtx *c) {
   return f;
 }
 
-bool geom_has_check(const IrKernel *k, const Sym *a, IrCheckOp op, const Sym *b) {
+bool geom_has_check(const IrKernel *k, const Sym *a, IrCheckOp op,
+                    const Sym *b) {
   for (int i = 0; i < k->nchecks; i++) {
     const IrCheck *ck = &k->checks[i];
     if (ck->op == op && ((ck->lhs == a && ck->rhs == b) ||
@@ -276,8 +277,10 @@ bool geom_suggests_channels_last(const Geom *g) {
     if (sym_is(g->shape[d], 0)) return false;
     Cmp cs = geom_num_cmp(geom_num_of(g->stride[d]), min);
     if (cs != C_GT && cs != C_EQ) return false; /* less, or not provably not */
-    if (d == 0 && geom_num_cmp(min, geom_num_of(g->stride[1])) == C_EQ) return false;
-    Num sz = sym_is(g->shape[d], 1) ? geom_num_const(1) : geom_num_of(g->shape[d]);
+    if (d == 0 && geom_num_cmp(min, geom_num_of(g->stride[1])) == C_EQ)
+      return false;
+    Num sz = sym_is(g->shape[d], 1) ? geom_num_const(1)
+                                    : geom_num_of(g->shape[d]);
     min = num_mul(geom_num_of(g->stride[d]), sz);
   }
   return true;

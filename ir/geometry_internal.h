@@ -19,7 +19,9 @@
 
 /* ---- small helpers ---- */
 
-static inline const Sym *K(GeomCtx *c, int64_t v) { return sym_const(c->st, v); }
+static inline const Sym *K(GeomCtx *c, int64_t v) {
+  return sym_const(c->st, v);
+}
 static inline const Sym *mul(GeomCtx *c, const Sym *a, const Sym *b) {
   return sym_mul(c->st, a, b);
 }
@@ -36,7 +38,7 @@ static inline const Sym **syms_new(GeomCtx *c, int n) {
 
 /* Builds *out from freshly allocated arrays (so out may alias the input). */
 static inline void geom_set(Geom *out, int rank, const Sym **shape,
-                     const Sym **stride, const Sym *offset) {
+                            const Sym **stride, const Sym *offset) {
   out->rank = rank;
   out->shape = shape;
   out->stride = stride;
@@ -52,7 +54,9 @@ static inline void geom_copy(GeomCtx *c, const Geom *in, Geom *out) {
   geom_set(out, in->rank, sh, st, in->offset);
 }
 
-static inline const char *S(GeomCtx *c, const Sym *s) { return sym_str(c->arena, s); }
+static inline const char *S(GeomCtx *c, const Sym *s) {
+  return sym_str(c->arena, s);
+}
 
 static inline const char *shp(GeomCtx *c, const Geom *g) {
   return geom_shape_str(c->arena, g->shape, g->rank);

@@ -362,7 +362,8 @@ const char *geom_slice(GeomCtx *c, const Geom *in, int dim, const Sym *start,
                         "shape %s)",
                         (long long)sv, d, shp(c, in));
   geom_need(c, K(c, 1), CHK_LE, step,
-       arena_printf(c->arena, "slice step %s must be positive", S(c, step)));
+            arena_printf(c->arena, "slice step %s must be positive",
+                         S(c, step)));
   const Sym *s0, *s1;
   slice_bounds(c, in->shape[d], start, stop, &s0, &s1);
   geom_copy(c, in, out);

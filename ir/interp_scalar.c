@@ -33,7 +33,6 @@ int64_t interp_int_wrap(DType t, uint64_t v) {
   return r;
 }
 
-
 static double gelu(double x, bool approx) {
   if (!approx) return x * 0.5 * (1.0 + erf(x * INTERP_SQRT1_2));
   double inner = INTERP_SQRT_2_PI * (x + 0.044715 * x * x * x);
