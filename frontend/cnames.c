@@ -10,11 +10,11 @@
  * define, a name in the runtime's namespaces (tdsl_, TDSL_, rt_), or — for
  * kernels, which are external symbols — main or a C library function the
  * runtime or the generated code calls.
- * Needs: sema.h.  Produces: a reason string or NULL. */
+ * Needs: sema_internal.h.  Produces: a reason string or NULL. */
 #include <stdbool.h>
 #include <string.h>
 
-#include "sema.h"
+#include "sema_internal.h"
 
 static const char *const c_keywords[] = {
     "auto", "break", "case", "char", "const", "continue", "default", "do",

@@ -25,10 +25,12 @@
  *
  * Adding an elementwise op (the checklist):
  *  1. a row here: name, arity, dtype rule, cost, math-layer function;
- *  2. frontend/sema.c: a `builtins[]` entry (function, method or both, as
- *     PyTorch spells it) and its arguments in the handler (h_unary,
- *     h_binary, or its own); errors PyTorch raises at the call's line:col;
- *  3. ir/interp.c: unary_f/unary_i or binary_f/binary_i (libm, in double);
+ *  2. frontend/sema_elementwise.c: a `sema_elementwise_builtins[]` entry
+ *     (function, method or both, as PyTorch spells it) and its arguments
+ *     in the handler (h_unary, h_binary, or its own); errors PyTorch
+ *     raises at the call's line:col;
+ *  3. ir/interp_scalar.c: unary_f/unary_i or binary_f/binary_i (libm, in
+ *     double);
  *  4. codegen/expr.c: unary_f/unary_i or binary_f/binary_i, unless MATH
  *     names a math-layer function (then only the integer cases); a new
  *     math-layer function goes in codegen/math.c with its libm reference

@@ -5,8 +5,8 @@ language as the compiler does.
 - The VS Code manifest and the TextMate grammar parse as JSON, the
   manifest points at the grammar, and every regex of the grammar compiles
   (Python's re is close enough to Oniguruma for these patterns).
-- The names come from the compiler's own tables: every builtin of
-  frontend/sema.c, every dtype of ir/dtype.h, every layout of
+- The names come from the compiler's own tables: every builtin of the
+  op families' tables (sema_*_builtins[] in frontend/sema_*.c), every dtype of ir/dtype.h, every layout of
   frontend/parser.y, every keyword of frontend/lexer.l.  A small
   TextMate-style tokenizer runs the grammar over sample lines that use
   each of them, numbers, strings, comments and operators, and checks the
@@ -37,10 +37,14 @@ def read(*p):
 
 
 def compiler_names():
-    sema = read("frontend", "sema.c")
-    table = sema[sema.index("static const Builtin builtins[]"):]
-    table = table[:table.index("};")]
-    builtins = sorted(set(re.findall(r'\{"([a-z_0-9]+)",', table)))
+    builtins = set()
+    for f in sorted(os.listdir(os.path.join(src, "frontend"))):
+        if not re.match(r"sema_\w+\.c$", f):
+            continue
+        for table in re.findall(r"const Builtin sema_\w+_builtins\[\] = \{(.*?)\n\};",
+                                read("frontend", f), re.S):
+            builtins |= set(re.findall(r'\{"([a-z_0-9]+)",', table))
+    builtins = sorted(builtins)
     dtypes = re.findall(r'X\(\w+, "(\w+)"', read("ir", "dtype.h"))
     parser = read("frontend", "parser.y")
     layouts = re.findall(r'"(\w+)"', parser[parser.index("layout_names[]"):].split(";")[0])

@@ -4,7 +4,7 @@
  * size-0/size-1/stride-0/channels-last inputs, every error path, and the
  * symbolic cases (sizes N, C, H, W, M).
  *
- * Needs: ir/geometry.c, ir/sym.c, ir/ir.c (run-time checks), Check. */
+ * Needs: ir/geometry.c, ir/geometry_views.c, ir/sym.c, ir/ir.c (run-time checks), Check. */
 #include <check.h>
 #include <stdarg.h>
 #include <stdlib.h>

@@ -5,7 +5,8 @@
  * checks, reductions, normalizations, matmul, conv2d and pooling against
  * direct formulas.  Expected values come from hand calculation or from a
  * plain C formula of PyTorch's definition written here, never from the
- * interpreter's own output.  Needs: ir/interp.c, ir/sym.c, ir/dtype.c. */
+ * interpreter's own output.  Needs: ir/interp.c, ir/interp_scalar.c,
+ * ir/sym.c, ir/dtype.c. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>

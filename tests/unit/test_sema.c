@@ -1,9 +1,10 @@
-/* test_sema.c — semantic analysis, core half (frontend/sema.c): type
- * promotion, elementwise layouts, views, indexing, copies, kernel
- * signatures and diagnostics, through parse_program + sema_program on
- * small programs.  Expected dtypes, shapes and strides are the ones
- * PyTorch gives (spec/pytorch-semantics.md §1–§7, worked examples there);
- * error positions are the operator token or the call's name (spec §8.1). */
+/* test_sema.c — semantic analysis (frontend/sema.c, sema_expr.c,
+ * sema_elementwise.c, sema_views.c, sema_values.c): type promotion,
+ * elementwise layouts, views, indexing, copies, kernel signatures and
+ * diagnostics, through parse_program + sema_program on small programs.
+ * Expected dtypes, shapes and strides are the ones PyTorch gives
+ * (spec/pytorch-semantics.md §1–§7, worked examples there); error
+ * positions are the operator token or the call's name (spec §8.1). */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* test_sema_ops.c — semantic analysis of reductions, softmax, layer_norm,
- * matmul, conv2d, pooling and factories (frontend/sema_ops.c), through
+ * matmul, conv2d, pooling and factories (frontend/sema_reduce.c,
+ * sema_matmul.c, sema_conv.c, sema_factory.c), through
  * parse_program + sema_program on small programs.  Expected dtypes,
  * shapes, strides and errors follow PyTorch's rules (spec §4.4–§4.6, §5,
  * pytorch-semantics.md §7); error positions are those of the function or
