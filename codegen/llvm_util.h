@@ -167,6 +167,12 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
 LLVMValueRef cg_dl_base(Cg *c, LLVMValueRef t);
 /* device.device_id of DLTensor t (i32). */
 LLVMValueRef cg_dl_device_id(Cg *c, LLVMValueRef t);
+/* Starts kernel k's host function `i32 K(args...)` (spec §7.1): its
+ * parameters (named), the entry block with the scratch slots (and, with
+ * gemm_pools, a packing-memory slot per GEMM nest) and the symbol
+ * arrays, the one failure exit (c->fail, c->rcphi) and c->kname; leaves
+ * the builder in the block after the entry, where the checks go. */
+void cg_begin_kernel(Cg *c, const IrKernel *k, const LfKernel *lk, bool gemm_pools);
 /* Stride of dim d of DLTensor t: strides[d], or row-major when NULL. */
 LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d);
 /* Every entry check; leaves the builder where computing starts, after a

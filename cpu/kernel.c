@@ -41,51 +41,7 @@ static void emit_nest(Cg *c, const LfNest *n) {
 /* ---- kernels ------------------------------------------------------------ */
 
 static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
-  int na = k->nparams + k->nresults;
-  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
-  for (int i = 0; i < k->nparams; i++)
-    ps[i] = k->params[i].is_tensor ? c->ptr : cg_scalar_arg_type(c, k->params[i].dtype);
-  for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
-  c->k = k;
-  c->lk = lk;
-  c->env = NULL;
-  c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
-  c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
-  for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);
-  for (int i = 0; i < k->nparams; i++) /* readable IR: %x, %alpha */
-    LLVMSetValueName2(c->args[i], k->params[i].name, strlen(k->params[i].name));
-  c->entry = block(c, "entry");
-  LLVMBasicBlockRef start = block(c, "start");
-  c->fail = block(c, "fail");
-  LLVMPositionBuilderAtEnd(c->b, c->fail);
-  c->rcphi = LLVMBuildPhi(c->b, c->i32, "rc");
-  LLVMPositionBuilderAtEnd(c->b, c->entry);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(lk->nbufs + 1));
-  c->slot = arena_alloc(c->m->arena, sizeof *c->slot * (size_t)(lk->nbufs + 1));
-  for (int i = 0; i < lk->nbufs; i++)
-    if (lk->bufs[i].kind == LFB_SCRATCH) {
-      c->slot[i] = LLVMBuildAlloca(c->b, c->ptr, "scratch");
-      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->slot[i]);
-    }
-  c->gpool = arena_alloc(c->m->arena, sizeof *c->gpool * (size_t)(lk->nnests + 1));
-  for (int i = 0; i < lk->nnests; i++) {
-    c->gpool[i] = NULL;
-    if (lk->nests[i].reduce == OP_MATMUL || lk->nests[i].reduce == OP_CONV2D) {
-      c->gpool[i] = LLVMBuildAlloca(c->b, c->ptr, "gemm_pool");
-      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->gpool[i]);
-    }
-  }
-  int ns = k->nsyms ? k->nsyms : 1;
-  c->envp = LLVMBuildArrayAlloca(c->b, c->i64, i32c(c, ns), "env");
-  c->boundp = LLVMBuildArrayAlloca(c->b, c->i32, i32c(c, ns), "bound");
-  for (int s = 0; s < ns; s++) {
-    LLVMValueRef o = i64c(c, s);
-    LLVMBuildStore(c->b, i64c(c, 0), LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""));
-    LLVMBuildStore(c->b, i32c(c, 0), LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, ""));
-  }
-  LLVMBuildBr(c->b, start);
-  LLVMPositionBuilderAtEnd(c->b, start);
-  c->kname = str(c, k->name);
+  cg_begin_kernel(c, k, lk, true);
   cg_emit_entry_checks(c);
   cg_setup_buffers(c);
   cpu_setup_gemm_pools(c);

@@ -131,42 +131,9 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
   const LfKernel *lk = c->lk;
   c->scratch_alloc = scratch_alloc;
   c->scratch_free = scratch_free;
-  int na = k->nparams + k->nresults;
-  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
-  for (int i = 0; i < k->nparams; i++)
-    ps[i] = k->params[i].is_tensor ? c->ptr : cg_scalar_arg_type(c, k->params[i].dtype);
-  for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
-  c->env = NULL;
-  c->gpool = NULL;
+  cg_begin_kernel(c, k, lk, false);
   c->scalar = NULL; /* the host passes scalars' bits on; it evaluates none */
-  c->fn = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->i32, ps, (unsigned)na, 0));
-  c->args = arena_alloc(c->m->arena, sizeof *c->args * (size_t)(na + 1));
-  for (int i = 0; i < na; i++) c->args[i] = LLVMGetParam(c->fn, (unsigned)i);
-  c->entry = block(c, "entry");
-  LLVMBasicBlockRef start = block(c, "start");
-  c->fail = block(c, "fail");
-  LLVMPositionBuilderAtEnd(c->b, c->fail);
-  c->rcphi = LLVMBuildPhi(c->b, c->i32, "rc");
-  LLVMPositionBuilderAtEnd(c->b, c->entry);
-  c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(lk->nbufs + 1));
-  c->slot = arena_alloc(c->m->arena, sizeof *c->slot * (size_t)(lk->nbufs + 1));
-  for (int i = 0; i < lk->nbufs; i++)
-    if (lk->bufs[i].kind == LFB_SCRATCH) {
-      c->slot[i] = LLVMBuildAlloca(c->b, c->ptr, "scratch");
-      LLVMBuildStore(c->b, LLVMConstNull(c->ptr), c->slot[i]);
-    }
-  int ns = k->nsyms ? k->nsyms : 1;
-  c->envp = LLVMBuildArrayAlloca(c->b, c->i64, i32c(c, ns), "env");
-  c->boundp = LLVMBuildArrayAlloca(c->b, c->i32, i32c(c, ns), "bound");
-  for (int s = 0; s < ns; s++) {
-    LLVMValueRef o = i64c(c, s);
-    LLVMBuildStore(c->b, i64c(c, 0), LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""));
-    LLVMBuildStore(c->b, i32c(c, 0), LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, ""));
-  }
-  LLVMValueRef fns = LLVMBuildArrayAlloca(c->b, c->ptr, i32c(c, nfuncs ? nfuncs : 1), "fns");
-  LLVMBuildBr(c->b, start);
-  LLVMPositionBuilderAtEnd(c->b, start);
-  c->kname = str(c, k->name);
+  LLVMValueRef fns = cg_entry_alloca(c, c->ptr, i32c(c, nfuncs ? nfuncs : 1));
   cg_emit_entry_checks(c);
   LLVMValueRef dev = device_id(c);
   LLVMTypeRef pp[4] = {c->ptr, c->ptr, c->i32, c->ptr};
