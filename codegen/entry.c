@@ -335,17 +335,17 @@ void cg_emit_entry_checks(Cg *c) {
 
 /* ---- buffers ---------------------------------------------------------- */
 
-static LLVMValueRef const_buffer(Cg *c, const LfBuf *b) {
+LLVMValueRef cg_const_tensor(Cg *c, const LfBuf *b, unsigned addrspace) {
   int64_t n;
   if (!sym_is_const(b->size, &n)) ICE("tensor constant of symbolic size");
   size_t bytes = (size_t)n * (size_t)dtype_size(b->dtype);
   LLVMValueRef init = LLVMConstStringInContext(c->ctx, b->data, (unsigned)bytes, 1);
-  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), ".tensor");
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(c->mod, LLVMTypeOf(init), ".tensor", addrspace);
   LLVMSetInitializer(g, init);
   LLVMSetGlobalConstant(g, 1);
   LLVMSetLinkage(g, LLVMPrivateLinkage);
   LLVMSetAlignment(g, 16);
-  return g;
+  return addrspace ? LLVMConstAddrSpaceCast(g, c->ptr) : g;
 }
 
 void cg_setup_scratch(Cg *c, int i) {
@@ -405,7 +405,7 @@ void cg_setup_buffers(Cg *c) {
     switch (b->kind) {
     case LFB_PARAM: c->base[i] = cg_dl_base(c, c->args[b->index]); break;
     case LFB_OUTPUT: c->base[i] = cg_dl_base(c, c->args[c->k->nparams + b->index]); break;
-    case LFB_CONST: c->base[i] = const_buffer(c, b); break;
+    case LFB_CONST: c->base[i] = cg_const_tensor(c, b, 0); break;
     case LFB_SCALAR:
       c->base[i] = NULL;
       c->scalar[i] = cg_scalar_value(c, c->args[b->index], b->dtype);

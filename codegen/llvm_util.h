@@ -184,6 +184,9 @@ LLVMTypeRef cg_scalar_arg_type(Cg *c, DType t);
 /* Scalar parameter a (cg_scalar_arg_type of t; bool any i8) as its value
  * in the compute type of t, as cg_load_el would load it. */
 LLVMValueRef cg_scalar_value(Cg *c, LLVMValueRef a, DType t);
+/* A constant table's data (LFB_CONST) as a private global in address
+ * space addrspace (CUDA: 1, global memory), as a generic pointer. */
+LLVMValueRef cg_const_tensor(Cg *c, const LfBuf *b, unsigned addrspace);
 /* c->base of every buffer, c->scalar of every scalar (from the
  * arguments, by value: scalars have no memory); allocates scratch. */
 void cg_setup_buffers(Cg *c);

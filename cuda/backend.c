@@ -86,20 +86,6 @@ int cu_param_types(Cg *c, LLVMTypeRef *ps) {
   return n;
 }
 
-/* Device memory constants (LFB_CONST): global arrays in the module. */
-static LLVMValueRef device_const(Cg *c, const LfBuf *b) {
-  int64_t n;
-  if (!sym_is_const(b->size, &n)) ICE("tensor constant of symbolic size");
-  size_t bytes = (size_t)n * (size_t)dtype_size(b->dtype);
-  LLVMValueRef init = LLVMConstStringInContext(c->ctx, b->data, (unsigned)bytes, 1);
-  LLVMValueRef g = LLVMAddGlobalInAddressSpace(c->mod, LLVMTypeOf(init), "tensor", 1);
-  LLVMSetInitializer(g, init);
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMInternalLinkage);
-  LLVMSetAlignment(g, 16);
-  return LLVMConstAddrSpaceCast(g, c->ptr);
-}
-
 void cu_unpack(Cg *c, LLVMValueRef fn, LLVMValueRef **rts) {
   const LfKernel *lk = c->lk;
   const IrKernel *k = c->k;
@@ -107,7 +93,7 @@ void cu_unpack(Cg *c, LLVMValueRef fn, LLVMValueRef **rts) {
   c->base = arena_alloc(c->m->arena, sizeof *c->base * (size_t)(lk->nbufs + 1));
   for (int i = 0; i < lk->nbufs; i++) {
     LLVMValueRef v = LLVMGetParam(fn, (unsigned)p++);
-    c->base[i] = lk->bufs[i].kind == LFB_CONST ? device_const(c, &lk->bufs[i]) : v;
+    c->base[i] = lk->bufs[i].kind == LFB_CONST ? cg_const_tensor(c, &lk->bufs[i], 1) : v; /* global memory */
   }
   c->env = arena_alloc(c->m->arena, sizeof *c->env * (size_t)(k->nsyms + 1));
   for (int s = 0; s < k->nsyms; s++) c->env[s] = LLVMGetParam(fn, (unsigned)p++);
@@ -161,6 +147,20 @@ LLVMValueRef cu_shared(Cg *c, LLVMTypeRef t, int n, const char *name) {
 void cu_mark_kernel(Cg *c, LLVMValueRef fn) {
   LLVMValueRef md[3] = {fn, LLVMMDStringInContext(c->ctx, "kernel", 6), i32c(c, 1)};
   LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMDNodeInContext(c->ctx, md, 3));
+}
+
+void cu_split_rowmajor(Cg *c, LLVMValueRef i, const Sym *const *ext, int n, LLVMValueRef *iv) {
+  for (int d = n - 1; d >= 0; d--) {
+    LLVMValueRef e = cg_sym_val(c, ext[d]);
+    iv[d] = d ? LLVMBuildURem(c->b, i, e, "") : i;
+    if (d) i = LLVMBuildUDiv(c->b, i, e, "");
+  }
+}
+
+LLVMValueRef cu_outer_product(Cg *c, const LfNest *n, int from, int to) {
+  LLVMValueRef t = i64c(c, 1);
+  for (int l = from; l < to; l++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->shape[l]), "");
+  return t;
 }
 
 LLVMValueRef cu_loop_open(Cg *c, CuLoop *l, LLVMValueRef start, LLVMValueRef end,

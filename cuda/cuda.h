@@ -72,6 +72,11 @@ typedef struct CuLoop {
 LLVMValueRef cu_loop_open(Cg *c, CuLoop *l, LLVMValueRef start, LLVMValueRef end,
                           LLVMValueRef step);
 void cu_loop_close(Cg *c, CuLoop *l);
+/* iv[0 .. n) from linear index i, row-major over extents ext (iv[0]
+ * takes what is left, unreduced). */
+void cu_split_rowmajor(Cg *c, LLVMValueRef i, const Sym *const *ext, int n, LLVMValueRef *iv);
+/* The product of nest n's outer extents [from, to), i64. */
+LLVMValueRef cu_outer_product(Cg *c, const LfNest *n, int from, int to);
 /* The global thread index and the grid's thread count, i64. */
 LLVMValueRef cu_global_tid(Cg *c);
 LLVMValueRef cu_grid_threads(Cg *c);

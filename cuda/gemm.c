@@ -81,13 +81,16 @@ static LLVMValueRef clamp0(Cg *c, LLVMValueRef ok, LLVMValueRef i) { return sel(
 
 /* Batch indices of bt (row-major over the output's leading dims). */
 static void batch_index(G *g, LLVMValueRef *iv) {
-  Cg *c = g->c;
-  LLVMValueRef q = g->bt;
-  for (int d = g->n->rank - 3; d >= 0; d--) {
-    LLVMValueRef e = cg_sym_val(c, g->n->shape[d]);
-    iv[d] = d ? LLVMBuildURem(c->b, q, e, "") : q;
-    if (d) q = LLVMBuildUDiv(c->b, q, e, "");
-  }
+  cu_split_rowmajor(g->c, g->bt, g->n->shape, g->n->rank - 2, iv);
+}
+
+/* A conv's k = (ci KH + ky) KW + kx split into ci, ky, kx. */
+static void conv_k(G *g, LLVMValueRef k, LLVMValueRef *ckk) {
+  LLVMBuilderRef b = g->c->b;
+  LLVMValueRef khw = LLVMBuildMul(b, g->KH, g->KW, ""), r = LLVMBuildURem(b, k, khw, "");
+  ckk[0] = LLVMBuildUDiv(b, k, khw, "");
+  ckk[1] = LLVMBuildUDiv(b, r, g->KW, "");
+  ckk[2] = LLVMBuildURem(b, r, g->KW, "");
 }
 
 /* A(m, k) when ok (else 0). */
@@ -100,11 +103,8 @@ static LLVMValueRef elem_a(G *g, LLVMValueRef m, LLVMValueRef k, LLVMValueRef ok
     batch_index(g, iv);
     iv[R - 2] = m, iv[R - 1] = k;
   } else {
-    LLVMValueRef khw = LLVMBuildMul(c->b, g->KH, g->KW, ""), r = LLVMBuildURem(c->b, k, khw, "");
     iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, g->gi, g->og, ""), m, "");
-    iv[1] = LLVMBuildUDiv(c->b, k, khw, "");
-    iv[2] = LLVMBuildUDiv(c->b, r, g->KW, "");
-    iv[3] = LLVMBuildURem(c->b, r, g->KW, "");
+    conv_k(g, k, iv + 1); /* the weight [O, C/groups, KH, KW] */
   }
   return sel(c, ok, opnd(g, 0 + (g->n->reduce == OP_CONV2D), iv), LLVMConstNull(g->t));
 }
@@ -121,9 +121,9 @@ static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef o
     iv[R - 2] = k, iv[R - 1] = nn;
     return sel(c, ok, opnd(g, 1, iv), LLVMConstNull(g->t));
   }
-  LLVMValueRef khw = LLVMBuildMul(b, g->KH, g->KW, ""), r = LLVMBuildURem(b, k, khw, "");
-  LLVMValueRef ci = LLVMBuildUDiv(b, k, khw, ""), ky = LLVMBuildUDiv(b, r, g->KW, ""),
-               kx = LLVMBuildURem(b, r, g->KW, "");
+  LLVMValueRef ckk[3];
+  conv_k(g, k, ckk);
+  LLVMValueRef ci = ckk[0], ky = ckk[1], kx = ckk[2];
   LLVMValueRef oy = LLVMBuildUDiv(b, nn, g->OW, ""), ox = LLVMBuildURem(b, nn, g->OW, "");
   LLVMValueRef iy = LLVMBuildAdd(b, LLVMBuildSub(b, LLVMBuildMul(b, oy, g->attr[0], ""), g->attr[2], ""),
                                  LLVMBuildMul(b, ky, g->attr[4], ""), "");

@@ -8,9 +8,10 @@
  *     driver, makes the device's primary context current and loads the
  *     module (tdsl_cuda_prepare), allocates scratch (stream-ordered,
  *     tdsl_cuda_scratch);
- *  4. launches one device kernel per nest on the runtime's current
- *     stream (nests with no work are skipped), frees scratch in stream
- *     order and returns without synchronizing.
+ *  4. launches one device kernel per launch unit (a nest, or a row
+ *     group: cu_unit) on the runtime's current stream (units with no
+ *     work are skipped), frees scratch in stream order and returns
+ *     without synchronizing.
  * A failure before step 4 returns its code with nothing written.
  * Needs: cuda.h. */
 #include <string.h>
@@ -61,12 +62,6 @@ static LLVMValueRef blocks(Cg *c, LLVMValueRef a, int b, int64_t cap) {
   return cg_smin(c, n, i64c(c, cap), false);
 }
 
-static LLVMValueRef outer_count(Cg *c, const LfNest *n) {
-  LLVMValueRef t = i64c(c, 1);
-  for (int l = 0; l < n->rank; l++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->shape[l]), "");
-  return t;
-}
-
 static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, c->i32, ""); }
 
 /* Launches the kernel fn of the unit starting at nest n (unit nests: a
@@ -75,8 +70,7 @@ static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueR
   CuPlan p = cu_plan(n);
   LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
   if (unit > 1) { /* a block per row */
-    work = i64c(c, 1);
-    for (int l = 0; l < n->shared; l++) work = LLVMBuildMul(c->b, work, cg_sym_val(c, n->shape[l]), "");
+    work = cu_outer_product(c, n, 0, n->shared);
     g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
   } else if (p.kind == CU_GEMM) {
     LLVMValueRef M, N, K, batch;
@@ -86,10 +80,10 @@ static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueR
     g[2] = cg_smin(c, batch, i64c(c, 65535), false);
     work = LLVMBuildMul(c->b, LLVMBuildMul(c->b, M, N, ""), batch, "");
   } else if (p.kind == CU_ELEMWISE && cu_transposes(c->m->st, n, c->target)) {
-    work = outer_count(c, n); /* a block per 32 x 32 tile, at most */
+    work = cu_outer_product(c, n, 0, n->rank); /* a block per 32 x 32 tile, at most */
     g[0] = blocks(c, work, 1024, CU_MAX_BLOCKS);
   } else {
-    work = outer_count(c, n);
+    work = cu_outer_product(c, n, 0, n->rank);
     int per = p.kind == CU_ELEMWISE ? CU_BLOCK : CU_BLOCK / p.group;
     g[0] = blocks(c, work, per, CU_MAX_BLOCKS);
   }

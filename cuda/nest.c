@@ -29,23 +29,6 @@ static void rt_strides(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef **rts) {
   for (int l = 0; l < n->rank; l++) x->rt_stride[l] = rts[b->index][l];
 }
 
-/* Sets the loop variables of the virtual loops [k0, k1) of schedule s
- * from linear index i (virtual loop k1 - 1 fastest). */
-static void split_index(Cg *c, const LfNest *n, const LfSchedule *s, int k0, int k1,
-                        LLVMValueRef i, NestCtx *x) {
-  for (int k = k1 - 1; k >= k0; k--) {
-    LLVMValueRef ext = i64c(c, 1);
-    for (int m = 0; m < s->count[k]; m++) {
-      int l = s->order[s->first[k] + m];
-      ext = LLVMBuildMul(c->b, ext, cg_sym_val(c, lf_loop_extent(n, l)), "");
-      x->iv[l] = i64c(c, 0);
-    }
-    LLVMValueRef d = k > k0 ? LLVMBuildURem(c->b, i, ext, "") : i;
-    if (k > k0) i = LLVMBuildUDiv(c->b, i, ext, "");
-    x->iv[lf_schedule_var(s, k)] = d;
-  }
-}
-
 /* Product of the extents of virtual loops [k0, k1). */
 static LLVMValueRef extent_product(Cg *c, const LfNest *n, const LfSchedule *s, int k0, int k1) {
   LLVMValueRef t = i64c(c, 1);
@@ -56,10 +39,20 @@ static LLVMValueRef extent_product(Cg *c, const LfNest *n, const LfSchedule *s, 
 }
 
 /* Virtual loop k of s at index d: its carrier d, the loops it covers 0. */
-static void set_vloop(Cg *c, const LfNest *n, const LfSchedule *s, int k, LLVMValueRef d, NestCtx *x) {
-  (void)n;
+static void set_vloop(Cg *c, const LfSchedule *s, int k, LLVMValueRef d, NestCtx *x) {
   for (int m = 0; m < s->count[k]; m++) x->iv[s->order[s->first[k] + m]] = i64c(c, 0);
   x->iv[lf_schedule_var(s, k)] = d;
+}
+
+/* Sets the loop variables of the virtual loops [k0, k1) of schedule s
+ * from linear index i (virtual loop k1 - 1 fastest). */
+static void split_index(Cg *c, const LfNest *n, const LfSchedule *s, int k0, int k1,
+                        LLVMValueRef i, NestCtx *x) {
+  for (int k = k1 - 1; k >= k0; k--) {
+    LLVMValueRef ext = extent_product(c, n, s, k, k + 1);
+    set_vloop(c, s, k, k > k0 ? LLVMBuildURem(c->b, i, ext, "") : i, x);
+    if (k > k0) i = LLVMBuildUDiv(c->b, i, ext, "");
+  }
 }
 
 /* ---- transposing nests -----------------------------------------------------
@@ -75,6 +68,7 @@ enum { TT = 32 };
 
 static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule *s) {
   LLVMBuilderRef b = c->b;
+  if (s->tile != TT) ICE("the cuda schedule row's tile is %d, the kernels' %d", s->tile, TT);
   int ki = s->nouter - 1, kj = s->tile_k;
   LLVMValueRef Ei = extent_product(c, n, s, ki, ki + 1), Ej = extent_product(c, n, s, kj, kj + 1);
   LLVMValueRef ti = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ei, i64c(c, TT - 1), ""), i64c(c, TT), "");
@@ -97,7 +91,7 @@ static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule 
   for (int k = ki - 1; k >= 0; k--) { /* the other loops, row-major */
     if (k == kj) continue;
     LLVMValueRef e = extent_product(c, n, s, k, k + 1);
-    set_vloop(c, n, s, k, LLVMBuildURem(b, q, e, ""), x);
+    set_vloop(c, s, k, LLVMBuildURem(b, q, e, ""), x);
     q = LLVMBuildUDiv(b, q, e, "");
   }
   for (int phase = 0; phase < 2; phase++) {
@@ -111,8 +105,8 @@ static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule 
       LLVMBasicBlockRef then = block(c, "tile_el"), next = block(c, "tile_next");
       LLVMBuildCondBr(b, in, then, next);
       LLVMPositionBuilderAtEnd(b, then);
-      set_vloop(c, n, s, kj, j, x);
-      set_vloop(c, n, s, ki, i, x);
+      set_vloop(c, s, kj, j, x);
+      set_vloop(c, s, ki, i, x);
       LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, i64c(c, TT + 1), ""), jj, "");
       LLVMValueRef p = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
       if (!phase) {
@@ -284,12 +278,7 @@ static LLVMValueRef strided_reduce(Cg *c, const Red *r, NestCtx *x, LLVMValueRef
   for (int j = 0; j < n->nred; j++) total = LLVMBuildMul(c->b, total, cg_sym_val(c, n->red[j]), "");
   CuLoop l;
   LLVMValueRef j = cu_loop_open(c, &l, lane, total, i64c(c, G));
-  LLVMValueRef q = j;
-  for (int d = n->nred - 1; d >= 0; d--) {
-    LLVMValueRef e = cg_sym_val(c, n->red[d]);
-    x->iv[n->rank + d] = d ? LLVMBuildURem(c->b, q, e, "") : q;
-    if (d) q = LLVMBuildUDiv(c->b, q, e, "");
-  }
+  cu_split_rowmajor(c, j, n->red, n->nred, x->iv + n->rank);
   accumulate(c, r, x, acc, idx, j);
   cu_loop_close(c, &l);
   return total;
@@ -419,33 +408,18 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
  * the row was just read).  Reductions reduce over the block, elementwise
  * nests split the row's elements over the threads. */
 
-/* Loop variables l in [from, to) from linear index i, row-major. */
-static void split_rowmajor(Cg *c, const LfNest *n, int from, int to, LLVMValueRef i, NestCtx *x) {
-  for (int l = to - 1; l >= from; l--) {
-    LLVMValueRef e = cg_sym_val(c, lf_loop_extent(n, l));
-    x->iv[l] = l > from ? LLVMBuildURem(c->b, i, e, "") : i;
-    if (l > from) i = LLVMBuildUDiv(c->b, i, e, "");
-  }
-}
-
-static LLVMValueRef outer_product(Cg *c, const LfNest *n, int from, int to) {
-  LLVMValueRef t = i64c(c, 1);
-  for (int l = from; l < to; l++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->shape[l]), "");
-  return t;
-}
-
 static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef tid, int shared,
                          LLVMValueRef **rts) {
   NestCtx x = {.n = n};
   for (int l = 0; l < n->rank; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
   for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = cg_sym_val(c, n->red[l]);
   rt_strides(c, n, &x, rts);
-  split_rowmajor(c, n, 0, shared, row, &x);
-  LLVMValueRef rest = outer_product(c, n, shared, n->rank);
+  cu_split_rowmajor(c, row, n->shape, shared, x.iv);
+  LLVMValueRef rest = cu_outer_product(c, n, shared, n->rank);
   CuLoop l;
   if (n->reduce == OP_COUNT) {
     LLVMValueRef i = cu_loop_open(c, &l, tid, rest, i64c(c, CU_BLOCK));
-    split_rowmajor(c, n, shared, n->rank, i, &x);
+    cu_split_rowmajor(c, i, n->shape + shared, n->rank - shared, x.iv + shared);
     LLVMValueRef v = cg_eval(c, &x, n->value);
     cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
     cu_loop_close(c, &l);
@@ -454,7 +428,7 @@ static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef 
   }
   Red r = red_of(c, n);
   LLVMValueRef i = cu_loop_open(c, &l, i64c(c, 0), rest, i64c(c, 1));
-  split_rowmajor(c, n, shared, n->rank, i, &x);
+  cu_split_rowmajor(c, i, n->shape + shared, n->rank - shared, x.iv + shared);
   bool bounds = false;
   for (int j = 0; n->red_lo && j < n->nred; j++) bounds |= n->red_lo[j] != NULL;
   if (bounds) { /* windows: thread 0 alone */
@@ -475,7 +449,7 @@ void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn) {
   cu_unpack(c, fn, rts);
   int shared = first->shared;
   LLVMValueRef tid = LLVMBuildZExt(c->b, cu_sreg(c, "tid.x"), c->i64, "");
-  LLVMValueRef rows = outer_product(c, first, 0, shared);
+  LLVMValueRef rows = cu_outer_product(c, first, 0, shared);
   CuLoop l;
   LLVMValueRef row = cu_loop_open(c, &l, LLVMBuildZExt(c->b, cu_sreg(c, "ctaid.x"), c->i64, ""), rows,
                                   LLVMBuildZExt(c->b, cu_sreg(c, "nctaid.x"), c->i64, ""));

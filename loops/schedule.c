@@ -19,9 +19,7 @@ static const LfTarget targets[] = {
    * each kernel's thread index, over every outer loop (par_all: one
    * thread per outer iteration, grid-stride); tiles and GEMM blocks are
    * the backend's own (cuda/cuda.h) */
-  {.name = "cuda", .par_min_elems = 256, .par_all = true, .tile = 32,
-   .gemm_mr = 4, .gemm_mr_512 = 4, .gemm_nv = 4, .gemm_mc_panels = 16, .gemm_kc = 16,
-   .gemm_nc = 64},
+  {.name = "cuda", .par_min_elems = 256, .par_all = true, .tile = 32},
 };
 
 const LfTarget *lf_target_params(const char *name) {
