@@ -12,6 +12,8 @@
 
 /* ---- expressions -------------------------------------------------------- */
 
+LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
+
 /* Address of a's element at the current loop variables; n: how many loop
  * variables a's strides cover (loads: all, stores: the outer ones). */
 LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
@@ -34,6 +36,9 @@ LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
       if (!sym_is(a->stride[l], 0))
         idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], cg_sym_val(c, a->stride[l]), ""), "");
   }
+  if (a->dyn) /* indexing by tensors: the index (in range: checked) times its stride */
+    idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, cg_eval(c, x, a->dyn),
+                                               cg_sym_val(c, a->dyn_stride), ""), "");
   if (!c->base[a->buf]) ICE("address of buffer %d, which has no memory", a->buf);
   return LLVMBuildGEP2(c->b, cg_storage_type(c, dt), c->base[a->buf], &idx, 1, "");
 }

@@ -24,6 +24,7 @@
 
 #define MAXL (2 * TDSL_MAX_RANK)
 /* The runtime's error codes (<tdsl/runtime.h>), for generated code. */
+#define E_INDEX (-17)
 #define E_NOMEM (-15)
 #define E_CHECK (-12)
 #define E_OVERFLOW (-7)

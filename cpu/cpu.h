@@ -98,6 +98,8 @@ void cpu_outline_close(Cg *c, Outlined *o);
  * n's output strides (0 for static ones). */
 LLVMValueRef cpu_fill_nest_ctx(Cg *c, const LfNest *n, const OutCtx *cx);
 void cpu_emit_nest_parallel(Cg *c, const LfNest *n);
+/* index_check.c: a check nest (loops.h), in the kernel function. */
+void cpu_emit_index_check(Cg *c, const LfNest *n);
 void cpu_emit_group_parallel(Cg *c, const LfNest *g);
 
 /* ---- gemm_nest.c ---------------------------------------------------------- */

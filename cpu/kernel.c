@@ -16,6 +16,10 @@
 #include "cpu.h"
 
 static void emit_nest(Cg *c, const LfNest *n) {
+  if (n->check) {
+    cpu_emit_index_check(c, n);
+    return;
+  }
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
     cpu_emit_gemm_nest(c, n);
     return;

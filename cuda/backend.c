@@ -51,6 +51,7 @@ int cu_unit(const LfKernel *lk, int i, int opt) {
   for (int j = 0; opt > 0 && j < i; j++) /* inside an earlier group? */
     if (lk->nests[j].group > 1 && i < j + lk->nests[j].group) return 0;
   const LfNest *n = &lk->nests[i];
+  if (n->check) return 0; /* index checks do not run on the device (docs/cuda.md) */
   return opt > 0 && n->group > 1 && n->shared > 0 ? n->group : 1;
 }
 

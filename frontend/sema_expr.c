@@ -176,6 +176,7 @@ static SVal fold_numbers(Sema *s, BinOp op, const SVal *a, const SVal *b,
 static const Builtin *const families[] = {
     sema_elementwise_builtins, sema_view_builtins, sema_reduce_builtins,
     sema_matmul_builtins,      sema_conv_builtins, sema_factory_builtins,
+    sema_index_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 
@@ -468,7 +469,8 @@ static SVal eval_index(Sema *s, const Expr *e) {
       d += rank - consumed; /* the ellipsis stands for the unindexed dims */
       continue;
     }
-    cur = sema_index_item(s, cur.ref, &it[i], &d);
+    cur = it[i].kind == SV_TENSOR ? sema_index_tensor(s, cur.ref, &d, &it[i])
+                                  : sema_index_item(s, cur.ref, &it[i], &d);
   }
   if (cur.kind == SV_TENSOR) cur.loc = e->loc;
   return cur;

@@ -12,7 +12,8 @@
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
- *   sema_conv.c  sema_factory.c        the op families, each with the
+ *   sema_conv.c  sema_factory.c  sema_index.c
+ *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
  *   sema_values.c       SVals, appending IR values, promotion, names
@@ -302,6 +303,12 @@ extern const Builtin sema_matmul_builtins[];
 
 extern const Builtin sema_conv_builtins[];      /* sema_conv.c */
 extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
+/* sema_index.c: index_select & co.; x[...] with one integer tensor at
+ * dim *d (advanced indexing: negative indices wrap), which
+ * sema_index_tensor_ok checks first (i64; masks are not supported). */
+extern const Builtin sema_index_builtins[];
+bool sema_index_tensor_ok(Sema *s, const SVal *it);
+SVal sema_index_tensor(Sema *s, IrRef x, int *d, const SVal *it);
 
 /* ---- sema_expr.c ---- */
 

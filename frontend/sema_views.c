@@ -698,7 +698,7 @@ SVal sema_index_item(Sema *s, IrRef cur, const SVal *it, int *d) {
  * consume, or -1 after reporting. */
 int sema_index_check(Sema *s, IrRef x, const SVal *it, int n, Loc loc,
                      int *ellipsis) {
-  int consumed = 0;
+  int consumed = 0, ntensors = 0;
   *ellipsis = -1;
   for (int i = 0; i < n; i++) {
     switch (it[i].kind) {
@@ -712,14 +712,19 @@ int sema_index_check(Sema *s, IrRef x, const SVal *it, int n, Loc loc,
       }
       *ellipsis = i;
       break;
-    case SV_TENSOR:
-      diag_error(s->d, it[i].loc,
-                 "indexing with a tensor is not supported; use ints, slices, "
-                 "None and ...");
-      return -1;
+    case SV_TENSOR: /* one integer tensor (sema_index.c) */
+      if (ntensors++) {
+        diag_error(s->d, it[i].loc,
+                   "indexing with more than one tensor is not supported; "
+                   "index with one tensor (and ints, slices, None, ...)");
+        return -1;
+      }
+      if (!sema_index_tensor_ok(s, &it[i])) return -1;
+      consumed++;
+      break;
     default:
       diag_error(s->d, it[i].loc,
-                 "an index must be an int, a slice, None or ..., got %s",
+                 "an index must be an int, a slice, None, ... or a tensor, got %s",
                  sv_kind_name(&it[i]));
       return -1;
     }

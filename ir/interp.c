@@ -859,6 +859,61 @@ static int eval_pool(Ctx *c, const IrValue *v, RtVal *rv) {
   return rc;
 }
 
+/* ---- indexing by tensors ---- */
+
+/* INDEX and GATHER (ops.h): every index is checked before anything is
+ * computed; out of range (after wrapping negatives with IRF_WRAP) is the
+ * error generated code reports as TDSL_E_INDEX, with the same message. */
+static int eval_index(Ctx *c, IrRef r, const IrValue *v, RtVal *rv) {
+  const RtVal *x = &c->vals[v->args[0]], *ix = &c->vals[v->args[1]];
+  int d = (int)attr(c, v, 0), xr = x->t.rank;
+  int64_t size = xr > 0 ? x->t.shape[d] : 1, rst[TDSL_MAX_RANK];
+  Scalar *xs = gather(c, &x->t, x->numel), *is = NULL, *out = NULL;
+  int rc = -1;
+  if (!xs || !(is = gather(c, &ix->t, ix->numel)) || !(out = xcalloc(c, rv->numel, sizeof *out)))
+    goto done;
+  for (int64_t i = 0; i < ix->numel; i++) {
+    int64_t j = is[i].i;
+    if ((v->flags & IRF_WRAP) && j < 0) j += size;
+    if (j < 0 || j >= size) {
+      char fmt[512];
+      snprintf(fmt, sizeof fmt, "%s", ir_index_message(c->m->arena, c->k, r));
+      fail(c, fmt, (long long)is[i].i, (long long)size);
+      goto done;
+    }
+    is[i].i = j;
+  }
+  for (int k = xr - 1; k >= 0; k--) /* x's row-major strides */
+    rst[k] = k == xr - 1 ? 1 : rst[k + 1] * x->t.shape[k + 1];
+  if (v->op == OP_INDEX) {
+    int64_t outer = 1, inner = 1, ni = ix->numel;
+    for (int k = 0; k < d; k++) outer *= x->t.shape[k];
+    for (int k = d + 1; k < xr; k++) inner *= x->t.shape[k];
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < ni; j++)
+        for (int64_t i = 0; i < inner; i++)
+          out[(o * ni + j) * inner + i] = xs[(o * size + is[j].i) * inner + i];
+  } else {
+    int64_t p[TDSL_MAX_RANK] = {0};
+    for (int64_t i = 0; i < rv->numel; i++) {
+      int64_t a = 0;
+      for (int k = 0; k < xr; k++) a += (k == d ? is[i].i : p[k]) * rst[k];
+      out[i] = xs[a];
+      for (int k = rv->t.rank - 1; k >= 0; k--) {
+        if (++p[k] < rv->t.shape[k]) break;
+        p[k] = 0;
+      }
+    }
+  }
+  scatter(&rv->t, out, rv->numel);
+  rc = 0;
+done:
+  free(xs);
+  free(is);
+  free(out);
+  return rc;
+}
+
 /* ---- driver ---- */
 
 static int eval_value(Ctx *c, IrRef r) {
@@ -881,6 +936,7 @@ static int eval_value(Ctx *c, IrRef r) {
   case IRK_MATMUL: return eval_matmul(c, v, rv);
   case IRK_CONV: return eval_conv(c, v, rv);
   case IRK_POOL: return eval_pool(c, v, rv);
+  case IRK_INDEX: return eval_index(c, r, v, rv);
   default: ICE("interp: unhandled op %s", op_name(v->op));
   }
 }

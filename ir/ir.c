@@ -108,6 +108,25 @@ IrRef ir_storage_root(const IrKernel *k, IrRef r) {
   return r;
 }
 
+const char *ir_index_message(Arena *a, const IrKernel *k, IrRef r) {
+  const IrValue *v = &k->values[r];
+  IrRef x = v->args[0];
+  const char *name = NULL;
+  for (IrRef t = x; !name;) {
+    const IrValue *w = &k->values[t];
+    if (w->name) name = arena_printf(a, "'%s'", w->name);
+    else if (w->op == OP_PARAM) name = arena_printf(a, "'%s'", k->params[w->value.i].name);
+    else if (op_kind(w->op) != IRK_VIEW)
+      name = arena_printf(a, "the %s at %d:%d", op_name(w->op), w->loc.line, w->loc.col);
+    else t = w->args[0];
+  }
+  int64_t d = 0;
+  sym_is_const(v->attrs[0], &d);
+  return arena_printf(a, "%s at %d:%d: index %%lld is out of range for dim %d of %s "
+                      "(size %%lld)", v->op == OP_GATHER ? "gather" : "index", v->loc.line,
+                      v->loc.col, (int)d, name);
+}
+
 /* live[r]: r is kept.  Users follow their operands, so one backward walk
  * sees every user of r before r itself. */
 static void mark_live(const IrKernel *k, const bool *drop_ok, bool *live) {

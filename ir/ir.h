@@ -48,6 +48,8 @@ enum {
   IRF_BIAS = 1 << 7,     /* LAYER_NORM/CONV2D have bias */
   IRF_INLINE = 1 << 8,   /* pass fuse: computed inside each user (no loop
                             nest, no buffer); lowering at -O1+ obeys it */
+  IRF_WRAP = 1 << 9,     /* INDEX/GATHER: negative indices count from the end */
+  IRF_INBOUNDS = 1 << 10, /* INDEX/GATHER: indices known in range (no check) */
 };
 
 typedef struct IrValue {
@@ -176,6 +178,13 @@ const Sym *ir_numel(IrModule *m, const IrValue *v);
  * and offset 0 that is max(numel, 1) (equal when no dim is 0, and then
  * nothing is addressed), written so. */
 const Sym *ir_dense_extent(IrModule *m, const IrValue *v);
+/* The run-time message of INDEX/GATHER value r's failed index check, a
+ * printf format with two %lld, the index and the size of the indexed dim:
+ * "index at 3:12: index %lld is out of range for dim 0 of 'x' (size
+ * %lld)" (the tensor: the source name of the indexed operand or of the
+ * value it views, else its op and position).  Generated code and the
+ * interpreter prefix "kernel 'K': ". */
+const char *ir_index_message(Arena *a, const IrKernel *k, IrRef r);
 /* Follows view operands back to the value that owns the storage. */
 IrRef ir_storage_root(const IrKernel *k, IrRef r);
 

@@ -225,7 +225,16 @@
   OP(AVG_POOL2D, "avg_pool2d", 1, IRK_POOL, DR_NA, 1, NONE) /* same;                 \
                                      count_include_pad */                             \
   OP(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", 1, IRK_POOL, DR_NA, 1, NONE)         \
-                                  /* output size is the result's H, W */
+                                  /* output size is the result's H, W */              \
+  /* indexing by tensors (x, index; the index i64 or i32): attrs[0] = dim d of x;    \
+   * IRF_WRAP: a negative index counts from the end (advanced indexing);             \
+   * IRF_INBOUNDS: sema built the index and knows it in range (flip, decompositions), \
+   * no run-time check; else an index out of range is TDSL_E_INDEX */                 \
+  OP(INDEX, "index", 2, IRK_INDEX, DR_NA, 1, NONE)    /* index_select, x[idx]:        \
+                                     shape x[:d] + index.shape + x[d+1:] */           \
+  OP(GATHER, "gather", 2, IRK_INDEX, DR_NA, 1, NONE)  /* gather, take_along_dim:      \
+                                     index's shape, same rank as x; out[i] =          \
+                                     x[i with dim d replaced by index[i]] */
 /* clang-format on */
 
 typedef enum Op {
@@ -247,7 +256,8 @@ typedef enum OpKind {
   IRK_NORM,
   IRK_MATMUL,
   IRK_CONV,
-  IRK_POOL
+  IRK_POOL,
+  IRK_INDEX
 } OpKind;
 
 /* How an elementwise op's dtypes follow from its input dtype (the

@@ -64,7 +64,8 @@
 
 static const char *const flag_names[] = {"wrapped", "implicit", "keepdim",
                                          "tanh",    "cl",       "clone",
-                                         "weight",  "bias",     "inline"};
+                                         "weight",  "bias",     "inline",
+                                         "wrap",    "inbounds"};
 
 /* Shortest of %.15g..%.17g that reads back to the same double. */
 static void print_double(FILE *f, double v) {
@@ -202,7 +203,7 @@ static void print_value(FILE *f, const IrKernel *k, IrRef r) {
     print_scalar(f, v->dtype, v->value);
   }
   print_data(f, v);
-  for (int i = 0; i < 9; i++)
+  for (int i = 0; i < 11; i++)
     if (v->flags & (1 << i)) fprintf(f, " %s", flag_names[i]);
   if (v->slot > 0) fprintf(f, " slot %d", v->slot);
   if (v->out > 0) fprintf(f, " out %d", v->out - 1);

@@ -764,8 +764,9 @@ static void store_data(Reader *R, IrValue *v, const Num *d, int n, Loc at) {
 static int flag_bit(Reader *R) {
   static const char *const names[] = {"wrapped", "implicit", "keepdim",
                                       "tanh",    "cl",       "clone",
-                                      "weight",  "bias",     "inline"};
-  for (int i = 0; i < 9; i++)
+                                      "weight",  "bias",     "inline",
+                                      "wrap",    "inbounds"};
+  for (int i = 0; i < 11; i++)
     if (is_word(R, names[i])) return 1 << i;
   return 0;
 }

@@ -501,6 +501,40 @@ static void check_pool(Ctx *c, IrRef r, const IrValue *v) {
            "input's");
 }
 
+/* ---- indexing by tensors ---- */
+
+/* INDEX: x.shape[:d] + index.shape + x.shape[d+1:]; GATHER: index's shape,
+ * the same rank as x (ops.h).  The index is i64 or i32. */
+static void check_index(Ctx *c, IrRef r, const IrValue *v) {
+  const IrValue *x = arg(c, v, 0), *ix = arg(c, v, 1);
+  int64_t d;
+  want_dtype(c, r, v, 0, v->dtype);
+  if (ix->dtype != DT_I64 && ix->dtype != DT_I32)
+    bad_value(c, r, "index operand is %s, expected i64 or i32", dt(ix->dtype));
+  if (!want_nattrs(c, r, v, 1) || !attr_in(c, r, v, 0, 0, x->rank > 0 ? x->rank : 1, &d)) return;
+  if (v->op == OP_GATHER) {
+    if (ix->rank != x->rank && !(x->rank == 0 && ix->rank <= 1))
+      bad_value(c, r, "index has rank %d, x rank %d", ix->rank, x->rank);
+    else if (v->rank != ix->rank)
+      bad_value(c, r, "result has rank %d, the index %d", v->rank, ix->rank);
+    else
+      for (int j = 0; j < v->rank; j++)
+        if (v->shape[j] != ix->shape[j]) bad_value(c, r, "dim %d is not the index's", j);
+    return;
+  }
+  int xr = x->rank > 0 ? x->rank : 1;
+  if (v->rank != xr - 1 + ix->rank) {
+    bad_value(c, r, "result has rank %d, expected %d", v->rank, xr - 1 + ix->rank);
+    return;
+  }
+  for (int j = 0; j < v->rank; j++) {
+    const Sym *want = j < d ? x->shape[j]
+                      : j < d + ix->rank ? ix->shape[j - d]
+                                         : x->shape[j - ix->rank + 1];
+    if (v->shape[j] != want) bad_value(c, r, "dim %d is not %s", j, str(c, want));
+  }
+}
+
 /* ---- values and kernel tables ---- */
 
 /* Pass annotations: only a computed value is inlined or gets a scratch
@@ -547,6 +581,7 @@ static void check_value(Ctx *c, IrRef r) {
   case IRK_MATMUL: check_matmul(c, r, v); break;
   case IRK_CONV: check_conv(c, r, v); break;
   case IRK_POOL: check_pool(c, r, v); break;
+  case IRK_INDEX: check_index(c, r, v); break;
   }
 }
 

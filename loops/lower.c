@@ -23,6 +23,7 @@ typedef struct Lower {
   int *buf_of; /* per IR value: its buffer when it is a storage root */
   bool *inl;   /* per IR value: computed inside its users (IRF_INLINE) */
   IrRef epi;   /* the inlined GEMM value read by the nest being built, or -1 */
+  int front;   /* check nests of input indices, to run first */
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -665,6 +666,86 @@ static void epilogue_nest(Lower *L, LfNest *n) {
   n->cstore = epilogue_in_place(L, n, v) ? n->store : dense_store(L, g);
 }
 
+/* ---- indexing by tensors (loops.h) ---- */
+
+/* Whether the index operand idx reads a parameter or constant table
+ * (its check can run before every nest). */
+static bool index_is_input(Lower *L, IrRef idx) {
+  Op op = ir_val(L->k, ir_storage_root(L->k, idx))->op;
+  return op == OP_PARAM || op == OP_TENSOR;
+}
+
+/* The check nest of INDEX/GATHER value r: over the index operand's own
+ * dims, the raw index. */
+static void check_nest(Lower *L, IrRef r, const Sym *bound) {
+  const IrValue *v = ir_val(L->k, r), *ix = ir_val(L->k, v->args[1]);
+  LfCheck *ck = zalloc(L, sizeof *ck);
+  ck->bound = bound;
+  ck->wrap = v->flags & IRF_WRAP;
+  ck->msg = ir_index_message(L->m->arena, L->k, r);
+  LfNest *n = add_nest(L);
+  n->rank = ix->rank;
+  n->shape = ix->shape;
+  n->value = cast(L, load(L, v->args[1], identity(L, ix->rank), ix->rank), DT_I64);
+  n->store = (LfAccess){.buf = -1, .offset = sym_const(L->st, 0)};
+  n->store.stride = zalloc(L, sizeof *n->store.stride * (size_t)(ix->rank + 1));
+  for (int l = 0; l < ix->rank; l++) n->store.stride[l] = sym_const(L->st, 0);
+  n->dtype = DT_I64;
+  n->src = r;
+  n->check = ck;
+}
+
+/* INDEX: x's dims before d, the index's, x's after; GATHER: the index's
+ * dims, x's dim d replaced by the index.  One nest, x's load with the
+ * index as its dynamic term (loops.h); the check nest before it unless
+ * the indices are known in range. */
+static void lower_index(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]), *ix = ir_val(L->k, v->args[1]);
+  int64_t d;
+  if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
+  int xmap[TDSL_MAX_RANK], imap[TDSL_MAX_RANK];
+  for (int k = 0; k < x->rank; k++)
+    xmap[k] = k == d ? -1 : v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank;
+  for (int j = 0; j < ix->rank; j++) imap[j] = v->op == OP_GATHER ? j : (int)d + j;
+  const Sym *size = x->shape[d];
+  if (!(v->flags & IRF_INBOUNDS)) {
+    check_nest(L, r, size);
+    if (index_is_input(L, v->args[1])) L->front++;
+  }
+  LfExpr *i = cast(L, load(L, v->args[1], imap, v->rank), DT_I64);
+  if (v->flags & IRF_WRAP) { /* i < 0 ? i + size : i */
+    LfExpr *w = op2(L, OP_WHERE, DT_I64, op2(L, OP_LT, DT_BOOL, i, iconst(L, 0)),
+                    op2(L, OP_ADD, DT_I64, i, isym(L, size)));
+    w->nargs = 3;
+    w->args[2] = i;
+    i = w;
+  }
+  LfExpr *e = expr(L, LFE_LOAD, x->dtype);
+  e->acc = access(L, v->args[0], xmap, v->rank);
+  e->acc.dyn = i;
+  e->acc.dyn_stride = strides(L, x)[d];
+  LfNest *n = add_nest(L);
+  n->rank = v->rank;
+  n->shape = v->shape;
+  n->value = e;
+  n->store = dense_store(L, r);
+  n->dtype = v->dtype;
+  n->src = r;
+}
+
+/* Moves the check nests of input indices (L->front of them, in order)
+ * before every other nest. */
+static void checks_first(Lower *L) {
+  LfKernel *lk = L->lk;
+  for (int i = 0, to = 0; i < lk->nnests && to < L->front; i++) {
+    LfNest *n = &lk->nests[i];
+    if (!n->check || !index_is_input(L, ir_val(L->k, n->src)->args[1])) continue;
+    LfNest c = *n;
+    memmove(&lk->nests[to + 1], &lk->nests[to], sizeof c * (size_t)(i - to));
+    lk->nests[to++] = c;
+  }
+}
+
 /* -O1+: the nest just added for rank-4 value r stored channels-last
  * (pass choose-layout or PyTorch's rules) loops N H W C, so its store
  * runs along memory. */
@@ -694,6 +775,10 @@ static void lower_value(Lower *L, IrRef r) {
   }
   if (kind == IRK_MATMUL || kind == IRK_CONV) {
     lower_gemm(L, r);
+    return;
+  }
+  if (kind == IRK_INDEX) {
+    lower_index(L, r);
     return;
   }
   LfNest *n = add_nest(L);
@@ -772,5 +857,6 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level) {
   int first = L.lk->nnests;
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
   gemm_copies_first(L.lk, first);
+  checks_first(&L);
   return L.lk;
 }

@@ -112,6 +112,8 @@ static void print_term(Printer *p, bool *first, const char *var, int l, const Sy
 }
 
 /* a over n loop variables named var0, var1, ... */
+static void print_expr(Printer *p, const LfExpr *e, int nloops, const char *var);
+
 static void print_access(Printer *p, const LfAccess *a, int n, const char *var) {
   FILE *f = p->f;
   bool first = true;
@@ -140,6 +142,16 @@ static void print_access(Printer *p, const LfAccess *a, int n, const char *var) 
     first = false;
   } else {
     for (int l = 0; l < n; l++) print_term(p, &first, var, l, a->stride[l]);
+  }
+  if (a->dyn) { /* indexing by tensors: + (index)*stride */
+    term_sep(p, &first);
+    fputc('(', f);
+    print_expr(p, a->dyn, n, var);
+    fputc(')', f);
+    if (!sym_is(a->dyn_stride, 1)) {
+      fputc('*', f);
+      sym_print(f, a->dyn_stride);
+    }
   }
   if (first) fputc('0', f);
   fputc(']', f);
@@ -228,6 +240,7 @@ static void print_heading(Printer *p, int i, int depth) {
   const LfNest *n = &p->lk->nests[i];
   indent(p, depth);
   fprintf(p->f, "nest %d: ", i);
+  if (n->check) fputs("index check of ", p->f);
   if (n->src < 0) { /* its store is the output's buffer */
     fprintf(p->f, "result copy to out%d\n", p->lk->bufs[n->store.buf].index);
     return;
@@ -347,6 +360,15 @@ static void print_nest(Printer *p, int i, int depth) {
     return;
   }
   print_schedule(p, n, depth + 1);
+  if (n->check) { /* "check 0 <= b1[i0] < N" */
+    indent(p, depth + 1);
+    fprintf(p->f, "check %s <= ", n->check->wrap ? "-bound" : "0");
+    print_expr(p, n->value, n->rank, "i");
+    fputs(" < bound = ", p->f);
+    sym_print(p->f, n->check->bound);
+    fputs(", else TDSL_E_INDEX\n", p->f);
+    return;
+  }
   print_store(p, n, n->value, n->rank + n->nred, depth + 1);
   if (!n->post) return;
   indent(p, depth + 1);

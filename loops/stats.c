@@ -13,15 +13,32 @@ static void *zalloc_arena(Arena *a, size_t n) {
   return p;
 }
 
+/* Marks the loops expression e depends on. */
+static void expr_deps(const LfExpr *e, int nl, bool *dep) {
+  if ((e->kind == LFE_INDEX || e->kind == LFE_ARANGE) && e->loop >= 0 && e->loop < nl)
+    dep[e->loop] = true;
+  if (e->kind == LFE_LOAD) {
+    for (int l = 0; l < nl && e->acc.stride && !e->acc.lin_rank && !e->acc.rt_strides; l++)
+      dep[l] |= !sym_is(e->acc.stride[l], 0);
+    if (e->acc.lin_rank || e->acc.rt_strides)
+      for (int l = 0; l < nl; l++) dep[l] = true;
+    if (e->acc.dyn) expr_deps(e->acc.dyn, nl, dep);
+  }
+  for (int j = 0; j < e->nargs && j < 3; j++) expr_deps(e->args[j], nl, dep);
+}
+
 /* Distinct-address model: a load counts once per iteration of the loops
  * its address depends on (loads invariant in a loop stay in a register
  * or in cache across it). */
 static const Sym *load_count(SymTab *st, const LfExpr *e, const Sym *const *ext, int nl,
                              const Sym *count) {
   if (e->acc.lin_rank > 0 || e->acc.rt_strides || !e->acc.stride) return count;
+  bool dep[2 * TDSL_MAX_RANK + 4] = {false};
+  for (int l = 0; l < nl; l++) dep[l] = !sym_is(e->acc.stride[l], 0);
+  if (e->acc.dyn) expr_deps(e->acc.dyn, nl, dep); /* the loops its index reads */
   const Sym *c = sym_const(st, 1);
   for (int l = 0; l < nl; l++)
-    if (!sym_is(e->acc.stride[l], 0)) c = sym_mul(st, c, ext[l]);
+    if (dep[l]) c = sym_mul(st, c, ext[l]);
   return c;
 }
 
@@ -38,6 +55,8 @@ static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
   if (e->kind == LFE_LOAD && hot) hot[e->acc.buf] = true;
   for (int i = 0; i < e->nargs && i < 3; i++)
     b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count, ext, nl, hot));
+  if (e->kind == LFE_LOAD && e->acc.dyn) /* the index's own loads */
+    b = sym_add(st, b, expr_bytes(st, lk, e->acc.dyn, count, ext, nl, hot));
   return b;
 }
 
@@ -51,6 +70,7 @@ static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, b
   for (int l = 0; l < n->rank; l++) ext[nl++] = n->shape[l];
   for (int l = 0; l < n->nred; l++) ext[nl++] = n->red[l];
   const Sym *outer = sym_prod(st, n->shape, n->rank);
+  if (n->check) return expr_bytes(st, lk, n->value, outer, ext, nl, NULL); /* no store */
   const Sym *b = sym_mul(st, outer, sym_const(st, dtype_size(n->dtype)));
   if (hot && hot[n->store.buf]) b = sym_const(st, 0);
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {

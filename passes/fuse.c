@@ -66,7 +66,8 @@ typedef enum Block {
   BLK_VIEW,    /* read through a view whose index map does not compose */
   BLK_RESHAPE, /* read by RESHAPE (linear index) */
   BLK_GEMM,    /* an operand of matmul/conv2d: packed anyway */
-  BLK_WHOLE    /* read by a normalization or pool nest */
+  BLK_WHOLE,   /* read by a normalization or pool nest */
+  BLK_INDEXED  /* the input of INDEX/GATHER: read at run-time positions */
 } Block;
 
 typedef struct Uses {
@@ -98,10 +99,12 @@ static bool candidate(Op op) {
   return kd == IRK_UNARY || kd == IRK_BINARY || kd == IRK_COMPARE || kd == IRK_TERNARY;
 }
 
-/* Why consumer op cannot read an operand as an expression (BLK_NONE: it
- * can). */
-static Block consumer_block(Op op) {
+/* Why consumer op cannot read its operand j as an expression (BLK_NONE:
+ * it can).  INDEX/GATHER read their index as one (loops.h: the dynamic
+ * term), their input at run-time positions (from memory). */
+static Block consumer_block(Op op, int j) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
+  if (op_kind(op) == IRK_INDEX) return j == 1 ? BLK_NONE : BLK_INDEXED;
   if (candidate(op) || op_kind(op) == IRK_REDUCE) return BLK_NONE;
   OpKind kd = op_kind(op);
   return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
@@ -117,13 +120,14 @@ static bool broadcasts(const IrKernel *k, IrRef a) {
   return false;
 }
 
-static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef a, Op op) {
+static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef a, Op op,
+                    int j) {
   IrRef root = ir_storage_root(k, a);
   Uses *x = &u[root];
   if (x->n++ == 0) x->first = reader;
   x->bcast |= broadcasts(k, a);
   if (x->block != BLK_NONE) return;
-  Block b = reader >= 0 ? consumer_block(op) : BLK_NONE;
+  Block b = reader >= 0 ? consumer_block(op, j) : BLK_NONE;
   if (b == BLK_NONE && !view_ok(m, k, a)) b = BLK_VIEW, reader = a;
   if (b != BLK_NONE) x->block = b, x->via = reader;
 }
@@ -135,9 +139,9 @@ static Uses *count_uses(IrModule *m, const IrKernel *k) {
   for (IrRef r = 0; r < k->nvalues; r++) {
     const IrValue *v = ir_val(k, r);
     if (op_kind(v->op) == IRK_VIEW) continue;
-    for (int j = 0; j < v->nargs; j++) add_use(m, k, u, r, v->args[j], v->op);
+    for (int j = 0; j < v->nargs; j++) add_use(m, k, u, r, v->args[j], v->op, j);
   }
-  for (int i = 0; i < k->nresults; i++) add_use(m, k, u, -1, k->results[i].value, OP_COUNT);
+  for (int i = 0; i < k->nresults; i++) add_use(m, k, u, -1, k->results[i].value, OP_COUNT, 0);
   return u;
 }
 
@@ -194,6 +198,9 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
   case BLK_WHOLE:
     return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
                         who(m, c->k, u->via));
+  case BLK_INDEXED:
+    return arena_printf(m->arena, "indexed by %s, which reads it at positions its index "
+                        "tensor gives at run time", who(m, c->k, u->via));
   case BLK_NONE: break;
   }
   if (cost <= budget(c))
@@ -337,6 +344,8 @@ static void report_own_nest(PassCtx *c, IrRef r) {
                     : kd == IRK_NORM ? "a normalization needs whole rows for its "
                                        "statistics, so it runs its own loop nests"
                     : kd == IRK_POOL ? "a pooling window runs its own loop nest"
+                    : kd == IRK_INDEX ? "indexing by a tensor runs its own loop nest, "
+                                        "loading its input at the index's positions"
                     : v->op == OP_RESHAPE ? "a reshape copy reads its operand by linear "
                                             "index in its own loop nest"
                                           : "its rank is above the loop form's limit";

@@ -33,7 +33,10 @@
  * memory, taken before that GEMM computes anything; so no value is
  * placed in an output when a GEMM runs in a later nest (an epilogue GEMM
  * runs in its chain's last nest, loops/loops.h "Epilogues"; lowering puts
- * result copies that carry one before the other result copies).
+ * result copies that carry one before the other result copies).  Nor
+ * when a later INDEX/GATHER checks an index the kernel computes (its
+ * check runs at its own nest, loops.h "Indexing by tensors": a failed
+ * check must find every output untouched).
  *
  * Needs: passes.h, ir.h (storage.c: ir_owns_scratch, ir_scratch_bytes,
  * ir_planned_scratch_bytes).  Produces: slots and output placements on
@@ -84,6 +87,16 @@ static IrRef gemm_nest(const IrKernel *k, IrRef q) {
   return at;
 }
 
+/* Whether q is INDEX/GATHER whose index check runs at q's own nest (an
+ * index computed in the kernel, loops.h "Indexing by tensors"): no
+ * output may be written before it. */
+static bool checked_late(const IrKernel *k, IrRef q) {
+  const IrValue *v = ir_val(k, q);
+  if (op_kind(v->op) != IRK_INDEX || (v->flags & IRF_INBOUNDS)) return false;
+  Op root = ir_val(k, ir_storage_root(k, v->args[1]))->op;
+  return root != OP_PARAM && root != OP_TENSOR;
+}
+
 /* The first result whose output value r can be computed in, or -1. */
 static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
   const IrValue *v = ir_val(k, r);
@@ -91,6 +104,7 @@ static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
   for (IrRef q = 0; q < k->nvalues; q++) {
     OpKind kd = op_kind(ir_val(k, q)->op);
     if ((kd == IRK_MATMUL || kd == IRK_CONV) && gemm_nest(k, q) > r) return -1;
+    if (q > r && checked_late(k, q)) return -1;
   }
   size_t n = sizeof(const Sym *) * (size_t)(v->rank + 1);
   const Sym **want = arena_alloc(m->arena, n), **want1 = arena_alloc(m->arena, n);

@@ -211,6 +211,9 @@ ENV = {
     "hypot": _half(torch.hypot), "fmod": _exact_mod(torch.fmod),
     "remainder": _exact_mod(torch.remainder), "copysign": _half(torch.copysign),
     "logaddexp": _half(torch.logaddexp), "lerp": _half(torch.lerp),
+    # indexing by tensors (spec 4.5a)
+    "index_select": torch.index_select, "gather": torch.gather,
+    "take_along_dim": torch.take_along_dim, "embedding": F.embedding, "flip": torch.flip,
 }
 
 

@@ -57,6 +57,7 @@ extern "C" {
 #define TDSL_E_CUDA (-14)     /* the CUDA driver reported an error */
 #define TDSL_E_NOMEM (-15)    /* an allocation failed */
 #define TDSL_E_INVALID (-16)  /* bad argument to a runtime function */
+#define TDSL_E_INDEX (-17)    /* an index tensor's element is out of range */
 
 /* The code's name ("TDSL_E_RANK"); "TDSL_E_UNKNOWN" for other values. */
 const char *tdsl_strerror(int code);
