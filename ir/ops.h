@@ -225,7 +225,14 @@
   OP(AVG_POOL2D, "avg_pool2d", 1, IRK_POOL, DR_NA, 1, NONE) /* same;                 \
                                      count_include_pad */                             \
   OP(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", 1, IRK_POOL, DR_NA, 1, NONE)         \
-                                  /* output size is the result's H, W */
+                                  /* output size is the result's H, W */              \
+  /* joining (frontend/sema_join.c) */                                                \
+  OP(CAT, "cat", -1, IRK_JOIN, DR_NA, 1, NONE)        /* operands (>= 1) joined      \
+                                     along attrs[0] = dim: each has the result's      \
+                                     dtype and rank and its sizes but along dim,      \
+                                     where their sizes add up to the result's;        \
+                                     lowered to one nest per operand storing its      \
+                                     slice (loops/lower.c) */
 /* clang-format on */
 
 typedef enum Op {
@@ -247,7 +254,8 @@ typedef enum OpKind {
   IRK_NORM,
   IRK_MATMUL,
   IRK_CONV,
-  IRK_POOL
+  IRK_POOL,
+  IRK_JOIN
 } OpKind;
 
 /* How an elementwise op's dtypes follow from its input dtype (the

@@ -211,6 +211,11 @@ ENV = {
     "hypot": _half(torch.hypot), "fmod": _exact_mod(torch.fmod),
     "remainder": _exact_mod(torch.remainder), "copysign": _half(torch.copysign),
     "logaddexp": _half(torch.logaddexp), "lerp": _half(torch.lerp),
+    "inf": math.inf, "nan": math.nan,
+    "cat": torch.cat, "concat": torch.concat, "concatenate": getattr(torch, "concatenate", torch.concat),
+    "stack": torch.stack, "split": torch.split, "chunk": torch.chunk,
+    "unbind": torch.unbind, "roll": torch.roll, "tile": torch.tile,
+    "tril": torch.tril, "triu": torch.triu, "masked_fill": torch.masked_fill,
 }
 
 

@@ -12,26 +12,29 @@ endif
 syn keyword tdslKeyword     kernel nextgroup=tdslKernelName skipwhite
 syn match   tdslKernelName  "\h\w*" contained
 syn keyword tdslStatement   return
-syn keyword tdslConstant    true false True False None
+syn keyword tdslConstant    true false True False None inf nan
 syn keyword tdslType        bool i8 u8 i16 i32 i64 f16 bf16 f32 f64
 " A match, not a keyword, so that the builtin .contiguous( below wins.
 syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
 
 " Builtin functions and methods, only where they are called (name then
 " '('), so a variable named like one is left alone.
-syn match   tdslBuiltin     "\<\%(abs\|acos\|acosh\|adaptive_avg_pool2d\|amax\|amin\|arange\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(argmax\|argmin\|as_strided\|asin\|asinh\|atan\|atan2\|atanh\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|copysign\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(cos\|cosh\|diagonal\|elu\|erf\|exp\|exp2\|expand\|expand_as\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(expm1\|flatten\|floor\|fmod\|frac\|full\|gelu\|hardsigmoid\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(hardswish\|hardtanh\|hypot\|isfinite\|isinf\|isnan\|layer_norm\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(leaky_relu\|lerp\|log\|log10\|log1p\|log2\|log_softmax\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(logaddexp\|logical_not\|matmul\|max_pool2d\|maximum\|mean\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(minimum\|mish\|nan_to_num\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|remainder\|reshape\|round\|rsqrt\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softmax\|softplus\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(abs\|acos\|acosh\|adaptive_avg_pool2d\|amax\|amin\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(arange\|argmax\|argmin\|as_strided\|asin\|asinh\|atan\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(atan2\|atanh\|avg_pool2d\|cat\|ceil\|chunk\|clamp\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(clone\|concat\|concatenate\|contiguous\|conv2d\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(copysign\|cos\|cosh\|diagonal\|elu\|erf\|exp\|exp2\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(expand\|expand_as\|expm1\|flatten\|floor\|fmod\|frac\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(full\|gelu\|hardsigmoid\|hardswish\|hardtanh\|hypot\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(isfinite\|isinf\|isnan\|layer_norm\|leaky_relu\|lerp\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(log\|log10\|log1p\|log2\|log_softmax\|logaddexp\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(logical_not\|matmul\|max_pool2d\|maximum\|mean\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(minimum\|mish\|nan_to_num\|narrow\|neg\|ones\|permute\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(pow\|prod\|reciprocal\|relu\|remainder\|reshape\|round\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(rsqrt\|select\|sigmoid\|sign\|silu\|sin\|sinh\|softmax\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(softplus\|split\|sqrt\|squeeze\|stack\|sum\|t\|tan\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(tanh\|tensor\|to\|transpose\|trunc\|unbind\|unflatten\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
