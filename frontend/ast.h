@@ -85,10 +85,13 @@ typedef struct AstParam {
 typedef enum StmtKind { ST_ASSIGN, ST_RETURN } StmtKind;
 typedef struct Stmt {
   StmtKind kind;
-  const char *name; /* ST_ASSIGN target */
+  const char *name; /* ST_ASSIGN: the (first) target */
+  const char **names; /* ST_ASSIGN: every target, `a, b = ...` (ntargets) */
+  Loc *name_locs;
+  int ntargets;       /* 1: `a = ...`; more: unpacks a list of values */
   Expr **values;    /* ST_ASSIGN: one; ST_RETURN: nvalues */
   int nvalues;
-  Loc loc;          /* of the target name / the `return` keyword */
+  Loc loc;          /* of the (first) target name / the `return` keyword */
 } Stmt;
 
 typedef struct AstKernel {

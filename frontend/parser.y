@@ -33,6 +33,12 @@ typedef struct ExprD {
   bool chained; /* a comparison whose left operand is a comparison */
 } ExprD;
 
+/* One name an assignment binds. */
+typedef struct Target {
+  const char *name;
+  Loc loc;
+} Target;
+
 /* A call argument with the depth of its value's tree. */
 typedef struct ArgD {
   Arg arg;
@@ -164,7 +170,7 @@ static bool recover(ParseState *ps, int lookahead, int mode);
 %token POW "**" AT "@" AMP "&" PIPE "|" CARET "^" TILDE "~"
 
 %type <vec> kernels params params_opt results rtypes stmts rexprs exprs
-%type <vec> exprs_tc args args_opt items items_tc
+%type <vec> exprs_tc args args_opt items items_tc targets
 %type <kern> kernel
 %type <param> param
 %type <ty> type rtype
@@ -277,15 +283,33 @@ stmts:
   ;
 
 stmt:
-    NAME "=" expr {
+    targets "=" expr {
       Vec v = (Vec){0};
       push_expr(P, &v, $3);
-      $$ = (Stmt){.kind = ST_ASSIGN, .name = $1, .values = v.v,
-                  .nvalues = 1, .loc = @1};
+      const Target *t = $1.v;
+      const char **names = arena_alloc(P->a, sizeof *names * (size_t)$1.n);
+      Loc *locs = arena_alloc(P->a, sizeof *locs * (size_t)$1.n);
+      for (int i = 0; i < $1.n; i++) names[i] = t[i].name, locs[i] = t[i].loc;
+      $$ = (Stmt){.kind = ST_ASSIGN, .name = names[0], .names = names,
+                  .name_locs = locs, .ntargets = $1.n, .values = v.v,
+                  .nvalues = 1, .loc = locs[0]};
     }
   | "return" rexprs {
       $$ = (Stmt){.kind = ST_RETURN, .values = $2.v, .nvalues = $2.n,
                   .loc = @1};
+    }
+  ;
+
+/* `a, b, c = x.chunk(3)`: the targets of one assignment (Target). */
+targets:
+    NAME {
+      Target t = {$1, @1};
+      $$ = vec_one(P, &t, sizeof t);
+    }
+  | targets "," NAME {
+      Target t = {$3, @3};
+      $$ = $1;
+      vec_push(P, &$$, &t, sizeof t);
     }
   ;
 
@@ -824,6 +848,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner,
   yysymbol_kind_t set[YYNTOKENS];
   int n = yypcontext_expected_tokens(ctx, set, YYNTOKENS);
   if (n < 0) n = 0;
+  /* after a statement's first name: `=`, or `,` for more targets; only
+   * the `=` is worth suggesting */
+  if (n == 2 && has(set, n, YYSYMBOL_ASSIGN) && has(set, n, YYSYMBOL_COMMA)) {
+    set[0] = YYSYMBOL_ASSIGN;
+    n = 1;
+  }
   char found[96], want[160];
   describe_found(ps, tok, loc, found, sizeof found);
   const OpenBracket *ob =

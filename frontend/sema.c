@@ -300,6 +300,59 @@ static void sema_return(Sema *s, const AstKernel *ak, const Stmt *st) {
   for (int i = 0; i < st->nvalues; i++) check_return_value(s, st, i, vals[i]);
 }
 
+/* Python's name for a value that cannot be unpacked. */
+static const char *py_type(const SVal *v) {
+  switch (v->kind) {
+  case SV_INT: return "int";
+  case SV_FLOAT: return "float";
+  case SV_BOOL: return "bool";
+  case SV_NONE: return "NoneType";
+  case SV_STR: return "str";
+  default: return sv_kind_name(v);
+  }
+}
+
+/* `a = e`, or `a, b, ... = e` unpacking a tuple (split, chunk, unbind,
+ * var_mean, a list) or a tensor along dim 0, with Python's errors at the
+ * value. */
+static void sema_assign(Sema *s, const Stmt *st) {
+  SVal v = sema_eval(s, st->values[0]);
+  int n = st->ntargets > 0 ? st->ntargets : 1;
+  if (n == 1) {
+    sema_bind(s, st->name, v, st->loc);
+    return;
+  }
+  Loc at = st->values[0]->loc;
+  int64_t len;
+  if (v.kind == SV_TENSOR) {
+    const IrValue *x = sema_val(s, v.ref);
+    if (x->rank == 0) {
+      diag_error(s->d, at, "iteration over a 0-d tensor");
+      sema_note_origin(s, v.ref);
+      v = sv_error();
+    } else if (sym_is_const(x->shape[0], &len) && len != n) {
+      v.kind = SV_LIST; /* only the count matters: reported below */
+      v.nitems = (int)(len > n ? n + 1 : len);
+    } else {
+      v = sema_unbind(s, v.ref, 0, at);
+    }
+  } else if (v.kind != SV_LIST && v.kind != SV_ERROR) {
+    diag_error(s->d, at, "cannot unpack non-iterable %s object", py_type(&v));
+    v = sv_error();
+  }
+  if (v.kind == SV_LIST && v.nitems != n) {
+    if (v.nitems > n)
+      diag_error(s->d, at, "too many values to unpack (expected %d)", n);
+    else
+      diag_error(s->d, at, "not enough values to unpack (expected %d, got %d)",
+                 n, v.nitems);
+    v = sv_error();
+  }
+  for (int i = 0; i < n; i++)
+    sema_bind(s, st->names[i], v.kind == SV_LIST ? v.items[i] : sv_error(),
+              st->name_locs[i]);
+}
+
 static void sema_body(Sema *s, const AstKernel *ak) {
   int ret = -1;
   for (int i = 0; i < ak->nbody; i++) {
@@ -317,8 +370,7 @@ static void sema_body(Sema *s, const AstKernel *ak) {
       sema_return(s, ak, st);
       continue;
     }
-    SVal v = sema_eval(s, st->values[0]);
-    sema_bind(s, st->name, v, st->loc);
+    sema_assign(s, st);
   }
   if (ret < 0)
     diag_error(s->d, ak->loc, "kernel '%s' has no return statement",

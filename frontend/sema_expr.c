@@ -177,6 +177,7 @@ static const Builtin *const families[] = {
     sema_elementwise_builtins, sema_view_builtins, sema_reduce_builtins,
     sema_matmul_builtins,      sema_conv_builtins, sema_factory_builtins,
     sema_index_builtins,
+    sema_join_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 
@@ -281,6 +282,10 @@ static SVal eval_name(Sema *s, const Expr *e) {
   for (int j = 0; j < s->k->nsyms; j++)
     if (s->k->syms[j].kind == SYMK_SIZE && strcmp(s->k->syms[j].name, n) == 0)
       return sv_int(sym_var(s->st, j, s->k->syms[j].name), e->loc);
+  /* inf and nan: Python's float("inf") and float("nan"); like the dtype
+   * names they are predefined, and a binding of the name shadows them */
+  if (strcmp(n, "inf") == 0) return sv_float(INFINITY, e->loc);
+  if (strcmp(n, "nan") == 0) return sv_float(NAN, e->loc);
   DType dt = dtype_from_name(n);
   if (dt != DT_NONE) {
     SVal v = sv_make(SV_DTYPE, e->loc);
@@ -437,6 +442,50 @@ static SVal eval_slice(Sema *s, const Expr *e) {
   return v;
 }
 
+/* A tuple (split, chunk, ...) indexed by one int or slice, as Python
+ * indexes a tuple. */
+static SVal index_tuple(Sema *s, const Expr *e, const SVal *base,
+                        const SVal *it, int n) {
+  int64_t i, len = base->nitems;
+  if (n != 1 || (it[0].kind != SV_INT && it[0].kind != SV_SLICE &&
+                 it[0].kind != SV_BOOL)) {
+    diag_error(s->d, e->loc, "tuple indices must be an int or a slice");
+    return sv_error();
+  }
+  if (it[0].kind != SV_SLICE) {
+    if (!sema_int_arg(s, &it[0], "a tuple index", &i)) return sv_error();
+    if (i < -len || i >= len) {
+      diag_error(s->d, it[0].loc, "tuple index out of range (index %lld, "
+                 "%lld element%s)", (long long)i, (long long)len,
+                 len == 1 ? "" : "s");
+      return sv_error();
+    }
+    SVal r = base->items[i < 0 ? i + len : i];
+    r.loc = e->loc;
+    return r;
+  }
+  int64_t b[3] = {0, len, 1};
+  for (int j = 0; j < 3; j++) {
+    const SVal *p = &it[0].items[j];
+    if (p->kind == SV_NONE) continue;
+    if (!sema_int_arg(s, p, "a tuple slice bound", &b[j])) return sv_error();
+  }
+  if (b[2] <= 0) {
+    diag_error(s->d, it[0].items[2].loc,
+               "slice step must be positive, got %lld", (long long)b[2]);
+    return sv_error();
+  }
+  for (int j = 0; j < 2; j++) {
+    if (it[0].items[j].kind == SV_NONE) continue;
+    if (b[j] < 0) b[j] += len;
+    b[j] = b[j] < 0 ? 0 : b[j] > len ? len : b[j];
+  }
+  SVal r = sv_make(SV_LIST, e->loc);
+  r.items = arena_alloc(s->a, sizeof *r.items * (size_t)(len + 1));
+  for (int64_t k = b[0]; k < b[1]; k += b[2]) r.items[r.nitems++] = base->items[k];
+  return r;
+}
+
 static SVal eval_index(Sema *s, const Expr *e) {
   SVal base = sema_eval(s, e->u.index.base);
   int n = e->u.index.nitems;
@@ -453,6 +502,7 @@ static SVal eval_index(Sema *s, const Expr *e) {
     if (it[i].kind == SV_ERROR) err = true;
   }
   if (err) return sv_error();
+  if (base.kind == SV_LIST) return index_tuple(s, e, &base, it, n);
   if (base.kind != SV_TENSOR) {
     diag_error(s->d, e->loc, "only tensors can be indexed, got %s",
                sv_kind_name(&base));

@@ -12,7 +12,7 @@
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
- *   sema_conv.c  sema_factory.c  sema_index.c
+ *   sema_conv.c  sema_factory.c  sema_index.c  sema_join.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
@@ -295,6 +295,17 @@ int sema_index_check(Sema *s, IrRef x, const SVal *it, int n, Loc loc,
                      int *ellipsis);
 SVal sema_index_item(Sema *s, IrRef cur, const SVal *it, int *d);
 extern const Builtin sema_view_builtins[];
+/* The view builders (sema_views.c) for sema_join.c's decompositions:
+ * x[start:stop:step] along dim (wrapped), select, unsqueeze, expand,
+ * reshape (a view where PyTorch's is one, else a RESHAPE copy). */
+SVal sema_view_slice(Sema *s, IrRef x, int dim, const Sym *start,
+                     const Sym *stop, const Sym *step, Loc loc);
+SVal sema_view_select(Sema *s, IrRef x, int64_t dim, const Sym *i, Loc loc);
+SVal sema_view_unsqueeze(Sema *s, IrRef x, int64_t dim, Loc loc);
+SVal sema_view_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
+                      Loc loc);
+SVal sema_view_reshape(Sema *s, IrRef x, const Sym *const *sizes, int n,
+                       Loc loc);
 
 extern const Builtin sema_reduce_builtins[];    /* sema_reduce.c */
 
@@ -309,6 +320,12 @@ extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
 extern const Builtin sema_index_builtins[];
 bool sema_index_tensor_ok(Sema *s, const SVal *it);
 SVal sema_index_tensor(Sema *s, IrRef x, int *d, const SVal *it);
+
+/* sema_join.c: joining and splitting (cat, stack, split, chunk, unbind,
+ * roll, repeat, tile, tril, triu, masked_fill); sema_unbind gives the
+ * SV_LIST of x's slices along dim (tuple assignment of a tensor). */
+SVal sema_unbind(Sema *s, IrRef x, int dim, Loc loc);
+extern const Builtin sema_join_builtins[];
 
 /* ---- sema_expr.c ---- */
 

@@ -741,6 +741,31 @@ int sema_index_check(Sema *s, IrRef x, const SVal *it, int n, Loc loc,
   return consumed;
 }
 
+/* ---- Builders for the other families (sema_join.c) ---- */
+
+SVal sema_view_slice(Sema *s, IrRef x, int dim, const Sym *start,
+                     const Sym *stop, const Sym *step, Loc loc) {
+  return do_slice(s, x, dim, start, stop, step, loc);
+}
+
+SVal sema_view_select(Sema *s, IrRef x, int64_t dim, const Sym *i, Loc loc) {
+  return do_select(s, x, dim, i, loc);
+}
+
+SVal sema_view_unsqueeze(Sema *s, IrRef x, int64_t dim, Loc loc) {
+  return do_unsqueeze(s, x, dim, loc);
+}
+
+SVal sema_view_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
+                      Loc loc) {
+  return do_expand(s, x, sizes, n, 0, loc);
+}
+
+SVal sema_view_reshape(Sema *s, IrRef x, const Sym *const *sizes, int n,
+                       Loc loc) {
+  return do_reshape(s, x, sizes, n, loc);
+}
+
 const Builtin sema_view_builtins[] = {
     {"view", h_view, OP_VIEW, BF_METHOD},
     {"reshape", h_view, OP_RESHAPE, BF_BOTH},

@@ -912,6 +912,26 @@ done:
   free(is);
   free(out);
   return rc;
+/* ---- joining ---- */
+
+/* CAT: each operand's elements into its slice of the result along dim. */
+static int eval_cat(Ctx *c, const IrValue *v, RtVal *rv) {
+  int dim = (int)attr(c, v, 0);
+  int64_t at = 0;
+  for (int j = 0; j < v->nargs; j++) {
+    const RtVal *a = &c->vals[v->args[j]];
+    if (a->t.rank != rv->t.rank) ICE("cat: operand rank mismatch");
+    HostTensor dst = rv->t;
+    memcpy(dst.shape, a->t.shape, sizeof dst.shape);
+    dst.offset += at * rv->t.stride[dim];
+    at += a->t.shape[dim];
+    Scalar *x = gather(c, &a->t, a->numel);
+    if (!x) return -1;
+    scatter(&dst, x, a->numel);
+    free(x);
+  }
+  if (at != rv->t.shape[dim]) ICE("cat: operand sizes do not add up");
+  return 0;
 }
 
 /* ---- driver ---- */
@@ -937,6 +957,7 @@ static int eval_value(Ctx *c, IrRef r) {
   case IRK_CONV: return eval_conv(c, v, rv);
   case IRK_POOL: return eval_pool(c, v, rv);
   case IRK_INDEX: return eval_index(c, r, v, rv);
+  case IRK_JOIN: return eval_cat(c, v, rv);
   default: ICE("interp: unhandled op %s", op_name(v->op));
   }
 }

@@ -234,7 +234,14 @@
                                      shape x[:d] + index.shape + x[d+1:] */           \
   OP(GATHER, "gather", 2, IRK_INDEX, DR_NA, 1, NONE)  /* gather, take_along_dim:      \
                                      index's shape, same rank as x; out[i] =          \
-                                     x[i with dim d replaced by index[i]] */
+                                     x[i with dim d replaced by index[i]] */          \
+  /* joining (frontend/sema_join.c) */                                                \
+  OP(CAT, "cat", -1, IRK_JOIN, DR_NA, 1, NONE)        /* operands (>= 1) joined      \
+                                     along attrs[0] = dim: each has the result's      \
+                                     dtype and rank and its sizes but along dim,      \
+                                     where their sizes add up to the result's;        \
+                                     lowered to one nest per operand storing its      \
+                                     slice (loops/lower.c) */
 /* clang-format on */
 
 typedef enum Op {
@@ -257,7 +264,8 @@ typedef enum OpKind {
   IRK_MATMUL,
   IRK_CONV,
   IRK_POOL,
-  IRK_INDEX
+  IRK_INDEX,
+  IRK_JOIN
 } OpKind;
 
 /* How an elementwise op's dtypes follow from its input dtype (the

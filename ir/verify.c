@@ -118,6 +118,8 @@ static bool check_arity(Ctx *c, IrRef r, const IrValue *v) {
     want = 2 + !!(v->flags & IRF_BIAS);
   else if (v->op == OP_LERP)
     want = 2 + !!(v->flags & IRF_WEIGHT);
+  else if (v->op == OP_CAT)
+    want = v->nargs >= 1 ? v->nargs : 1;
   if (v->nargs == want) return true;
   bad_value(c, r, "%d operands, expected %d", v->nargs, want);
   return false;
@@ -533,6 +535,33 @@ static void check_index(Ctx *c, IrRef r, const IrValue *v) {
                                          : x->shape[j - ix->rank + 1];
     if (v->shape[j] != want) bad_value(c, r, "dim %d is not %s", j, str(c, want));
   }
+/* CAT: operands of the result's dtype and rank, equal sizes but along
+ * the dim, where they add up to the result's size. */
+static void check_cat(Ctx *c, IrRef r, const IrValue *v) {
+  int64_t d;
+  if (!want_nattrs(c, r, v, 1) || !attr_in(c, r, v, 0, 0, v->rank > 0 ? v->rank : 1, &d))
+    return;
+  if (v->rank < 1) {
+    bad_value(c, r, "a 0-dim result");
+    return;
+  }
+  const Sym *sum = sym_const(c->m->st, 0);
+  for (int i = 0; i < v->nargs; i++) {
+    const IrValue *a = arg(c, v, i);
+    want_dtype(c, r, v, i, v->dtype);
+    if (a->rank != v->rank) {
+      bad_value(c, r, "operand %d has rank %d, expected %d", i, a->rank, v->rank);
+      return;
+    }
+    for (int j = 0; j < v->rank; j++)
+      if (j != d)
+        want_dim(c, r, a->shape[j], arena_printf(c->m->arena, "dim %d of operand %d", j, i),
+                 v->shape[j], "the result's");
+    sum = sym_add(c->m->st, sum, a->shape[d]);
+  }
+  if (!sym_is(sym_sub(c->m->st, sum, v->shape[d]), 0))
+    bad_value(c, r, "operand sizes along dim %lld add up to %s, the result has %s",
+              (long long)d, str(c, sum), str(c, v->shape[d]));
 }
 
 /* ---- values and kernel tables ---- */
@@ -582,6 +611,7 @@ static void check_value(Ctx *c, IrRef r) {
   case IRK_CONV: check_conv(c, r, v); break;
   case IRK_POOL: check_pool(c, r, v); break;
   case IRK_INDEX: check_index(c, r, v); break;
+  case IRK_JOIN: check_cat(c, r, v); break;
   }
 }
 

@@ -5,6 +5,7 @@
  * (each written to its own scratch buffer with its semantic strides, or
  * to the caller's output when plan-memory placed it there), then one
  * copy nest per remaining result into the caller's output.
+ * A cat is one nest per operand, each storing its slice of the value.
  * Views fold into the accesses of their users; TENSOR data becomes a
  * constant buffer.  At -O1+ values flagged by pass fuse are inlined and
  * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues").
@@ -759,6 +760,32 @@ static void cl_loop_order(Lower *L, IrRef r) {
   n->order = order;
 }
 
+/* CAT: one nest per operand over the operand's own dims, storing into
+ * its slice of the value (the value's store moved along the dim by the
+ * sizes before it).  An operand computed inline (pass fuse) is evaluated
+ * in its nest; a value plan-memory placed in an output is written there
+ * slice by slice. */
+static void lower_cat(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  int64_t dim;
+  if (!sym_is_const(v->attrs[0], &dim) || dim < 0 || dim >= v->rank) ICE("cat dim");
+  const Sym **st = strides(L, v);
+  const Sym *at = sym_const(L->st, 0);
+  for (int j = 0; j < v->nargs; j++) {
+    const IrValue *a = ir_val(L->k, v->args[j]);
+    LfNest *n = add_nest(L);
+    n->rank = a->rank;
+    n->shape = a->shape;
+    n->value = cast(L, load(L, v->args[j], identity(L, a->rank), a->rank), v->dtype);
+    n->store = dense_store(L, r);
+    n->store.offset = sym_add(L->st, n->store.offset, sym_mul(L->st, at, st[dim]));
+    n->dtype = v->dtype;
+    n->src = r;
+    at = sym_add(L->st, at, a->shape[dim]);
+    if (L->epi >= 0) ICE("a GEMM epilogue in a cat nest");
+  }
+}
+
 static void lower_value(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   OpKind kind = op_kind(v->op);
@@ -779,6 +806,10 @@ static void lower_value(Lower *L, IrRef r) {
   }
   if (kind == IRK_INDEX) {
     lower_index(L, r);
+    return;
+  }
+  if (kind == IRK_JOIN) {
+    lower_cat(L, r);
     return;
   }
   LfNest *n = add_nest(L);

@@ -6,7 +6,8 @@
  * Rules (the loop form's, loops/loops.h "Fusion"): a value computed by
  * an elementwise, copy/cast or constant op (not RESHAPE) is inlined when
  * every read of its storage (through any view) is by a consumer that
- * takes an expression (elementwise/copy ops, reductions, result copies)
+ * takes an expression (elementwise/copy ops, reductions, result copies,
+ * cat: each input is read in its own nest at that nest's index)
  * through a view whose index map composes (ir_view_map: offset 0, dims
  * that are expands, permutes or (un)squeezes).  A value read once (and
  * not through a broadcast) is always inlined; one read several times, or
@@ -105,7 +106,8 @@ static bool candidate(Op op) {
 static Block consumer_block(Op op, int j) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
   if (op_kind(op) == IRK_INDEX) return j == 1 ? BLK_NONE : BLK_INDEXED;
-  if (candidate(op) || op_kind(op) == IRK_REDUCE) return BLK_NONE;
+  if (candidate(op) || op_kind(op) == IRK_REDUCE || op_kind(op) == IRK_JOIN)
+    return BLK_NONE; /* a cat reads operand j at its nest j's own index */
   OpKind kd = op_kind(op);
   return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
 }
@@ -346,6 +348,9 @@ static void report_own_nest(PassCtx *c, IrRef r) {
                     : kd == IRK_POOL ? "a pooling window runs its own loop nest"
                     : kd == IRK_INDEX ? "indexing by a tensor runs its own loop nest, "
                                         "loading its input at the index's positions"
+                    : kd == IRK_JOIN ? "a cat runs one loop nest per input, each "
+                                       "storing its slice (an elementwise input is "
+                                       "computed inside its input's nest)"
                     : v->op == OP_RESHAPE ? "a reshape copy reads its operand by linear "
                                             "index in its own loop nest"
                                           : "its rank is above the loop form's limit";

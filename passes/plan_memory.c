@@ -179,9 +179,13 @@ static void report_in_place(PassCtx *c, IrRef r) {
   const Sym *bytes = sym_mul(m->st, ir_numel(m, v), sym_const(m->st, 2 * dtype_size(v->dtype)));
   report_decision_sym(c->r, PASS, "in-place", v->loc, bytes,
                       "%s is computed directly in the caller's output out%d, whose "
-                      "%s layout it already has: no scratch buffer and no final copy, "
+                      "%s layout it already has%s: no scratch buffer and no final copy, "
                       "%s saved", name_of(m, v), v->out - 1,
-                      layout_name(c->k->results[v->out - 1].layout), report_bytes_str(m->arena, bytes));
+                      layout_name(c->k->results[v->out - 1].layout),
+                      v->op == OP_CAT ? arena_printf(m->arena, " (each of the cat's %d "
+                                                     "inputs writes its slice)", v->nargs)
+                                      : "",
+                      report_bytes_str(m->arena, bytes));
 }
 
 /* The totals: what sharing saved, or that it saved nothing and why. */

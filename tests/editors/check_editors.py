@@ -149,6 +149,9 @@ def samples(builtins, dtypes, layouts):
                  ("3.", "constant.numeric.float", "tdslFloat"),
                  ("7", "constant.numeric.integer", "tdslNumber"),
                  ("# two", "comment.line", "tdslComment")]))
+    out.append(("    y = clamp(x, -inf, nan)",
+                [("inf", "constant.language", "tdslConstant"),
+                 ("nan", "constant.language", "tdslConstant")]))
     out.append(("    z = x[..., 1:] ** 2 // 3 @ w == True != False <= None",
                 [("...", "keyword.operator", "tdslOperator"), ("**", "keyword.operator", "tdslOperator"),
                  ("//", "keyword.operator", "tdslOperator"), ("@", "keyword.operator", "tdslOperator"),

@@ -214,6 +214,11 @@ ENV = {
     # indexing by tensors (spec 4.5a)
     "index_select": torch.index_select, "gather": torch.gather,
     "take_along_dim": torch.take_along_dim, "embedding": F.embedding, "flip": torch.flip,
+    "inf": math.inf, "nan": math.nan,
+    "cat": torch.cat, "concat": torch.concat, "concatenate": getattr(torch, "concatenate", torch.concat),
+    "stack": torch.stack, "split": torch.split, "chunk": torch.chunk,
+    "unbind": torch.unbind, "roll": torch.roll, "tile": torch.tile,
+    "tril": torch.tril, "triu": torch.triu, "masked_fill": torch.masked_fill,
 }
 
 

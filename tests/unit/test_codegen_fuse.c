@@ -207,11 +207,48 @@ START_TEST(transpose_blocks_all_sizes) {
 }
 END_TEST
 
+/* cat (loops/lower.c): one nest per input storing its slice; an
+ * elementwise input is computed inside its nest, a cat that is a result
+ * is written straight into the output (no scratch, no copy), a cat that
+ * feeds an elementwise consumer is materialized once (its one scratch
+ * buffer); large enough for the parallel path, odd sizes. */
+static const char *CAT =
+    "kernel cat2(x: f32[N, M], y: f32[N, K]) -> (f32[N, M + K], f32[N, M + K + M]) {\n"
+    "  return cat([x.exp(), y * 2.0], 1), cat([x, y.abs(), x - 1.0], 1).sigmoid()\n"
+    "}\n";
+
+static void cat_case(Lib *L, int64_t n, int64_t m, int64_t k) {
+  int64_t sx[2] = {n, m}, sy[2] = {n, k}, s0[2] = {n, m + k}, s1[2] = {n, m + k + m};
+  Ten in[2], out[2];
+  ten(&in[0], DT_F32, 2, sx, NULL, 0, false);
+  ten(&in[1], DT_F32, 2, sy, NULL, 3, false);
+  out_ten(&out[0], DT_F32, 2, s0);
+  out_ten(&out[1], DT_F32, 2, s1);
+  threads_and_reference(L, "cat2", in, 2, out, 2, true);
+  for (int i = 0; i < 2; i++) ten_free(&in[i]), ten_free(&out[i]);
+}
+
+START_TEST(cat_written_once) {
+  bool forks;
+  /* -O0: exp, mul, both cats, abs, sub, sigmoid; -O2: only the second
+   * cat (read by sigmoid); the first is computed in out0 */
+  ck_assert_int_ge(scratch_count(CAT, 0, &forks), 7);
+  ck_assert_int_eq(scratch_count(CAT, 2, &forks), 1);
+  Lib L;
+  build_flags(&L, CAT, NULL, "-O2");
+  cat_case(&L, 301, 257, 131); /* parallel, odd rows */
+  cat_case(&L, 3, 1, 2);       /* small: serial */
+  cat_case(&L, 4, 0, 5);       /* an empty input */
+  unbuild_pool(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_fuse");
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 240);
   tcase_add_test(t, inlined_chain_parallel);
+  tcase_add_test(t, cat_written_once);
   tcase_add_test(t, o0_equals_o2);
   tcase_add_test(t, layouts_and_rank1);
   tcase_add_test(t, permute_copy_and_outer_reduction);

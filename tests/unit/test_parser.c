@@ -248,6 +248,11 @@ START_TEST(test_literals) {
   TREE("false", "false");
   TREE("None", "None");
   TREE("x_1", "x_1");
+  /* inf and nan are names the front end resolves (a binding shadows
+   * them, sema); -inf is unary minus on one */
+  TREE("inf", "inf");
+  TREE("-inf", "(neg inf)");
+  TREE("f(x, -nan)", "(call f x (neg nan))");
 }
 END_TEST
 
@@ -621,6 +626,34 @@ START_TEST(test_error_python_statement) {
 }
 END_TEST
 
+START_TEST(test_tuple_assignment) {
+  AstProgram *p = parse_ok("kernel f(x: f32[N]) -> f32[N] {\n"
+                           "  a, b = x.chunk(2)\n"
+                           "  q ,k,  v = x\n"
+                           "  y = a\n"
+                           "  return y\n"
+                           "}\n");
+  const AstKernel *k = &p->kernels[0];
+  ck_assert_int_eq(k->nbody, 4);
+  ck_assert_int_eq(k->body[0].ntargets, 2);
+  ck_assert_str_eq(k->body[0].names[0], "a");
+  ck_assert_str_eq(k->body[0].names[1], "b");
+  ck_assert_str_eq(k->body[0].name, "a");
+  ck_assert_int_eq(k->body[0].name_locs[1].col, 6);
+  ck_assert_int_eq(k->body[0].nvalues, 1);
+  ck_assert_int_eq(k->body[1].ntargets, 3);
+  ck_assert_str_eq(k->body[1].names[2], "v");
+  ck_assert_int_eq(k->body[1].name_locs[2].line, 3);
+  ck_assert_int_eq(k->body[1].name_locs[2].col, 10);
+  ck_assert_int_eq(k->body[2].ntargets, 1);
+  /* a target must be a name; a missing '=' still names '=' */
+  ck_assert_int_eq(errors("kernel k(x: f32) -> f32 {\n  a, 1 = x\n  return x\n}\n"), 1);
+  HAS("t.tdsl:2:6: error: expected a name, found integer '1'");
+  ck_assert_int_eq(errors("kernel k(x: f32) -> f32 {\n  a b\n  return x\n}\n"), 1);
+  HAS("t.tdsl:2:5: error: expected '=', found name 'b'");
+}
+END_TEST
+
 static Suite *parser_suite(void) {
   Suite *s = suite_create("parser");
   TCase *t = tcase_create("trees");
@@ -636,6 +669,7 @@ static Suite *parser_suite(void) {
   tcase_add_test(t, test_comments_and_newlines);
   tcase_add_test(t, test_kernel_header);
   tcase_add_test(t, test_kernel_body);
+  tcase_add_test(t, test_tuple_assignment);
   tcase_add_test(t, test_all_dtypes_and_layouts);
   tcase_add_test(t, test_locations);
   suite_add_tcase(s, t);

@@ -12,7 +12,7 @@ endif
 syn keyword tdslKeyword     kernel nextgroup=tdslKernelName skipwhite
 syn match   tdslKernelName  "\h\w*" contained
 syn keyword tdslStatement   return
-syn keyword tdslConstant    true false True False None
+syn keyword tdslConstant    true false True False None inf nan
 syn keyword tdslType        bool i8 u8 i16 i32 i64 f16 bf16 f32 f64
 " A match, not a keyword, so that the builtin .contiguous( below wins.
 syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
@@ -21,18 +21,20 @@ syn match   tdslLayout      "\<\%(contiguous\|channels_last\|strided\)\>"
 " '('), so a variable named like one is left alone.
 syn match   tdslBuiltin     "\<\%(abs\|acos\|acosh\|adaptive_avg_pool2d\|amax\|amin\|arange\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(argmax\|argmin\|as_strided\|asin\|asinh\|atan\|atan2\|atanh\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(avg_pool2d\|ceil\|clamp\|clone\|contiguous\|conv2d\|copysign\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(cos\|cosh\|diagonal\|elu\|erf\|exp\|exp2\|expand\|expand_as\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(expm1\|flatten\|floor\|fmod\|frac\|full\|gelu\|hardsigmoid\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(hardswish\|hardtanh\|hypot\|isfinite\|isinf\|isnan\|layer_norm\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(leaky_relu\|lerp\|log\|log10\|log1p\|log2\|log_softmax\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(logaddexp\|logical_not\|matmul\|max_pool2d\|maximum\|mean\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(minimum\|mish\|nan_to_num\|narrow\|neg\|ones\|permute\|pow\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|remainder\|reshape\|round\|rsqrt\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softmax\|softplus\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(embedding\|flip\|gather\|index_select\|take_along_dim\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(avg_pool2d\|cat\|ceil\|chunk\|clamp\|clone\|concat\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(concatenate\|contiguous\|conv2d\|copysign\|cos\|cosh\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(diagonal\|elu\|embedding\|erf\|exp\|exp2\|expand\|expand_as\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(expm1\|flatten\|flip\|floor\|fmod\|frac\|full\|gather\|gelu\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(hardsigmoid\|hardswish\|hardtanh\|hypot\|index_select\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(isfinite\|isinf\|isnan\|layer_norm\|leaky_relu\|lerp\|log\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(log10\|log1p\|log2\|log_softmax\|logaddexp\|logical_not\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(matmul\|max_pool2d\|maximum\|mean\|minimum\|mish\|nan_to_num\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(narrow\|neg\|ones\|permute\|pow\|prod\|reciprocal\|relu\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(remainder\|reshape\|round\|rsqrt\|select\|sigmoid\|sign\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(silu\|sin\|sinh\|softmax\|softplus\|split\|sqrt\|squeeze\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(stack\|sum\|t\|take_along_dim\|tan\|tanh\|tensor\|to\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(transpose\|trunc\|unbind\|unflatten\|unfold\|unsqueeze\|view\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(where\|zeros\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
