@@ -912,6 +912,8 @@ done:
   free(is);
   free(out);
   return rc;
+}
+
 /* ---- joining ---- */
 
 /* CAT: each operand's elements into its slice of the result along dim. */

@@ -535,6 +535,8 @@ static void check_index(Ctx *c, IrRef r, const IrValue *v) {
                                          : x->shape[j - ix->rank + 1];
     if (v->shape[j] != want) bad_value(c, r, "dim %d is not %s", j, str(c, want));
   }
+}
+
 /* CAT: operands of the result's dtype and rank, equal sizes but along
  * the dim, where they add up to the result's size. */
 static void check_cat(Ctx *c, IrRef r, const IrValue *v) {
