@@ -207,24 +207,20 @@ static SVal h_gather(Sema *s, CallArgs *c, const Builtin *b) {
   return do_gather(s, c, x, dim, idx);
 }
 
-/* A view of r flattened to 1-D (r must be viewable: contiguous r, or
- * else a copy). */
-static IrRef flat(Sema *s, IrRef r, Loc loc) {
-  const IrValue *v = sema_val(s, r);
-  const Sym *n = ir_numel(s->m, v);
-  GeomCtx gc = sema_geom(s, loc);
+/* r.view(-1), as PyTorch's take_along_dim without a dim does it (an
+ * error where the view is impossible, as there); -1 after reporting. */
+static IrRef flat(Sema *s, CallArgs *c, IrRef r, const char *what) {
+  const Sym *n = ir_numel(s->m, sema_val(s, r));
+  GeomCtx gc = sema_geom(s, c->loc);
   Geom in = sema_geom_of(s, r), out;
-  if (!geom_view(&gc, &in, &n, 1, &out)) {
-    const Sym *a[1] = {n};
-    return sema_emit_view(s, OP_VIEW, r, &out, a, 1, 0, loc);
+  const char *msg = geom_view(&gc, &in, &n, 1, &out);
+  if (msg) {
+    diag_error(s->d, c->loc, "%s(): without a dim, the %s is flattened with view(-1), which "
+               "fails: %s", c->name, what, msg);
+    sema_note_origin(s, r);
+    return -1;
   }
-  Geom dense;
-  geom_contiguous(&gc, v->rank, v->shape, &dense);
-  IrRef cp = sema_emit_copy(s, OP_COPY, r, v->dtype, &dense, 0, loc);
-  in = sema_geom_of(s, cp);
-  if (geom_view(&gc, &in, &n, 1, &out)) ICE("a contiguous tensor does not view as 1-D");
-  const Sym *a[1] = {n};
-  return sema_emit_view(s, OP_VIEW, cp, &out, a, 1, 0, loc);
+  return sema_emit_view(s, OP_VIEW, r, &out, &n, 1, 0, c->loc);
 }
 
 /* take_along_dim(input, indices, dim=None): with a dim, both broadcast
@@ -241,7 +237,11 @@ static SVal h_take_along_dim(Sema *s, CallArgs *c, const Builtin *b) {
                dtype_name(dt));
     return sv_error();
   }
-  if (absent(dv)) return do_gather(s, c, flat(s, x, c->loc), 0, flat(s, idx, c->loc));
+  if (absent(dv)) {
+    if ((x = flat(s, c, x, "input")) < 0 || (idx = flat(s, c, idx, "indices")) < 0)
+      return sv_error();
+    return do_gather(s, c, x, 0, idx);
+  }
   int64_t dim;
   if (!sema_int_arg(s, dv, "take_along_dim() argument 'dim'", &dim)) return sv_error();
   const IrValue *xv = sema_val(s, x), *iv = sema_val(s, idx);
