@@ -321,6 +321,16 @@ static SVal h_flip(Sema *s, CallArgs *c, const Builtin *b) {
   return sv_tensor(x, c->loc);
 }
 
+/* ---- indices sema builds (decompositions) ---- */
+
+IrRef sema_index_inbounds(Sema *s, IrRef x, int dim, IrRef idx, Loc loc) {
+  const IrValue *xv = sema_val(s, x), *iv = sema_val(s, idx);
+  if (xv->rank < 1 || dim < 0 || dim >= xv->rank || iv->rank > 1 ||
+      (iv->dtype != DT_I64 && iv->dtype != DT_I32))
+    ICE("sema_index_inbounds: bad operands");
+  return emit_index(s, OP_INDEX, x, dim, idx, IRF_INBOUNDS, NULL, loc);
+}
+
 /* ---- x[...] with one integer tensor ---- */
 
 bool sema_index_tensor_ok(Sema *s, const SVal *it) {
