@@ -20,6 +20,30 @@
 
 #include "sema_internal.h"
 
+/* Indices that are a constant table (tensor([...]), possibly through
+ * views) into a dim of static size: checked here, a compile-time error
+ * as the spec has errors that depend only on static information; in
+ * range, the indexing needs no run-time check (*flags |= IRF_INBOUNDS). */
+static bool static_indices(Sema *s, const IrValue *xv, int d, IrRef idx, int flags, Loc loc,
+                           int *out) {
+  IrRef root = ir_storage_root(s->k, idx);
+  const IrValue *t = sema_val(s, root);
+  int64_t size, n;
+  if (t->op != OP_TENSOR || !sym_is_const(xv->shape[d], &size) ||
+      !sym_is_const(ir_numel(s->m, t), &n))
+    return true;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t j = scalar_load(t->dtype, (const char *)t->data + i * dtype_size(t->dtype)).i;
+    if (j >= size || j < ((flags & IRF_WRAP) ? -size : 0)) {
+      diag_error(s->d, loc, "index %lld is out of range for dim %d of size %lld",
+                 (long long)j, d, (long long)size);
+      return false;
+    }
+  }
+  *out |= IRF_INBOUNDS;
+  return true;
+}
+
 /* INDEX/GATHER of x (rank >= 1) along dim d with index idx: the result
  * dense in layout g (NULL: contiguous). */
 static IrRef emit_index(Sema *s, Op op, IrRef x, int d, IrRef idx, int flags, const Geom *g,
@@ -36,6 +60,7 @@ static IrRef emit_index(Sema *s, Op op, IrRef x, int d, IrRef idx, int flags, co
                  : j < d + iv->rank ? iv->shape[j - d]
                                     : xv->shape[j - iv->rank + 1];
   }
+  if (!(flags & IRF_INBOUNDS) && !static_indices(s, xv, d, idx, flags, loc, &flags)) return -1;
   IrValue v = g ? sema_value_from_geom(s, op, xv->dtype, g, loc)
                 : sema_new_dense(s, op, xv->dtype, rank, shape, loc);
   int64_t a = d;
