@@ -83,7 +83,10 @@
  *    dyn * dyn_stride (x's stride along the indexed dim, whose own
  *    stride entry is 0).  The index operand may be inlined (its
  *    elementwise producers: arange arithmetic, clamp, remainder), so
- *    x.index_select(d, f(arange(n))) is one nest.  Loops collapse only
+ *    x.index_select(d, f(arange(n))) is one nest; the INDEX/GATHER
+ *    value itself may be inlined into its readers like an elementwise
+ *    value (value_at: the same load at the reader's index), its check
+ *    nest still emitted at its place in value order.  Loops collapse only
  *    where dyn's loads collapse too; a dynamic load never takes the
  *    transposing tile path.  Indices the program supplies are checked
  *    by check nests (`check` set; no store): each evaluates the raw

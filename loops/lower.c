@@ -162,6 +162,7 @@ static const int *identity(Lower *L, int n) {
 }
 
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
+static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops);
 static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops);
 
 static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
@@ -199,6 +200,8 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
       e->value.f = e->start;
     }
     return cast(L, e, v->dtype);
+  case OP_INDEX:
+  case OP_GATHER: return index_at(L, r, map, nloops);
   case OP_COPY: return load(L, v->args[0], id, nloops);
   case OP_CAST: return cast(L, load(L, v->args[0], id, nloops), v->dtype);
   case OP_RESHAPE: {
@@ -678,8 +681,11 @@ static bool index_is_input(Lower *L, IrRef idx) {
 
 /* The check nest of INDEX/GATHER value r: over the index operand's own
  * dims, the raw index. */
-static void check_nest(Lower *L, IrRef r, const Sym *bound) {
+static void check_nest(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r), *ix = ir_val(L->k, v->args[1]);
+  int64_t d;
+  if (!sym_is_const(v->attrs[0], &d)) ICE("index dim");
+  const Sym *bound = ir_val(L->k, v->args[0])->shape[d];
   LfCheck *ck = zalloc(L, sizeof *ck);
   ck->bound = bound;
   ck->wrap = v->flags & IRF_WRAP;
@@ -696,24 +702,20 @@ static void check_nest(Lower *L, IrRef r, const Sym *bound) {
   n->check = ck;
 }
 
-/* INDEX: x's dims before d, the index's, x's after; GATHER: the index's
- * dims, x's dim d replaced by the index.  One nest, x's load with the
- * index as its dynamic term (loops.h); the check nest before it unless
- * the indices are known in range. */
-static void lower_index(Lower *L, IrRef r) {
+/* INDEX r's value at loop variables map[j] for its dims j (< 0: index
+ * 0) of a nest with nloops loops: a load of x whose dynamic term is the
+ * index (loops.h).  INDEX: x's dims before d, the index's, x's after;
+ * GATHER: the index's dims, x's dim d replaced by the index. */
+static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]), *ix = ir_val(L->k, v->args[1]);
   int64_t d;
   if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
   int xmap[TDSL_MAX_RANK], imap[TDSL_MAX_RANK];
   for (int k = 0; k < x->rank; k++)
-    xmap[k] = k == d ? -1 : v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank;
-  for (int j = 0; j < ix->rank; j++) imap[j] = v->op == OP_GATHER ? j : (int)d + j;
+    xmap[k] = k == d ? -1 : map[v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank];
+  for (int j = 0; j < ix->rank; j++) imap[j] = map[v->op == OP_GATHER ? j : (int)d + j];
   const Sym *size = x->shape[d];
-  if (!(v->flags & IRF_INBOUNDS)) {
-    check_nest(L, r, size);
-    if (index_is_input(L, v->args[1])) L->front++;
-  }
-  LfExpr *i = cast(L, load(L, v->args[1], imap, v->rank), DT_I64);
+  LfExpr *i = cast(L, load(L, v->args[1], imap, nloops), DT_I64);
   if (v->flags & IRF_WRAP) { /* i < 0 ? i + size : i */
     LfExpr *w = op2(L, OP_WHERE, DT_I64, op2(L, OP_LT, DT_BOOL, i, iconst(L, 0)),
                     op2(L, OP_ADD, DT_I64, i, isym(L, size)));
@@ -722,13 +724,29 @@ static void lower_index(Lower *L, IrRef r) {
     i = w;
   }
   LfExpr *e = expr(L, LFE_LOAD, x->dtype);
-  e->acc = access(L, v->args[0], xmap, v->rank);
+  e->acc = access(L, v->args[0], xmap, nloops);
   e->acc.dyn = i;
   e->acc.dyn_stride = strides(L, x)[d];
+  return e;
+}
+
+/* The check nest of INDEX/GATHER r unless its indices are known in
+ * range (those of parameters and constants run first: checks_first). */
+static void index_check(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  if (v->flags & IRF_INBOUNDS) return;
+  check_nest(L, r);
+  if (index_is_input(L, v->args[1])) L->front++;
+}
+
+/* One nest storing INDEX/GATHER r, after its check. */
+static void lower_index(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  index_check(L, r);
   LfNest *n = add_nest(L);
   n->rank = v->rank;
   n->shape = v->shape;
-  n->value = e;
+  n->value = index_at(L, r, identity(L, v->rank), v->rank);
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
@@ -790,7 +808,10 @@ static void lower_value(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   OpKind kind = op_kind(v->op);
   if (kind == IRK_VIEW || v->op == OP_PARAM || v->op == OP_TENSOR) return;
-  if (L->inl && L->inl[r]) return; /* computed inside its users */
+  if (L->inl && L->inl[r]) { /* computed inside its users */
+    if (kind == IRK_INDEX) index_check(L, r); /* its check still runs here */
+    return;
+  }
   if (kind == IRK_REDUCE) {
     lower_reduce(L, r);
     return;

@@ -41,6 +41,13 @@
  * GEMM's packing evaluates it instead of reading it from memory.  A conv
  * input only when the kernel is 1 x 1 (one_tap).
  *
+ * Indexing by tensors (INDEX/GATHER, loops/loops.h): a candidate like an
+ * elementwise value (read inline, its load of the input carries the
+ * index); its index operand is read as an expression, so the index's
+ * elementwise producers inline into it (`x.index_select(0, (i + 1) % N)`
+ * is one nest); its input is read at run-time positions and is always
+ * materialized (BLK_INDEXED).
+ *
  * Every computed value of rank >= 1 gets one decision: "fused",
  * "recomputed", "epilogue" (reported at E), "prologue" or "materialized" with the
  * reason (reductions, normalizations, pools and reshape copies always
@@ -436,7 +443,7 @@ bool pass_fuse(PassCtx *c) {
     cost[r] = 0;
     OpKind kd = op_kind(v->op);
     if (kd == IRK_MATMUL || kd == IRK_CONV) continue; /* decide_epilogues */
-    if (!candidate(v->op) || v->rank > TDSL_MAX_RANK) {
+    if (!(candidate(v->op) || kd == IRK_INDEX) || v->rank > TDSL_MAX_RANK) {
       changed |= was;
       if (c->r) report_own_nest(c, r);
       continue;
