@@ -307,8 +307,9 @@ static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
     if (!skipped(s, items[i].ref)) first = i, all_skipped = 0;
   if (all_skipped) first = 0;
   const IrValue *ref = sema_val(s, items[first].ref);
-  int rank = ref->rank, w;
-  if (!sema_wrap_dim(s, c, dim, rank, &w)) return sv_error();
+  int rank = ref->rank, w = 0;
+  /* every input skipped: PyTorch wraps no dim (any is fine), gives [0] */
+  if (!all_skipped && !sema_wrap_dim(s, c, dim, rank, &w)) return sv_error();
   const Sym **shape = sema_syms_copy(s, ref->shape, rank);
   IrRef *args = arena_alloc(s->a, sizeof *args * (size_t)(n + 1));
   int nargs = 0;
