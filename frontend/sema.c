@@ -257,9 +257,8 @@ static const char *type_str(Sema *s, DType dt, int rank,
                       geom_shape_str(s->a, shape, rank));
 }
 
-static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
+static void check_return_value(Sema *s, Loc loc, int i, SVal v) {
   IrResult *r = &s->k->results[i];
-  Loc loc = st->values[i]->loc;
   if (v.kind == SV_ERROR || !r->shape) return;
   if (v.kind != SV_TENSOR) {
     diag_error(s->d, loc, "return value %d is %s, not a tensor", i,
@@ -288,16 +287,24 @@ static void check_return_value(Sema *s, const Stmt *st, int i, SVal v) {
 static void sema_return(Sema *s, const AstKernel *ak, const Stmt *st) {
   SVal *vals = arena_alloc(s->a, (size_t)(st->nvalues + 1) * sizeof *vals);
   for (int i = 0; i < st->nvalues; i++) vals[i] = sema_eval(s, st->values[i]);
-  if (st->nvalues != ak->nresults) {
+  int nvalues = st->nvalues;
+  if (nvalues == 1 && ak->nresults > 1 && vals[0].kind == SV_LIST) {
+    nvalues = vals[0].nitems; /* `return x.chunk(2)`: the tuple's values */
+    vals = vals[0].items;
+  }
+  if (nvalues != ak->nresults) {
     diag_error(s->d, st->loc,
                "kernel '%s' returns %d value%s but declares %d result%s",
-               ak->name, st->nvalues, st->nvalues == 1 ? "" : "s",
+               ak->name, nvalues, nvalues == 1 ? "" : "s",
                ak->nresults, ak->nresults == 1 ? "" : "s");
     if (ak->nresults > 0)
       diag_note(s->d, ak->results[0].loc, "results declared here");
     return;
   }
-  for (int i = 0; i < st->nvalues; i++) check_return_value(s, st, i, vals[i]);
+  for (int i = 0; i < nvalues; i++)
+    check_return_value(s, nvalues == st->nvalues ? st->values[i]->loc
+                                                 : st->values[0]->loc,
+                       i, vals[i]);
 }
 
 /* Python's name for a value that cannot be unpacked. */

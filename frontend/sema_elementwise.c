@@ -77,6 +77,20 @@ static SVal ew_build(Sema *s, Op op, const IrRef *in, int n, const DType *cdt,
   return sv_tensor(sema_emit(s, &v), loc);
 }
 
+SVal sema_where_dense(Sema *s, IrRef cond, IrRef a, IrRef b, DType dt,
+                      Loc loc) {
+  IrRef in[3] = {cond, a, b}, args[3];
+  DType cdt[3] = {DT_BOOL, dt, dt};
+  const Sym **shape;
+  int rank;
+  if (!ew_shape(s, in, 3, loc, &shape, &rank)) return sv_error();
+  for (int i = 0; i < 3; i++)
+    args[i] = sema_expand_to(s, sema_cast(s, in[i], cdt[i], loc), rank, shape,
+                             loc);
+  IrValue v = sema_new_dense(s, OP_WHERE, dt, rank, shape, loc);
+  return sv_tensor(sema_emit_op(s, &v, args, 3), loc);
+}
+
 static const char *binop_word(Op op) {
   switch (op) {
   case OP_ADD: return "+";

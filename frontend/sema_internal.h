@@ -284,6 +284,10 @@ bool sema_wrap_dim(Sema *s, CallArgs *c, int64_t d, int rank, int *out);
 /* sema_elementwise.c: a and b are tensors or Python numbers. */
 SVal sema_ew_binary(Sema *s, Op op, const SVal *a, const SVal *b, Loc loc);
 SVal sema_ew_unary(Sema *s, Op op, IrRef x, int flags, Loc loc);
+/* where(cond, a, b) computed in dt, broadcast, with a contiguous result
+ * (masked_fill, tril and triu: PyTorch's results are contiguous). */
+SVal sema_where_dense(Sema *s, IrRef cond, IrRef a, IrRef b, DType dt,
+                      Loc loc);
 extern const Builtin sema_elementwise_builtins[];
 
 /* sema_views.c: transpose and permute (for .mT and .T); x[...] item by

@@ -12,6 +12,7 @@
  * of sema_views.c, sema_ew_binary (sema_elementwise.c).
  * Used by: sema_expr.c (the call dispatch through sema_join_builtins),
  * sema.c (sema_unbind for `a, b = tensor`). */
+#include <math.h>
 #include <string.h>
 
 #include "sema_internal.h"
@@ -306,8 +307,9 @@ static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
     if (!skipped(s, items[i].ref)) first = i, all_skipped = 0;
   if (all_skipped) first = 0;
   const IrValue *ref = sema_val(s, items[first].ref);
-  int rank = ref->rank, w;
-  if (!sema_wrap_dim(s, c, dim, rank, &w)) return sv_error();
+  int rank = ref->rank, w = 0;
+  /* every input skipped: PyTorch wraps no dim (any is fine), gives [0] */
+  if (!all_skipped && !sema_wrap_dim(s, c, dim, rank, &w)) return sv_error();
   const Sym **shape = sema_syms_copy(s, ref->shape, rank);
   IrRef *args = arena_alloc(s->a, sizeof *args * (size_t)(n + 1));
   int nargs = 0;
@@ -407,7 +409,356 @@ static SVal h_stack(Sema *s, CallArgs *c, const Builtin *b) {
   return build_cat(s, c, u, n, w);
 }
 
+/* A new tensor with x's values (PyTorch's ops that return a copy even
+ * where nothing moves: roll by 0, repeat by ones). */
+static SVal copy_of(Sema *s, IrRef x, Loc loc) {
+  const IrValue *v = sema_val(s, x);
+  GeomCtx gc = sema_geom(s, loc);
+  Geom g;
+  geom_contiguous(&gc, v->rank, v->shape, &g);
+  return sv_tensor(sema_emit_copy(s, OP_COPY, x, v->dtype, &g, IRF_CLONE, loc), loc);
+}
+
+/* ---- roll ---- */
+
+/* x rolled by shift along dim w: cat of its last shift elements and the
+ * rest (a size-0 dim, or a shift of a multiple of the size: a copy). */
+static SVal roll_dim(Sema *s, CallArgs *c, IrRef x, int w, const Sym *shift) {
+  const Sym *n = sema_val(s, x)->shape[w];
+  /* Python's shift % n, with a 0-size dim rolling by 0 */
+  const Sym *k = sym_mod(s->st, shift, sym_max(s->st, n, K(s, 1)));
+  const Sym *cut = sym_sub(s->st, n, k);
+  int64_t kv;
+  if (sym_is_const(k, &kv) && kv == 0) return copy_of(s, x, c->loc);
+  SVal parts[2];
+  parts[0] = sema_view_slice(s, x, w, cut, n, NULL, c->loc);
+  parts[1] = sema_view_slice(s, x, w, sema_sym0(s), cut, NULL, c->loc);
+  if (parts[0].kind == SV_ERROR || parts[1].kind == SV_ERROR) return sv_error();
+  return build_cat(s, c, parts, 2, w);
+}
+
+/* An int or a list of ints (possibly empty) as Syms. */
+static bool int_or_list(Sema *s, const SVal *v, const char *what,
+                        const Sym ***out, int *n) {
+  const SVal *items = v;
+  *n = 1;
+  if (v->kind == SV_LIST) items = v->items, *n = v->nitems;
+  *out = sym_array(s, *n);
+  for (int i = 0; i < *n; i++)
+    if (!sema_sym_arg(s, &items[i], what, &(*out)[i])) return false;
+  return true;
+}
+
+static SVal h_roll(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
+  IrRef x;
+  const Sym **shifts, **dims = NULL;
+  int ns, nd = 0;
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  const SVal *sv = sema_need_arg(s, c, 1, "shifts");
+  const SVal *dv = sema_arg(s, c, 2, "dims");
+  if (!sv || !sema_args_done(s, c, 3) ||
+      !int_or_list(s, sv, "roll() argument 'shifts'", &shifts, &ns) ||
+      (!absent(dv) && !int_or_list(s, dv, "roll() argument 'dims'", &dims, &nd)))
+    return sv_error();
+  if (ns == 0) {
+    diag_error(s->d, sv->loc, "`shifts` required");
+    return sv_error();
+  }
+  if (ns != nd && (nd > 0 || ns != 1)) {
+    diag_error(s->d, c->loc, "shifts and dimensions must align. shifts: %d, "
+               "dims:%d", ns, nd);
+    return sv_error();
+  }
+  const IrValue *v = sema_val(s, x);
+  if (nd == 0) { /* flattened, rolled, viewed back */
+    const Sym *numel = K(s, 1);
+    for (int d = 0; d < v->rank; d++) numel = sym_mul(s->st, numel, v->shape[d]);
+    const Sym **shape = sema_syms_copy(s, v->shape, v->rank);
+    int rank = v->rank;
+    SVal f = sema_view_reshape(s, x, &numel, 1, c->loc);
+    if (f.kind == SV_ERROR) return f;
+    SVal r = roll_dim(s, c, f.ref, 0, shifts[0]);
+    if (r.kind == SV_ERROR) return r;
+    return sema_view_reshape(s, r.ref, shape, rank, c->loc);
+  }
+  SVal cur = sv_tensor(x, c->loc);
+  for (int i = 0; i < nd && cur.kind == SV_TENSOR; i++) {
+    int64_t d;
+    int w;
+    if (!sym_is_const(dims[i], &d)) {
+      diag_error(s->d, dv->loc, "roll(): dims must be constant ints");
+      return sv_error();
+    }
+    if (!sema_wrap_dim(s, c, d, v->rank, &w)) return sv_error();
+    if (v->rank == 0) { /* a 0-dim tensor: the flattened case */
+      const Sym *one = K(s, 1);
+      SVal f = sema_view_reshape(s, cur.ref, &one, 1, c->loc);
+      if (f.kind == SV_ERROR) return f;
+      SVal r = roll_dim(s, c, f.ref, 0, shifts[i]);
+      if (r.kind == SV_ERROR) return r;
+      cur = sema_view_reshape(s, r.ref, NULL, 0, c->loc);
+      continue;
+    }
+    cur = roll_dim(s, c, cur.ref, w, shifts[i]);
+  }
+  return cur;
+}
+
+/* ---- repeat, tile ---- */
+
+/* x repeated reps[i] times along each dim (n >= x's rank; x's dims are
+ * the last ones): unsqueeze a dim before each repeated one, expand it to
+ * the count, reshape the pairs into one dim. */
+static SVal repeat(Sema *s, CallArgs *c, IrRef x, const Sym **reps, int n) {
+  const IrValue *v = sema_val(s, x);
+  if (n < v->rank) {
+    diag_error(s->d, c->loc, "Number of dimensions of repeat dims can not be "
+               "smaller than number of dimensions of tensor");
+    sema_note_origin(s, x);
+    return sv_error();
+  }
+  const Sym **shape = sym_array(s, n), **out = sym_array(s, n);
+  int pad = n - v->rank, nrep = 0;
+  bool neg = false;
+  for (int i = 0; i < n; i++) {
+    shape[i] = i < pad ? K(s, 1) : v->shape[i - pad];
+    out[i] = sym_mul(s->st, reps[i], shape[i]);
+    int64_t r;
+    neg |= sym_is_const(reps[i], &r) && r < 0;
+    nrep += !sym_is(reps[i], 1);
+  }
+  if (neg) {
+    int64_t o = 0;
+    for (int i = 0; i < n && !o; i++)
+      if (sym_is_const(out[i], &o) && o >= 0) o = 0;
+    diag_error(s->d, c->loc, "Trying to create tensor with negative dimension "
+               "%lld: %s", (long long)o, shape_str(s, out, n));
+    return sv_error();
+  }
+  if (!sema_rank_ok(s, n + nrep, c->loc)) return sv_error();
+  for (int i = 0; i < n; i++) {
+    int64_t r;
+    if (!sym_is_const(reps[i], &r))
+      sema_check_le(s, sema_sym0(s), reps[i],
+                    "Trying to create tensor with negative dimension", c->loc);
+  }
+  SVal cur = sema_view_reshape(s, x, shape, n, c->loc);
+  const Sym **wide = sym_array(s, n + nrep);
+  int at = 0;
+  for (int i = 0; i < n && cur.kind == SV_TENSOR; i++) {
+    if (!sym_is(reps[i], 1)) {
+      cur = sema_view_unsqueeze(s, cur.ref, at, c->loc);
+      wide[at++] = reps[i];
+    }
+    wide[at++] = shape[i];
+  }
+  if (cur.kind != SV_TENSOR) return cur;
+  if (nrep > 0) cur = sema_view_expand(s, cur.ref, wide, n + nrep, c->loc);
+  if (cur.kind != SV_TENSOR) return cur;
+  cur = sema_view_reshape(s, cur.ref, out, n, c->loc);
+  if (cur.kind != SV_TENSOR) return cur;
+  /* a new tensor, as PyTorch's: a contiguous copy when the reshape was
+   * a view */
+  if (op_kind(sema_val(s, cur.ref)->op) == IRK_VIEW)
+    return copy_of(s, cur.ref, c->loc);
+  return cur;
+}
+
+static SVal h_repeat(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
+  IrRef x;
+  const Sym **reps;
+  int n;
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  if (c->npos < 2) {
+    diag_error(s->d, c->loc, "repeat() missing 1 required positional "
+               "argument: \"repeats\"");
+    return sv_error();
+  }
+  if (!sema_sizes(s, c, 1, &reps, &n) || !sema_args_done(s, c, c->npos))
+    return sv_error();
+  if (sema_val(s, x)->rank == 0 && n == 0) return copy_of(s, x, c->loc);
+  return repeat(s, c, x, reps, n);
+}
+
+static SVal h_tile(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
+  IrRef x;
+  const Sym **dims, **reps;
+  int n;
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  if (!c->method && c->npos == 1 && c->nkw == 1 &&
+      strcmp(c->kwname[0], "dims") == 0) { /* tile(x, dims=(2, 2)) */
+    c->pos[c->npos++] = c->kw[0];
+    c->kwused[0] = true;
+  }
+  if (c->npos < 2) {
+    diag_error(s->d, c->loc, "tile() missing 1 required positional argument: "
+               "\"dims\"");
+    return sv_error();
+  }
+  if (!sema_sizes(s, c, 1, &dims, &n) ||
+      !sema_args_done(s, c, c->method ? c->npos : 2))
+    return sv_error();
+  int rank = sema_val(s, x)->rank, m = n > rank ? n : rank;
+  if (m > MAX_DIMS) {
+    diag_error(s->d, c->loc, "tile() got %d dims; at most %d are supported", m,
+               MAX_DIMS);
+    return sv_error();
+  }
+  reps = sym_array(s, m); /* fewer dims than the tensor's: leading 1s */
+  for (int i = 0; i < m; i++) reps[i] = i < m - n ? K(s, 1) : dims[i - (m - n)];
+  if (m == 0) return copy_of(s, x, c->loc);
+  return repeat(s, c, x, reps, m);
+}
+
+/* ---- tril, triu, masked_fill ---- */
+
+static SVal h_tri(Sema *s, CallArgs *c, const Builtin *b) {
+  IrRef x;
+  const Sym *k = sema_sym0(s);
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  const SVal *kv = sema_arg(s, c, 1, "diagonal");
+  if ((!absent(kv) &&
+       !sema_sym_arg(s, kv, arena_printf(s->a, "%s() argument 'diagonal'",
+                                         c->name), &k)) ||
+      !sema_args_done(s, c, 2))
+    return sv_error();
+  const IrValue *v = sema_val(s, x);
+  if (v->rank < 2) {
+    diag_error(s->d, c->loc, "%s: input tensor must have at least 2 "
+               "dimensions", c->name);
+    sema_note_origin(s, x);
+    return sv_error();
+  }
+  /* keep x[..., i, j] where j - i <= k (tril) or j - i >= k (triu) */
+  const Sym *hw[2] = {v->shape[v->rank - 2], v->shape[v->rank - 1]};
+  IrRef ar[2];
+  for (int i = 0; i < 2; i++) {
+    IrValue a = sema_new_dense(s, OP_ARANGE, DT_I64, 1, &hw[i], c->loc);
+    a.fattr[0] = 0;
+    a.fattr[1] = 1;
+    ar[i] = sema_emit(s, &a);
+  }
+  SVal rows = sema_view_unsqueeze(s, ar[0], 1, c->loc);
+  SVal cols = sema_view_unsqueeze(s, ar[1], 0, c->loc);
+  if (rows.kind == SV_ERROR || cols.kind == SV_ERROR) return sv_error();
+  SVal diff = sema_ew_binary(s, OP_SUB, &cols, &rows, c->loc);
+  SVal kk = sv_int(k, c->loc);
+  SVal mask = sema_ew_binary(s, b->op == OP_LE ? OP_LE : OP_GE, &diff, &kk,
+                             c->loc);
+  if (mask.kind == SV_ERROR) return mask;
+  SVal zero = sv_int(sema_sym0(s), c->loc);
+  IrRef z = sema_to_tensor(s, &zero, "zero");
+  return sema_where_dense(s, mask.ref, x, z, v->dtype, c->loc);
+}
+
+/* The C++ type PyTorch names in its overflow message. */
+static const char *c_type(DType dt) {
+  switch (dt) {
+  case DT_U8: return "uint8_t";
+  case DT_I8: return "int8_t";
+  case DT_I16: return "int16_t";
+  case DT_I32: return "int";
+  case DT_I64: return "int64_t";
+  case DT_F16: return "at::Half";
+  case DT_BF16: return "at::BFloat16";
+  case DT_F32: return "float";
+  default: return "double";
+  }
+}
+
+/* A Python number converted to dt as PyTorch's Scalar is (c10's checked
+ * conversion: out of range, or NaN to an integer, is an error; floats to
+ * integers truncate; unsigned bytes wrap from -255); a CONST of dt. */
+static IrRef fill_value(Sema *s, const SVal *v, DType dt, Loc loc) {
+  double f = sv_num_f(v);
+  int64_t iv = 0;
+  bool isint = v->kind != SV_FLOAT;
+  if (isint && !sv_const_int(v, &iv)) return -1;
+  double lo = 0, hi = 0;
+  switch (dt) {
+  case DT_U8: lo = isint ? -255 : 0, hi = 255; break;
+  case DT_I8: lo = -128, hi = 127; break;
+  case DT_I16: lo = -32768, hi = 32767; break;
+  case DT_I32: lo = -2147483648.0, hi = 2147483647.0; break;
+  case DT_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+  case DT_F16: lo = -65504, hi = 65504; break;
+  case DT_BF16: lo = -3.3895313892515355e38, hi = 3.3895313892515355e38; break;
+  case DT_F32: lo = -3.4028234663852886e38, hi = 3.4028234663852886e38; break;
+  default: break;
+  }
+  bool bad = false;
+  if (dt == DT_BOOL || dt == DT_F64)
+    bad = false;
+  else if (dtype_is_float(dt)) /* inf and NaN convert */
+    bad = isfinite(f) && (f < lo || f > hi);
+  else if (isint)
+    bad = dt != DT_I64 && ((double)iv < lo || (double)iv > hi);
+  else /* NaN and inf do not */
+    bad = !isfinite(f) || f < lo || f > hi ||
+          (dt == DT_I64 && f >= 9223372036854775808.0);
+  if (bad) {
+    diag_error(s->d, loc, "value cannot be converted to type %s without "
+               "overflow", c_type(dt));
+    return -1;
+  }
+  IrValue cv = sema_new_dense(s, OP_CONST, dt, 0, NULL, loc);
+  if (dtype_is_float(dt))
+    cv.value.f = isint ? (double)iv : f;
+  else if (dt == DT_BOOL)
+    cv.value.i = isint ? iv != 0 : f != 0;
+  else
+    cv.value.i = isint ? iv : (int64_t)f;
+  if (dt == DT_U8) cv.value.i &= 0xff;
+  return sema_emit(s, &cv);
+}
+
+static SVal h_masked_fill(Sema *s, CallArgs *c, const Builtin *b) {
+  (void)b;
+  IrRef x, mask, val;
+  if (!sema_tensor_recv(s, c, &x) || !sema_req_tensor(s, c, 1, "mask", &mask))
+    return sv_error();
+  const SVal *vv = sema_need_arg(s, c, 2, "value");
+  if (!vv || !sema_args_done(s, c, 3)) return sv_error();
+  DType dt = sema_val(s, x)->dtype, md = sema_val(s, mask)->dtype;
+  if (md != DT_BOOL) {
+    diag_error(s->d, sema_arg(s, c, 1, "mask")->loc, "masked_fill_ only "
+               "supports boolean masks, but got mask with dtype %s",
+               dtype_name(md));
+    sema_note_origin(s, mask);
+    return sv_error();
+  }
+  if (vv->kind == SV_TENSOR) {
+    int r = sema_val(s, vv->ref)->rank;
+    if (r != 0) {
+      diag_error(s->d, vv->loc, "masked_fill_ only supports a 0-dimensional "
+                 "value tensor, but got tensor with %d dimension(s).", r);
+      sema_note_origin(s, vv->ref);
+      return sv_error();
+    }
+    val = vv->ref;
+  } else if (vv->kind == SV_INT && !sv_const_int(vv, &(int64_t){0})) {
+    val = sema_to_tensor(s, vv, "masked_fill() argument 'value'");
+  } else if (sv_is_number(vv)) {
+    val = fill_value(s, vv, dt, vv->loc);
+  } else {
+    diag_error(s->d, vv->loc, "masked_fill() argument 'value' must be a "
+               "number or a 0-dim tensor, got %s", sv_kind_name(vv));
+    return sv_error();
+  }
+  if (val < 0) return sv_error();
+  return sema_where_dense(s, mask, val, x, dt, c->loc);
+}
+
 const Builtin sema_join_builtins[] = {
+    {"roll", h_roll, OP_CAT, BF_BOTH},
+    {"repeat", h_repeat, OP_CAT, BF_METHOD},
+    {"tile", h_tile, OP_CAT, BF_BOTH},
+    {"tril", h_tri, OP_LE, BF_BOTH},
+    {"triu", h_tri, OP_GE, BF_BOTH},
+    {"masked_fill", h_masked_fill, OP_WHERE, BF_BOTH},
     {"cat", h_cat, OP_CAT, BF_FUNC},
     {"concat", h_cat, OP_CAT, BF_FUNC},
     {"concatenate", h_cat, OP_CAT, BF_FUNC},

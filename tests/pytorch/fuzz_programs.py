@@ -4,7 +4,8 @@
 Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
 program is a kernel of a few statements mixing views, copies, broadcasting
 elementwise math over all ten dtypes, reductions, normalizations, matmul,
-conv2d, pooling, factories and indexing by tensors, over parameters with literal or symbolic
+conv2d, pooling, factories, indexing by tensors and joins (cat, stack, split, chunk, unbind,
+roll, repeat, tile, tril, triu, masked_fill), over parameters with literal or symbolic
 sizes and contiguous, channels_last or strided layouts. Statements are
 built one at a time and evaluated with PyTorch (through gen.py's ENV) as
 they are generated, so most are valid; some deliberately are not, and a
@@ -606,10 +607,58 @@ class Gen:
         rows = ["[" + ", ".join(str(self.r.randint(-5, 5)) + (".5" if fl else "") for _ in range(m)) + "]" for _ in range(n)]
         return f"tensor([{', '.join(rows)}])"
 
+    def g_join(self):
+        """cat/stack of values that fit, a piece of split/chunk/unbind
+        (literal sizes: the number of pieces of a symbolic size is not known
+        at compile time), roll, repeat/tile, tril/triu, masked_fill."""
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        t, n = a.val, a.val.dim()
+        d = self.dim(n)
+        k = self.r.random()
+        wd = d if -n <= d < n else 0
+        if k < 0.3:
+            fits = [v for v in self.vars if isinstance(v.val, torch.Tensor) and v.val.dim() == n and
+                    all(i == wd % n or v.val.shape[i] == t.shape[i] for i in range(n))]
+            others = self.r.sample(fits, min(len(fits), self.r.randint(1, 2)))
+            names = ", ".join([a.name] + [o.name for o in others])
+            if self.r.random() < 0.3:
+                same = [o.name for o in others if o.val.shape == t.shape]
+                return f"stack([{', '.join([a.name] + same)}], {self.dim(n + 1)})"
+            fn = self.r.choice(["cat", "cat", "concat"])
+            return f"{fn}([{names}], {d})" if self.r.random() < 0.6 else f"{fn}(({names},), dim={d})"
+        size = t.shape[wd]
+        literal = size not in self.sizes.values()
+        if k < 0.5 and literal and size > 0:
+            c = self.r.randint(1, 4)
+            if self.r.random() < 0.5:
+                pieces = -(-size // -(-size // c))
+                return f"{a.name}.chunk({c}, {d})[{self.r.randrange(pieces)}]"
+            pieces = -(-size // c)
+            return f"split({a.name}, {c}, {d})[{self.r.randrange(pieces)}]"
+        if k < 0.55 and literal and 0 < size <= 8:
+            return f"{a.name}.unbind({d})[{self.r.randrange(size)}]"
+        if k < 0.7:
+            sh = self.r.choice([1, -1, 2, -3, 5])
+            return f"{a.name}.roll({sh}, {d})" if self.r.random() < 0.7 else f"{a.name}.roll({sh})"
+        if k < 0.8:
+            reps = [self.r.choice([1, 1, 2, 3]) for _ in range(n + self.r.choice([0, 0, 1]))]
+            if self.r.random() < 0.5:
+                return f"{a.name}.repeat({', '.join(map(str, reps))})"
+            return f"{a.name}.tile(({', '.join(map(str, reps[:self.r.randint(1, len(reps))]))},))"
+        if k < 0.9:
+            return f"{a.name}.{self.r.choice(['tril', 'triu'])}({self.r.choice([0, 0, 1, -1, 2])})"
+        b = self.pick()
+        value = self.r.choice(["0", "-1.5", "2", "true", "-inf", "nan"])
+        if b is not None and b.val.dtype == torch.bool:
+            return f"{a.name}.masked_fill({b.name}, {value})"
+        return f"{a.name}.masked_fill({a.name} > 0, {value})"
+
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
-            ("g_factory", 1), ("g_gather", 2)]
+            ("g_factory", 1), ("g_gather", 2), ("g_join", 2)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

@@ -1288,6 +1288,72 @@ static bool g_fns(Gen *g, Stmt *st) {
   return fin(r, m);
 }
 
+/* Whether b can join a along dim i in cat: same rank, equal dims but
+ * along i, where both are the same monomial (their sum is one). */
+static bool joins(const Val *a, const Val *b, int i) {
+  if (b->scalar || b->rank != a->rank) return false;
+  for (int j = 0; j < a->rank; j++)
+    if (j != i && !dim_eq(a->d[j], b->d[j])) return false;
+  return !memcmp(a->d[i].e, b->d[i].e, sizeof a->d[i].e);
+}
+
+/* cat/concat/stack of values of one shape, split/chunk pieces. */
+static bool g_join(Gen *g, Stmt *st) {
+  Val *a = pick(g, ranked);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  int i = rint_(g, 0, a->rank - 1), k = rint_(g, 0, 3);
+  if (k <= 1) { /* cat of a with values that join it, or stack */
+    bool stack = k == 1 && a->rank < PG_MAXR;
+    char list[256];
+    size_t at = (size_t)snprintf(list, sizeof list, "%s", a->name);
+    int n = 1;
+    for (int t = 0; t < 8 && n < 3; t++) {
+      Val *b = pick(g, ranked);
+      if (!b || !joins(a, b, i) || (stack && !dim_eq(a->d[i], b->d[i]))) continue;
+      at += (size_t)snprintf(list + at, sizeof list - at, ", %s", b->name);
+      r->dt = dtype_promote(r->dt, b->dt);
+      r->exact = r->exact && b->exact;
+      r->mag = r->mag > b->mag ? r->mag : b->mag;
+      if (!stack) r->d[i].c += b->d[i].c;
+      n++;
+    }
+    if (stack) {
+      memmove(&r->d[i + 1], &a->d[i], sizeof(Dim) * (size_t)(a->rank - i));
+      r->d[i] = lit(n);
+      r->rank++;
+    }
+    r->contig = true;
+    if (r->dt != a->dt && is_float(r->dt) && !is_float(a->dt)) r->exact = false;
+    static const char *const fns[] = {"cat", "concat", "cat"};
+    snprintf(st->e, sizeof st->e, "%s([%s], %s%d)", stack ? "stack" : fns[rint_(g, 0, 2)], list,
+             coin(g, 0.3) ? "dim=" : "", norm_dim(g, i, r->rank));
+    return fin(r, r->mag);
+  }
+  /* a piece: chunk(n) of a dim whose coefficient n divides, or split of
+   * a literal dim */
+  int64_t c = a->d[i].c;
+  int n = rint_(g, 2, 3);
+  if (c % n != 0 && !is_lit(a->d[i])) return false;
+  if (k == 2 && c % n == 0) {
+    int j = rint_(g, 0, n - 1);
+    r->d[i].c = c / n;
+    snprintf(st->e, sizeof st->e, "%s.chunk(%d, %d)[%d]", a->name, n, norm_dim(g, i, a->rank),
+             j - (coin(g, 0.3) ? n : 0));
+  } else if (is_lit(a->d[i]) && c >= 1) {
+    int64_t sz = rint_(g, 1, (int)(c < 4 ? c : 4)), np = (c + sz - 1) / sz;
+    int64_t j = rint_(g, 0, (int)np - 1);
+    r->d[i] = lit(j == np - 1 ? c - sz * (np - 1) : sz);
+    snprintf(st->e, sizeof st->e, "split(%s, %lld, %d)[%lld]", a->name, (long long)sz,
+             norm_dim(g, i, a->rank), (long long)j);
+  } else {
+    return false;
+  }
+  r->contig = a->contig && i == 0;
+  return true;
+}
+
 typedef bool (*GenFn)(Gen *, Stmt *);
 static const struct {
   GenFn f;
@@ -1295,7 +1361,7 @@ static const struct {
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
-            {g_gather, 2}};
+            {g_gather, 2}, {g_join, 2}};
 
 static bool statement(Gen *g) {
   int tot = 0;
