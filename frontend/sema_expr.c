@@ -176,6 +176,7 @@ static SVal fold_numbers(Sema *s, BinOp op, const SVal *a, const SVal *b,
 static const Builtin *const families[] = {
     sema_elementwise_builtins, sema_view_builtins, sema_reduce_builtins,
     sema_matmul_builtins,      sema_conv_builtins, sema_factory_builtins,
+    sema_stats_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 
@@ -452,6 +453,18 @@ static SVal eval_index(Sema *s, const Expr *e) {
     if (it[i].kind == SV_ERROR) err = true;
   }
   if (err) return sv_error();
+  /* a list of tensors (var_mean's result) takes one constant index */
+  int64_t li;
+  if (base.kind == SV_LIST && n == 1 && it[0].kind == SV_INT &&
+      sv_const_int(&it[0], &li)) {
+    if (li < -base.nitems || li >= base.nitems) {
+      diag_error(s->d, it[0].loc,
+                 "index %lld is out of range for a list of %d items",
+                 (long long)li, base.nitems);
+      return sv_error();
+    }
+    return base.items[li < 0 ? li + base.nitems : li];
+  }
   if (base.kind != SV_TENSOR) {
     diag_error(s->d, e->loc, "only tensors can be indexed, got %s",
                sv_kind_name(&base));

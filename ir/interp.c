@@ -492,7 +492,13 @@ static int reduce_plan(Ctx *c, const IrValue *v, const HostTensor *a,
     p->dim = -1;
   }
   p->nout = p->nred = 1;
-  bool extreme = v->op != OP_SUM && v->op != OP_PROD && v->op != OP_MEAN;
+  /* arg reductions and integer extremes have no identity; a float
+   * amax/amin of nothing is -inf/+inf, the compiled loops' identity (sema
+   * rejects or checks an empty amax/amin of the program itself;
+   * logsumexp's inner max relies on it) */
+  bool extreme = v->op == OP_ARGMAX || v->op == OP_ARGMIN ||
+                 ((v->op == OP_AMAX || v->op == OP_AMIN) &&
+                  !dtype_is_float(a->dtype));
   for (int d = 0; d < a->rank; d++) {
     if (p->red[d] && a->shape[d] == 0 && extreme)
       return fail(c, "%s(): cannot reduce over dim %d of size 0",
@@ -565,6 +571,8 @@ static int eval_reduce(Ctx *c, const IrValue *v, RtVal *rv) {
   }
   for (int64_t o = 0; o < p.nout; o++) {
     if (v->op == OP_MEAN) acc[o].f /= (double)p.nred;
+    if (!seen[o] && isf && (v->op == OP_AMAX || v->op == OP_AMIN))
+      acc[o].f = v->op == OP_AMAX ? -INFINITY : INFINITY;
     if (v->op == OP_ARGMAX || v->op == OP_ARGMIN) acc[o].i = arg[o];
   }
   scatter(&rv->t, acc, p.nout);

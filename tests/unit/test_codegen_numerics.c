@@ -6,6 +6,8 @@
  * row of 50M ones sums to exactly 50M, not 2^24).  Expected values are
  * computed here in C (division bit for bit, sums in double), not by the
  * interpreter, so the checks do not share code with the compiler.
+ * var, std, var_mean, logsumexp and norm of 2^24 + 3 values far from 0
+ * are checked against double sums.
  * sin and cos are checked at arguments up to 1e300 against libm, x ** k
  * for the constant exponents computed without pow against pow.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
@@ -206,6 +208,49 @@ START_TEST(long_sums_are_accurate) {
 }
 END_TEST
 
+/* ---- statistics over long rows ---------------------------------------------- */
+
+static const char *STATS =
+    "kernel st(x: f32[N]) -> (f32[], f32[], f32[], f32[], f32[]) {\n"
+    "  vm = var_mean(x)\n"
+    "  return x.var(), x.std(correction=0), logsumexp(x, 0), x.norm(), vm[1]\n"
+    "}\n";
+
+/* 2^24 + 3 values 1e4 + [0, 1): the two-pass variance of values far from
+ * 0, logsumexp and the 2-norm against double sums. */
+START_TEST(long_stats_are_accurate) {
+  enum { N = (1 << 24) + 3 };
+  Lib L;
+  build_flags(&L, STATS, NULL, OPTS[_i]);
+  int64_t n[1] = {N}, s0[1] = {0};
+  Ten x, o[5];
+  ten(&x, DT_F32, 1, n, NULL, 0, false);
+  float *v = x.store;
+  double s = 0, mx = -INFINITY;
+  for (int64_t i = 0; i < N; i++) {
+    v[i] = (float)(1e4 + urand());
+    s += v[i];
+    mx = fmax(mx, v[i]);
+  }
+  double mean = s / N, m2 = 0, sq = 0, se = 0;
+  for (int64_t i = 0; i < N; i++) {
+    m2 += (v[i] - mean) * (v[i] - mean);
+    sq += (double)v[i] * v[i];
+    se += exp(v[i] - mx);
+  }
+  for (int i = 0; i < 5; i++) out_ten(&o[i], DT_F32, 0, s0);
+  call_ok(&L, "st", &x, 1, o, 5);
+  check_rel("var of 2^24 + 3", f32_at(&o[0], 0), m2 / (N - 1), 1e-5);
+  check_rel("std(correction=0) of 2^24 + 3", f32_at(&o[1], 0), sqrt(m2 / N), 1e-5);
+  check_rel("logsumexp of 2^24 + 3", f32_at(&o[2], 0), log(se) + mx, 1e-5);
+  check_rel("norm of 2^24 + 3", f32_at(&o[3], 0), sqrt(sq), 1e-5);
+  check_rel("var_mean's mean of 2^24 + 3", f32_at(&o[4], 0), mean, 1e-6);
+  ten_free(&x);
+  for (int i = 0; i < 5; i++) ten_free(&o[i]);
+  unbuild_pool(&L);
+}
+END_TEST
+
 /* ---- trigonometry at large arguments ---------------------------------------- */
 
 static const char *TRIG =
@@ -301,6 +346,7 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 300);
   tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
   tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
+  tcase_add_loop_test(t, long_stats_are_accurate, 0, 4);
   tcase_add_loop_test(t, trig_large_arguments, 0, 4);
   tcase_add_loop_test(t, pow_constant_exponents, 0, 4);
   suite_add_tcase(s, t);
