@@ -12,7 +12,7 @@
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_stats.c
- *   sema_matmul.c  sema_conv.c  sema_factory.c
+ *   sema_scan.c  sema_matmul.c  sema_conv.c  sema_factory.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
@@ -308,6 +308,7 @@ IrRef sema_reduce_emit(Sema *s, CallArgs *c, Op op, IrRef x, DType dt,
                        const bool *mask, bool keepdim);
 extern const Builtin sema_reduce_builtins[];
 extern const Builtin sema_stats_builtins[];     /* sema_stats.c */
+extern const Builtin sema_scan_builtins[];      /* sema_scan.c */
 
 SVal sema_matmul(Sema *s, IrRef a, IrRef b, Loc loc); /* sema_matmul.c: @ */
 extern const Builtin sema_matmul_builtins[];

@@ -36,7 +36,7 @@ static bool pure_copy(const IrKernel *k, const IrValue *v) {
 static bool reads_any_strides(Op op) {
   OpKind kd = op_kind(op);
   return op_is_elementwise(op) || kd == IRK_COPY || kd == IRK_REDUCE ||
-         kd == IRK_NORM || kd == IRK_POOL;
+         kd == IRK_SCAN || kd == IRK_NORM || kd == IRK_POOL;
 }
 
 /* How the user wrote the copy: "x.contiguous()". */

@@ -72,7 +72,7 @@ FLOATS = ["f16", "bf16", "f32", "f64"]
 INTS = ["i8", "u8", "i16", "i32", "i64"]
 NAME_OF = {v: k for k, v in gen.DT.items()}
 REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
-              "var", "std", "logsumexp", "norm",
+              "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "logcumsumexp",
               "softmax", "log_softmax", "layer_norm", "matmul", "@",
               "conv2d", "pool2d")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
@@ -503,6 +503,19 @@ class Gen:
             return f"{a.name}.{f}({', '.join(args)})"
         return call
 
+    def g_scan(self):
+        """cumsum/cumprod/logcumsumexp along one dim."""
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        f = self.r.choice(["cumsum", "cumprod", "logcumsumexp"])
+        d = self.dim(a.val.dim())
+        if f == "cumprod" and a.val.numel() > 40:
+            return None  # huge products overflow: inf vs nan by order
+        if self.r.random() < 0.5:
+            return f"{a.name}.{f}({d})"
+        return f"{f}({a.name}, {d})"
+
     def g_norm(self):
         a = self.pick(lambda t: t.dim() > 0)
         if not a:
@@ -614,7 +627,7 @@ class Gen:
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
-            ("g_factory", 1), ("g_stats", 1)]
+            ("g_factory", 1), ("g_stats", 1), ("g_scan", 1)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

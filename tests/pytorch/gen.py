@@ -268,17 +268,22 @@ ENV.update({
     "logsumexp": _half(torch.logsumexp), "norm": _half(torch.norm),
     "any": _any_all(torch.any), "all": _any_all(torch.all),
     "count_nonzero": torch.count_nonzero,
+    "cumsum": _half(torch.cumsum), "cumprod": _half(torch.cumprod),
+    "logcumsumexp": _half(torch.logcumsumexp),
 })
 
 
 def _stats_patch():
-    """x.var() ... as the functions above."""
+    """x.var() ... as the functions above; x.cumsum() ... for f16/bf16
+    (torch 1.13 has no CPU half kernel; PyTorch 2 accumulates in f32)."""
     for name in ("var", "std"):
         setattr(torch.Tensor, name, ENV[name])
     torch.Tensor.any = _any_all(torch.Tensor.any)
     torch.Tensor.all = _any_all(torch.Tensor.all)
     torch.Tensor.logsumexp = _half(torch.Tensor.logsumexp)
     torch.Tensor.norm = _half(torch.Tensor.norm)
+    for name in ("cumsum", "cumprod", "logcumsumexp"):
+        setattr(torch.Tensor, name, _half(getattr(torch.Tensor, name)))
 
 
 _stats_patch()

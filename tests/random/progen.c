@@ -1062,6 +1062,37 @@ static bool g_stats(Gen *g, Stmt *st) {
   return fin(r, m);
 }
 
+/* cumsum/cumprod (any dtype; integers and bool give i64) and
+ * logcumsumexp (floats) along one dim. */
+static bool g_scan(Gen *g, Stmt *st) {
+  static const char *const fs[] = {"cumsum", "cumprod", "logcumsumexp", "cumsum"};
+  const char *f = fs[rint_(g, 0, 3)];
+  bool lse = f[0] == 'l';
+  Val *a = pick(g, lse ? float_val : ranked);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  r->contig = true;
+  int n = a->rank, d = rint_(g, 0, n - 1);
+  int64_t ext = dim_val(g, a->d[d]);
+  double m = a->mag;
+  bool fl = is_float(a->dt);
+  if (!fl) r->dt = DT_I64;
+  if (fl) r->exact = false, g->pending_reduce = true;
+  if (f[3] == 's') {
+    m *= (double)(ext + 1);
+  } else if (f[3] == 'p') {
+    if (ext > 6 || (fl && m > 2)) return false;
+    m = pow(m > 1 ? m : 1, (double)ext);
+  } else {
+    m = m + log((double)ext + 1) + 1;
+  }
+  int dd = norm_dim(g, d, n);
+  if (coin(g, 0.5)) snprintf(st->e, sizeof st->e, "%s(%s, %d)", f, a->name, dd);
+  else snprintf(st->e, sizeof st->e, "%s.%s(%s%d)", a->name, f, coin(g, 0.3) ? "dim=" : "", dd);
+  return fin(r, m);
+}
+
 static bool mm_ok(const Gen *g, const Val *v) {
   (void)g;
   return !v->scalar && v->rank >= 1 && v->rank <= 3 &&
@@ -1322,7 +1353,7 @@ static const struct {
   GenFn f;
   int w;
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
-            {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1},
+            {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1}, {g_scan, 2},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2}};
 
 static bool statement(Gen *g) {

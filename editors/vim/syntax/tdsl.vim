@@ -33,7 +33,7 @@ syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softma
 syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(all\|any\|count_nonzero\|logsumexp\|norm\|std\|std_mean\)\>\ze\s*("
-syn match   tdslBuiltin     "\<\%(var\|var_mean\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(var\|var_mean\|cumsum\|cumprod\|logcumsumexp\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
