@@ -2,6 +2,7 @@
  * (VLoops) and the entry points its files share, grouped by file:
  *   kernel.c     the backend (backend.h cg_cpu_backend): kernels, serial nests;
  *   reduce.c     reductions;
+ *   scan.c       scans;
  *   vloops.c     the loops of a nest as its schedule (loops/schedule.c) says;
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
@@ -38,6 +39,21 @@ typedef struct VLoops {
 /* The nest's reduced value at the current outer index (loops opened and
  * closed here). */
 LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x);
+
+/* ---- scan.c --------------------------------------------------------------- */
+
+/* A scan nest's row at the current outer index: the scanned loop, each
+ * step stored (loops opened and closed here). */
+void cpu_emit_scan(Cg *c, NestCtx *x);
+/* Whether scan nest n, planned as vl, runs its innermost outer virtual
+ * loop as blocks of columns (the store unit-stride along it, not along
+ * the scanned loop). */
+bool cpu_scan_columns(Cg *c, const LfNest *n, const VLoops *vl);
+/* The scan over outer loop variable j's range [j0, j1) in blocks of
+ * columns, the other outer loop variables set. */
+void cpu_emit_scan_columns(Cg *c, NestCtx *x, int j, LLVMValueRef j0, LLVMValueRef j1);
+/* A parallel grain over columns: at least one block. */
+LLVMValueRef cpu_scan_grain(Cg *c, LLVMValueRef grain);
 
 /* ---- vloops.c ------------------------------------------------------------- */
 

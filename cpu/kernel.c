@@ -37,8 +37,12 @@ static void emit_nest(Cg *c, const LfNest *n) {
       x.rt_stride[l] = cg_dl_stride(c, c->args[c->k->nparams + b->index], n->rank, l);
   }
   for (int l = 0; l < n->rank; l++) x.iv[l] = cg_open_loop(c, x.ub[l]);
-  LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, &x, n->value) : cpu_emit_reduce(c, &x);
-  cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+  if (lf_is_scan(n)) {
+    cpu_emit_scan(c, &x);
+  } else {
+    LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, &x, n->value) : cpu_emit_reduce(c, &x);
+    cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+  }
   for (int l = 0; l < n->rank; l++) cg_close_loop(c);
 }
 

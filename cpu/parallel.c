@@ -75,6 +75,7 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
   inner = cg_smin(c, inner, i64c(c, 1), true);
   LLVMValueRef grain = cg_smin(c, LLVMBuildSDiv(c->b, i64c(c, c->target->par_min_elems), inner, ""),
                             i64c(c, 1), true);
+  if (cpu_scan_columns(c, n, &vl) && p == vl.nouter) grain = cpu_scan_grain(c, grain);
   LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
   LLVMValueRef a[4] = {total, grain, f.body, ctx};
   call(c, cg_fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);

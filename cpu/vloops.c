@@ -163,6 +163,11 @@ static void emit_transpose_blocks(Cg *c, const LfNest *n, NestCtx *x, int i, int
 void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
                             LLVMValueRef lo, LLVMValueRef hi, int p) {
   LLVMValueRef idx[MAXL], blk = NULL;
+  bool cols = cpu_scan_columns(c, n, vl);
+  if (cols && p == vl->nouter) { /* the parallel range is the columns' */
+    cpu_emit_scan_columns(c, x, vl->var[p - 1], lo, hi);
+    return;
+  }
   if (p == 1) {
     LLVMValueRef iv = cg_open_loop_from(c, lo, hi);
     if (vl->var[0] == VL_BLOCK) blk = iv;
@@ -183,7 +188,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     }
   }
   bool blocks = transpose_blocks(n, vl, p);
-  int nopen = blocks ? vl->nouter - 1 : vl->nouter; /* blocks: i is theirs */
+  int nopen = blocks || cols ? vl->nouter - 1 : vl->nouter; /* blocks, cols: i is theirs */
   for (int i = p; i < nopen; i++) {
     LLVMValueRef iv = cg_open_loop(c, vl->ub[i]);
     if (vl->var[i] == VL_BLOCK) blk = iv;
@@ -197,6 +202,10 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
   if (blocks) {
     emit_transpose_blocks(c, n, x, vl->var[vl->nouter - 1], vl->tile_var,
                           vl->ub[vl->nouter - 1], t0, t1);
+  } else if (cols) {
+    cpu_emit_scan_columns(c, x, vl->var[vl->nouter - 1], i64c(c, 0), vl->ub[vl->nouter - 1]);
+  } else if (lf_is_scan(n)) {
+    cpu_emit_scan(c, x);
   } else {
     if (vl->tile_var >= 0) x->iv[vl->tile_var] = cg_open_loop_from(c, t0, t1);
     LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, x, n->value) : cpu_emit_reduce(c, x);

@@ -30,6 +30,7 @@ DType cu_acc_dtype(DType in) {
 CuPlan cu_plan(const LfNest *n) {
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) return (CuPlan){CU_GEMM, 0};
   if (n->reduce == OP_COUNT) return (CuPlan){CU_ELEMWISE, 0};
+  if (lf_is_scan(n)) return (CuPlan){CU_REDUCE, 1}; /* a thread per row (nest.c) */
   bool bounds = false;
   for (int j = 0; n->red_lo && j < n->nred; j++) bounds |= n->red_lo[j] != NULL;
   int64_t r = 1, o = 1, e;

@@ -1,4 +1,5 @@
-/* nest.c — device kernels of elementwise and reduction nests (cuda.h).
+/* nest.c — device kernels of elementwise, reduction and scan nests
+ * (cuda.h).
  *
  * Elementwise: one thread per element, grid-stride.  The element's
  * linear index runs over the nest's schedule (loops/schedule.c: the
@@ -400,6 +401,32 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
   cu_loop_close(c, &l);
 }
 
+/* ---- scans ----------------------------------------------------------------
+ * A thread per row (loops.h "Scans"): the outer loops' linear index runs
+ * grid-stride over the schedule's memory order, so consecutive threads
+ * take adjacent columns when the scanned dim is not the innermost (their
+ * loads and stores coalesce); each thread runs the scanned loop
+ * sequentially, its accumulator in a register, storing every step. */
+
+static void emit_scan(Cg *c, const LfNest *n, NestCtx *x) {
+  LfSchedule s = lf_schedule(c->m->st, n, c->target);
+  LLVMTypeRef t = cg_compute_type(c, n->value->dtype);
+  LLVMValueRef acc = cg_entry_alloca(c, t, NULL);
+  LLVMValueRef rows = extent_product(c, n, &s, 0, s.nouter);
+  CuLoop l;
+  LLVMValueRef o = cu_loop_open(c, &l, cu_global_tid(c), rows, cu_grid_threads(c));
+  split_index(c, n, &s, 0, s.nouter, o, x);
+  LLVMBuildStore(c->b, cg_eval(c, x, n->scan_init), acc);
+  x->iv[n->rank] = cg_open_loop(c, cg_sym_val(c, n->red[0]));
+  x->acc = LLVMBuildLoad2(c->b, t, acc, "");
+  LLVMValueRef v = cg_eval(c, x, n->value);
+  LLVMBuildStore(c->b, v, acc);
+  cg_store_el(c, cg_convert(c, v, n->value->dtype, n->dtype),
+              cg_address(c, x, &n->store, n->dtype, n->rank + 1), n->dtype);
+  cg_close_loop(c);
+  cu_loop_close(c, &l);
+}
+
 /* ---- row groups ------------------------------------------------------------
  * A row group (loops.h LfNest.group) is one kernel: a block per shared
  * index (a row), grid-stride; the block runs the group's nests in order
@@ -468,6 +495,7 @@ void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   rt_strides(c, n, &x, rts);
   CuPlan p = cu_plan(n);
   if (p.kind == CU_ELEMWISE) emit_elementwise(c, n, &x);
+  else if (lf_is_scan(n)) emit_scan(c, n, &x);
   else emit_reduction(c, n, &x, p.group);
   LLVMBuildRetVoid(c->b);
 }

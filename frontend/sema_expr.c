@@ -178,6 +178,7 @@ static const Builtin *const families[] = {
     sema_matmul_builtins,      sema_conv_builtins, sema_factory_builtins,
     sema_index_builtins,
     sema_join_builtins,
+    sema_stats_builtins,       sema_scan_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 

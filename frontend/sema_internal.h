@@ -11,8 +11,9 @@
  *
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
- *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
- *   sema_conv.c  sema_factory.c  sema_index.c  sema_join.c
+ *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_stats.c
+ *   sema_scan.c  sema_matmul.c  sema_conv.c  sema_factory.c  sema_index.c
+ *   sema_join.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
@@ -311,7 +312,19 @@ SVal sema_view_expand(Sema *s, IrRef x, const Sym *const *sizes, int n,
 SVal sema_view_reshape(Sema *s, IrRef x, const Sym *const *sizes, int n,
                        Loc loc);
 
-extern const Builtin sema_reduce_builtins[];    /* sema_reduce.c */
+/* sema_reduce.c: the pieces of a reduction that sema_stats.c reuses:
+ * dim= (an int, a list, None) read into mask (*all when absent, None or
+ * []); the error (static) or run-time check (symbolic) that no reduced
+ * dim is empty; the reduction value of op over mask (NULL: all dims). */
+bool sema_reduce_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
+                      bool *mask, bool *all);
+bool sema_reduce_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
+                          const bool *mask);
+IrRef sema_reduce_emit(Sema *s, CallArgs *c, Op op, IrRef x, DType dt,
+                       const bool *mask, bool keepdim);
+extern const Builtin sema_reduce_builtins[];
+extern const Builtin sema_stats_builtins[];     /* sema_stats.c */
+extern const Builtin sema_scan_builtins[];      /* sema_scan.c */
 
 SVal sema_matmul(Sema *s, IrRef a, IrRef b, Loc loc); /* sema_matmul.c: @ */
 extern const Builtin sema_matmul_builtins[];

@@ -16,8 +16,8 @@
 /* ---- Reductions ---- */
 
 /* Reads dim= into mask (rank entries); *all when absent, None or []. */
-static bool reduce_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
-                        bool *mask, bool *all) {
+bool sema_reduce_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
+                      bool *mask, bool *all) {
   *all = absent(dv) || (dv->kind == SV_LIST && dv->nitems == 0);
   if (*all) return true;
   const SVal *items = dv->kind == SV_LIST ? dv->items : dv;
@@ -41,8 +41,8 @@ static bool reduce_dims(Sema *s, CallArgs *c, const SVal *dv, int rank,
 
 /* amax/amin/argmax/argmin have no identity: a static size-0 reduced dim
  * is an error, as in PyTorch. */
-static bool check_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
-                           const bool *mask) {
+bool sema_reduce_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
+                          const bool *mask) {
   for (int d = 0; d < xv->rank; d++) {
     if (mask[d] && !sym_is_const(xv->shape[d], NULL))
       sema_check_le(s, K(s, 1), xv->shape[d],
@@ -83,8 +83,8 @@ static bool reduce_dtype(Sema *s, CallArgs *c, Op op, DType in, DType given,
 }
 
 /* Builds the reduction value over mask (all dims when mask is NULL). */
-static IrRef emit_reduce(Sema *s, CallArgs *c, Op op, IrRef x, DType dt,
-                         const bool *mask, bool keepdim) {
+IrRef sema_reduce_emit(Sema *s, CallArgs *c, Op op, IrRef x, DType dt,
+                       const bool *mask, bool keepdim) {
   IrValue xv = *sema_val(s, x);
   const Sym **shape = sym_array(s, xv.rank);
   int64_t *dims = arena_alloc(s->a, sizeof(int64_t) * (size_t)(xv.rank + 1));
@@ -121,10 +121,10 @@ static SVal reduce_arg(Sema *s, Op op, CallArgs *c, IrRef x) {
   if (!reduce_dtype(s, c, op, xv.dtype, DT_NONE, &dt)) return sv_error();
   bool *mask = arena_alloc(s->a, (size_t)xv.rank + 1);
   bool all;
-  if (!reduce_dims(s, c, dv, xv.rank, mask, &all)) return sv_error();
+  if (!sema_reduce_dims(s, c, dv, xv.rank, mask, &all)) return sv_error();
   if (all) memset(mask, 1, (size_t)xv.rank + 1);
-  if (!check_nonempty(s, c, &xv, mask)) return sv_error();
-  return sv_tensor(emit_reduce(s, c, op, x, DT_I64, all ? NULL : mask,
+  if (!sema_reduce_nonempty(s, c, &xv, mask)) return sv_error();
+  return sv_tensor(sema_reduce_emit(s, c, op, x, DT_I64, all ? NULL : mask,
                                keepdim), c->loc);
 }
 
@@ -146,20 +146,21 @@ static SVal build_reduce(Sema *s, Op op, CallArgs *c) {
   if (!reduce_dtype(s, c, op, xv.dtype, given, &dt)) return sv_error();
   bool *mask = arena_alloc(s->a, (size_t)xv.rank + 1);
   bool all;
-  if (!reduce_dims(s, c, dv, xv.rank, mask, &all)) return sv_error();
+  if (!sema_reduce_dims(s, c, dv, xv.rank, mask, &all)) return sv_error();
   if (all) memset(mask, 1, (size_t)xv.rank + 1);
-  if ((op == OP_AMAX || op == OP_AMIN) && !check_nonempty(s, c, &xv, mask))
+  if ((op == OP_AMAX || op == OP_AMIN) &&
+      !sema_reduce_nonempty(s, c, &xv, mask))
     return sv_error();
   /* sum/prod of integers accumulate in i64; dtype= converts first. */
   x = sema_cast(s, x, dt, c->loc);
   if (dtype_is_float(dt) || dt == DT_I64 || (op != OP_SUM && op != OP_PROD))
-    return sv_tensor(emit_reduce(s, c, op, x, dt, mask, keepdim), c->loc);
+    return sv_tensor(sema_reduce_emit(s, c, op, x, dt, mask, keepdim), c->loc);
   /* A narrower integer or bool dtype=: PyTorch adds (multiplies) in that
    * type, wrapping; + and * commute with truncation mod 2^n, and bool's
    * saturating + and * are "!= 0" of the i64 sum and product of 0s and 1s, so
    * reducing in i64 and casting the result back is exact. */
   x = sema_cast(s, x, DT_I64, c->loc);
-  IrRef r = emit_reduce(s, c, op, x, DT_I64, mask, keepdim);
+  IrRef r = sema_reduce_emit(s, c, op, x, DT_I64, mask, keepdim);
   return sv_tensor(sema_cast(s, r, dt, c->loc), c->loc);
 }
 

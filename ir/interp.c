@@ -492,7 +492,13 @@ static int reduce_plan(Ctx *c, const IrValue *v, const HostTensor *a,
     p->dim = -1;
   }
   p->nout = p->nred = 1;
-  bool extreme = v->op != OP_SUM && v->op != OP_PROD && v->op != OP_MEAN;
+  /* arg reductions and integer extremes have no identity; a float
+   * amax/amin of nothing is -inf/+inf, the compiled loops' identity (sema
+   * rejects or checks an empty amax/amin of the program itself;
+   * logsumexp's inner max relies on it) */
+  bool extreme = v->op == OP_ARGMAX || v->op == OP_ARGMIN ||
+                 ((v->op == OP_AMAX || v->op == OP_AMIN) &&
+                  !dtype_is_float(a->dtype));
   for (int d = 0; d < a->rank; d++) {
     if (p->red[d] && a->shape[d] == 0 && extreme)
       return fail(c, "%s(): cannot reduce over dim %d of size 0",
@@ -565,6 +571,8 @@ static int eval_reduce(Ctx *c, const IrValue *v, RtVal *rv) {
   }
   for (int64_t o = 0; o < p.nout; o++) {
     if (v->op == OP_MEAN) acc[o].f /= (double)p.nred;
+    if (!seen[o] && isf && (v->op == OP_AMAX || v->op == OP_AMIN))
+      acc[o].f = v->op == OP_AMAX ? -INFINITY : INFINITY;
     if (v->op == OP_ARGMAX || v->op == OP_ARGMIN) acc[o].i = arg[o];
   }
   scatter(&rv->t, acc, p.nout);
@@ -612,6 +620,48 @@ static int eval_softmax(Ctx *c, const IrValue *v, RtVal *rv) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++)
       softmax_row(x + o * len * inner + i, len, inner, v->op == OP_LOG_SOFTMAX);
+  scatter(&rv->t, x, rv->numel);
+  free(x);
+  return 0;
+}
+
+/* PyTorch's _log_add_exp_helper(x, acc) of its CPU logcumsumexp: NaN
+ * propagates, equal infinities stay. */
+static double log_add_exp(double x, double y) {
+  double mn = isnan(y) ? y : fmin(x, y), mx = isnan(y) ? y : fmax(x, y);
+  if (isnan(x)) mn = mx = x;
+  if (mn != mx || isfinite(mn)) return log1p(exp(mn - mx)) + mx;
+  return x;
+}
+
+/* cumsum / cumprod / logcumsumexp along attrs[0]: a running value in
+ * double (floats) or wrapping i64, each element stored. */
+static int eval_scan(Ctx *c, const IrValue *v, RtVal *rv) {
+  const RtVal *a = &c->vals[v->args[0]];
+  int64_t dim = attr(c, v, 0), outer, len, inner;
+  if (dim < 0 || dim >= a->t.rank) ICE("%s: bad dim", op_name(v->op));
+  bool isf = dtype_is_float(v->dtype);
+  Scalar *x = gather(c, &a->t, a->numel);
+  if (!x) return -1;
+  split_dim(&a->t, (int)dim, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      Scalar *row = x + o * len * inner + i;
+      double f = v->op == OP_CUMPROD ? 1 : v->op == OP_CUMSUM ? 0 : -INFINITY;
+      uint64_t n = v->op == OP_CUMPROD;
+      for (int64_t j = 0; j < len; j++) {
+        Scalar *e = &row[j * inner];
+        if (!isf) {
+          n = v->op == OP_CUMPROD ? n * (uint64_t)e->i : n + (uint64_t)e->i;
+          e->i = (int64_t)n;
+          continue;
+        }
+        f = v->op == OP_CUMSUM    ? f + e->f
+            : v->op == OP_CUMPROD ? f * e->f
+                                  : log_add_exp(e->f, f);
+        e->f = f;
+      }
+    }
   scatter(&rv->t, x, rv->numel);
   free(x);
   return 0;
@@ -952,6 +1002,7 @@ static int eval_value(Ctx *c, IrRef r) {
   case IRK_COMPARE:
   case IRK_TERNARY: return eval_elementwise(c, v, rv);
   case IRK_REDUCE: return eval_reduce(c, v, rv);
+  case IRK_SCAN: return eval_scan(c, v, rv);
   case IRK_NORM:
     return v->op == OP_LAYER_NORM ? eval_layer_norm(c, v, rv)
                                   : eval_softmax(c, v, rv);

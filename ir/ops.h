@@ -206,6 +206,14 @@
                                      the flattened input, first index of the          \
                                      extreme, NaN wins */                             \
   OP(ARGMIN, "argmin", 1, IRK_REDUCE, DR_NA, 1, NONE)                                 \
+  /* scans: attrs[0] = the scanned dim (normalized); the result has the operand's   \
+   * shape and dtype (sema casts first: integers and bool to i64); each element is    \
+   * the running sum / product / log(sum(exp)) up to it along the dim, accumulated   \
+   * as PyTorch's CPU kernels do (f64 for f32 and f64, f32 for f16/bf16, i64) */     \
+  OP(CUMSUM, "cumsum", 1, IRK_SCAN, DR_NA, 1, NONE)                                   \
+  OP(CUMPROD, "cumprod", 1, IRK_SCAN, DR_NA, 1, NONE)                                 \
+  OP(LOGCUMSUMEXP, "logcumsumexp", 1, IRK_SCAN, DR_NA, 8, NONE) /* floats only;      \
+                                     the step is logaddexp(x, acc) */                 \
   /* normalizations */                                                                \
   OP(SOFTMAX, "softmax", 1, IRK_NORM, DR_NA, 1, NONE) /* attrs[0]: dim */             \
   OP(LOG_SOFTMAX, "log_softmax", 1, IRK_NORM, DR_NA, 1, NONE)                         \
@@ -260,6 +268,7 @@ typedef enum OpKind {
   IRK_COMPARE,
   IRK_TERNARY,
   IRK_REDUCE,
+  IRK_SCAN,
   IRK_NORM,
   IRK_MATMUL,
   IRK_CONV,

@@ -441,6 +441,18 @@ static void check_norm(Ctx *c, IrRef r, const IrValue *v) {
     attr_in(c, r, v, 0, 0, x->rank > 0 ? x->rank : 1, NULL);
 }
 
+/* A scan keeps its operand's shape and dtype: floats, or i64 (cumsum and
+ * cumprod of integers and bool, cast by sema), along one dim. */
+static void check_scan(Ctx *c, IrRef r, const IrValue *v) {
+  want_shape(c, r, v, 0);
+  want_dtype(c, r, v, 0, v->dtype);
+  const IrValue *x = arg(c, v, 0);
+  if (want_nattrs(c, r, v, 1)) attr_in(c, r, v, 0, 0, x->rank, NULL);
+  if (!dtype_is_float(v->dtype) && (v->op == OP_LOGCUMSUMEXP || v->dtype != DT_I64))
+    bad_value(c, r, "result is %s, expected a float%s", dt(v->dtype),
+              v->op == OP_LOGCUMSUMEXP ? "" : " or i64");
+}
+
 /* ---- matmul, conv, pooling ---- */
 
 static void want_dim(Ctx *c, IrRef r, const Sym *a, const char *what,
@@ -608,6 +620,7 @@ static void check_value(Ctx *c, IrRef r) {
   case IRK_COMPARE:
   case IRK_TERNARY: check_elementwise(c, r, v); break;
   case IRK_REDUCE: check_reduce(c, r, v); break;
+  case IRK_SCAN: check_scan(c, r, v); break;
   case IRK_NORM: check_norm(c, r, v); break;
   case IRK_MATMUL: check_matmul(c, r, v); break;
   case IRK_CONV: check_conv(c, r, v); break;

@@ -69,6 +69,23 @@
  *    an f32/f64 softmax in a group is then four nests that evaluate exp
  *    once: AMAX, exp(x - max) stored into the value, SUM of the stored
  *    value, and the value divided by the sum in place.
+ *  - Scans (lower.c, lower_scan; reduce = OP_CUMSUM, OP_CUMPROD,
+ *    OP_LOGCUMSUMEXP, lf_is_scan): the outer loops are the value's other
+ *    dims, in order, and the one reduction loop (red[0], loop variable
+ *    `rank`) is the scanned dim, run sequentially from 0 up.  The
+ *    accumulator starts at `scan_init` (dtype: PyTorch's CPU acc_type,
+ *    F64 for f32/f64, F32 for f16/bf16, I64 for integers); each step sets
+ *    it to `value`, an expression over LFE_ACC (the accumulator) and the
+ *    loads at the current index (add / mul / logaddexp(x, acc)), and
+ *    stores it, converted to `dtype`, through `store`, whose strides
+ *    cover all rank + 1 loop variables: every element is stored, unlike
+ *    a reduction's.  Backends keep the outer loops' schedule (collapsed,
+ *    parallel) and never split the scanned loop.  When the innermost
+ *    outer loop is not the scanned one and its accesses are unit-stride
+ *    (a scan along a dim that is not the innermost), a backend runs
+ *    several of its iterations side by side inside the scanned loop
+ *    (cpu/scan.c: a block of columns, one accumulator per lane, the
+ *    loads and stores contiguous) instead of walking each column alone.
  *  - Pools (lower.c, lower_pool): one reduction nest over N, C, OH, OW
  *    with two window loops whose bounds are the window clipped to the
  *    input (max pooling then never sees padding, as -inf padding
@@ -185,7 +202,8 @@ typedef struct LfNest {
   const Sym **shape;
   int nred;
   const Sym **red;
-  Op reduce;       /* OP_COUNT: plain store; else SUM ... ARGMIN */
+  Op reduce;       /* OP_COUNT: plain store; else SUM ... ARGMIN, or a
+                      scan (CUMSUM ... LOGCUMSUMEXP, see "Scans") */
   LfExpr **red_lo, **red_hi; /* NULL, or per reduction loop NULL or its
                                 bounds (see above) */
   LfExpr *post;    /* NULL, or the stored value in terms of LFE_ACC */
@@ -217,6 +235,8 @@ typedef struct LfNest {
   IrRef gemm;
   LfAccess cstore;
   DType cdtype;
+  /* Scans (see "Scans" above): the accumulator's first value. */
+  LfExpr *scan_init;
   /* Row groups (see "Normalizations" above): group > 1 on the first nest
    * of a group says that it and the next group - 1 nests share their
    * first `shared` outer loops (same extents; loop variable l < shared is
@@ -229,6 +249,11 @@ typedef struct LfNest {
    * `value` is the raw index (I64) at each outer index. */
   const LfCheck *check;
 } LfNest;
+
+/* Whether n is a scan nest (loops.h "Scans"). */
+static inline bool lf_is_scan(const LfNest *n) {
+  return n->reduce != OP_COUNT && op_kind(n->reduce) == IRK_SCAN;
+}
 
 typedef struct LfKernel {
   const IrKernel *k;

@@ -297,6 +297,46 @@ static void lower_reduce(Lower *L, IrRef r) {
   n->src = r;
 }
 
+/* ---- scans (loops.h "Scans") ---- */
+
+static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b);
+static LfExpr *fconst(Lower *L, double v, DType dt);
+static LfExpr *iconst(Lower *L, int64_t v);
+
+/* The accumulator of a scan: PyTorch's CPU at::acc_type (f64 for f32 and
+ * f64, f32 for f16/bf16, i64 for i64). */
+static DType scan_acc_dtype(DType dt) {
+  return dt == DT_F32 || dt == DT_F64 ? DT_F64 : dtype_is_float(dt) ? DT_F32 : DT_I64;
+}
+
+static void lower_scan(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  int64_t sd;
+  if (!sym_is_const(v->attrs[0], &sd) || sd < 0 || sd >= v->rank) ICE("scan dim");
+  int map[TDSL_MAX_RANK];
+  LfNest *n = add_nest(L);
+  n->rank = v->rank - 1;
+  n->shape = zalloc(L, sizeof *n->shape * (size_t)v->rank);
+  for (int d = 0; d < v->rank; d++) {
+    map[d] = d < sd ? d : d == sd ? v->rank - 1 : d - 1;
+    if (d != sd) n->shape[map[d]] = v->shape[d];
+  }
+  n->nred = 1;
+  n->red = zalloc(L, sizeof *n->red);
+  n->red[0] = v->shape[sd];
+  n->reduce = v->op;
+  DType ad = scan_acc_dtype(v->dtype);
+  LfExpr *x = cast(L, load(L, v->args[0], map, v->rank), ad), *acc = expr(L, LFE_ACC, ad);
+  n->value = v->op == OP_CUMSUM    ? op2(L, OP_ADD, ad, acc, x)
+             : v->op == OP_CUMPROD ? op2(L, OP_MUL, ad, acc, x)
+                                   : op2(L, OP_LOGADDEXP, ad, x, acc);
+  double init = v->op == OP_CUMSUM ? 0 : v->op == OP_CUMPROD ? 1 : -INFINITY;
+  n->scan_init = ad == DT_I64 ? iconst(L, (int64_t)init) : fconst(L, init, ad);
+  n->store = access(L, r, map, v->rank);
+  n->dtype = v->dtype;
+  n->src = r;
+}
+
 /* ---- normalizations and pools (loops.h) ---- */
 
 static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b) {
@@ -814,6 +854,10 @@ static void lower_value(Lower *L, IrRef r) {
   }
   if (kind == IRK_REDUCE) {
     lower_reduce(L, r);
+    return;
+  }
+  if (kind == IRK_SCAN) {
+    lower_scan(L, r);
     return;
   }
   if (kind == IRK_NORM || kind == IRK_POOL) {

@@ -266,6 +266,14 @@ static void print_loops(Printer *p, const LfNest *n, int depth) {
   fputc('\n', f);
   if (n->reduce == OP_COUNT || n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) return;
   indent(p, depth);
+  if (lf_is_scan(n)) { /* "cumsum along i1 < N from f64(0), storing each step" */
+    fprintf(f, "%s along i%d < ", op_name(n->reduce), n->rank);
+    sym_print(f, n->red[0]);
+    fputs(" from ", f);
+    print_expr(p, n->scan_init, n->rank, "i");
+    fputs(", storing each step\n", f);
+    return;
+  }
   fprintf(f, "%s over", op_name(n->reduce));
   for (int l = 0; l < n->nred; l++) {
     fprintf(f, "%s i%d < ", l ? "," : "", n->rank + l);
@@ -285,7 +293,7 @@ static void print_store(Printer *p, const LfNest *n, const LfExpr *value, int nl
                         int depth) {
   indent(p, depth);
   fputs("store ", p->f);
-  print_access(p, &n->store, n->rank, "i");
+  print_access(p, &n->store, n->rank + lf_is_scan(n), "i");
   fprintf(p->f, ": %s", dtype_name(n->dtype));
   if (value) {
     fputs(" = ", p->f);

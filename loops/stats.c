@@ -60,7 +60,8 @@ static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
   return b;
 }
 
-/* Bytes one nest reads and writes: each element stored once, each load
+/* Bytes one nest reads and writes: each element stored once (a scan:
+ * each step), each load
  * once per distinct address (load_count); gemm nests read each operand
  * once (a prologue: its expression's loads).  hot: as expr_bytes. */
 static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, bool *hot) {
@@ -71,7 +72,9 @@ static const Sym *nest_bytes(IrModule *m, const LfKernel *lk, const LfNest *n, b
   for (int l = 0; l < n->nred; l++) ext[nl++] = n->red[l];
   const Sym *outer = sym_prod(st, n->shape, n->rank);
   if (n->check) return expr_bytes(st, lk, n->value, outer, ext, nl, NULL); /* no store */
-  const Sym *b = sym_mul(st, outer, sym_const(st, dtype_size(n->dtype)));
+  /* a scan stores every step */
+  const Sym *stores = lf_is_scan(n) ? sym_mul(st, outer, n->red[0]) : outer;
+  const Sym *b = sym_mul(st, stores, sym_const(st, dtype_size(n->dtype)));
   if (hot && hot[n->store.buf]) b = sym_const(st, 0);
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
     const IrValue *v = ir_val(lk->k, n->gemm);

@@ -37,7 +37,7 @@ static bool reads_any_strides(Op op) {
   OpKind kd = op_kind(op);
   return op_is_elementwise(op) || kd == IRK_COPY || kd == IRK_REDUCE ||
          kd == IRK_NORM || kd == IRK_POOL || kd == IRK_INDEX ||
-         kd == IRK_JOIN;
+         kd == IRK_JOIN || kd == IRK_SCAN;
 }
 
 /* How the user wrote the copy: "x.contiguous()". */

@@ -113,8 +113,11 @@ static bool candidate(Op op) {
 static Block consumer_block(Op op, int j) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
   if (op_kind(op) == IRK_INDEX) return j == 1 ? BLK_NONE : BLK_INDEXED;
-  if (candidate(op) || op_kind(op) == IRK_REDUCE || op_kind(op) == IRK_JOIN)
-    return BLK_NONE; /* a cat reads operand j at its nest j's own index */
+  /* a cat reads operand j at its nest j's own index; a scan each element
+   * once at its own index, as a reduction */
+  if (candidate(op) || op_kind(op) == IRK_REDUCE || op_kind(op) == IRK_JOIN ||
+      op_kind(op) == IRK_SCAN)
+    return BLK_NONE;
   OpKind kd = op_kind(op);
   return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
 }
@@ -342,7 +345,7 @@ static bool decide_epilogues(PassCtx *c, const Uses *u, const bool *was) {
   return changed;
 }
 
-/* Values that are never candidates (reductions, normalizations, pools,
+/* Values that are never candidates (reductions, scans, normalizations, pools,
  * reshape copies, too high a rank) still get their one decision. */
 static void report_own_nest(PassCtx *c, IrRef r) {
   const IrValue *v = ir_val(c->k, r);
@@ -350,6 +353,9 @@ static void report_own_nest(PassCtx *c, IrRef r) {
   if (v->rank == 0 || kd == IRK_VIEW || v->op == OP_PARAM || v->op == OP_TENSOR) return;
   const char *why = kd == IRK_REDUCE ? "a reduction runs its own loop nest over the "
                                        "reduced dims and stores each result once"
+                    : kd == IRK_SCAN ? "a scan runs its own loop nest, carrying the "
+                                       "running value along the scanned dim and "
+                                       "storing every step"
                     : kd == IRK_NORM ? "a normalization needs whole rows for its "
                                        "statistics, so it runs its own loop nests"
                     : kd == IRK_POOL ? "a pooling window runs its own loop nest"

@@ -73,6 +73,7 @@ FLOATS = ["f16", "bf16", "f32", "f64"]
 INTS = ["i8", "u8", "i16", "i32", "i64"]
 NAME_OF = {v: k for k, v in gen.DT.items()}
 REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
+              "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "logcumsumexp",
               "softmax", "log_softmax", "layer_norm", "matmul", "@",
               "conv2d", "pool2d")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
@@ -499,6 +500,50 @@ class Gen:
             return f"{a.name}.{f}({', '.join(args)})"
         return f"{f}({', '.join([a.name] + args)})"
 
+    def g_stats(self):
+        """var/std/var_mean/logsumexp/norm/any/all/count_nonzero (torch 1.13:
+        any/all take one dim, correction= needs dim=)."""
+        a = self.pick()
+        if not a:
+            return None
+        n = a.val.dim()
+        f = self.r.choice(["var", "std", "var_mean", "logsumexp", "norm", "any", "all",
+                           "count_nonzero"])
+        args = []
+        if n and (f == "logsumexp" or self.r.random() < 0.7):
+            if f in ("any", "all") or self.r.random() < 0.5:
+                args.append(str(self.dim(n)))
+            else:
+                ds = [self.dim(n) for _ in range(self.r.randint(1, min(n, 3)))]
+                args.append(f"dim=[{', '.join(map(str, ds))}]")
+            if f == "norm":
+                args.insert(0, self.r.choice(["2", "1", "1e999", "0", "3", "\"fro\""]))
+            if f in ("var", "std", "var_mean") and self.r.random() < 0.5:
+                args.append(f"correction={self.r.randint(0, 2)}")
+            if f != "count_nonzero" and self.r.random() < 0.4:
+                args.append("keepdim=true")
+        elif f == "logsumexp":
+            return None
+        call = f"{f}({', '.join([a.name] + args)})"
+        if f == "var_mean":
+            return call + f"[{self.r.randint(0, 1)}]"
+        if f not in ("var_mean", "count_nonzero") and self.r.random() < 0.5:
+            return f"{a.name}.{f}({', '.join(args)})"
+        return call
+
+    def g_scan(self):
+        """cumsum/cumprod/logcumsumexp along one dim."""
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        f = self.r.choice(["cumsum", "cumprod", "logcumsumexp"])
+        d = self.dim(a.val.dim())
+        if f == "cumprod" and a.val.numel() > 40:
+            return None  # huge products overflow: inf vs nan by order
+        if self.r.random() < 0.5:
+            return f"{a.name}.{f}({d})"
+        return f"{f}({a.name}, {d})"
+
     def g_norm(self):
         a = self.pick(lambda t: t.dim() > 0)
         if not a:
@@ -658,7 +703,7 @@ class Gen:
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
-            ("g_factory", 1), ("g_gather", 2), ("g_join", 2)]
+            ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

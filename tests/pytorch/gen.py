@@ -222,6 +222,80 @@ ENV = {
 }
 
 
+
+def _var_corr(name):
+    """var/std/var_mean/std_mean as PyTorch 2 has them: torch 1.13 takes
+    only an int correction= and only with dim=; otherwise a correction is
+    PyTorch 2's formula sum((x - mean)^2) / max(0, N - correction),
+    computed here in f64."""
+    fn = getattr(torch, name)
+
+    def call(x, *a, correction=None, **kw):
+        dim = a[0] if a else kw.get("dim")
+        if correction is None or (isinstance(correction, int) and dim is not None):
+            if correction is not None:
+                kw["correction"] = correction
+            return fn(x, *a, **kw)
+        keepdim = kw.get("keepdim", False)
+        dims = list(range(x.dim())) if dim is None else \
+            ([dim] if isinstance(dim, int) else list(dim))
+        xd = x.double()
+        mean = xd.mean(dims, keepdim=True)
+        n = 1
+        for d in dims:
+            n *= x.shape[d]
+        v = ((xd - mean) ** 2).sum(dims, keepdim=keepdim) / max(0.0, n - correction)
+        if name.startswith("std"):
+            v = v.sqrt()
+        if name.endswith("_mean"):
+            m = mean if keepdim else mean.reshape(v.shape)
+            return v.to(x.dtype), m.to(x.dtype)
+        return v.to(x.dtype)
+    return call
+
+
+def _any_all(fn):
+    """any/all with a list of dims, as PyTorch 2.2+ takes them (torch 1.13
+    reduces one dim at a time): the dims one after another, last first."""
+    def call(x, dim=None, keepdim=False):
+        if dim is None:
+            return fn(x)
+        if isinstance(dim, int):
+            return fn(x, dim, keepdim=keepdim)
+        if not dim:
+            return fn(x)
+        for d in sorted((d % x.dim() for d in dim), reverse=True):
+            x = fn(x, d, keepdim=keepdim)
+        return x
+    return call
+
+
+ENV.update({
+    "var": _var_corr("var"), "std": _var_corr("std"),
+    "var_mean": _var_corr("var_mean"), "std_mean": _var_corr("std_mean"),
+    "logsumexp": _half(torch.logsumexp), "norm": _half(torch.norm),
+    "any": _any_all(torch.any), "all": _any_all(torch.all),
+    "count_nonzero": torch.count_nonzero,
+    "cumsum": _half(torch.cumsum), "cumprod": _half(torch.cumprod),
+    "logcumsumexp": _half(torch.logcumsumexp),
+})
+
+
+def _stats_patch():
+    """x.var() ... as the functions above; x.cumsum() ... for f16/bf16
+    (torch 1.13 has no CPU half kernel; PyTorch 2 accumulates in f32)."""
+    for name in ("var", "std"):
+        setattr(torch.Tensor, name, ENV[name])
+    torch.Tensor.any = _any_all(torch.Tensor.any)
+    torch.Tensor.all = _any_all(torch.Tensor.all)
+    torch.Tensor.logsumexp = _half(torch.Tensor.logsumexp)
+    torch.Tensor.norm = _half(torch.Tensor.norm)
+    for name in ("cumsum", "cumprod", "logcumsumexp"):
+        setattr(torch.Tensor, name, _half(getattr(torch.Tensor, name)))
+
+
+_stats_patch()
+
 def _method_patch():
     """x.tan() and friends as the functions above (f16 through _half)."""
     for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",

@@ -1033,6 +1033,103 @@ static bool g_norm(Gen *g, Stmt *st) {
   return fin(r, sqrt((double)cnt) * wm + 2);
 }
 
+/* var/std/logsumexp/norm of a float tensor, any/all/count_nonzero of
+ * any tensor, over some dims (logsumexp: at least one). */
+static bool g_stats(Gen *g, Stmt *st) {
+  static const char *const fs[] = {"var", "std", "logsumexp", "norm", "any", "all",
+                                   "count_nonzero", "std"};
+  const char *f = fs[rint_(g, 0, 7)];
+  bool logical = f[0] == 'a' || f[0] == 'c';
+  Val *a = pick(g, logical ? any_tensor : float_val);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  int n = a->rank;
+  bool red[PG_MAXR] = {false}, keep = f[0] != 'c' && coin(g, 0.35);
+  char args[128] = "";
+  if (n && (f[0] == 'l' || coin(g, 0.7))) {
+    int nd = rint_(g, 1, n < 3 ? n : 3);
+    size_t at = 0;
+    char ds[64] = "";
+    for (int i = 0; i < nd; i++) {
+      int d = rint_(g, 0, n - 1);
+      if (red[d]) return false;
+      red[d] = true;
+      at += (size_t)snprintf(ds + at, sizeof ds - at, "%s%d", i ? ", " : "", norm_dim(g, d, n));
+    }
+    if (!strcmp(f, "norm")) {
+      static const char *const ps[] = {"2", "1", "1e999", "0", "3"};
+      snprintf(args, sizeof args, ", %s, [%s]", ps[rint_(g, 0, 4)], ds);
+    } else if (nd == 1 && coin(g, 0.5)) {
+      snprintf(args, sizeof args, ", %s", ds);
+    } else {
+      snprintf(args, sizeof args, ", dim=[%s]", ds);
+    }
+    if (f[0] == 'v' || (f[0] == 's' && coin(g, 0.5)))
+      snprintf(args + strlen(args), sizeof args - strlen(args), ", correction=%d", rint_(g, 0, 2));
+    if (keep) snprintf(args + strlen(args), sizeof args - strlen(args), ", keepdim=true");
+  } else {
+    if (f[0] == 'l') return false;
+    keep = false;
+    for (int i = 0; i < n; i++) red[i] = true;
+  }
+  int64_t cnt = 1;
+  for (int i = 0; i < n; i++)
+    if (red[i]) cnt *= dim_val(g, a->d[i]);
+  if (!strcmp(f, "norm") && strstr(args, "1e999") && cnt == 0) return false;
+  r->rank = 0;
+  for (int i = 0; i < n; i++)
+    if (!red[i]) r->d[r->rank++] = a->d[i];
+    else if (keep) r->d[r->rank++] = lit(1);
+  r->contig = true;
+  double m = a->mag;
+  if (logical) {
+    r->dt = f[0] == 'c' ? DT_I64 : a->dt == DT_U8 ? DT_U8 : DT_BOOL;
+    r->exact = a->exact;
+    m = f[0] == 'c' ? (double)cnt : 1;
+  } else {
+    r->exact = false, g->pending_reduce = true;
+    m = f[0] == 'v' ? m * m * 4 + 1 : f[0] == 'n' ? m * (double)(cnt + 1) : m + 2 * log((double)cnt + 2) + 1;
+    if (f[0] == 'v' || f[0] == 's') m = fmax(m, 1) * 2; /* inf/nan for small counts */
+  }
+  if (f[0] != 'c' && coin(g, 0.5))
+    snprintf(st->e, sizeof st->e, "%s.%s(%s)", a->name, f, args[0] ? args + 2 : "");
+  else
+    snprintf(st->e, sizeof st->e, "%s(%s%s)", f, a->name, args);
+  return fin(r, m);
+}
+
+/* cumsum/cumprod (any dtype; integers and bool give i64) and
+ * logcumsumexp (floats) along one dim. */
+static bool g_scan(Gen *g, Stmt *st) {
+  static const char *const fs[] = {"cumsum", "cumprod", "logcumsumexp", "cumsum"};
+  const char *f = fs[rint_(g, 0, 3)];
+  bool lse = f[0] == 'l';
+  Val *a = pick(g, lse ? float_val : ranked);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  r->contig = true;
+  int n = a->rank, d = rint_(g, 0, n - 1);
+  int64_t ext = dim_val(g, a->d[d]);
+  double m = a->mag;
+  bool fl = is_float(a->dt);
+  if (!fl) r->dt = DT_I64;
+  if (fl) r->exact = false, g->pending_reduce = true;
+  if (f[3] == 's') {
+    m *= (double)(ext + 1);
+  } else if (f[3] == 'p') {
+    if (ext > 6 || (fl && m > 2)) return false;
+    m = pow(m > 1 ? m : 1, (double)ext);
+  } else {
+    m = m + log((double)ext + 1) + 1;
+  }
+  int dd = norm_dim(g, d, n);
+  if (coin(g, 0.5)) snprintf(st->e, sizeof st->e, "%s(%s, %d)", f, a->name, dd);
+  else snprintf(st->e, sizeof st->e, "%s.%s(%s%d)", a->name, f, coin(g, 0.3) ? "dim=" : "", dd);
+  return fin(r, m);
+}
+
 static bool mm_ok(const Gen *g, const Val *v) {
   (void)g;
   return !v->scalar && v->rank >= 1 && v->rank <= 3 &&
@@ -1359,7 +1456,7 @@ static const struct {
   GenFn f;
   int w;
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
-            {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
+            {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1}, {g_scan, 2},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
             {g_gather, 2}, {g_join, 2}};
 

@@ -6,6 +6,9 @@
  * row of 50M ones sums to exactly 50M, not 2^24).  Expected values are
  * computed here in C (division bit for bit, sums in double), not by the
  * interpreter, so the checks do not share code with the compiler.
+ * var, std, var_mean, logsumexp and norm of 2^24 + 3 values far from 0
+ * are checked against double sums, cumsum of 2^24 + 5 values (a row and
+ * columns) against a double running sum, exactly.
  * sin and cos are checked at arguments up to 1e300 against libm, x ** k
  * for the constant exponents computed without pow against pow.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
@@ -206,6 +209,101 @@ START_TEST(long_sums_are_accurate) {
 }
 END_TEST
 
+/* ---- statistics over long rows ---------------------------------------------- */
+
+static const char *STATS =
+    "kernel st(x: f32[N]) -> (f32[], f32[], f32[], f32[], f32[]) {\n"
+    "  vm = var_mean(x)\n"
+    "  return x.var(), x.std(correction=0), logsumexp(x, 0), x.norm(), vm[1]\n"
+    "}\n";
+
+/* 2^24 + 3 values 1e4 + [0, 1): the two-pass variance of values far from
+ * 0, logsumexp and the 2-norm against double sums. */
+START_TEST(long_stats_are_accurate) {
+  enum { N = (1 << 24) + 3 };
+  Lib L;
+  build_flags(&L, STATS, NULL, OPTS[_i]);
+  int64_t n[1] = {N}, s0[1] = {0};
+  Ten x, o[5];
+  ten(&x, DT_F32, 1, n, NULL, 0, false);
+  float *v = x.store;
+  double s = 0, mx = -INFINITY;
+  for (int64_t i = 0; i < N; i++) {
+    v[i] = (float)(1e4 + urand());
+    s += v[i];
+    mx = fmax(mx, v[i]);
+  }
+  double mean = s / N, m2 = 0, sq = 0, se = 0;
+  for (int64_t i = 0; i < N; i++) {
+    m2 += (v[i] - mean) * (v[i] - mean);
+    sq += (double)v[i] * v[i];
+    se += exp(v[i] - mx);
+  }
+  for (int i = 0; i < 5; i++) out_ten(&o[i], DT_F32, 0, s0);
+  call_ok(&L, "st", &x, 1, o, 5);
+  check_rel("var of 2^24 + 3", f32_at(&o[0], 0), m2 / (N - 1), 1e-5);
+  check_rel("std(correction=0) of 2^24 + 3", f32_at(&o[1], 0), sqrt(m2 / N), 1e-5);
+  check_rel("logsumexp of 2^24 + 3", f32_at(&o[2], 0), log(se) + mx, 1e-5);
+  check_rel("norm of 2^24 + 3", f32_at(&o[3], 0), sqrt(sq), 1e-5);
+  check_rel("var_mean's mean of 2^24 + 3", f32_at(&o[4], 0), mean, 1e-6);
+  ten_free(&x);
+  for (int i = 0; i < 5; i++) ten_free(&o[i]);
+  unbuild_pool(&L);
+}
+END_TEST
+
+/* ---- scans over long rows and columns ---------------------------------------- */
+
+static const char *SCANS =
+    "kernel cs(x: f32[N], y: f32[R, C]) -> (f32[N], f32[R, C], f64[N]) {\n"
+    "  return x.cumsum(0), y.cumsum(0), x.to(f64).cumsum(0)\n"
+    "}\n";
+
+/* cumsum of 2^24 + 5 values in [0, 1) along a row, and down 9 columns of
+ * 2^20 + 1 (a block of 8 adjacent columns and one alone on the CPU):
+ * each element is the running sum in double rounded once, as PyTorch's
+ * CPU kernel accumulates f32 in double, so they equal a double reference
+ * exactly (where a running f32 sum would be off by 2^-24 relative per
+ * step). */
+START_TEST(long_scans_are_exact) {
+  enum { N = (1 << 24) + 5, R = (1 << 20) + 1, C = 9 };
+  Lib L;
+  build_flags(&L, SCANS, NULL, OPTS[_i]);
+  int64_t n[1] = {N}, rc[2] = {R, C};
+  Ten in[2], o[3];
+  ten(&in[0], DT_F32, 1, n, NULL, 0, false);
+  ten(&in[1], DT_F32, 2, rc, NULL, 0, false);
+  float *x = in[0].store, *y = in[1].store;
+  for (int64_t i = 0; i < N; i++) x[i] = (float)urand();
+  for (int64_t i = 0; i < (int64_t)R * C; i++) y[i] = (float)urand();
+  out_ten(&o[0], DT_F32, 1, n);
+  out_ten(&o[1], DT_F32, 2, rc);
+  out_ten(&o[2], DT_F64, 1, n);
+  call_ok(&L, "cs", in, 2, o, 3);
+  const float *r0 = o[0].store, *r1 = o[1].store;
+  const double *r2 = o[2].store;
+  double s = 0;
+  for (int64_t i = 0; i < N; i++) {
+    s += x[i];
+    if (r0[i] != (float)s || r2[i] != s)
+      ck_abort_msg("%s: cumsum of %lld values at %lld: %.9g / %.17g, want %.17g", OPTS[_i],
+                   (long long)N, (long long)i, r0[i], r2[i], s);
+  }
+  for (int j = 0; j < C; j++) {
+    double t = 0;
+    for (int64_t i = 0; i < R; i++) {
+      t += y[i * C + j];
+      if (r1[i * C + j] != (float)t)
+        ck_abort_msg("%s: cumsum down column %d at %lld: %.9g, want %.17g", OPTS[_i], j,
+                     (long long)i, r1[i * C + j], t);
+    }
+  }
+  for (int i = 0; i < 2; i++) ten_free(&in[i]);
+  for (int i = 0; i < 3; i++) ten_free(&o[i]);
+  unbuild_pool(&L);
+}
+END_TEST
+
 /* ---- trigonometry at large arguments ---------------------------------------- */
 
 static const char *TRIG =
@@ -301,6 +399,8 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 300);
   tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
   tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
+  tcase_add_loop_test(t, long_stats_are_accurate, 0, 4);
+  tcase_add_loop_test(t, long_scans_are_exact, 0, 4);
   tcase_add_loop_test(t, trig_large_arguments, 0, 4);
   tcase_add_loop_test(t, pow_constant_exponents, 0, 4);
   suite_add_tcase(s, t);
