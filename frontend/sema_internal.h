@@ -14,6 +14,8 @@
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
  *   sema_conv.c  sema_factory.c        the op families, each with the
  *                                      builtin table of its calls
+ *   sema_layers.c       layers composed of the families' ops (their
+ *                       builders and builtin tables)
  *   sema_args.c         argument readers
  *   sema_values.c       SVals, appending IR values, promotion, names
  *   cnames.c            names the generated C can hold
@@ -300,8 +302,14 @@ extern const Builtin sema_reduce_builtins[];    /* sema_reduce.c */
 SVal sema_matmul(Sema *s, IrRef a, IrRef b, Loc loc); /* sema_matmul.c: @ */
 extern const Builtin sema_matmul_builtins[];
 
-extern const Builtin sema_conv_builtins[];      /* sema_conv.c */
+/* sema_conv.c: conv2d (nsp 2) and conv1d (nsp 1) from their call. */
+SVal sema_conv(Sema *s, CallArgs *c, int nsp);
+extern const Builtin sema_conv_builtins[];
 extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
+/* sema_layers.c: linear, addmm, bmm, baddbmm, einsum, conv1d, batch_norm,
+ * group_norm, rms_norm, scaled_dot_product_attention, built from the ops
+ * of the families above. */
+extern const Builtin sema_layer_builtins[];
 
 /* ---- sema_expr.c ---- */
 
