@@ -11,11 +11,11 @@
  *
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
+ *   sema_layers.c       layers composed of the families' ops (calls
+ *                       them through their builtin tables)
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
  *   sema_conv.c  sema_factory.c        the op families, each with the
  *                                      builtin table of its calls
- *   sema_layers.c       layers composed of the families' ops (their
- *                       builders and builtin tables)
  *   sema_args.c         argument readers
  *   sema_values.c       SVals, appending IR values, promotion, names
  *   cnames.c            names the generated C can hold

@@ -32,6 +32,9 @@ syn match   tdslBuiltin     "\<\%(prod\|reciprocal\|relu\|remainder\|reshape\|ro
 syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softmax\|softplus\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
+" Layers (frontend/sema_layers.c).
+syn match   tdslBuiltin     "\<\%(addmm\|baddbmm\|batch_norm\|bmm\|conv1d\|einsum\|group_norm\|linear\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(rms_norm\|scaled_dot_product_attention\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
