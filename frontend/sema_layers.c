@@ -1042,6 +1042,29 @@ static SVal h_batch_norm(Sema *s, CallArgs *c, const Builtin *bt) {
   return sv_tensor(like_input_format(s, y, x, loc), loc);
 }
 
+/* PyTorch's F.group_norm rejects a batch with one value per group in
+ * all (N * C // num_groups * spatial == 1): statically, or at entry. */
+static bool group_norm_values(Sema *s, CallArgs *c, const IrValue *xv,
+                              int64_t g) {
+  const Sym *n = sym_mul(s->st, sym_floordiv(s->st, sym_mul(s->st, xv->shape[0],
+                                                           xv->shape[1]),
+                                            K(s, g)),
+                         sym_prod(s->st, xv->shape + 2, xv->rank - 2));
+  const char *msg = arena_printf(
+      s->a, "group_norm(): the input %s has one value per group in the "
+      "whole batch (N * C / num_groups * spatial size = 1), which PyTorch "
+      "rejects", shape_str(s, xv->shape, xv->rank));
+  int64_t v;
+  if (sym_is_const(n, &v)) {
+    if (v == 1) diag_error(s->d, c->loc, "%s", msg);
+    return v != 1;
+  }
+  const Sym *one = K(s, 1);
+  sema_check_le(s, one, sym_max(s->st, sym_sub(s->st, n, one),
+                                sym_sub(s->st, one, n)), msg, c->loc);
+  return true;
+}
+
 /* group_norm: x [N, C, *] viewed as [N, G, C/G, *]; per group the mean
  * (accumulated in f64), then the (biased) variance of the deviations —
  * two passes, accurate — and y = (x - mean) / sqrt(var + eps), scaled and
@@ -1079,6 +1102,7 @@ static SVal h_group_norm(Sema *s, CallArgs *c, const Builtin *bt) {
     sema_check_eq(s, rem, K(s, 0), arena_printf(s->a, "group_norm(): the "
                   "channels must be divisible by num_groups=%lld",
                   (long long)g), loc);
+  if (!group_norm_values(s, c, &xv, g)) return sv_error();
   for (int i = 0; i < 2; i++) {
     IrRef p = i ? b : w;
     if (p < 0) continue;
