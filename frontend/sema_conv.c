@@ -1,5 +1,5 @@
-/* sema_conv.c — the window ops: conv2d and the pools (max_pool2d,
- * avg_pool2d, adaptive_avg_pool2d).
+/* sema_conv.c — the window ops: conv2d, conv1d and the pools
+ * (max_pool2d, avg_pool2d, adaptive_avg_pool2d).
  *
  * The builder reads the evaluated call arguments (CallArgs), checks them
  * with PyTorch's rules (every error PyTorch raises is a diagnostic at the
@@ -11,11 +11,14 @@
  * Unbatched (rank-3) inputs are unsqueezed to rank 4 and the result
  * squeezed back (conv2d is written so in PyTorch; the pools give the same
  * geometry, a rank-3 pool result being always contiguous), so the ops
- * themselves only see rank 4.
+ * themselves only see rank 4.  conv1d is conv2d over [N, C, 1, L] inputs
+ * and [O, C/groups, 1, K] weights (PyTorch's own route), its messages
+ * showing the 1-D shapes.
  *
  * Needs: sema_internal.h, sema_values.c, sema_args.c, geometry.c,
  * geometry_views.c (unsqueeze/squeeze of unbatched inputs).
- * Used by: sema_expr.c (the call dispatch, through sema_conv_builtins). */
+ * Used by: sema_expr.c (the call dispatch, through sema_conv_builtins),
+ * sema_layers.c (conv1d, through sema_conv). */
 #include <string.h>
 
 #include "sema_internal.h"
@@ -40,20 +43,33 @@ static bool pair_arg(Sema *s, CallArgs *c, const SVal *v, const char *what,
   return true;
 }
 
-/* An input of rank 3 (unbatched) or 4; rank 3 gets a leading 1. */
-static bool batched_input(Sema *s, CallArgs *c, IrRef *x, bool *unbatched) {
+/* An input of rank nsp + 1 (unbatched) or nsp + 2 (nsp spatial dims);
+ * an unbatched one gets a leading 1, a 1-D one (conv1d) a 1 at dim 2. */
+static bool batched_input(Sema *s, CallArgs *c, IrRef *x, bool *unbatched,
+                          int nsp) {
   IrValue xv = *sema_val(s, *x);
-  *unbatched = xv.rank == 3;
-  if (xv.rank != 3 && xv.rank != 4) {
+  *unbatched = xv.rank == nsp + 1;
+  if (xv.rank != nsp + 1 && xv.rank != nsp + 2) {
     diag_error(s->d, c->loc,
-               "%s(): expected a 3-D (unbatched) or 4-D (batched) input "
-               "[N, C, H, W], but got shape %s", c->name,
+               "%s(): expected a %d-D (unbatched) or %d-D (batched) input "
+               "%s, but got shape %s", c->name, nsp + 1, nsp + 2,
+               nsp == 1 ? "[N, C, L]" : "[N, C, H, W]",
                shape_str(s, xv.shape, xv.rank));
     sema_note_origin(s, *x);
     return false;
   }
   if (*unbatched) *x = sema_emit_unsqueeze(s, *x, 0, c->loc);
+  if (nsp == 1) *x = sema_emit_unsqueeze(s, *x, 2, c->loc);
   return true;
+}
+
+/* A rank-4 shape as the user sees it: without the added dim 2 when
+ * nsp == 1 (conv1d). */
+static const char *nd_shape(Sema *s, const Sym *const *shape, int rank,
+                            int nsp) {
+  if (nsp != 1 || rank != 4) return shape_str(s, shape, rank);
+  const Sym *v[3] = {shape[0], shape[1], shape[3]};
+  return shape_str(s, v, 3);
 }
 
 /* Output size of a sliding window: (in + 2p - d*(k-1) - 1) // s + 1. */
@@ -70,19 +86,20 @@ static const Sym *window_out(Sema *s, const Sym *in, const Sym *k, int64_t st,
 /* Output dims must be >= 1: static error, or a run-time check. */
 static bool window_fits(Sema *s, CallArgs *c, const IrValue *xv,
                         const int64_t pad[2], const Sym *oh, const Sym *ow,
-                        const char *kernel) {
+                        const char *kernel, int nsp) {
   int64_t h, w;
   bool sh = sym_is_const(oh, &h), sw = sym_is_const(ow, &w);
   const Sym *ph = sym_add(s->st, xv->shape[2], K(s, 2 * pad[0]));
   const Sym *pw = sym_add(s->st, xv->shape[3], K(s, 2 * pad[1]));
+  const char *hin = nsp == 1 ? "" : arena_printf(s->a, "%s, ", sym_text(s, ph));
+  const char *hout = nsp == 1 ? "" : arena_printf(s->a, "%sx", sym_text(s, oh));
   const char *msg = arena_printf(
-      s->a, "%s(): the padded input size [%s, %s] is smaller than the "
-      "kernel %s", c->name, sym_text(s, ph), sym_text(s, pw), kernel);
+      s->a, "%s(): the padded input size [%s%s] is smaller than the "
+      "kernel %s", c->name, hin, sym_text(s, pw), kernel);
   if ((sh && h < 1) || (sw && w < 1)) {
     diag_error(s->d, c->loc,
-               "%s: the output would be %sx%s; use a smaller kernel, more "
-               "padding or a larger input", msg, sym_text(s, oh),
-               sym_text(s, ow));
+               "%s: the output would be %s%s; use a smaller kernel, more "
+               "padding or a larger input", msg, hout, sym_text(s, ow));
     return false;
   }
   if (!sh) sema_check_le(s, K(s, 1), oh, msg, c->loc);
@@ -109,7 +126,7 @@ static bool nonzero_dims(Sema *s, CallArgs *c, IrRef x) {
  * already >= 1 by window_fits (it holds the kernel), so only padded dims
  * are checked: statically, or at kernel entry as min(N*C, 1) <= H*W. */
 static bool conv_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
-                          const int64_t pad[2]) {
+                          const int64_t pad[2], int nsp) {
   const Sym *spatial = K(s, 1);
   for (int d = 0; d < 2; d++)
     if (pad[d] > 0) spatial = sym_mul(s->st, spatial, xv->shape[2 + d]);
@@ -119,12 +136,13 @@ static bool conv_nonempty(Sema *s, CallArgs *c, const IrValue *xv,
   bool static_have = sym_is_const(spatial, &have);
   bool static_want = sym_is_const(need, &want);
   const char *msg = arena_printf(
-      s->a, "conv2d(): the input %s has an empty spatial dim; only the "
-      "batch or the channel dim may be 0 (as in PyTorch)",
-      shape_str(s, xv->shape, 4));
+      s->a, "%s(): the input %s has an empty spatial dim; only the "
+      "batch or the channel dim may be 0 (as in PyTorch)", c->name,
+      nd_shape(s, xv->shape, 4, nsp));
   if (static_have && static_want) {
     if (want <= have) return true;
-    diag_error(s->d, c->loc, "%s: give it a nonzero height and width", msg);
+    diag_error(s->d, c->loc, "%s: give it a nonzero %s", msg,
+               nsp == 1 ? "length" : "height and width");
     return false;
   }
   if (!(static_have && have >= 1) && !(static_want && want == 0))
@@ -158,12 +176,34 @@ static IrRef finish_batched(Sema *s, IrRef r, bool unbatched, Loc loc) {
   return unbatched ? sema_emit_squeeze(s, r, &d0, 1, loc) : r;
 }
 
-/* ---- conv2d ---- */
+/* ---- conv2d, conv1d ---- */
 
 typedef struct ConvParams {
+  int nsp; /* spatial dims the user wrote: 2 (conv2d) or 1 (conv1d, whose
+              parameters are the W entries; H gets stride 1, no padding) */
   int64_t stride[2], pad[2], dil[2], groups;
   bool trim[2]; /* padding="same" with an odd total: drop output row/col 0 */
 } ConvParams;
+
+/* stride/padding/dilation: a pair (conv2d) or, for conv1d, an int or a
+ * one-int list for W, H getting `hval`. */
+static bool conv_pair(Sema *s, CallArgs *c, const SVal *v, const char *what,
+                      int64_t dflt, int64_t hval, int nsp, int64_t out[2]) {
+  if (nsp == 2) return pair_arg(s, c, v, what, dflt, out);
+  out[0] = hval, out[1] = dflt;
+  if (absent(v)) return true;
+  int64_t buf[2];
+  int n = 0;
+  if (!sema_int_list(s, v, what, buf, &n, 2)) return false;
+  if (n != 1) {
+    diag_error(s->d, v->loc,
+               "%s(): %s must be an int or a list of one int (one per "
+               "spatial dim), got %d values", c->name, what, n);
+    return false;
+  }
+  out[1] = buf[0];
+  return true;
+}
 
 /* padding="valid" / "same" (stride 1, static kernel).  An odd total
  * padding P puts the extra row/column at the end (PyTorch): the conv pads
@@ -176,23 +216,26 @@ static bool conv_pad_str(Sema *s, CallArgs *c, const char *p,
   }
   if (strcmp(p, "same") != 0) {
     diag_error(s->d, c->loc,
-               "conv2d(): padding must be an int, a pair, \"valid\" or "
-               "\"same\", not \"%s\"", p);
+               "%s(): padding must be an int, %s, \"valid\" or \"same\", "
+               "not \"%s\"", c->name, cp->nsp == 1 ? "a list of one int" :
+               "a pair", p);
     return false;
   }
   if (cp->stride[0] != 1 || cp->stride[1] != 1) {
     diag_error(s->d, c->loc,
-               "conv2d(): padding=\"same\" needs stride 1 (as in PyTorch)");
+               "%s(): padding=\"same\" needs stride 1 (as in PyTorch)",
+               c->name);
     return false;
   }
   for (int i = 0; i < 2; i++) {
     int64_t k;
     if (!sym_is_const(wv->shape[2 + i], &k)) {
       diag_error(s->d, c->loc,
-                 "conv2d(): padding=\"same\" with kernel %s is not "
+                 "%s(): padding=\"same\" with kernel %s is not "
                  "supported by tdsl (it needs a static kernel size); pass "
-                 "explicit padding",
-                 shape_str(s, wv->shape + 2, 2));
+                 "explicit padding", c->name,
+                 cp->nsp == 1 ? shape_str(s, wv->shape + 3, 1)
+                              : shape_str(s, wv->shape + 2, 2));
       return false;
     }
     int64_t total = cp->dil[i] * (k - 1);
@@ -210,13 +253,13 @@ static bool conv_params(Sema *s, CallArgs *c, const IrValue *wv,
   const SVal *gv = sema_arg(s, c, 6, "groups");
   cp->groups = 1;
   cp->trim[0] = cp->trim[1] = false;
-  if (!pair_arg(s, c, sv, "stride", 1, cp->stride) ||
-      !pair_arg(s, c, dv, "dilation", 1, cp->dil) ||
+  if (!conv_pair(s, c, sv, "stride", 1, 1, cp->nsp, cp->stride) ||
+      !conv_pair(s, c, dv, "dilation", 1, 1, cp->nsp, cp->dil) ||
       (!absent(gv) && !sema_int_arg(s, gv, "groups", &cp->groups)))
     return false;
   if (pv && pv->kind == SV_STR) {
     if (!conv_pad_str(s, c, pv->s, wv, cp)) return false;
-  } else if (!pair_arg(s, c, pv, "padding", 0, cp->pad)) {
+  } else if (!conv_pair(s, c, pv, "padding", 0, 0, cp->nsp, cp->pad)) {
     return false;
   }
   const char *bad = NULL;
@@ -226,31 +269,31 @@ static bool conv_params(Sema *s, CallArgs *c, const IrValue *wv,
     else if (cp->pad[i] < 0) bad = "padding must not be negative";
   }
   if (!bad && cp->groups <= 0) bad = "groups must be positive";
-  if (bad) diag_error(s->d, c->loc, "conv2d(): %s", bad);
+  if (bad) diag_error(s->d, c->loc, "%s(): %s", c->name, bad);
   return !bad;
 }
 
 static bool conv_types(Sema *s, CallArgs *c, const IrValue *xv,
-                       const IrValue *wv) {
+                       const IrValue *wv, int nsp) {
   /* PyTorch's CPU convolution takes every dtype but bool. */
   if (xv->dtype == DT_BOOL) {
     diag_error(s->d, c->loc,
-               "conv2d(): not implemented for bool tensors; convert with "
-               ".to(f32)");
+               "%s(): not implemented for bool tensors; convert with "
+               ".to(f32)", c->name);
     return false;
   }
   if (wv->dtype != xv->dtype) {
     diag_error(s->d, c->loc,
-               "conv2d(): the input has dtype %s but the weight has dtype "
-               "%s; they must be the same", dtype_name(xv->dtype),
+               "%s(): the input has dtype %s but the weight has dtype "
+               "%s; they must be the same", c->name, dtype_name(xv->dtype),
                dtype_name(wv->dtype));
     return false;
   }
-  if (wv->rank != 4) {
+  if (wv->rank != nsp + 2) {
     diag_error(s->d, c->loc,
-               "conv2d(): the weight must be 4-D [out_channels, "
-               "in_channels/groups, kH, kW], but has shape %s",
-               shape_str(s, wv->shape, wv->rank));
+               "%s(): the weight must be %d-D [out_channels, "
+               "in_channels/groups, %s], but has shape %s", c->name, nsp + 2,
+               nsp == 1 ? "kL" : "kH, kW", shape_str(s, wv->shape, wv->rank));
     return false;
   }
   return true;
@@ -258,14 +301,15 @@ static bool conv_types(Sema *s, CallArgs *c, const IrValue *xv,
 
 /* C == w.shape[1] * groups; O divisible by groups. */
 static bool conv_channels(Sema *s, CallArgs *c, const IrValue *xv,
-                          const IrValue *wv, int64_t groups) {
+                          const IrValue *wv, const ConvParams *cp) {
+  int64_t groups = cp->groups;
   const Sym *want = sym_mul(s->st, wv->shape[1], K(s, groups));
   if (xv->shape[1] != want) {
     diag_error(s->d, c->loc,
-               "conv2d(): the weight %s with groups=%lld expects an input "
-               "with %s channels, but the input %s has %s channels",
-               shape_str(s, wv->shape, 4), (long long)groups,
-               sym_text(s, want), shape_str(s, xv->shape, 4),
+               "%s(): the weight %s with groups=%lld expects an input "
+               "with %s channels, but the input %s has %s channels", c->name,
+               nd_shape(s, wv->shape, 4, cp->nsp), (long long)groups,
+               sym_text(s, want), nd_shape(s, xv->shape, 4, cp->nsp),
                sym_text(s, xv->shape[1]));
     return false;
   }
@@ -273,14 +317,15 @@ static bool conv_channels(Sema *s, CallArgs *c, const IrValue *xv,
   int64_t r;
   if (sym_is_const(rem, &r) && r != 0) {
     diag_error(s->d, c->loc,
-               "conv2d(): the weight's %s output channels are not divisible "
-               "by groups=%lld", sym_text(s, wv->shape[0]), (long long)groups);
+               "%s(): the weight's %s output channels are not divisible "
+               "by groups=%lld", c->name, sym_text(s, wv->shape[0]),
+               (long long)groups);
     return false;
   }
   if (!sym_is_const(rem, NULL))
     sema_check_eq(s, rem, K(s, 0),
-                  "conv2d(): out_channels must be divisible by groups",
-                  c->loc);
+                  arena_printf(s->a, "%s(): out_channels must be divisible "
+                               "by groups", c->name), c->loc);
   return true;
 }
 
@@ -292,21 +337,22 @@ static bool conv_bias(Sema *s, CallArgs *c, const SVal *v, const IrValue *wv,
   IrValue bv = *sema_val(s, *out);
   if (bv.rank != 1 || bv.shape[0] != wv->shape[0]) {
     diag_error(s->d, c->loc,
-               "conv2d(): bias must have shape [%s] (one per output "
-               "channel), but has shape %s", sym_text(s, wv->shape[0]),
-               shape_str(s, bv.shape, bv.rank));
+               "%s(): bias must have shape [%s] (one per output "
+               "channel), but has shape %s", c->name,
+               sym_text(s, wv->shape[0]), shape_str(s, bv.shape, bv.rank));
     return false;
   }
   if (bv.dtype != wv->dtype) {
     diag_error(s->d, c->loc,
-               "conv2d(): bias has dtype %s but the weight has dtype %s",
+               "%s(): bias has dtype %s but the weight has dtype %s", c->name,
                dtype_name(bv.dtype), dtype_name(wv->dtype));
     return false;
   }
   return true;
 }
 
-/* The kernel's extent as "KHxKW", dilated when dilation > 1. */
+/* The kernel's extent as "KHxKW" ("K" for conv1d), dilated when
+ * dilation > 1. */
 static const char *conv_kernel_str(Sema *s, const IrValue *wv,
                                    const ConvParams *cp) {
   const Sym *e[2];
@@ -315,6 +361,9 @@ static const char *conv_kernel_str(Sema *s, const IrValue *wv,
                                   sym_sub(s->st, wv->shape[2 + i], K(s, 1))),
                    K(s, 1));
   bool dilated = cp->dil[0] != 1 || cp->dil[1] != 1;
+  if (cp->nsp == 1)
+    return arena_printf(s->a, "%s(%s)", dilated ? "dilated " : "",
+                        sym_text(s, e[1]));
   return arena_printf(s->a, "%s(%sx%s)", dilated ? "dilated " : "",
                       sym_text(s, e[0]), sym_text(s, e[1]));
 }
@@ -342,19 +391,26 @@ static IrRef conv_trim(Sema *s, IrRef r, const ConvParams *cp, bool cl,
   return sema_emit_op(s, &v, &r, 1);
 }
 
-static SVal build_conv2d(Sema *s, CallArgs *c) {
+/* conv2d (nsp 2) and conv1d (nsp 1): the weight and the input of conv1d
+ * get a size-1 dim 2 and the result loses it again. */
+SVal sema_conv(Sema *s, CallArgs *c, int nsp) {
   if (sema_has_error_arg(c)) return sv_error();
   IrRef x, w, b;
   const SVal *wa = sema_arg(s, c, 1, "weight");
   if (!sema_input_arg(s, c, &x)) return sv_error();
   if (!wa) {
-    diag_error(s->d, c->loc, "conv2d(): missing the weight tensor");
+    diag_error(s->d, c->loc, "%s(): missing the weight tensor", c->name);
     return sv_error();
   }
   if (!sema_tensor_arg(s, wa, "weight", &w)) return sv_error();
   IrValue xv0 = *sema_val(s, x), wv = *sema_val(s, w);
-  ConvParams cp;
-  if (!conv_types(s, c, &xv0, &wv) || !conv_params(s, c, &wv, &cp) ||
+  ConvParams cp = {.nsp = nsp};
+  if (!conv_types(s, c, &xv0, &wv, nsp)) return sv_error();
+  if (nsp == 1) {
+    w = sema_emit_unsqueeze(s, w, 2, c->loc);
+    wv = *sema_val(s, w);
+  }
+  if (!conv_params(s, c, &wv, &cp) ||
       !conv_bias(s, c, sema_arg(s, c, 2, "bias"), &wv, &b) ||
       !sema_args_done(s, c, 7))
     return sv_error();
@@ -362,14 +418,14 @@ static SVal build_conv2d(Sema *s, CallArgs *c) {
   if ((cp.dil[0] != 1 || cp.dil[1] != 1) &&
       (xv0.dtype == DT_U8 || xv0.dtype == DT_I8 || xv0.dtype == DT_I16)) {
     diag_error(s->d, c->loc,
-               "conv2d(): dilation is not implemented for dtype %s; convert "
-               "with .to(i32) or .to(f32)", dtype_name(xv0.dtype));
+               "%s(): dilation is not implemented for dtype %s; convert "
+               "with .to(i32) or .to(f32)", c->name, dtype_name(xv0.dtype));
     return sv_error();
   }
   bool unbatched;
-  if (!batched_input(s, c, &x, &unbatched)) return sv_error();
+  if (!batched_input(s, c, &x, &unbatched, nsp)) return sv_error();
   IrValue xv = *sema_val(s, x);
-  if (!conv_channels(s, c, &xv, &wv, cp.groups)) {
+  if (!conv_channels(s, c, &xv, &wv, &cp)) {
     sema_note_origin(s, x);
     return sv_error();
   }
@@ -377,10 +433,15 @@ static SVal build_conv2d(Sema *s, CallArgs *c) {
                              cp.pad[0], cp.dil[0]);
   const Sym *ow = window_out(s, xv.shape[3], wv.shape[3], cp.stride[1],
                              cp.pad[1], cp.dil[1]);
-  if (!window_fits(s, c, &xv, cp.pad, oh, ow, conv_kernel_str(s, &wv, &cp)) ||
-      !conv_nonempty(s, c, &xv, cp.pad))
+  if (!window_fits(s, c, &xv, cp.pad, oh, ow, conv_kernel_str(s, &wv, &cp),
+                   nsp) ||
+      !conv_nonempty(s, c, &xv, cp.pad, nsp))
     return sv_error();
-  bool cl = (suggests_cl(s, x) || suggests_cl(s, w)) && xv.dtype != DT_F64;
+  /* PyTorch makes a conv1d input contiguous before it decides ("avoid
+   * accidentally going through NHWC for permuted 3d input"): only the
+   * weight can suggest channels-last there. */
+  bool cl = ((nsp == 2 && suggests_cl(s, x)) || suggests_cl(s, w)) &&
+            xv.dtype != DT_F64;
   IrValue v = window_result(s, OP_CONV2D, xv.dtype, xv.shape[0], wv.shape[0],
                             oh, ow, cl, c->loc);
   int64_t attrs[7] = {cp.stride[0], cp.stride[1], cp.pad[0], cp.pad[1],
@@ -390,6 +451,10 @@ static SVal build_conv2d(Sema *s, CallArgs *c) {
   if (b >= 0) v.flags |= IRF_BIAS;
   IrRef r = sema_emit_op(s, &v, args, b >= 0 ? 3 : 2);
   if (cp.trim[0] || cp.trim[1]) r = conv_trim(s, r, &cp, cl, c->loc);
+  if (nsp == 1) {
+    int64_t d2 = 2;
+    r = sema_emit_squeeze(s, r, &d2, 1, c->loc);
+  }
   return sv_tensor(finish_batched(s, r, unbatched, c->loc), c->loc);
 }
 
@@ -509,7 +574,7 @@ static SVal build_pool(Sema *s, Op op, CallArgs *c) {
                     !pool_defaults(s, c, op)))
     return sv_error();
   if (!sema_args_done(s, c, adaptive ? 2 : 7) ||
-      !batched_input(s, c, &x, &unbatched) || !nonzero_dims(s, c, x))
+      !batched_input(s, c, &x, &unbatched, 2) || !nonzero_dims(s, c, x))
     return sv_error();
   IrValue xv = *sema_val(s, x);
   if (adaptive && !adaptive_size(s, c, &xv, o)) return sv_error();
@@ -518,7 +583,7 @@ static SVal build_pool(Sema *s, Op op, CallArgs *c) {
       o[i] = window_out(s, xv.shape[2 + i], K(s, k[i]), st[i], pad[i], 1);
     const char *ks = arena_printf(s->a, "(%lldx%lld)", (long long)k[0],
                                   (long long)k[1]);
-    if (!window_fits(s, c, &xv, pad, o[0], o[1], ks)) return sv_error();
+    if (!window_fits(s, c, &xv, pad, o[0], o[1], ks, 2)) return sv_error();
   }
   /* A rank-3 input's result is contiguous in PyTorch (it never suggests
    * channels-last). */
@@ -537,7 +602,7 @@ static SVal build_pool(Sema *s, Op op, CallArgs *c) {
 
 static SVal h_conv2d(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
-  return build_conv2d(s, c);
+  return sema_conv(s, c, 2);
 }
 
 static SVal h_pool(Sema *s, CallArgs *c, const Builtin *b) {

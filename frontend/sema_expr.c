@@ -11,8 +11,8 @@
  *
  * Needs: sema_internal.h, sema_values.c, and the op families
  * (sema_elementwise.c, sema_views.c, sema_reduce.c, sema_matmul.c,
- * sema_conv.c, sema_factory.c): their builtin tables and the builders
- * operators and indexing use.
+ * sema_conv.c, sema_factory.c, sema_layers.c): their builtin tables and
+ * the builders operators and indexing use.
  * Used by: sema.c (statements and return values). */
 #include <math.h>
 #include <string.h>
@@ -179,6 +179,7 @@ static const Builtin *const families[] = {
     sema_index_builtins,
     sema_join_builtins,
     sema_stats_builtins,       sema_scan_builtins,
+    sema_layer_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 

@@ -11,6 +11,8 @@
  *
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
+ *   sema_layers.c       layers composed of the families' ops (calls
+ *                       them through their builtin tables)
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_stats.c
  *   sema_scan.c  sema_matmul.c  sema_conv.c  sema_factory.c  sema_index.c
  *   sema_join.c
@@ -329,7 +331,9 @@ extern const Builtin sema_scan_builtins[];      /* sema_scan.c */
 SVal sema_matmul(Sema *s, IrRef a, IrRef b, Loc loc); /* sema_matmul.c: @ */
 extern const Builtin sema_matmul_builtins[];
 
-extern const Builtin sema_conv_builtins[];      /* sema_conv.c */
+/* sema_conv.c: conv2d (nsp 2) and conv1d (nsp 1) from their call. */
+SVal sema_conv(Sema *s, CallArgs *c, int nsp);
+extern const Builtin sema_conv_builtins[];
 extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
 /* sema_index.c: index_select & co.; x[...] with one integer tensor at
  * dim *d (advanced indexing: negative indices wrap), which
@@ -349,6 +353,11 @@ IrRef sema_index_inbounds(Sema *s, IrRef x, int dim, IrRef idx, Loc loc);
  * SV_LIST of x's slices along dim (tuple assignment of a tensor). */
 SVal sema_unbind(Sema *s, IrRef x, int dim, Loc loc);
 extern const Builtin sema_join_builtins[];
+
+/* sema_layers.c: linear, addmm, bmm, baddbmm, einsum, conv1d, batch_norm,
+ * group_norm, rms_norm, scaled_dot_product_attention, built from the ops
+ * of the families above. */
+extern const Builtin sema_layer_builtins[];
 
 /* ---- sema_expr.c ---- */
 

@@ -4,8 +4,9 @@
 Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
 program is a kernel of a few statements mixing views, copies, broadcasting
 elementwise math over all ten dtypes, reductions, normalizations, matmul,
-conv2d, pooling, factories, indexing by tensors and joins (cat, stack, split, chunk, unbind,
-roll, repeat, tile, tril, triu, masked_fill), over parameters with literal or symbolic
+conv2d, pooling, factories, indexing by tensors, joins (cat, stack, split, chunk, unbind,
+roll, repeat, tile, tril, triu, masked_fill) and the layers (linear, einsum, bmm, conv1d,
+batch_norm, group_norm, rms_norm, attention), over parameters with literal or symbolic
 sizes and contiguous, channels_last or strided layouts. Statements are
 built one at a time and evaluated with PyTorch (through gen.py's ENV) as
 they are generated, so most are valid; some deliberately are not, and a
@@ -75,7 +76,9 @@ NAME_OF = {v: k for k, v in gen.DT.items()}
 REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
               "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "logcumsumexp",
               "softmax", "log_softmax", "layer_norm", "matmul", "@",
-              "conv2d", "pool2d")
+              "conv2d", "pool2d", "linear", "addmm", "bmm", "einsum",
+              "conv1d", "batch_norm", "group_norm", "rms_norm",
+              "scaled_dot_product_attention")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
            "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
            "floor", "ceil", "round", "sign", "reciprocal", "logical_not",
@@ -600,6 +603,65 @@ class Gen:
             args.append(f"groups={g if self.r.random() > 0.05 else 2}")
         return f"conv2d({', '.join(args)})"
 
+    def g_layer(self):
+        """The layers of frontend/sema_layers.c, mostly with operands that
+        fit (a weight made for the picked value), sometimes a dtype that
+        does not."""
+        a = self.pick(lambda t: t.dim() > 0)
+        if not a:
+            return None
+        s, n = list(a.val.shape), a.val.dim()
+        dt = NAME_OF[a.val.dtype]
+        if self.r.random() < 0.1:
+            dt = self.r.choice(DTYPES)
+        k = self.r.randrange(8)
+        if k == 0:
+            o = self.r.randint(1, 4)
+            args = [a.name, self.new_weight(dt, [o, s[-1]])]
+            if self.r.random() < 0.5:
+                args.append(self.new_weight(dt, [o]))
+            return f"linear({', '.join(args)})"
+        if k == 1:
+            if n >= 2 and self.r.random() < 0.5:
+                w = self.new_weight(dt, [self.r.randint(1, 4), s[-1]])
+                return f'einsum("...ij,kj->...ik", {a.name}, {w})'
+            lab = "abcdefgh"[:n]
+            out = self.r.sample(lab, self.r.randint(0, n))
+            return f'einsum("{lab}->{"".join(out)}", {a.name})'
+        if k == 2 and n == 3:
+            b = self.new_weight(dt, [s[0], s[2], self.r.randint(1, 4)])
+            return f"bmm({a.name}, {b})"
+        if k == 3 and n == 3:
+            g = self.r.choice([1, 1, 2])
+            if s[1] % g:
+                g = 1
+            o = g * self.r.randint(1, 2)
+            w = self.new_weight(dt, [o, s[1] // g, self.r.randint(1, 3)])
+            pad = self.r.choice(["0", "1", '"same"'])
+            return f"conv1d({a.name}, {w}, padding={pad}, groups={g})"
+        if n < 2:
+            return None
+        if k == 4:
+            m, v = self.new_weight(dt, [s[1]]), self.new_weight(dt, [s[1]])
+            extra = f", {self.new_weight(dt, [s[1]])}" if self.r.random() < 0.5 else ""
+            return f"batch_norm({a.name}, {m}, {v}.abs() + 0.5{extra})"
+        if k == 5:
+            g = self.r.choice([d for d in (1, 2, 3, s[1]) if d and s[1] % d == 0] or [1])
+            extra = f", {self.new_weight(dt, [s[1]])}" if self.r.random() < 0.5 else ""
+            return f"group_norm({a.name}, {g}{extra})"
+        if k == 6:
+            m = self.r.randint(1, min(n, 2))
+            ns = ", ".join(self.tok(x) for x in s[n - m:])
+            extra = f", {self.new_weight(dt, s[n - m:])}" if self.r.random() < 0.5 else ""
+            return f"rms_norm({a.name}, [{ns}]{extra})"
+        if k == 7:
+            sl = self.r.randint(1, 4)
+            kk = self.new_weight(dt, s[:-2] + [sl, s[-1]])
+            vv = self.new_weight(dt, s[:-2] + [sl, self.r.randint(1, 4)])
+            causal = ", is_causal=true" if self.r.random() < 0.3 else ""
+            return f"scaled_dot_product_attention({a.name}, {kk}, {vv}{causal})"
+        return None
+
     def new_weight(self, dt, shape):
         name = f"p{len(self.params)}"
         t = gen.make_input(self.nrng, dt, shape, None)
@@ -703,7 +765,8 @@ class Gen:
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
-            ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1)]
+            ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1),
+            ("g_layer", 2)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

@@ -111,6 +111,89 @@ def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(x, shape, weight, bias, eps)
 
 
+
+def _opmath_norm(fn):
+    """A normalization of a half input as PyTorch 2's CPU kernels compute
+    it: in f32 (the opmath type; parameters may be f32 beside a half
+    input), the result rounded once to the input's dtype.  torch 1.13 has
+    no CPU f16 batch_norm or group_norm, and its bf16 group_norm rounds the
+    per-channel scale to bf16 (errors of several bf16 ulps)."""
+    half = (torch.float16, torch.bfloat16)
+
+    def call(x, *a, **kw):
+        if x.dtype not in half:
+            return fn(x, *a, **kw)
+        up = lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype in half else v
+        return fn(up(x), *[up(v) for v in a], **{k: up(v) for k, v in kw.items()}).to(x.dtype)
+    return call
+
+
+def _rms_norm(x, normalized_shape, weight=None, eps=None):
+    """F.rms_norm (PyTorch 2.4+; torch 1.13 lacks it), written from PyTorch's
+    composite implementation (aten/src/ATen/native/layer_norm.cpp,
+    rms_norm_symint): the input in its opmath type (f32 for half types),
+    x * rsqrt(mean(x^2 over the normalized dims) + eps) cast back to the
+    input's dtype, then times weight (promoting).  eps None is the opmath
+    type's machine epsilon; a given eps is stored in the input's dtype first
+    (the kernel's scalar_t eps_val).  Shape checks as _check_layer_norm_inputs."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    ns = list(normalized_shape)
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional")
+    if weight is not None and list(weight.shape) != ns:
+        raise RuntimeError("Expected weight to be of same shape as normalized_shape")
+    if list(x.shape[x.dim() - len(ns):]) != ns or len(ns) > x.dim():
+        raise RuntimeError("Given normalized_shape, expected input with shape [*, ...]")
+    if not x.is_floating_point():
+        raise RuntimeError("rms_norm not implemented for integer inputs")
+    opmath = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    if eps is None:
+        eps = torch.finfo(opmath).eps
+    else:
+        eps = torch.tensor(eps, dtype=x.dtype).item()
+    dims = [x.dim() - 1 - i for i in range(len(ns))]
+    xu = x.to(opmath)
+    r = torch.rsqrt(xu.pow(2).mean(dims, keepdim=True) + eps)
+    y = (xu * r).type_as(x)
+    return y * weight if weight is not None else y
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+          scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention (PyTorch 2.0+; torch 1.13 lacks it),
+    written from PyTorch's documented math reference: softmax(q @ k^T *
+    scale + bias) @ v, scale 1/sqrt(E) by default, a bool mask (or the
+    lower-triangular ones(L, S).tril() of is_causal) keeping where true
+    (-inf elsewhere), a float mask added (in place, as the math kernel:
+    it must broadcast to the scores); half inputs computed in f32 and the
+    result rounded once (_scaled_dot_product_attention_math).  Input
+    checks as validate_sdpa_input."""
+    if query.dtype != key.dtype or query.dtype != value.dtype:
+        raise RuntimeError("Expected query, key, and value to have the same dtype")
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise RuntimeError("Expected query, key, and value to all be at least 2 dimensional")
+    if attn_mask is not None and attn_mask.dtype not in (torch.bool, torch.float32, query.dtype):
+        raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("Explicit attn_mask should not be set when is_causal=True")
+    if dropout_p != 0.0 or enable_gqa:
+        raise NotImplementedError("the reference has no dropout and no GQA")
+    dt = query.dtype
+    up = (lambda t: t.float()) if dt in (torch.float16, torch.bfloat16) else (lambda t: t)
+    q, k, v = up(query), up(key), up(value)
+    L, S = q.size(-2), k.size(-2)
+    s = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    attn = q @ k.transpose(-2, -1) * s
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool).tril(diagonal=0)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            attn.masked_fill_(attn_mask.logical_not(), float("-inf"))
+        else:
+            attn.add_(attn_mask)
+    return (torch.softmax(attn, dim=-1) @ v).to(dt)
+
 def _tensor(data, dtype=None):
     return torch.tensor(data, dtype=dtype)
 
@@ -219,6 +302,11 @@ ENV = {
     "stack": torch.stack, "split": torch.split, "chunk": torch.chunk,
     "unbind": torch.unbind, "roll": torch.roll, "tile": torch.tile,
     "tril": torch.tril, "triu": torch.triu, "masked_fill": torch.masked_fill,
+    "linear": _half(F.linear), "addmm": _half(torch.addmm), "bmm": _half(torch.bmm),
+    "baddbmm": _half(torch.baddbmm), "einsum": _half(torch.einsum),
+    "conv1d": _half(F.conv1d), "batch_norm": _opmath_norm(F.batch_norm),
+    "group_norm": _opmath_norm(F.group_norm), "rms_norm": _rms_norm,
+    "scaled_dot_product_attention": _sdpa,
 }
 
 
@@ -300,7 +388,8 @@ def _method_patch():
     """x.tan() and friends as the functions above (f16 through _half)."""
     for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                  "atanh", "exp2", "log2", "log10", "trunc", "frac", "atan2", "hypot",
-                 "fmod", "remainder", "copysign", "logaddexp", "lerp"):
+                 "fmod", "remainder", "copysign", "logaddexp", "lerp", "addmm", "bmm",
+                 "baddbmm"):
         setattr(torch.Tensor, name, _half(getattr(torch.Tensor, name)))
     torch.Tensor.fmod = _exact_mod(torch.fmod)
     torch.Tensor.remainder = _exact_mod(torch.remainder)

@@ -1173,6 +1173,87 @@ static bool g_matmul(Gen *g, Stmt *st) {
   return fin(r, a->mag * 2 * (double)dim_val(g, k));
 }
 
+/* The layers (frontend/sema_layers.c): linear (and its einsum) over a
+ * matmul-able value, rms_norm and group_norm of a float value, batch_norm
+ * with a positive variance. */
+static bool g_linear(Gen *g, Stmt *st) {
+  Val *a = pick(g, mm_ok);
+  if (!a || a->mag > 100) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  Dim k = a->d[a->rank - 1], wd[2] = {lit(rint_(g, 1, 5)), k};
+  Val *w = new_param(g, a->dt, 2, wd, coin(g, 0.3) ? LAYOUT_STRIDED : LAYOUT_CONTIGUOUS);
+  if (!w) return false;
+  r->d[a->rank - 1] = wd[0];
+  r->contig = true, r->exact = !is_float(a->dt);
+  if (is_float(a->dt)) g->pending_reduce = true;
+  if (coin(g, 0.3)) {
+    snprintf(st->e, sizeof st->e, "einsum(\"...k,nk->...n\", %s, %s)", a->name, w->name);
+    return fin(r, a->mag * 2 * (double)dim_val(g, k));
+  }
+  char extra[32] = "";
+  if (coin(g, 0.6)) {
+    Val *b = new_param(g, a->dt, 1, wd, LAYOUT_CONTIGUOUS);
+    if (!b) return false;
+    snprintf(extra, sizeof extra, ", %s", b->name);
+  }
+  snprintf(st->e, sizeof st->e, "linear(%s, %s%s)", a->name, w->name, extra);
+  return fin(r, a->mag * 2 * (double)dim_val(g, k) + 2);
+}
+
+static bool chan_val(const Gen *g, const Val *v) { return float_val(g, v) && v->rank >= 2; }
+
+static bool g_layer_norm(Gen *g, Stmt *st) {
+  Val *a = pick(g, chan_val);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  r->exact = false;
+  g->pending_reduce = true;
+  int n = a->rank, k = rint_(g, 0, 2);
+  Dim c = a->d[1];
+  char extra[64] = "";
+  if (k == 0) { /* rms_norm over the last one or two dims */
+    int m = rint_(g, 1, 2);
+    char ns[128];
+    dims_str(a->d + n - m, m, ns, sizeof ns);
+    int64_t cnt = 1;
+    for (int i = n - m; i < n; i++) cnt *= dim_val(g, a->d[i]);
+    if (cnt < 2) return false;
+    double wm = 1;
+    if (coin(g, 0.5)) {
+      Val *w = new_param(g, a->dt, m, a->d + n - m, LAYOUT_CONTIGUOUS);
+      if (!w) return false;
+      snprintf(extra, sizeof extra, ", %s", w->name);
+      wm = 2;
+    }
+    snprintf(st->e, sizeof st->e, "rms_norm(%s, [%s]%s)", a->name, ns, extra);
+    return fin(r, sqrt((double)cnt) * wm);
+  }
+  Val *w = NULL, *b = NULL;
+  if (coin(g, 0.6) && !(w = new_param(g, a->dt, 1, &c, LAYOUT_CONTIGUOUS))) return false;
+  if (coin(g, 0.6) && !(b = new_param(g, a->dt, 1, &c, LAYOUT_CONTIGUOUS))) return false;
+  if (w && b) snprintf(extra, sizeof extra, ", %s, %s", w->name, b->name);
+  else if (w || b) snprintf(extra, sizeof extra, ", %s=%s", w ? "weight" : "bias", w ? w->name : b->name);
+  double wm = w ? 2 : 1, bm = b ? 2 : 0;
+  r->contig = a->contig && n != 4; /* channels-last-like inputs keep their format */
+  if (k == 1) { /* group_norm: groups of at least 2 elements */
+    if (!is_lit(c)) return false;
+    int64_t gs[3] = {1, c.c % 2 == 0 ? 2 : 1, c.c}, grp = gs[rint_(g, 0, 2)];
+    int64_t cnt = c.c / grp;
+    for (int i = 2; i < n; i++) cnt *= dim_val(g, a->d[i]);
+    if (cnt < 2) return false;
+    snprintf(st->e, sizeof st->e, "group_norm(%s, %lld%s)", a->name, (long long)grp, extra);
+    return fin(r, sqrt((double)cnt) * wm + bm);
+  }
+  Val *m = new_param(g, a->dt, 1, &c, LAYOUT_CONTIGUOUS);
+  Val *v = m ? new_param(g, a->dt, 1, &c, LAYOUT_CONTIGUOUS) : NULL;
+  if (!v) return false;
+  snprintf(st->e, sizeof st->e, "batch_norm(%s, %s, %s.abs() + 0.5%s)", a->name, m->name,
+           v->name, extra);
+  return fin(r, (a->mag + 2) * 1.5 * wm + bm);
+}
+
 static bool conv_ok(const Gen *g, const Val *v) {
   (void)g;
   return !v->scalar && v->rank == 4 && is_float(v->dt) && is_lit(v->d[2]) && is_lit(v->d[3]);
@@ -1458,7 +1539,7 @@ static const struct {
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1}, {g_scan, 2},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
-            {g_gather, 2}, {g_join, 2}};
+            {g_gather, 2}, {g_join, 2}, {g_linear, 1}, {g_layer_norm, 1}};
 
 static bool statement(Gen *g) {
   int tot = 0;
