@@ -90,7 +90,8 @@ bool ir_nest_loads(IrModule *m, const IrKernel *k, IrRef c, IrLoadFn fn, void *c
   const IrValue *v = ir_val(k, c);
   int map[TDSL_MAX_RANK];
   for (int j = 0; j < v->nargs; j++) {
-    if (ir_val(k, v->args[j])->rank > TDSL_MAX_RANK) return fn(ctx, ir_storage_root(k, v->args[j]), NULL);
+    if (ir_val(k, v->args[j])->rank > TDSL_MAX_RANK)
+      return fn(ctx, ir_storage_root(k, v->args[j]), NULL);
     operand_map(k, c, v->args[j], map);
     if (!loads_of(m, k, v->args[j], map, fn, ctx, 0)) return false;
   }

@@ -6,8 +6,10 @@
  * to the caller's output when plan-memory placed it there), then one
  * copy nest per remaining result into the caller's output.
  * Views fold into the accesses of their users; TENSOR data becomes a
- * constant buffer.  At -O1+ values flagged by pass fuse are inlined and
- * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues").
+ * constant buffer.  At -O1+ values flagged by pass fuse are inlined,
+ * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues"),
+ * and the members of pass row-group's groups are lowered consecutively
+ * as one row group (lower_values, ir.h "Row groups").
  *
  * Needs: ir.h (storage.c: ir_view_map, ir_slot_bytes, the rules the
  * passes planned with), sym.h.  Produces: LfKernel (arena of m). */

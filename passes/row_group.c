@@ -214,8 +214,8 @@ static void report_group(PassCtx *c, int g, IrRef seed, int rows) {
     return;
   }
   const IrValue *x = ir_val(k, big);
-  const Sym *bytes = sym_mul(m->st, sym_mul(m->st, ir_numel(m, x), sym_const(m->st, dtype_size(x->dtype))),
-                             sym_const(m->st, rd.nreads[big] - 1));
+  const Sym *once = sym_mul(m->st, ir_numel(m, x), sym_const(m->st, dtype_size(x->dtype)));
+  const Sym *bytes = sym_mul(m->st, once, sym_const(m->st, rd.nreads[big] - 1));
   report_decision_sym(c->r, PASS, "row group", s->loc, bytes,
                       "%s run one row at a time over [%s] (the %d leading dim%s)%s: they "
                       "read each row of %s once while it is in cache, %s not read again "
