@@ -163,6 +163,24 @@ static int call_gelu_tanh(DLTensor *t) { return gelu_tanh(&t[0], &t[1]); }
 #else
 #define CALL_gelu_tanh NULL, BENCH_WHY_gelu_tanh
 #endif
+#ifdef BENCH_HAVE_rmsnorm_hand
+static int call_rmsnorm_hand(DLTensor *t) { return rmsnorm_hand(&t[0], &t[1], &t[2]); }
+#define CALL_rmsnorm_hand call_rmsnorm_hand, NULL
+#else
+#define CALL_rmsnorm_hand NULL, BENCH_WHY_rmsnorm_hand
+#endif
+#ifdef BENCH_HAVE_layernorm_hand
+static int call_layernorm_hand(DLTensor *t) { return layernorm_hand(&t[0], &t[1], &t[2], &t[3]); }
+#define CALL_layernorm_hand call_layernorm_hand, NULL
+#else
+#define CALL_layernorm_hand NULL, BENCH_WHY_layernorm_hand
+#endif
+#ifdef BENCH_HAVE_softmax_hand
+static int call_softmax_hand(DLTensor *t) { return softmax_hand(&t[0], &t[1]); }
+#define CALL_softmax_hand call_softmax_hand, NULL
+#else
+#define CALL_softmax_hand NULL, BENCH_WHY_softmax_hand
+#endif
 
 /* ---- variants: the same kernel built with other options -------------- */
 
@@ -245,6 +263,14 @@ static const workload k_workloads[] = {
      CALL_mse},
     {"gelu_tanh", 1, 1, {MAT(4096, 4096), MAT(4096, 4096)}, 0,
      CALL_gelu_tanh},
+    {"rmsnorm_hand", 2, 1, {MAT(8192, 1024), VEC(1024, FILL_POSITIVE), MAT(8192, 1024)}, 0,
+     CALL_rmsnorm_hand},
+    {"layernorm_hand", 3, 1,
+     {MAT(8192, 1024), VEC(1024, FILL_POSITIVE), VEC(1024, FILL_SIGNED),
+      MAT(8192, 1024)},
+     0, CALL_layernorm_hand},
+    {"softmax_hand", 1, 1, {MAT(4096, 1024), MAT(4096, 1024)}, 0,
+     CALL_softmax_hand},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

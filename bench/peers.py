@@ -279,6 +279,39 @@ def workloads(rng):
         xt = torch.from_numpy(x)
         return lambda: torch.tanh(F.gelu(xt))
 
+    def rmsnorm_hand(impl):
+        x = rand_f32(rng, (8192, 1024))
+        w = rand_f32(rng, (1024,), True)
+        if impl == "numpy":
+            return lambda: x / np.sqrt((x * x).mean(axis=-1, keepdims=True)
+                                       + np.float32(1e-6)) * w
+        xt, wt = map(torch.from_numpy, (x, w))
+        return lambda: xt * torch.rsqrt((xt * xt).mean(-1, keepdim=True) + 1e-6) * wt
+
+    def layernorm_hand(impl):
+        x = rand_f32(rng, (8192, 1024))
+        g = rand_f32(rng, (1024,), True)
+        b = rand_f32(rng, (1024,))
+        if impl == "numpy":
+            return lambda: np_layer_norm(x, g, b)
+        xt, gt, bt = map(torch.from_numpy, (x, g, b))
+
+        def run():
+            d = xt - xt.mean(-1, keepdim=True)
+            return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * gt + bt
+        return run
+
+    def softmax_hand(impl):
+        x = rand_f32(rng, (sm_n // 1024, 1024))
+        if impl == "numpy":
+            return lambda: np_softmax(x)
+        xt = torch.from_numpy(x)
+
+        def run():
+            e = torch.exp(xt - xt.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+        return run
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -305,6 +338,9 @@ def workloads(rng):
         ("sum_all", ((32 << 20) + 1) * f32, 0, sum_all),
         ("mse", (2 * 4096 * 4096 + 1) * f32, 0, mse),
         ("gelu_tanh", 2 * 4096 * 4096 * f32, 0, gelu_tanh),
+        ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
+        ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
+        ("softmax_hand", 2 * sm_n * f32, 0, softmax_hand),
     ]
 
 
@@ -348,6 +384,10 @@ def check_refs():
         "sum_all": lambda x: x.sum(),
         "mse": lambda a, b: ((a - b) ** 2).mean(),
         "gelu_tanh": lambda x: torch.tanh(F.gelu(x)),
+        "rmsnorm_hand": lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True)
+                                                     + 1e-6) * w,
+        "layernorm_hand": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
+        "softmax_hand": lambda x: torch.softmax(x, dim=-1),
     }
 
 

@@ -10,7 +10,9 @@
 # table  benchmark | tdsl | tdsl -O0 | O2/O0 speedup | memcpy | torch |
 # numpy | tdsl/memcpy | tdsl/torch, a table of the conv kernels' layouts
 # (choose-layout's pick against --layout=nchw and --layout=nhwc builds),
-# a table of the epilogue kernels fused against unfused, and a table of
+# a table of the epilogue kernels fused against unfused, a table of the
+# hand-written normalizations with and without row groups and against
+# the built-in ops, and a table of
 # tdslc compile times of examples/*.tdsl (median of 5).
 # Build outputs go to bench/build/ (git-ignored).
 #
@@ -170,6 +172,38 @@ awk '
       printf fmt, b, sprintf("%.2f ms", tm[t]),
              (u in tm) ? sprintf("%.2f ms", tm[u]) : "-",
              (u in tm) ? sprintf("%.2f", tm[u] / tm[t]) : "-",
+             (p in tm) ? sprintf("%.2f ms", tm[p]) : "-",
+             (p in tm) ? sprintf("%.2f", tm[p] / tm[t]) : "-"
+    }
+  }' "$out/tdsl.txt" "$out/peers.txt"
+
+# ---- 4a'. row groups: the hand-written normalizations (tdsl) against the
+# same build without pass row-group (tdsl-nogroup: each reduction and its
+# readers as separate passes over memory) and against the built-in op on
+# the same shape (rmsnorm_hand and layernorm_hand: layer_norm_last,
+# softmax_hand: softmax_last).
+echo
+echo "Row groups (hand-written normalizations: tdsl -O2 against tdsl-nogroup = --disable-pass=row-group and the built-in op)"
+awk '
+  NF >= 3 && $3 ~ /^[0-9.]+$/ { tm[$1 SUBSEP $2] = $3 }
+  END {
+    fmt = "| %-15s | %-10s | %-12s | %-14s | %-16s | %-13s | %-10s | %-10s |\n"
+    printf fmt, "benchmark", "tdsl", "tdsl-nogroup", "group speedup", "built-in",
+           "hand/built-in", "torch", "tdsl/torch"
+    printf "|%s|%s|%s|%s|%s|%s|%s|%s|\n", "-----------------", "------------",
+           "--------------", "----------------", "------------------", "---------------",
+           "------------", "------------"
+    split("rmsnorm_hand layernorm_hand softmax_hand", bs, " ")
+    split("layer_norm_last layer_norm_last softmax_last", bi, " ")
+    for (i = 1; i <= 3; i++) {
+      b = bs[i]; t = b SUBSEP "tdsl"; u = b SUBSEP "tdsl-nogroup"; p = b SUBSEP "torch"
+      q = bi[i] SUBSEP "tdsl"
+      if (!(t in tm)) continue
+      printf fmt, b, sprintf("%.2f ms", tm[t]),
+             (u in tm) ? sprintf("%.2f ms", tm[u]) : "-",
+             (u in tm) ? sprintf("%.2f", tm[u] / tm[t]) : "-",
+             (q in tm) ? sprintf("%.2f ms %s", tm[q], bi[i] == "softmax_last" ? "softmax" : "layer_norm") : "-",
+             (q in tm) ? sprintf("%.2f", tm[t] / tm[q]) : "-",
              (p in tm) ? sprintf("%.2f ms", tm[p]) : "-",
              (p in tm) ? sprintf("%.2f", tm[p] / tm[t]) : "-"
     }

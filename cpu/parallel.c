@@ -82,7 +82,8 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
 }
 
 /* ---- row groups (opt_level >= 1; loops.h LfNest.group) -------------------
- * A group (a normalization's statistics nests and its final nest) runs as
+ * A group (a normalization's statistics nests and its final nest, or a
+ * reduction and its readers grouped by pass row-group) runs as
  * one parallel loop over the flattened iterations of its `shared` outer
  * loops: for each shared index (a row), every nest's remaining outer
  * loops and reduction in turn, so the later nests find the row in cache.
@@ -91,8 +92,10 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
  *           i64 rtstride... (each nest's rank of them, in order))
  *     decomposes begin once and steps the shared index like an odometer;
  *     noalias holds as for single nests: each nest writes only its store
- *     buffer (a statistics buffer, which the later nests read through the
- *     same pointer, or the value's own buffer, which no nest reads).
+ *     buffer (a statistics buffer or a member's value, which later nests
+ *     read through the same pointer), and no two buffers the group
+ *     touches share a plan-memory block (plan-memory keeps a group's
+ *     members and what they read apart).
  *     Always-inlined into
  *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body.
  * Chunks split shared iterations only (>= par_min_elems (loops/schedule.c) elements of work

@@ -79,6 +79,11 @@ typedef struct IrValue {
                          output this value is computed in (the result's
                          value, same dtype and dense layout): no scratch,
                          no final copy; 0: none */
+  int group;          /* pass row-group: the row group (1-based) whose
+                         nests run row by row together (row_groups.c);
+                         0: none */
+  int rows;           /* group > 0: the leading dims every member shares
+                         (the rows), >= 1 */
 } IrValue;
 
 typedef enum SymKind {
@@ -219,6 +224,45 @@ const Sym *ir_planned_scratch_bytes(IrModule *m, const IrKernel *k);
  * rest in order and updates operands, params and results.  Returns the
  * number removed.  Passes call it after redirecting users. */
 int ir_compact(IrModule *m, IrKernel *k, const bool *drop_ok);
+
+/* Row groups (row_groups.c; pass row-group decides them, lowering
+ * runs them, plan-memory plans their scratch).  A group's members are
+ * computed values that lowering gives one nest each (the reductions of
+ * ir_group_reduce, elementwise/copy values not IRF_INLINE); they share
+ * the extents of their first `rows` dims (a reduction's input keeps
+ * those dims, it reduces only later ones), every read of one member by
+ * another is row-local, and lowering emits their nests consecutively at
+ * the place of the first member (ir_exec_order).  Non-members between
+ * the first and the last member run after the group; none of them is
+ * read by a member. */
+bool ir_group_reduce(Op op);
+/* The order in which lowering emits k's values' nests: value order, but
+ * each row group's members consecutively where its first member is.
+ * order[i] = the i-th value, pos[r] = its place (either may be NULL);
+ * pos[k->nvalues] = k->nvalues. */
+void ir_exec_order(const IrKernel *k, IrRef *order, int *pos);
+/* The first problem with k's row groups (for ir_verify), or NULL:
+ * *at = the value it is about.  (m: ir_view_map's symbols.) */
+const char *ir_check_groups(IrModule *m, const IrKernel *k, IrRef *at);
+/* Reduced dims of reduction v over an operand of rank n: red[d]. */
+void ir_reduced_dims(const IrValue *v, int n, bool *red);
+/* Calls fn for each read of the nest lowering gives value c (an
+ * elementwise/copy value or an ir_group_reduce reduction): the storage
+ * root p read (following inlined values into their operands) and pm, p's
+ * dims as loop variables of c's nest (-1: index 0; loop l < c's rank is
+ * c's dim l, a reduction's reduced dims follow), or NULL where the index
+ * map does not compose (ir_view_map).  An inlined GEMM is read as
+ * itself.  Stops and returns false when fn does. */
+typedef bool (*IrLoadFn)(void *ctx, IrRef p, const int *pm);
+bool ir_nest_loads(IrModule *m, const IrKernel *k, IrRef c, IrLoadFn fn, void *ctx);
+/* Whether a read of member p with index map pm stays in the row: p's
+ * first `rows` dims at the same loop variables, its others at none of
+ * them. */
+bool ir_row_local(const IrValue *p, const int *pm, int rows);
+/* Whether value r can be a member of a group over `rows` leading dims
+ * of extents ext: its first dims are those; a reduction keeps them (its
+ * operand's first dims are ext too, reduced dims all later). */
+bool ir_group_shape_ok(const IrKernel *k, IrRef r, int rows, const Sym *const *ext);
 
 /* Printer (print.c): the textual form read back by ir_read(). */
 void ir_print_module(FILE *f, const IrModule *m);

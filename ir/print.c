@@ -207,6 +207,7 @@ static void print_value(FILE *f, const IrKernel *k, IrRef r) {
     if (v->flags & (1 << i)) fprintf(f, " %s", flag_names[i]);
   if (v->slot > 0) fprintf(f, " slot %d", v->slot);
   if (v->out > 0) fprintf(f, " out %d", v->out - 1);
+  if (v->group > 0) fprintf(f, " group %d rows %d", v->group, v->rows);
   fprintf(f, " : %s", dtype_str(v->dtype));
   print_syms(f, '[', v->shape, v->rank, ']');
   fputc(' ', f);

@@ -820,6 +820,16 @@ static void value_line(Reader *R) {
     v.out = small_int(R, "a result number") + 1;
     if (v.out < 1) fail(R, at, "result numbers start at 0");
   }
+  if (is_word(R, "group")) { /* pass row-group: its group and rows */
+    next(R);
+    Loc at = R->lx.tok.loc;
+    v.group = small_int(R, "a row group");
+    if (v.group < 1) fail(R, at, "row groups start at 1");
+    expect_word(R, "rows");
+    at = R->lx.tok.loc;
+    v.rows = small_int(R, "a number of rows");
+    if (v.rows < 1) fail(R, at, "a row group shares at least 1 dim");
+  }
   geometry(R, &v);
   v.loc = opt_loc(R);
   if (is(R, T_STRING)) v.name = string_lit(R);

@@ -711,6 +711,12 @@ static void check_kernel(Ctx *c) {
   check_checks(c);
   for (IrRef r = 0; r < k->nvalues; r++) check_value(c, r);
   for (int i = 0; i < k->nresults; i++) check_result(c, i);
+  bool all_ok = true;
+  for (IrRef r = 0; r < k->nvalues; r++) all_ok &= c->ok[r];
+  IrRef at = -1;
+  /* (the module's symbol table only grows: hash-consed view strides) */
+  const char *why = all_ok ? ir_check_groups((IrModule *)c->m, k, &at) : NULL;
+  if (why) bad_value(c, at, "row group: %s", why);
   free(c->ok);
   c->ok = NULL;
 }

@@ -237,7 +237,12 @@ typedef struct LfNest {
   DType cdtype;
   /* Scans (see "Scans" above): the accumulator's first value. */
   LfExpr *scan_init;
-  /* Row groups (see "Normalizations" above): group > 1 on the first nest
+  /* Row groups (see "Normalizations" above, and pass row-group's groups:
+   * lf_lower emits the nests of an IR row group (IrValue.group, ir.h
+   * "Row groups") consecutively where ir_exec_order places them, one per
+   * member, sharing the group's `rows` leading loops; every read of one
+   * member by another is row-local, so a row's nests need only that row
+   * of earlier members): group > 1 on the first nest
    * of a group says that it and the next group - 1 nests share their
    * first `shared` outer loops (same extents; loop variable l < shared is
    * the same index in each).  The code generator may run them as one

@@ -7,8 +7,10 @@
  * copy nest per remaining result into the caller's output.
  * A cat is one nest per operand, each storing its slice of the value.
  * Views fold into the accesses of their users; TENSOR data becomes a
- * constant buffer.  At -O1+ values flagged by pass fuse are inlined and
- * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues").
+ * constant buffer.  At -O1+ values flagged by pass fuse are inlined,
+ * GEMMs take their readers as epilogues (loops.h "Fusion", "Epilogues"),
+ * and the members of pass row-group's groups are lowered consecutively
+ * as one row group (lower_values, ir.h "Row groups").
  *
  * Needs: ir.h (storage.c: ir_view_map, ir_slot_bytes, the rules the
  * passes planned with), sym.h.  Produces: LfKernel (arena of m). */
@@ -888,6 +890,29 @@ static void lower_value(Lower *L, IrRef r) {
   if (L->epi >= 0) epilogue_nest(L, n);
 }
 
+/* Every value's nests: in value order at -O0; at -O1+ in ir_exec_order,
+ * each row group of pass row-group (ir.h "Row groups") as consecutive
+ * nests, one per member, that form an LfNest row group over its rows. */
+static void lower_values(Lower *L) {
+  const IrKernel *k = L->k;
+  IrRef *order = zalloc(L, sizeof *order * (size_t)(k->nvalues + 1));
+  if (L->inl) ir_exec_order(k, order, NULL);
+  else for (IrRef r = 0; r < k->nvalues; r++) order[r] = r;
+  for (int i = 0; i < k->nvalues; i++) {
+    const IrValue *v = ir_val(k, order[i]);
+    int g = L->inl ? v->group : 0, first = L->lk->nnests, members = 0;
+    for (; i < k->nvalues && (members == 0 || (g > 0 && ir_val(k, order[i])->group == g)); i++) {
+      lower_value(L, order[i]);
+      members++;
+    }
+    i--;
+    if (g <= 0) continue;
+    if (L->lk->nnests - first != members)
+      ICE("row group %d: %d nests for %d members", g, L->lk->nnests - first, members);
+    row_group(L, first, v->rows);
+  }
+}
+
 /* Outputs of a checked dense layout: strides known from the shape (the
  * entry checks enforced them; size-1 dims are only read at index 0), so
  * the store is unit-stride to the vectorizer.  Loops run in the layout's
@@ -949,7 +974,7 @@ LfKernel *lf_lower(IrModule *m, const IrKernel *k, int opt_level) {
   L.buf_of = zalloc(&L, sizeof *L.buf_of * (size_t)(k->nvalues + 1));
   for (int r = 0; r < k->nvalues; r++) L.buf_of[r] = -1;
   if (opt_level > 0) L.inl = planned_inline(&L);
-  for (int r = 0; r < k->nvalues; r++) lower_value(&L, r);
+  lower_values(&L);
   int first = L.lk->nnests;
   for (int i = 0; i < k->nresults; i++) lower_result(&L, i);
   gemm_copies_first(L.lk, first);

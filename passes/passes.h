@@ -8,6 +8,7 @@
  *   eliminate-copies  eliminate_copies.c  drop copies nobody needs
  *   choose-layout     choose_layout.c     NCHW or channels-last storage
  *   fuse              fuse.c              which values live only inside users
+ *   row-group         row_group.c         reductions and their readers run row by row
  *   plan-memory       plan_memory.c       scratch buffers reused by liveness
  *
  * The cost models' numbers (bandwidth, FLOP rate, conv efficiencies,
@@ -100,6 +101,7 @@ bool pass_fold_views(PassCtx *c);
 bool pass_eliminate_copies(PassCtx *c);
 bool pass_choose_layout(PassCtx *c);
 bool pass_fuse(PassCtx *c);
+bool pass_row_group(PassCtx *c);
 bool pass_plan_memory(PassCtx *c);
 
 /* ---- describe.c: values in the user's terms, for decisions ---- */

@@ -21,6 +21,7 @@ const PassInfo pass_table[] = {
     {"eliminate-copies", pass_eliminate_copies},
     {"choose-layout", pass_choose_layout},
     {"fuse", pass_fuse},
+    {"row-group", pass_row_group},
     {"plan-memory", pass_plan_memory},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);

@@ -3,13 +3,19 @@
  *
  * Every value that lowering gives a scratch buffer (computed, not a view,
  * not IRF_INLINE) gets a slot (IrValue.slot, 1-based).  Lifetimes are in
- * value order, which is the order of the loop nests: value r is written
- * by nest r and is dead after its last read, where a read through a view
+ * the order of the loop nests (ir_exec_order: value order, but a row
+ * group's members where its first member is): value r is written by its
+ * nest and is dead after its last read, where a read through a view
  * counts as a read of the storage root, and a read by an inlined value u
- * happens wherever u is evaluated (up to u's own last read).  Results
- * live to the end (their final copies run after every nest).  Slots are
- * assigned greedily in value order: a block whose occupant died strictly
- * before r (so no nest reads one and writes the other) is reused when r
+ * happens wherever u is evaluated (up to u's own last read).  A row
+ * group (pass row-group) interleaves its members' nests row by row, so
+ * its members are all written from the group's first nest on and all
+ * their reads happen up to its last nest: no member takes the block of
+ * another member or of a value a member reads (one row's write would
+ * clobber what another row still needs).  Results live to the end
+ * (their final copies run after every nest).  Slots are assigned
+ * greedily in value order: a block whose occupant died strictly before r
+ * is written (so no nest reads one and writes the other) is reused when r
  * provably fits (block size - r's size is a constant >= 0, which covers
  * equal symbolic sizes), the tightest such block first; otherwise r opens
  * a new block of its own size.  A block never grows, so its size is that
@@ -33,13 +39,13 @@
  * memory, taken before that GEMM computes anything; so no value is
  * placed in an output when a GEMM runs in a later nest (an epilogue GEMM
  * runs in its chain's last nest, loops/loops.h "Epilogues"; lowering puts
- * result copies that carry one before the other result copies).  Nor
- * when a later INDEX/GATHER checks an index the kernel computes (its
- * check runs at its own nest, loops.h "Indexing by tensors": a failed
- * check must find every output untouched).
+ * result copies that carry one before the other result copies), in
+ * execution order.  Nor when a later INDEX/GATHER checks an index the
+ * kernel computes (its check runs at its own nest, loops.h "Indexing by
+ * tensors": a failed check must find every output untouched).
  *
  * Needs: passes.h, ir.h (storage.c: ir_owns_scratch, ir_scratch_bytes,
- * ir_planned_scratch_bytes).  Produces: slots and output placements on
+ * ir_planned_scratch_bytes; row_groups.c: ir_exec_order).  Produces: slots and output placements on
  * the kernel, "reuse", "in-place" and "plan" decisions. */
 #include <string.h>
 
@@ -97,14 +103,42 @@ static bool checked_late(const IrKernel *k, IrRef q) {
   return root != OP_PARAM && root != OP_TENSOR;
 }
 
+/* When nests run (ir_exec_order): pos[r] the place of r's nest (of
+ * nvalues: after every nest), order[] its inverse; a row group's members
+ * write from its first place on and read up to its last. */
+typedef struct Times {
+  int *pos, *first, *last;
+  IrRef *order;
+} Times;
+
+static Times exec_times(IrModule *m, const IrKernel *k) {
+  int n = k->nvalues;
+  Times t;
+  t.pos = arena_alloc(m->arena, sizeof *t.pos * (size_t)(n + 1));
+  t.first = arena_alloc(m->arena, sizeof *t.first * (size_t)(n + 1));
+  t.last = arena_alloc(m->arena, sizeof *t.last * (size_t)(n + 1));
+  t.order = arena_alloc(m->arena, sizeof *t.order * (size_t)(n + 1));
+  ir_exec_order(k, t.order, t.pos);
+  for (IrRef r = 0; r < n; r++) t.first[r] = t.last[r] = t.pos[r];
+  for (IrRef r = 0; r < n; r++) {
+    int g = ir_val(k, r)->group;
+    for (IrRef q = 0; q < n && g > 0; q++) {
+      if (ir_val(k, q)->group != g) continue;
+      if (t.pos[q] < t.first[r]) t.first[r] = t.pos[q];
+      if (t.pos[q] > t.last[r]) t.last[r] = t.pos[q];
+    }
+  }
+  return t;
+}
+
 /* The first result whose output value r can be computed in, or -1. */
-static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
+static int output_for(IrModule *m, const IrKernel *k, const Times *t, IrRef r) {
   const IrValue *v = ir_val(k, r);
   if (!computed(v) || (v->offset && !sym_is(v->offset, 0))) return -1;
   for (IrRef q = 0; q < k->nvalues; q++) {
     OpKind kd = op_kind(ir_val(k, q)->op);
-    if ((kd == IRK_MATMUL || kd == IRK_CONV) && gemm_nest(k, q) > r) return -1;
-    if (q > r && checked_late(k, q)) return -1;
+    if ((kd == IRK_MATMUL || kd == IRK_CONV) && t->pos[gemm_nest(k, q)] > t->first[r]) return -1;
+    if (t->pos[q] > t->first[r] && checked_late(k, q)) return -1;
   }
   size_t n = sizeof(const Sym *) * (size_t)(v->rank + 1);
   const Sym **want = arena_alloc(m->arena, n), **want1 = arena_alloc(m->arena, n);
@@ -125,8 +159,9 @@ static int output_for(IrModule *m, const IrKernel *k, IrRef r) {
   return -1;
 }
 
-/* end[r]: the last nest that reads r's storage (nvalues: a result). */
-static int *last_reads(IrModule *m, const IrKernel *k) {
+/* end[r]: the place (Times) of the last nest that reads r's storage
+ * (nvalues: a result). */
+static int *last_reads(IrModule *m, const IrKernel *k, const Times *tm) {
   int n = k->nvalues;
   int *end = arena_alloc(m->arena, sizeof *end * (size_t)(n + 1));
   for (IrRef r = 0; r < n; r++) end[r] = -1;
@@ -134,12 +169,14 @@ static int *last_reads(IrModule *m, const IrKernel *k) {
   for (IrRef r = n - 1; r >= 0; r--) {
     const IrValue *v = ir_val(k, r);
     bool through = op_kind(v->op) == IRK_VIEW || (v->flags & IRF_INLINE);
-    int t = through && end[r] > r ? end[r] : r; /* when r's reads happen */
+    /* when r's reads happen: its readers' (views, inlined values), else
+     * its nest's (a group's: up to its last nest) */
+    int t = through ? (end[r] >= 0 ? end[r] : tm->pos[r]) : tm->last[r];
     for (int j = 0; j < v->nargs; j++)
       if (end[v->args[j]] < t) end[v->args[j]] = t;
   }
   for (IrRef r = 0; r < n; r++)
-    if (end[r] < r) end[r] = r; /* never read: dead after its own nest */
+    if (end[r] < tm->last[r]) end[r] = tm->last[r]; /* dead after its own nest at the earliest */
   return end;
 }
 
@@ -163,10 +200,10 @@ static const char *name_of(IrModule *m, const IrValue *v) {
   return arena_printf(m->arena, "%s at %d:%d", op_name(v->op), v->loc.line, v->loc.col);
 }
 
-static void report_reuse(PassCtx *c, IrRef r, const Block *b, const Sym *need) {
+static void report_reuse(PassCtx *c, const Times *t, IrRef r, const Block *b, const Sym *need) {
   IrModule *m = c->m;
   const IrValue *v = ir_val(c->k, r), *old = ir_val(c->k, b->holder);
-  const IrValue *last = ir_val(c->k, b->busy);
+  const IrValue *last = ir_val(c->k, t->order[b->busy]);
   report_decision_sym(c->r, PASS, "reuse", v->loc, need,
                       "the buffer of %s reuses the buffer of %s (dead after %d:%d): %s",
                       name_of(m, v), name_of(m, old), last->loc.line, last->loc.col,
@@ -209,12 +246,13 @@ static void report_plan(PassCtx *c, int nbufs, int nb, const Sym *unshared) {
                         report_bytes_str(m->arena, unshared), report_bytes_str(m->arena, saved));
 }
 
-/* The tightest free block r fits, or -1. */
-static int free_block(IrModule *m, const Block *bl, int nb, IrRef r, const Sym *need) {
+/* The tightest block r fits that is free when r is first written
+ * (place `from`), or -1. */
+static int free_block(IrModule *m, const Block *bl, int nb, int from, const Sym *need) {
   int best = -1;
   int64_t best_slack = 0;
   for (int i = 0; i < nb; i++) {
-    if (bl[i].busy >= r) continue;
+    if (bl[i].busy >= from) continue;
     int64_t s = slack(m, bl[i].bytes, need);
     if (s < 0 || (best >= 0 && s >= best_slack)) continue;
     best = i;
@@ -226,7 +264,8 @@ static int free_block(IrModule *m, const Block *bl, int nb, IrRef r, const Sym *
 bool pass_plan_memory(PassCtx *c) {
   IrModule *m = c->m;
   IrKernel *k = c->k;
-  int *end = last_reads(m, k);
+  Times t = exec_times(m, k);
+  int *end = last_reads(m, k, &t);
   Block *bl = arena_alloc(m->arena, sizeof *bl * (size_t)(k->nvalues + 1));
   int nb = 0, nbufs = 0;
   bool changed = false;
@@ -235,14 +274,14 @@ bool pass_plan_memory(PassCtx *c) {
     IrValue *v = ir_val(k, r);
     int was = v->slot, was_out = v->out;
     v->slot = 0;
-    v->out = output_for(m, k, r) + 1;
+    v->out = output_for(m, k, &t, r) + 1;
     if (v->out > 0 && c->r) report_in_place(c, r);
     if (ir_owns_scratch(v)) {
       const Sym *need = ir_scratch_bytes(m, v);
       unshared = sym_add(m->st, unshared, need);
       nbufs++;
-      int b = free_block(m, bl, nb, r, need);
-      if (b >= 0 && c->r) report_reuse(c, r, &bl[b], need);
+      int b = free_block(m, bl, nb, t.first[r], need);
+      if (b >= 0 && c->r) report_reuse(c, &t, r, &bl[b], need);
       if (b < 0) bl[b = nb++] = (Block){.bytes = need};
       bl[b].holder = r;
       bl[b].busy = end[r];

@@ -567,6 +567,22 @@ class Gen:
             extra = f", {w.name}, {w.name}"
         return f"layer_norm({a.name}, [{', '.join(ns)}]{extra})"
 
+    def g_rowstat(self):
+        """A statistic over trailing dims broadcast back over them (pass
+        row-group's row groups): x - x.mean/amax/amin(dims, keepdim), or an
+        RMS normalization x * rsqrt((x * x).mean(dims, keepdim) + eps)."""
+        a = self.pick(lambda t: t.dim() > 1 and t.dtype.is_floating_point)
+        if not a:
+            return None
+        n = a.val.dim()
+        m = self.r.randint(1, min(2, n - 1))
+        ds = ", ".join(str(d - n if self.r.random() < 0.35 else d) for d in range(n - m, n))
+        if self.r.random() < 0.3:
+            return (f"{a.name} * rsqrt(({a.name} * {a.name}).mean(dim=[{ds}], keepdim=true)"
+                    f" + 1e-5)")
+        f = self.r.choice(["mean", "amax", "amin"])
+        return f"{a.name} - {a.name}.{f}(dim=[{ds}], keepdim=true)"
+
     def g_matmul(self):
         a = self.pick(lambda t: t.dim() > 0)
         if not a:
@@ -766,7 +782,7 @@ class Gen:
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
             ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1),
-            ("g_layer", 2)]
+            ("g_layer", 2), ("g_rowstat", 1)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

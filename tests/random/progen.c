@@ -1130,6 +1130,37 @@ static bool g_scan(Gen *g, Stmt *st) {
   return fin(r, m);
 }
 
+/* A statistic over trailing dims broadcast back over them (pass
+ * row-group's row groups): a - a.mean/amax/amin(dims, keepdim=true), or
+ * an RMS normalization a * rsqrt((a * a).mean(dims, keepdim=true) + eps). */
+static bool g_rowstat(Gen *g, Stmt *st) {
+  Val *a = pick(g, float_val);
+  if (!a || a->rank < 2) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  r->exact = false;
+  r->contig = a->contig; /* an elementwise result keeps the input's layout */
+  g->pending_reduce = true;
+  int n = a->rank, m = rint_(g, 1, n - 1 < 2 ? n - 1 : 2);
+  char ds[64] = "";
+  size_t at = 0;
+  int64_t cnt = 1;
+  for (int d = n - m; d < n; d++) {
+    at += (size_t)snprintf(ds + at, sizeof ds - at, "%s%d", d > n - m ? ", " : "", norm_dim(g, d, n));
+    cnt *= dim_val(g, a->d[d]);
+  }
+  if (cnt < 1) return false;
+  if (coin(g, 0.3)) {
+    snprintf(st->e, sizeof st->e, "%s * rsqrt((%s * %s).mean(dim=[%s], keepdim=true) + 1e-5)",
+             a->name, a->name, a->name, ds);
+    return fin(r, sqrt((double)cnt) + 1);
+  }
+  static const char *const fs[] = {"mean", "amax", "amin"};
+  snprintf(st->e, sizeof st->e, "%s - %s.%s(dim=[%s], keepdim=true)", a->name, a->name,
+           fs[rint_(g, 0, 2)], ds);
+  return fin(r, 2 * a->mag);
+}
+
 static bool mm_ok(const Gen *g, const Val *v) {
   (void)g;
   return !v->scalar && v->rank >= 1 && v->rank <= 3 &&
@@ -1539,7 +1570,7 @@ static const struct {
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1}, {g_scan, 2},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
-            {g_gather, 2}, {g_join, 2}, {g_linear, 1}, {g_layer_norm, 1}};
+            {g_gather, 2}, {g_join, 2}, {g_linear, 1}, {g_layer_norm, 1}, {g_rowstat, 1}};
 
 static bool statement(Gen *g) {
   int tot = 0;

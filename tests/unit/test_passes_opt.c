@@ -324,10 +324,12 @@ END_TEST
 static const char *const exec_flags[] = {
     "-O2", "-O2 --disable-pass=fold-views", "-O2 --disable-pass=eliminate-copies",
     "-O2 --disable-pass=choose-layout", "-O2 --disable-pass=fuse",
-    "-O2 --disable-pass=plan-memory", "-O2 --layout=nchw", "-O2 --layout=nhwc", "-O0"};
+    "-O2 --disable-pass=plan-memory", "-O2 --disable-pass=row-group", "-O2 --layout=nchw",
+    "-O2 --layout=nhwc", "-O0"};
 
 /* A conv chain with pooling, an elementwise tail with several uses, a
- * softmax and a reduction: every pass has something to do. */
+ * softmax, a mean subtracted back (a row group) and a reduction: every
+ * pass has something to do. */
 static const char exec_src[] =
     "kernel net(x: f32[2, 8, 10, 10] channels_last, w1: f32[8, 8, 3, 3], w2: f32[8, 8, 1, 1],"
     " b: f32[8]) -> (f32[2, 8, 5, 5], f32[2, 8]) {\n"
@@ -336,7 +338,7 @@ static const char exec_src[] =
     "  p = max_pool2d(z, 2)\n"
     "  e = exp(p - 1.0)\n"
     "  s = softmax(e * e + e, 3)\n"
-    "  return s, s.sum((2, 3))\n"
+    "  return s - s.mean((2, 3), keepdim=true), s.sum((2, 3))\n"
     "}\n";
 
 START_TEST(exec_equal_to_interpreter) {

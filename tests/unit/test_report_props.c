@@ -21,8 +21,8 @@
  *      blank, not a comment), and is the location of an IR value the
  *      decision can be about: an implicit expand (fold-views broadcast), a
  *      view (fold), a copy or cast (eliminate-copies), a conv or pool
- *      (choose-layout), the value itself (fuse, plan-memory reuse) or the
- *      kernel (plan-memory plan);
+ *      (choose-layout), a reduction (row-group), the value itself (fuse,
+ *      plan-memory reuse) or the kernel (plan-memory plan);
  *  (e) every computed value (not a parameter, constant table, view or
  *      0-dim scalar) gets exactly one fuse decision naming its op at its
  *      location, and scratch bytes at -O2 <= at -O0 (same evaluation).
@@ -533,6 +533,7 @@ static bool about(const char *pass, const char *kind, Op op, int flags) {
   if (!strcmp(pass, "fold-views")) return kd == IRK_VIEW;
   if (!strcmp(pass, "eliminate-copies")) return op == OP_COPY || op == OP_CAST;
   if (!strcmp(pass, "choose-layout")) return kd == IRK_CONV || kd == IRK_POOL;
+  if (!strcmp(pass, "row-group")) return kd == IRK_REDUCE; /* the group's seed */
   return false;
 }
 
