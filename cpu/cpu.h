@@ -52,7 +52,7 @@ bool cpu_scan_columns(Cg *c, const LfNest *n, const VLoops *vl);
 /* The scan over outer loop variable j's range [j0, j1) in blocks of
  * columns, the other outer loop variables set. */
 void cpu_emit_scan_columns(Cg *c, NestCtx *x, int j, LLVMValueRef j0, LLVMValueRef j1);
-/* A parallel grain over columns: at least one block. */
+/* A parallel grain over columns: at least one block of columns. */
 LLVMValueRef cpu_scan_grain(Cg *c, LLVMValueRef grain);
 
 /* ---- vloops.c ------------------------------------------------------------- */

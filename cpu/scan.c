@@ -6,15 +6,15 @@
  *    loop alone, as PyTorch's CPU kernel walks each row.
  *  - Columns (cpu_emit_scan_columns), when the innermost outer loop is
  *    unit-stride in the store (the scanned dim is not the innermost):
- *    blocks of SCAN_LANES adjacent columns go through the scanned loop
- *    together, one accumulator per lane, so each step loads and stores
- *    SCAN_LANES contiguous elements (LLVM's SLP vectorizer widens the
- *    lanes) instead of walking one column at a stride; the last columns
- *    that fill no block run one by one.
+ *    blocks of up to SCAN_LANES adjacent columns go through the scanned
+ *    loop together, their accumulators in a small array, so each step
+ *    runs a unit-stride loop over the block's columns (loads, the step,
+ *    stores: LLVM's loop vectorizer widens it) instead of walking one
+ *    column at a stride; each step reads whole cache lines.
  * Needs: cpu.h.  Used by: kernel.c, vloops.c, parallel.c. */
 #include "cpu.h"
 
-#define SCAN_LANES 8
+#define SCAN_LANES 64
 
 /* The step at x's index with the accumulator in slot acc: acc = value,
  * stored converted to the nest's dtype. */
@@ -51,23 +51,21 @@ void cpu_emit_scan_columns(Cg *c, NestCtx *x, int j, LLVMValueRef j0, LLVMValueR
   LLVMBuilderRef b = c->b;
   LLVMTypeRef t = cg_compute_type(c, n->value->dtype);
   LLVMValueRef lanes = i64c(c, SCAN_LANES);
-  LLVMValueRef nblk = LLVMBuildSDiv(b, LLVMBuildSub(b, j1, j0, ""), lanes, "");
-  LLVMValueRef acc[SCAN_LANES];
-  for (int l = 0; l < SCAN_LANES; l++) acc[l] = cg_entry_alloca(c, t, NULL);
-  /* full blocks */
+  LLVMValueRef acc = cg_entry_alloca(c, LLVMArrayType(t, SCAN_LANES), NULL);
+  LLVMValueRef nblk = LLVMBuildSDiv(b, LLVMBuildAdd(b, LLVMBuildSub(b, j1, j0, ""),
+                                                   i64c(c, SCAN_LANES - 1), ""), lanes, "");
   LLVMValueRef jb = LLVMBuildAdd(b, j0, LLVMBuildMul(b, cg_open_loop(c, nblk), lanes, ""), "");
+  LLVMValueRef w = cg_smin(c, LLVMBuildSub(b, j1, jb, ""), lanes, false);
   LLVMValueRef init = cg_eval(c, x, n->scan_init);
-  for (int l = 0; l < SCAN_LANES; l++) LLVMBuildStore(b, init, acc[l]);
+  LLVMValueRef l = cg_open_loop(c, w);
+  LLVMBuildStore(b, init, LLVMBuildGEP2(b, t, acc, &l, 1, ""));
+  cg_close_loop(c);
   x->iv[n->rank] = cg_open_loop(c, x->ub[n->rank]);
-  for (int l = 0; l < SCAN_LANES; l++) {
-    x->iv[j] = LLVMBuildAdd(b, jb, i64c(c, l), "");
-    scan_step(c, x, acc[l]);
-  }
+  l = cg_open_loop(c, w);
+  x->iv[j] = LLVMBuildAdd(b, jb, l, "");
+  scan_step(c, x, LLVMBuildGEP2(b, t, acc, &l, 1, ""));
   cg_close_loop(c);
   cg_close_loop(c);
-  /* the last columns, one by one */
-  x->iv[j] = cg_open_loop_from(c, LLVMBuildAdd(b, j0, LLVMBuildMul(b, nblk, lanes, ""), ""), j1);
-  cpu_emit_scan(c, x);
   cg_close_loop(c);
 }
 

@@ -84,8 +84,9 @@
  *    outer loop is not the scanned one and its accesses are unit-stride
  *    (a scan along a dim that is not the innermost), a backend runs
  *    several of its iterations side by side inside the scanned loop
- *    (cpu/scan.c: a block of columns, one accumulator per lane, the
- *    loads and stores contiguous) instead of walking each column alone.
+ *    (cpu/scan.c: blocks of up to 64 columns, their accumulators in an
+ *    array, the loads and stores contiguous) instead of walking each
+ *    column alone.
  *  - Pools (lower.c, lower_pool): one reduction nest over N, C, OH, OW
  *    with two window loops whose bounds are the window clipped to the
  *    input (max pooling then never sees padding, as -inf padding

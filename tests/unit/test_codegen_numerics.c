@@ -260,7 +260,7 @@ static const char *SCANS =
     "}\n";
 
 /* cumsum of 2^24 + 5 values in [0, 1) along a row, and down 9 columns of
- * 2^20 + 1 (a block of 8 adjacent columns and one alone on the CPU):
+ * 2^20 + 1 (one block of adjacent columns on the CPU, vectorized):
  * each element is the running sum in double rounded once, as PyTorch's
  * CPU kernel accumulates f32 in double, so they equal a double reference
  * exactly (where a running f32 sum would be off by 2^-24 relative per

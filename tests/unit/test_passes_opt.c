@@ -148,6 +148,27 @@ START_TEST(fuse_blockers) {
 }
 END_TEST
 
+START_TEST(fuse_into_scans) {
+  /* a scan reads its operand element by element, as a reduction: the
+   * producer is inlined into the scan's loop; the scan itself gets its own
+   * nest and the report says why */
+  Prog p = compile("kernel f(x: f32[8, 8], y: f32[8]) -> (f32[8, 8], f32[8, 8]) {\n"
+                   "  a = x * y\n"
+                   "  b = exp(x)\n"
+                   "  c = b.cumsum(0)\n"
+                   "  return a.cumsum(1), logcumsumexp(c, 1)\n"
+                   "}\n", 2, LAYOUT_POLICY_AUTO, NULL);
+  ck_assert(inl(named(&p, "a")));
+  ck_assert(inl(named(&p, "b")));
+  ck_assert(!inl(named(&p, "c")));
+  char *text = report_text(&p);
+  ck_assert_msg(strstr(text, "computed inside the cumsum"), "%s", text);
+  ck_assert_msg(strstr(text, "a scan runs its own loop nest"), "%s", text);
+  free(text);
+  arena_free(p.a);
+}
+END_TEST
+
 /* ---- choose-layout ---- */
 
 /* Two convs with kernel size ks (padding keeps the size) and a relu. */
@@ -413,6 +434,7 @@ static Suite *suite(void) {
   tcase_add_test(t, fuse_multi_use_budget);
   tcase_add_test(t, fuse_budget_per_target);
   tcase_add_test(t, fuse_blockers);
+  tcase_add_test(t, fuse_into_scans);
   tcase_add_test(t, layout_follows_cost);
   tcase_add_test(t, layout_overrides);
   tcase_add_test(t, costs_row_per_target);
