@@ -433,8 +433,12 @@ static SVal h_bmm(Sema *s, CallArgs *c, const Builtin *bt) {
 static bool scale_arg(Sema *s, CallArgs *c, const char *kw, DType dt,
                       double *out) {
   if (!num_arg(s, c, sema_arg(s, c, KW_ONLY, kw), kw, 1, out)) return false;
-  if (!dtype_is_float(dt)) *out = trunc(*out);
-  return true;
+  if (dtype_is_float(dt)) return true;
+  *out = trunc(*out);
+  if (fabs(*out) < 0x1p62) return true;
+  diag_error(s->d, c->loc, "%s(): %s=%g is out of range for %s tensors",
+             c->name, kw, *out, dtype_name(dt));
+  return false;
 }
 
 /* addmm (rank 2) and baddbmm (rank 3): beta * input + alpha * (a @ b),
@@ -470,9 +474,12 @@ static SVal build_addmm(Sema *s, CallArgs *c, int rank) {
   if (alpha != 0) {
     mm = sema_matmul(s, a, b, c->loc).ref;
     if (alpha != 1) mm = bin_num(s, OP_MUL, mm, alpha, is_int, c->loc);
+    if (mm < 0) return sv_error();
   }
-  if (beta != 0)
+  if (beta != 0) {
     t = beta == 1 ? in : bin_num(s, OP_MUL, in, beta, is_int, c->loc);
+    if (t < 0) return sv_error();
+  }
   if (mm >= 0 && t >= 0) {
     r = bin(s, OP_ADD, mm, t, c->loc);
   } else if (mm >= 0) {
