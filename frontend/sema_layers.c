@@ -582,9 +582,10 @@ static bool ein_char_in(Ein *e, EinTerm *t, int *i, int end,
     return true;
   }
   if (ch > 127 || !isalpha(ch))
-    return ein_fail(e, *i, 1, arena_printf(s->a, "invalid subscript '%c'; "
-                                           "subscripts are the letters a-z "
-                                           "and A-Z", ch));
+    return ein_fail(e, *i, 1, arena_printf(
+        s->a, "invalid subscript %s; subscripts are the letters a-z and A-Z",
+        ch > 127 || !isprint(ch) ? "(not an ASCII letter)"
+                                 : arena_printf(s->a, "'%c'", ch)));
   if (t->n >= EIN_MAXLAB)
     return ein_fail(e, *i, 1, arena_printf(s->a, "%s has more than %d "
                                            "subscripts", whose, EIN_MAXLAB));
