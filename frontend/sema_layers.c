@@ -789,7 +789,8 @@ static bool ein_permute(Sema *s, EinVal *v, const int *order, Loc loc) {
   return v->t >= 0;
 }
 
-/* The shape of v's dims [from, from + n) merged into one. */
+/* v's shape as [its first nb dims, the product of the next n1, the
+ * product of the n2 after them]. */
 static void ein_group(Sema *s, const EinVal *v, int nb, int n1, int n2,
                       const Sym **out) {
   const Sym *const *sh = sema_val(s, v->t)->shape;
