@@ -32,10 +32,9 @@ static const Builtin *const callee_tables[] = {
     sema_elementwise_builtins, sema_view_builtins, sema_reduce_builtins,
     sema_factory_builtins};
 
-/* The builtin `name` called as name(args...) (method: args[0].name(...))
- * at loc.  The layer has checked what it passes. */
-static SVal call(Sema *s, Loc loc, const char *name, bool method, int n,
-                 SVal *args) {
+/* The builtin function `name` called as name(args...) at loc.  The layer
+ * has checked what it passes. */
+static SVal call(Sema *s, Loc loc, const char *name, int n, SVal *args) {
   const Builtin *b = NULL;
   for (size_t t = 0; !b && t < sizeof callee_tables / sizeof *callee_tables;
        t++)
@@ -46,7 +45,6 @@ static SVal call(Sema *s, Loc loc, const char *name, bool method, int n,
   memset(&c, 0, sizeof c);
   c.name = name;
   c.loc = loc;
-  c.method = method;
   c.pos = args;
   c.npos = n;
   return b->fn(s, &c, b);
@@ -66,7 +64,7 @@ static SVal int_list(Sema *s, const int64_t *v, int n, Loc loc) {
 static IrRef reduce_dims(Sema *s, const char *fn, IrRef x, const int64_t *d,
                          int n, bool keepdim, Loc loc) {
   SVal a[3] = {tsv(x, loc), int_list(s, d, n, loc), sv_bool(keepdim, loc)};
-  return call(s, loc, fn, false, 3, a).ref;
+  return call(s, loc, fn, 3, a).ref;
 }
 
 static IrRef bin(Sema *s, Op op, IrRef a, IrRef b, Loc loc) {
@@ -92,7 +90,7 @@ static IrRef unary(Sema *s, Op op, IrRef a, Loc loc) {
 static IrRef mask_fill(Sema *s, IrRef cond, IrRef a, Loc loc) {
   if (cond < 0 || a < 0) return -1;
   SVal w[3] = {tsv(cond, loc), tsv(a, loc), sv_float(-INFINITY, loc)};
-  return call(s, loc, "where", false, 3, w).ref;
+  return call(s, loc, "where", 3, w).ref;
 }
 
 /* x.to(dt) keeping its layout (x itself when already dt). */
@@ -162,7 +160,8 @@ static IrRef merge_dims(Sema *s, IrRef x, int d, const Sym *size, Loc loc) {
     out.shape[j] = in.shape[i], out.stride[j] = in.stride[i];
     if (i != d) continue;
     out.shape[j] = size;
-    out.stride[j] = sym_is(in.shape[d + 1], 1) ? in.stride[d] : in.stride[d + 1];
+    out.stride[j] =
+        sym_is(in.shape[d + 1], 1) ? in.stride[d] : in.stride[d + 1];
     i++;
   }
   const Sym *chain = sym_mul(s->st, in.shape[d + 1], in.stride[d + 1]);
@@ -375,7 +374,8 @@ static bool mm_operands(Sema *s, CallArgs *c, IrRef in, IrRef a, IrRef b,
                         int rank, const char *na, const char *nb) {
   IrValue av = *sema_val(s, a), bv = *sema_val(s, b);
   const char *what = rank == 2 ? "a 2-D matrix" : "a 3-D tensor [b, n, m]";
-  const IrValue *bad_rank = av.rank != rank ? &av : bv.rank != rank ? &bv : NULL;
+  const IrValue *bad_rank =
+      av.rank != rank ? &av : bv.rank != rank ? &bv : NULL;
   if (bad_rank) {
     diag_error(s->d, c->loc, "%s(): %s must be %s, but has shape %s", c->name,
                bad_rank == &av ? na : nb, what,
@@ -433,8 +433,12 @@ static SVal h_bmm(Sema *s, CallArgs *c, const Builtin *bt) {
 static bool scale_arg(Sema *s, CallArgs *c, const char *kw, DType dt,
                       double *out) {
   if (!num_arg(s, c, sema_arg(s, c, KW_ONLY, kw), kw, 1, out)) return false;
-  if (!dtype_is_float(dt)) *out = trunc(*out);
-  return true;
+  if (dtype_is_float(dt)) return true;
+  *out = trunc(*out);
+  if (fabs(*out) < 0x1p62) return true;
+  diag_error(s->d, c->loc, "%s(): %s=%g is out of range for %s tensors",
+             c->name, kw, *out, dtype_name(dt));
+  return false;
 }
 
 /* addmm (rank 2) and baddbmm (rank 3): beta * input + alpha * (a @ b),
@@ -470,9 +474,12 @@ static SVal build_addmm(Sema *s, CallArgs *c, int rank) {
   if (alpha != 0) {
     mm = sema_matmul(s, a, b, c->loc).ref;
     if (alpha != 1) mm = bin_num(s, OP_MUL, mm, alpha, is_int, c->loc);
+    if (mm < 0) return sv_error();
   }
-  if (beta != 0)
+  if (beta != 0) {
     t = beta == 1 ? in : bin_num(s, OP_MUL, in, beta, is_int, c->loc);
+    if (t < 0) return sv_error();
+  }
   if (mm >= 0 && t >= 0) {
     r = bin(s, OP_ADD, mm, t, c->loc);
   } else if (mm >= 0) {
@@ -575,9 +582,10 @@ static bool ein_char_in(Ein *e, EinTerm *t, int *i, int end,
     return true;
   }
   if (ch > 127 || !isalpha(ch))
-    return ein_fail(e, *i, 1, arena_printf(s->a, "invalid subscript '%c'; "
-                                           "subscripts are the letters a-z "
-                                           "and A-Z", ch));
+    return ein_fail(e, *i, 1, arena_printf(
+        s->a, "invalid subscript %s; subscripts are the letters a-z and A-Z",
+        ch > 127 || !isprint(ch) ? "(not an ASCII letter)"
+                                 : arena_printf(s->a, "'%c'", ch)));
   if (t->n >= EIN_MAXLAB)
     return ein_fail(e, *i, 1, arena_printf(s->a, "%s has more than %d "
                                            "subscripts", whose, EIN_MAXLAB));
@@ -695,7 +703,7 @@ static bool ein_operand(Ein *e, int i, EinVal *v) {
      * still to come) */
     SVal a[4] = {tsv(v->t, loc), sv_int(K(s, 0), loc),
                  sv_int(K(s, first), loc), sv_int(K(s, v->rank), loc)};
-    IrRef dg = call(s, loc, "diagonal", false, 4, a).ref;
+    IrRef dg = call(s, loc, "diagonal", 4, a).ref;
     if (dg < 0) return false;
     int r2 = sema_val(s, dg)->rank;
     int64_t perm[MAX_DIMS];
@@ -781,7 +789,8 @@ static bool ein_permute(Sema *s, EinVal *v, const int *order, Loc loc) {
   return v->t >= 0;
 }
 
-/* The shape of v's dims [from, from + n) merged into one. */
+/* v's shape as [its first nb dims, the product of the next n1, the
+ * product of the n2 after them]. */
 static void ein_group(Sema *s, const EinVal *v, int nb, int n1, int n2,
                       const Sym **out) {
   const Sym *const *sh = sema_val(s, v->t)->shape;
@@ -896,7 +905,8 @@ static bool ein_operands(Sema *s, CallArgs *c) {
 
 static SVal h_einsum(Sema *s, CallArgs *c, const Builtin *bt) {
   (void)bt;
-  if (sema_has_error_arg(c) || !sema_args_done(s, c, c->npos)) return sv_error();
+  if (sema_has_error_arg(c) || !sema_args_done(s, c, c->npos))
+    return sv_error();
   if (c->npos < 1 || c->pos[0].kind != SV_STR) {
     diag_error(s->d, c->npos ? c->pos[0].loc : c->loc,
                "einsum(): the first argument must be the equation, a string "
@@ -1311,8 +1321,8 @@ static bool sdpa_options(Sema *s, CallArgs *c, IrRef mask, bool *causal,
  * S).tril()), from two aranges. */
 static IrRef causal_mask(Sema *s, const Sym *l, const Sym *sl, Loc loc) {
   SVal al = sv_int(l, loc), as = sv_int(sl, loc);
-  IrRef i = call(s, loc, "arange", false, 1, &al).ref;
-  IrRef j = call(s, loc, "arange", false, 1, &as).ref;
+  IrRef i = call(s, loc, "arange", 1, &al).ref;
+  IrRef j = call(s, loc, "arange", 1, &as).ref;
   if (i < 0 || j < 0) return -1;
   i = sema_emit_unsqueeze(s, i, 1, loc);
   return bin(s, OP_LE, j, i, loc);
@@ -1362,7 +1372,7 @@ static SVal h_sdpa(Sema *s, CallArgs *c, const Builtin *bt) {
                   loc);
   if (sc < 0) return sv_error();
   SVal sm[2] = {tsv(sc, loc), sv_int(K(s, -1), loc)};
-  IrRef p = call(s, loc, "softmax", false, 2, sm).ref;
+  IrRef p = call(s, loc, "softmax", 2, sm).ref;
   if (p < 0) return sv_error();
   IrRef out = sema_matmul(s, p, to_dtype(s, v, ct, loc), loc).ref;
   return sv_tensor(to_dtype(s, out, qv.dtype, loc), loc);
