@@ -76,12 +76,16 @@
  *    count_include_pad divisor, adaptive pooling by the window size.
  *
  *  - Indexing by tensors (INDEX, GATHER; lower_index): one nest over the
- *    result whose load of x has a dynamic term: `dyn` is an I64
+ *    result whose load of x has a dynamic term: dyn[t] is an I64
  *    expression over the nest's loop variables (the load of the index
  *    tensor at the index's dims, converted to I64; with IRF_WRAP a
  *    negative index i read as i + size), and the element offset adds
- *    dyn * dyn_stride (x's stride along the indexed dim, whose own
- *    stride entry is 0).  The index operand may be inlined (its
+ *    dyn[t] * dyn_stride[t] (x's stride along the indexed dim, whose own
+ *    stride entry is 0).  x itself may be inlined (an elementwise
+ *    producer, evaluated at the gathered positions only, or another
+ *    INDEX: flip(x, [0, 1]) is one nest whose load has two dynamic
+ *    terms): lowering carries a dynamic index through index maps as a
+ *    pseudo loop variable (LF_DYN + slot) down to the loads.  The index operand may be inlined (its
  *    elementwise producers: arange arithmetic, clamp, remainder), so
  *    x.index_select(d, f(arange(n))) is one nest; the INDEX/GATHER
  *    value itself may be inlined into its readers like an elementwise
@@ -143,8 +147,9 @@ typedef struct LfAccess {
   int lin_rank;        /* > 0: strides apply to lin_shape coordinates */
   const Sym **lin_shape;
   bool rt_strides;     /* outputs: the descriptor's strides */
-  struct LfExpr *dyn;  /* NULL, or a dynamic term (indexing by tensors):  */
-  const Sym *dyn_stride; /*  the offset adds dyn * dyn_stride elements */
+  int ndyn;            /* dynamic terms (indexing by tensors): the offset */
+  struct LfExpr **dyn; /*   adds dyn[t] * dyn_stride[t] elements for each */
+  const Sym **dyn_stride;
 } LfAccess;
 
 /* An index check (LfNest.check). */
