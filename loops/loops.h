@@ -81,27 +81,27 @@
  *    tensor at the index's dims, converted to I64; with IRF_WRAP a
  *    negative index i read as i + size), and the element offset adds
  *    dyn[t] * dyn_stride[t] (x's stride along the indexed dim, whose own
- *    stride entry is 0).  x itself may be inlined (an elementwise
- *    producer, evaluated at the gathered positions only, or another
- *    INDEX: flip(x, [0, 1]) is one nest whose load has two dynamic
- *    terms): lowering carries a dynamic index through index maps as a
- *    pseudo loop variable (LF_DYN + slot) down to the loads.  The index operand may be inlined (its
- *    elementwise producers: arange arithmetic, clamp, remainder), so
- *    x.index_select(d, f(arange(n))) is one nest; the INDEX/GATHER
- *    value itself may be inlined into its readers like an elementwise
- *    value (value_at: the same load at the reader's index), its check
- *    nest still emitted at its place in value order.  Loops collapse only
- *    where dyn's loads collapse too; a dynamic load never takes the
- *    transposing tile path.  Indices the program supplies are checked
- *    by check nests (`check` set; no store): each evaluates the raw
- *    index over the index operand's shape (as the indexing nest reads
- *    it) and fails the kernel with TDSL_E_INDEX and check->msg unless
- *    0 <= i < bound (-bound <= i < bound with wrap).  The checks of
- *    index operands read from parameters or constants run before every
- *    other nest; the others run right before their indexing nest, and
- *    pass plan-memory places no value computed before that point in an
- *    output, so no output is written before a check passes.  Values
- *    flagged IRF_INBOUNDS (sema built their indices) get no check.
+ *    stride entry is 0).  Lowering carries a dynamic index through index
+ *    maps as a pseudo loop variable (LF_DYN + slot, lower.c) down to the
+ *    loads, so every operand may be inlined: the index's elementwise
+ *    producers (arange arithmetic, clamp, remainder: x.index_select(d,
+ *    f(arange(n))) is one nest), x's (evaluated at the gathered
+ *    positions only; another INDEX: flip(x, [0, 1]) is one load with two
+ *    dynamic terms), and the INDEX/GATHER value itself into its readers,
+ *    like an elementwise value.  Loops collapse only where the dynamic
+ *    terms' loads collapse too; a dynamic load never takes the
+ *    transposing tile path.
+ *    Indices the program supplies are checked by check nests (`check`
+ *    set; no store): each evaluates the raw index over the index
+ *    operand's shape (as the indexing reads it) and fails the kernel
+ *    with TDSL_E_INDEX and check->msg unless 0 <= i < bound (-bound <= i
+ *    < bound with wrap).  The checks of index operands read from
+ *    parameters or constants run before every other nest; the others at
+ *    the indexing value's place in value order (before the nest that
+ *    computes it, or reads it inlined), and pass plan-memory places no
+ *    value computed before that point in an output, so no output is
+ *    written before a check passes.  Values flagged IRF_INBOUNDS (sema
+ *    built their indices, or checked constant ones) get no check.
  *
  * Ranks are at most TDSL_MAX_RANK (ir.h), so a nest has at most
  * 2 * TDSL_MAX_RANK loops.
