@@ -369,8 +369,9 @@ bool sema_index_tensor_ok(Sema *s, const SVal *it) {
   DType dt = sema_val(s, it->ref)->dtype;
   if (dt == DT_I64) return true;
   if (dt == DT_BOOL || dt == DT_U8)
-    diag_error(s->d, it->loc, "indexing with a %s mask is not supported; index with an i64 "
-               "tensor (e.g. of the positions you want)", dtype_name(dt));
+    diag_error(s->d, it->loc, "indexing with a %s mask is not supported: the result's size "
+               "would depend on the mask's values; use where(mask, x, 0) or index with an "
+               "i64 tensor of positions", dtype_name(dt));
   else
     diag_error(s->d, it->loc, "tensors used as indices must be i64 (or bool/u8 masks, not "
                "supported), got %s", dtype_name(dt));
