@@ -20,14 +20,14 @@
 
 #include "sema_internal.h"
 
-/* Indices that are a constant table (tensor([...]), possibly through
- * views) into a dim of static size: checked here, a compile-time error
- * as the spec has errors that depend only on static information; in
- * range, the indexing needs no run-time check (*flags |= IRF_INBOUNDS). */
+/* Indices that are a constant table (tensor([...]) itself, not a view
+ * of one that may leave elements out) into a dim of static size: checked
+ * here, a compile-time error as the spec has errors that depend only on
+ * static information; in range, the indexing needs no run-time check
+ * (*flags |= IRF_INBOUNDS). */
 static bool static_indices(Sema *s, const IrValue *xv, int d, IrRef idx, int flags, Loc loc,
                            int *out) {
-  IrRef root = ir_storage_root(s->k, idx);
-  const IrValue *t = sema_val(s, root);
+  const IrValue *t = sema_val(s, idx);
   int64_t size, n;
   if (t->op != OP_TENSOR || !sym_is_const(xv->shape[d], &size) ||
       !sym_is_const(ir_numel(s->m, t), &n))
@@ -134,15 +134,15 @@ static SVal h_embedding(Sema *s, CallArgs *c, const Builtin *b) {
                "renormalize the weight before the call");
     return sv_error();
   }
-  bool flag;
-  if ((nt && !absent(nt) && !sv_is_number(nt)) ||
-      (sg && !sema_bool_arg(s, sg, "embedding", "scale_grad_by_freq", false, &flag)) ||
-      (sp && !sema_bool_arg(s, sp, "embedding", "sparse", false, &flag))) {
-    if (nt && !absent(nt) && !sv_is_number(nt))
-      diag_error(s->d, nt->loc, "embedding(): norm_type must be a number, got %s",
-                 sv_kind_name(nt));
+  if (!absent(nt) && !sv_is_number(nt)) { /* used only with max_norm */
+    diag_error(s->d, nt->loc, "embedding(): norm_type must be a number, got %s",
+               sv_kind_name(nt));
     return sv_error();
   }
+  bool flag; /* training options: no effect on the values */
+  if (!sema_bool_arg(s, sg, "embedding", "scale_grad_by_freq", false, &flag) ||
+      !sema_bool_arg(s, sp, "embedding", "sparse", false, &flag))
+    return sv_error();
   const IrValue *wv = sema_val(s, w);
   if (wv->rank != 2) {
     diag_error(s->d, c->loc, "embedding(): 'weight' must be 2-D, got shape %s",
@@ -317,9 +317,16 @@ static SVal h_flip(Sema *s, CallArgs *c, const Builtin *b) {
   IrRef x;
   int64_t dims[MAX_DIMS];
   int n;
-  if (!sema_tensor_recv(s, c, &x) || !sema_int_varargs(s, c, 1, dims, &n) ||
-      !sema_args_done(s, c, c->npos))
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  const SVal *kw = sema_arg(s, c, KW_ONLY, "dims"); /* flip(x, dims=[0, 1]) */
+  if (kw && c->npos > 1) {
+    diag_error(s->d, c->loc, "flip(): dims given both as arguments and as dims=");
     return sv_error();
+  }
+  if (kw ? !sema_int_list(s, kw, "flip() argument 'dims'", dims, &n, MAX_DIMS)
+         : !sema_int_varargs(s, c, 1, dims, &n))
+    return sv_error();
+  if (!sema_args_done(s, c, c->npos)) return sv_error();
   const IrValue *xv = sema_val(s, x);
   bool seen[MAX_DIMS] = {false};
   int nd = 0, flip[MAX_DIMS];
@@ -362,8 +369,9 @@ bool sema_index_tensor_ok(Sema *s, const SVal *it) {
   DType dt = sema_val(s, it->ref)->dtype;
   if (dt == DT_I64) return true;
   if (dt == DT_BOOL || dt == DT_U8)
-    diag_error(s->d, it->loc, "indexing with a %s mask is not supported; index with an i64 "
-               "tensor (e.g. of the positions you want)", dtype_name(dt));
+    diag_error(s->d, it->loc, "indexing with a %s mask is not supported: the result's size "
+               "would depend on the mask's values; use where(mask, x, 0) or index with an "
+               "i64 tensor of positions", dtype_name(dt));
   else
     diag_error(s->d, it->loc, "tensors used as indices must be i64 (or bool/u8 masks, not "
                "supported), got %s", dtype_name(dt));

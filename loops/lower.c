@@ -19,6 +19,12 @@
 #include <math.h>
 #include <string.h>
 
+/* An index-map entry >= LF_DYN is not a loop variable but the dynamic
+ * index L->dslot[entry - LF_DYN] (indexing by tensors, loops.h): maps
+ * carry it through views and inlined values down to the loads, where it
+ * becomes a dynamic term of the access. */
+#define LF_DYN (1 << 20)
+
 typedef struct Lower {
   IrModule *m;
   const IrKernel *k;
@@ -27,6 +33,8 @@ typedef struct Lower {
   bool *inl;   /* per IR value: computed inside its users (IRF_INLINE) */
   IrRef epi;   /* the inlined GEMM value read by the nest being built, or -1 */
   int front;   /* check nests of input indices, to run first */
+  LfExpr **dslot; /* dynamic indices: index-map entry LF_DYN + s is dslot[s] */
+  int ndslot, dslotcap;
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -137,8 +145,16 @@ static LfAccess access(Lower *L, IrRef r, const int *map, int nloops) {
   for (int l = 0; l < nloops; l++) a.stride[l] = sym_const(L->st, 0);
   const Sym **st = strides(L, v);
   for (int d = 0; d < v->rank; d++)
-    if (map[d] >= 0) /* < 0: an inlined size-1 dim, index 0 */
+    if (map[d] >= LF_DYN) { /* a dynamic index along dim d */
+      if (!a.ndyn) {
+        a.dyn = zalloc(L, sizeof *a.dyn * (size_t)(v->rank + 1));
+        a.dyn_stride = zalloc(L, sizeof *a.dyn_stride * (size_t)(v->rank + 1));
+      }
+      a.dyn[a.ndyn] = L->dslot[map[d] - LF_DYN];
+      a.dyn_stride[a.ndyn++] = st[d];
+    } else if (map[d] >= 0) { /* < 0: an inlined size-1 dim, index 0 */
       a.stride[map[d]] = sym_add(L->st, a.stride[map[d]], st[d]);
+    }
   return a;
 }
 
@@ -164,6 +180,8 @@ static const int *identity(Lower *L, int n) {
 }
 
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
+static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b);
+static LfExpr *fconst(Lower *L, double v, DType dt);
 static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops);
 static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops);
 
@@ -193,6 +211,10 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
     e->sym = v->attrs[0];
     return cast(L, e, v->dtype);
   case OP_ARANGE:
+    if (map[0] >= LF_DYN) { /* at a dynamic index i: start + f64(i) * step, as LFE_ARANGE */
+      e = op2(L, OP_MUL, DT_F64, cast(L, L->dslot[map[0] - LF_DYN], DT_F64), fconst(L, v->fattr[1], DT_F64));
+      return cast(L, op2(L, OP_ADD, DT_F64, fconst(L, v->fattr[0], DT_F64), e), v->dtype);
+    }
     e = expr(L, LFE_ARANGE, DT_F64);
     e->start = v->fattr[0];
     e->step = v->fattr[1];
@@ -744,6 +766,18 @@ static void check_nest(Lower *L, IrRef r) {
   n->check = ck;
 }
 
+/* A new dynamic index (LF_DYN) for index maps. */
+static int dyn_slot(Lower *L, LfExpr *i) {
+  if (L->ndslot == L->dslotcap) {
+    L->dslotcap = L->dslotcap ? 2 * L->dslotcap : 8;
+    LfExpr **n = zalloc(L, sizeof *n * (size_t)L->dslotcap);
+    if (L->ndslot) memcpy(n, L->dslot, sizeof *n * (size_t)L->ndslot);
+    L->dslot = n;
+  }
+  L->dslot[L->ndslot] = i;
+  return LF_DYN + L->ndslot++;
+}
+
 /* INDEX r's value at loop variables map[j] for its dims j (< 0: index
  * 0) of a nest with nloops loops: a load of x whose dynamic term is the
  * index (loops.h).  INDEX: x's dims before d, the index's, x's after;
@@ -765,11 +799,8 @@ static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops) {
     w->args[2] = i;
     i = w;
   }
-  LfExpr *e = expr(L, LFE_LOAD, x->dtype);
-  e->acc = access(L, v->args[0], xmap, nloops);
-  e->acc.dyn = i;
-  e->acc.dyn_stride = strides(L, x)[d];
-  return e;
+  xmap[d] = dyn_slot(L, i);
+  return load(L, v->args[0], xmap, nloops); /* x's storage, or x inlined */
 }
 
 /* The check nest of INDEX/GATHER r unless its indices are known in

@@ -43,10 +43,11 @@
  *
  * Indexing by tensors (INDEX/GATHER, loops/loops.h): a candidate like an
  * elementwise value (read inline, its load of the input carries the
- * index); its index operand is read as an expression, so the index's
- * elementwise producers inline into it (`x.index_select(0, (i + 1) % N)`
- * is one nest); its input is read at run-time positions and is always
- * materialized (BLK_INDEXED).
+ * index); it reads both operands as expressions: the index's elementwise
+ * producers inline into it (`x.index_select(0, (i + 1) % N)` is one
+ * nest), and so does its input, whose elements it may read any number of
+ * times, so that read counts as one through a broadcast (an INDEX input
+ * of flip(x, [0, 1]) inlines: one nest).
  *
  * Every computed value of rank >= 1 gets one decision: "fused",
  * "recomputed", "epilogue" (reported at E), "prologue" or "materialized" with the
@@ -74,8 +75,7 @@ typedef enum Block {
   BLK_VIEW,    /* read through a view whose index map does not compose */
   BLK_RESHAPE, /* read by RESHAPE (linear index) */
   BLK_GEMM,    /* an operand of matmul/conv2d: packed anyway */
-  BLK_WHOLE,   /* read by a normalization or pool nest */
-  BLK_INDEXED  /* the input of INDEX/GATHER: read at run-time positions */
+  BLK_WHOLE    /* read by a normalization or pool nest */
 } Block;
 
 typedef struct Uses {
@@ -107,12 +107,12 @@ static bool candidate(Op op) {
   return kd == IRK_UNARY || kd == IRK_BINARY || kd == IRK_COMPARE || kd == IRK_TERNARY;
 }
 
-/* Why consumer op cannot read its operand j as an expression (BLK_NONE:
- * it can).  INDEX/GATHER read their index as one (loops.h: the dynamic
- * term), their input at run-time positions (from memory). */
-static Block consumer_block(Op op, int j) {
+/* Why consumer op cannot read an operand as an expression (BLK_NONE: it
+ * can).  INDEX/GATHER read both operands as expressions (loops.h: the
+ * index as the dynamic term, the input at the positions it gives). */
+static Block consumer_block(Op op) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
-  if (op_kind(op) == IRK_INDEX) return j == 1 ? BLK_NONE : BLK_INDEXED;
+  if (op_kind(op) == IRK_INDEX) return BLK_NONE;
   /* a cat reads operand j at its nest j's own index; a scan each element
    * once at its own index, as a reduction */
   if (candidate(op) || op_kind(op) == IRK_REDUCE || op_kind(op) == IRK_JOIN ||
@@ -137,9 +137,11 @@ static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef
   IrRef root = ir_storage_root(k, a);
   Uses *x = &u[root];
   if (x->n++ == 0) x->first = reader;
-  x->bcast |= broadcasts(k, a);
+  /* INDEX/GATHER read their input at run-time positions, any element
+   * any number of times: as through a broadcast */
+  x->bcast |= broadcasts(k, a) || (j == 0 && reader >= 0 && op_kind(op) == IRK_INDEX);
   if (x->block != BLK_NONE) return;
-  Block b = reader >= 0 ? consumer_block(op, j) : BLK_NONE;
+  Block b = reader >= 0 ? consumer_block(op) : BLK_NONE;
   if (b == BLK_NONE && !view_ok(m, k, a)) b = BLK_VIEW, reader = a;
   if (b != BLK_NONE) x->block = b, x->via = reader;
 }
@@ -210,9 +212,6 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
   case BLK_WHOLE:
     return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
                         who(m, c->k, u->via));
-  case BLK_INDEXED:
-    return arena_printf(m->arena, "indexed by %s, which reads it at positions its index "
-                        "tensor gives at run time", who(m, c->k, u->via));
   case BLK_NONE: break;
   }
   if (cost <= budget(c))
