@@ -113,7 +113,7 @@ static bool candidate(Op op) {
 static Block consumer_block(Op op) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
   if (op_kind(op) == IRK_INDEX) return BLK_NONE;
-  /* a cat reads operand j at its nest j's own index; a scan each element
+  /* a cat reads each operand in that operand's own nest; a scan each element
    * once at its own index, as a reduction */
   if (candidate(op) || op_kind(op) == IRK_REDUCE || op_kind(op) == IRK_JOIN ||
       op_kind(op) == IRK_SCAN)
