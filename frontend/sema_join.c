@@ -290,6 +290,34 @@ static bool skipped(Sema *s, IrRef x) {
   return v->rank == 1 && sym_is(v->shape[0], 0);
 }
 
+/* Input i of a cat has the first input's rank and sizes but along dim w
+ * (symbolic ones checked at entry where they may differ); reports. */
+static bool cat_fits(Sema *s, const SVal *item, int i, const IrValue *ref,
+                     int w) {
+  const IrValue *v = sema_val(s, item->ref);
+  if (v->rank != ref->rank) {
+    diag_error(s->d, item->loc, "Tensors must have same number of "
+               "dimensions: got %d and %d", ref->rank, v->rank);
+    sema_note_origin(s, item->ref);
+    return false;
+  }
+  GeomCtx gc = sema_geom(s, item->loc);
+  for (int d = 0; d < v->rank; d++) {
+    if (d == w) continue;
+    const char *msg = arena_printf(
+        s->a, "Sizes of tensors must match except in dimension %d: "
+        "tensor number %d in the list", w, i);
+    if (geom_same_size(&gc, v->shape[d], ref->shape[d], msg)) continue;
+    diag_error(s->d, item->loc, "Sizes of tensors must match except in "
+               "dimension %d. Expected size %s but got size %s for tensor "
+               "number %d in the list.", w, sym_text(s, ref->shape[d]),
+               sym_text(s, v->shape[d]), i);
+    sema_note_origin(s, item->ref);
+    return false;
+  }
+  return true;
+}
+
 /* cat of the tensors items[0..n) along dim (not yet wrapped): PyTorch's
  * checks in its order, the promoted dtype, the CAT value. */
 static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
@@ -320,27 +348,7 @@ static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
     IrRef x = items[i].ref;
     if (!all_skipped && skipped(s, x)) continue;
     const IrValue *v = sema_val(s, x);
-    if (v->rank != rank) {
-      diag_error(s->d, items[i].loc, "Tensors must have same number of "
-                 "dimensions: got %d and %d", rank, v->rank);
-      sema_note_origin(s, x);
-      return sv_error();
-    }
-    for (int d = 0; d < rank; d++) {
-      if (d == w) continue;
-      gc.loc = items[i].loc;
-      const char *msg = arena_printf(
-          s->a, "Sizes of tensors must match except in dimension %d: "
-          "tensor number %d in the list", w, i);
-      if (!geom_same_size(&gc, v->shape[d], ref->shape[d], msg)) {
-        diag_error(s->d, items[i].loc, "Sizes of tensors must match except "
-                   "in dimension %d. Expected size %s but got size %s for "
-                   "tensor number %d in the list.", w,
-                   sym_text(s, ref->shape[d]), sym_text(s, v->shape[d]), i);
-        sema_note_origin(s, x);
-        return sv_error();
-      }
-    }
+    if (!cat_fits(s, &items[i], i, ref, w)) return sv_error();
     Geom g = sema_geom_of(s, x);
     cl = cl && geom_suggests_channels_last(&g);
     shape[w] = sym_add(s->st, shape[w], v->shape[w]);
@@ -437,6 +445,20 @@ static SVal roll_dim(Sema *s, CallArgs *c, IrRef x, int w, const Sym *shift) {
   return build_cat(s, c, parts, 2, w);
 }
 
+/* roll without dims: x flattened, rolled, viewed back. */
+static SVal roll_flat(Sema *s, CallArgs *c, IrRef x, const Sym *shift) {
+  const IrValue *v = sema_val(s, x);
+  const Sym *numel = K(s, 1);
+  for (int d = 0; d < v->rank; d++) numel = sym_mul(s->st, numel, v->shape[d]);
+  const Sym **shape = sema_syms_copy(s, v->shape, v->rank);
+  int rank = v->rank;
+  SVal f = sema_view_reshape(s, x, &numel, 1, c->loc);
+  if (f.kind == SV_ERROR) return f;
+  SVal r = roll_dim(s, c, f.ref, 0, shift);
+  if (r.kind == SV_ERROR) return r;
+  return sema_view_reshape(s, r.ref, shape, rank, c->loc);
+}
+
 /* An int or a list of ints (possibly empty) as Syms. */
 static bool int_or_list(Sema *s, const SVal *v, const char *what,
                         const Sym ***out, int *n) {
@@ -471,17 +493,7 @@ static SVal h_roll(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   const IrValue *v = sema_val(s, x);
-  if (nd == 0) { /* flattened, rolled, viewed back */
-    const Sym *numel = K(s, 1);
-    for (int d = 0; d < v->rank; d++) numel = sym_mul(s->st, numel, v->shape[d]);
-    const Sym **shape = sema_syms_copy(s, v->shape, v->rank);
-    int rank = v->rank;
-    SVal f = sema_view_reshape(s, x, &numel, 1, c->loc);
-    if (f.kind == SV_ERROR) return f;
-    SVal r = roll_dim(s, c, f.ref, 0, shifts[0]);
-    if (r.kind == SV_ERROR) return r;
-    return sema_view_reshape(s, r.ref, shape, rank, c->loc);
-  }
+  if (nd == 0) return roll_flat(s, c, x, shifts[0]);
   SVal cur = sv_tensor(x, c->loc);
   for (int i = 0; i < nd && cur.kind == SV_TENSOR; i++) {
     int64_t d;
@@ -491,16 +503,9 @@ static SVal h_roll(Sema *s, CallArgs *c, const Builtin *b) {
       return sv_error();
     }
     if (!sema_wrap_dim(s, c, d, v->rank, &w)) return sv_error();
-    if (v->rank == 0) { /* a 0-dim tensor: the flattened case */
-      const Sym *one = K(s, 1);
-      SVal f = sema_view_reshape(s, cur.ref, &one, 1, c->loc);
-      if (f.kind == SV_ERROR) return f;
-      SVal r = roll_dim(s, c, f.ref, 0, shifts[i]);
-      if (r.kind == SV_ERROR) return r;
-      cur = sema_view_reshape(s, r.ref, NULL, 0, c->loc);
-      continue;
-    }
-    cur = roll_dim(s, c, cur.ref, w, shifts[i]);
+    /* a 0-dim tensor rolls as its flattened self */
+    cur = v->rank == 0 ? roll_flat(s, c, cur.ref, shifts[i])
+                       : roll_dim(s, c, cur.ref, w, shifts[i]);
   }
   return cur;
 }
