@@ -570,12 +570,21 @@ static SVal repeat(Sema *s, CallArgs *c, IrRef x, const Sym **reps, int n) {
   return cur;
 }
 
+/* f(x, kw=[...]): the sizes given by keyword, read as the positional
+ * list they can also be (tile(x, dims=(2, 2)), x.repeat(repeats=...)). */
+static void sizes_keyword(CallArgs *c, const char *kw) {
+  if (c->npos != 1 || c->nkw != 1 || strcmp(c->kwname[0], kw) != 0) return;
+  c->pos[c->npos++] = c->kw[0]; /* build_args left room for one more */
+  c->kwused[0] = true;
+}
+
 static SVal h_repeat(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   const Sym **reps;
   int n;
   if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  sizes_keyword(c, "repeats");
   if (c->npos < 2) {
     diag_error(s->d, c->loc, "repeat() missing 1 required positional "
                "argument: \"repeats\"");
@@ -593,11 +602,7 @@ static SVal h_tile(Sema *s, CallArgs *c, const Builtin *b) {
   const Sym **dims, **reps;
   int n;
   if (!sema_tensor_recv(s, c, &x)) return sv_error();
-  if (!c->method && c->npos == 1 && c->nkw == 1 &&
-      strcmp(c->kwname[0], "dims") == 0) { /* tile(x, dims=(2, 2)) */
-    c->pos[c->npos++] = c->kw[0];
-    c->kwused[0] = true;
-  }
+  sizes_keyword(c, "dims");
   if (c->npos < 2) {
     diag_error(s->d, c->loc, "tile() missing 1 required positional argument: "
                "\"dims\"");
