@@ -223,21 +223,24 @@ static SVal h_chunk(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   if (!sym_is_const(size, &n)) {
-    /* a size provably divisible by chunks: chunks pieces of size / chunks
-     * (also when it is 0); one chunk: the whole dim */
-    const Sym *kk = sym_const(s->st, k);
-    if (k != 1 && !sym_is(sym_mod(s->st, size, kk), 0)) {
-      diag_error(s->d, c->loc,
-                 "chunk(): the number of pieces depends on dim %d's size %s, "
-                 "which is only known at run time; it is known when the size "
-                 "is a multiple of chunks (use split with a list of sizes "
-                 "otherwise)",
-                 w, sym_text(s, size));
-      sema_note_origin(s, x);
-      return sv_error();
-    }
-    const Sym **sizes = sym_array(s, (int)k);
-    for (int64_t i = 0; i < k; i++) sizes[i] = sym_floordiv(s->st, size, kk);
+    /* A symbolic size: chunks pieces, the generic case (spec: view
+     * decisions on symbols assume it).  Divisible: size / chunks each.
+     * Otherwise PyTorch's ceil(size / chunks) each and the rest last,
+     * which is chunks pieces unless the rest would be empty (size 1 in
+     * 2 chunks gives one piece): that is checked at entry. */
+    const Sym *kk = K(s, k), **sizes = sym_array(s, (int)k);
+    bool even = sym_is(sym_mod(s->st, size, kk), 0);
+    const Sym *ss = even ? sym_floordiv(s->st, size, kk)
+                         : sym_floordiv(s->st, sym_add(s->st, size, K(s, k - 1)), kk);
+    const Sym *before = sym_mul(s->st, K(s, k - 1), ss);
+    for (int64_t i = 0; i < k; i++)
+      sizes[i] = i < k - 1 || even ? ss : sym_sub(s->st, size, before);
+    if (!even)
+      sema_check_le(s, before, sym_max(s->st, sym_sub(s->st, size, K(s, 1)), K(s, 0)),
+                    arena_printf(s->a, "chunk(): dim %d's size gives fewer than %lld "
+                                 "chunks (as PyTorch would); tdsl needs exactly %lld", w,
+                                 (long long)k, (long long)k),
+                    c->loc);
     return pieces(s, x, w, sizes, (int)k, c->loc);
   }
   int64_t ss = (n + k - 1) / k;
