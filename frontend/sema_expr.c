@@ -466,25 +466,33 @@ static SVal index_tuple(Sema *s, const Expr *e, const SVal *base,
     r.loc = e->loc;
     return r;
   }
-  int64_t b[3] = {0, len, 1};
+  /* Python's slice.indices(len): defaults and clamping by the step's sign */
+  int64_t b[3] = {0, 0, 1};
+  bool given[3];
   for (int j = 0; j < 3; j++) {
     const SVal *p = &it[0].items[j];
-    if (p->kind == SV_NONE) continue;
-    if (!sema_int_arg(s, p, "a tuple slice bound", &b[j])) return sv_error();
+    given[j] = p->kind != SV_NONE;
+    if (given[j] && !sema_int_arg(s, p, "a tuple slice bound", &b[j]))
+      return sv_error();
   }
-  if (b[2] <= 0) {
-    diag_error(s->d, it[0].items[2].loc,
-               "slice step must be positive, got %lld", (long long)b[2]);
+  if (b[2] == 0) {
+    diag_error(s->d, it[0].items[2].loc, "slice step cannot be zero");
     return sv_error();
   }
+  bool back = b[2] < 0;
+  int64_t lo = back ? -1 : 0, hi = back ? len - 1 : len;
   for (int j = 0; j < 2; j++) {
-    if (it[0].items[j].kind == SV_NONE) continue;
+    if (!given[j]) {
+      b[j] = j == 0 ? (back ? hi : lo) : (back ? lo : hi);
+      continue;
+    }
     if (b[j] < 0) b[j] += len;
-    b[j] = b[j] < 0 ? 0 : b[j] > len ? len : b[j];
+    b[j] = b[j] < lo ? lo : b[j] > hi ? hi : b[j];
   }
   SVal r = sv_make(SV_LIST, e->loc);
   r.items = arena_alloc(s->a, sizeof *r.items * (size_t)(len + 1));
-  for (int64_t k = b[0]; k < b[1]; k += b[2]) r.items[r.nitems++] = base->items[k];
+  for (int64_t k = b[0]; back ? k > b[1] : k < b[1]; k += b[2])
+    r.items[r.nitems++] = base->items[k];
   return r;
 }
 

@@ -223,21 +223,24 @@ static SVal h_chunk(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   if (!sym_is_const(size, &n)) {
-    /* a size provably divisible by chunks: chunks pieces of size / chunks
-     * (also when it is 0); one chunk: the whole dim */
-    const Sym *kk = sym_const(s->st, k);
-    if (k != 1 && !sym_is(sym_mod(s->st, size, kk), 0)) {
-      diag_error(s->d, c->loc,
-                 "chunk(): the number of pieces depends on dim %d's size %s, "
-                 "which is only known at run time; it is known when the size "
-                 "is a multiple of chunks (use split with a list of sizes "
-                 "otherwise)",
-                 w, sym_text(s, size));
-      sema_note_origin(s, x);
-      return sv_error();
-    }
-    const Sym **sizes = sym_array(s, (int)k);
-    for (int64_t i = 0; i < k; i++) sizes[i] = sym_floordiv(s->st, size, kk);
+    /* A symbolic size: chunks pieces, the generic case (spec: view
+     * decisions on symbols assume it).  Divisible: size / chunks each.
+     * Otherwise PyTorch's ceil(size / chunks) each and the rest last,
+     * which is chunks pieces unless the rest would be empty (size 1 in
+     * 2 chunks gives one piece): that is checked at entry. */
+    const Sym *kk = K(s, k), **sizes = sym_array(s, (int)k);
+    bool even = sym_is(sym_mod(s->st, size, kk), 0);
+    const Sym *ss = even ? sym_floordiv(s->st, size, kk)
+                         : sym_floordiv(s->st, sym_add(s->st, size, K(s, k - 1)), kk);
+    const Sym *before = sym_mul(s->st, K(s, k - 1), ss);
+    for (int64_t i = 0; i < k; i++)
+      sizes[i] = i < k - 1 || even ? ss : sym_sub(s->st, size, before);
+    if (!even)
+      sema_check_le(s, before, sym_max(s->st, sym_sub(s->st, size, K(s, 1)), K(s, 0)),
+                    arena_printf(s->a, "chunk(): dim %d's size gives fewer than %lld "
+                                 "chunks (as PyTorch would); tdsl needs exactly %lld", w,
+                                 (long long)k, (long long)k),
+                    c->loc);
     return pieces(s, x, w, sizes, (int)k, c->loc);
   }
   int64_t ss = (n + k - 1) / k;
@@ -290,6 +293,34 @@ static bool skipped(Sema *s, IrRef x) {
   return v->rank == 1 && sym_is(v->shape[0], 0);
 }
 
+/* Input i of a cat has the first input's rank and sizes but along dim w
+ * (symbolic ones checked at entry where they may differ); reports. */
+static bool cat_fits(Sema *s, const SVal *item, int i, const IrValue *ref,
+                     int w) {
+  const IrValue *v = sema_val(s, item->ref);
+  if (v->rank != ref->rank) {
+    diag_error(s->d, item->loc, "Tensors must have same number of "
+               "dimensions: got %d and %d", ref->rank, v->rank);
+    sema_note_origin(s, item->ref);
+    return false;
+  }
+  GeomCtx gc = sema_geom(s, item->loc);
+  for (int d = 0; d < v->rank; d++) {
+    if (d == w) continue;
+    const char *msg = arena_printf(
+        s->a, "Sizes of tensors must match except in dimension %d: "
+        "tensor number %d in the list", w, i);
+    if (geom_same_size(&gc, v->shape[d], ref->shape[d], msg)) continue;
+    diag_error(s->d, item->loc, "Sizes of tensors must match except in "
+               "dimension %d. Expected size %s but got size %s for tensor "
+               "number %d in the list.", w, sym_text(s, ref->shape[d]),
+               sym_text(s, v->shape[d]), i);
+    sema_note_origin(s, item->ref);
+    return false;
+  }
+  return true;
+}
+
 /* cat of the tensors items[0..n) along dim (not yet wrapped): PyTorch's
  * checks in its order, the promoted dtype, the CAT value. */
 static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
@@ -320,27 +351,7 @@ static SVal build_cat(Sema *s, CallArgs *c, const SVal *items, int n,
     IrRef x = items[i].ref;
     if (!all_skipped && skipped(s, x)) continue;
     const IrValue *v = sema_val(s, x);
-    if (v->rank != rank) {
-      diag_error(s->d, items[i].loc, "Tensors must have same number of "
-                 "dimensions: got %d and %d", rank, v->rank);
-      sema_note_origin(s, x);
-      return sv_error();
-    }
-    for (int d = 0; d < rank; d++) {
-      if (d == w) continue;
-      gc.loc = items[i].loc;
-      const char *msg = arena_printf(
-          s->a, "Sizes of tensors must match except in dimension %d: "
-          "tensor number %d in the list", w, i);
-      if (!geom_same_size(&gc, v->shape[d], ref->shape[d], msg)) {
-        diag_error(s->d, items[i].loc, "Sizes of tensors must match except "
-                   "in dimension %d. Expected size %s but got size %s for "
-                   "tensor number %d in the list.", w,
-                   sym_text(s, ref->shape[d]), sym_text(s, v->shape[d]), i);
-        sema_note_origin(s, x);
-        return sv_error();
-      }
-    }
+    if (!cat_fits(s, &items[i], i, ref, w)) return sv_error();
     Geom g = sema_geom_of(s, x);
     cl = cl && geom_suggests_channels_last(&g);
     shape[w] = sym_add(s->st, shape[w], v->shape[w]);
@@ -437,6 +448,20 @@ static SVal roll_dim(Sema *s, CallArgs *c, IrRef x, int w, const Sym *shift) {
   return build_cat(s, c, parts, 2, w);
 }
 
+/* roll without dims: x flattened, rolled, viewed back. */
+static SVal roll_flat(Sema *s, CallArgs *c, IrRef x, const Sym *shift) {
+  const IrValue *v = sema_val(s, x);
+  const Sym *numel = K(s, 1);
+  for (int d = 0; d < v->rank; d++) numel = sym_mul(s->st, numel, v->shape[d]);
+  const Sym **shape = sema_syms_copy(s, v->shape, v->rank);
+  int rank = v->rank;
+  SVal f = sema_view_reshape(s, x, &numel, 1, c->loc);
+  if (f.kind == SV_ERROR) return f;
+  SVal r = roll_dim(s, c, f.ref, 0, shift);
+  if (r.kind == SV_ERROR) return r;
+  return sema_view_reshape(s, r.ref, shape, rank, c->loc);
+}
+
 /* An int or a list of ints (possibly empty) as Syms. */
 static bool int_or_list(Sema *s, const SVal *v, const char *what,
                         const Sym ***out, int *n) {
@@ -471,17 +496,7 @@ static SVal h_roll(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   const IrValue *v = sema_val(s, x);
-  if (nd == 0) { /* flattened, rolled, viewed back */
-    const Sym *numel = K(s, 1);
-    for (int d = 0; d < v->rank; d++) numel = sym_mul(s->st, numel, v->shape[d]);
-    const Sym **shape = sema_syms_copy(s, v->shape, v->rank);
-    int rank = v->rank;
-    SVal f = sema_view_reshape(s, x, &numel, 1, c->loc);
-    if (f.kind == SV_ERROR) return f;
-    SVal r = roll_dim(s, c, f.ref, 0, shifts[0]);
-    if (r.kind == SV_ERROR) return r;
-    return sema_view_reshape(s, r.ref, shape, rank, c->loc);
-  }
+  if (nd == 0) return roll_flat(s, c, x, shifts[0]);
   SVal cur = sv_tensor(x, c->loc);
   for (int i = 0; i < nd && cur.kind == SV_TENSOR; i++) {
     int64_t d;
@@ -491,16 +506,9 @@ static SVal h_roll(Sema *s, CallArgs *c, const Builtin *b) {
       return sv_error();
     }
     if (!sema_wrap_dim(s, c, d, v->rank, &w)) return sv_error();
-    if (v->rank == 0) { /* a 0-dim tensor: the flattened case */
-      const Sym *one = K(s, 1);
-      SVal f = sema_view_reshape(s, cur.ref, &one, 1, c->loc);
-      if (f.kind == SV_ERROR) return f;
-      SVal r = roll_dim(s, c, f.ref, 0, shifts[i]);
-      if (r.kind == SV_ERROR) return r;
-      cur = sema_view_reshape(s, r.ref, NULL, 0, c->loc);
-      continue;
-    }
-    cur = roll_dim(s, c, cur.ref, w, shifts[i]);
+    /* a 0-dim tensor rolls as its flattened self */
+    cur = v->rank == 0 ? roll_flat(s, c, cur.ref, shifts[i])
+                       : roll_dim(s, c, cur.ref, w, shifts[i]);
   }
   return cur;
 }
@@ -565,12 +573,21 @@ static SVal repeat(Sema *s, CallArgs *c, IrRef x, const Sym **reps, int n) {
   return cur;
 }
 
+/* f(x, kw=[...]): the sizes given by keyword, read as the positional
+ * list they can also be (tile(x, dims=(2, 2)), x.repeat(repeats=...)). */
+static void sizes_keyword(CallArgs *c, const char *kw) {
+  if (c->npos != 1 || c->nkw != 1 || strcmp(c->kwname[0], kw) != 0) return;
+  c->pos[c->npos++] = c->kw[0]; /* build_args left room for one more */
+  c->kwused[0] = true;
+}
+
 static SVal h_repeat(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
   const Sym **reps;
   int n;
   if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  sizes_keyword(c, "repeats");
   if (c->npos < 2) {
     diag_error(s->d, c->loc, "repeat() missing 1 required positional "
                "argument: \"repeats\"");
@@ -588,11 +605,7 @@ static SVal h_tile(Sema *s, CallArgs *c, const Builtin *b) {
   const Sym **dims, **reps;
   int n;
   if (!sema_tensor_recv(s, c, &x)) return sv_error();
-  if (!c->method && c->npos == 1 && c->nkw == 1 &&
-      strcmp(c->kwname[0], "dims") == 0) { /* tile(x, dims=(2, 2)) */
-    c->pos[c->npos++] = c->kw[0];
-    c->kwused[0] = true;
-  }
+  sizes_keyword(c, "dims");
   if (c->npos < 2) {
     diag_error(s->d, c->loc, "tile() missing 1 required positional argument: "
                "\"dims\"");

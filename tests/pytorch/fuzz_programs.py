@@ -732,8 +732,8 @@ class Gen:
 
     def g_join(self):
         """cat/stack of values that fit, a piece of split/chunk/unbind
-        (literal sizes: the number of pieces of a symbolic size is not known
-        at compile time), roll, repeat/tile, tril/triu, masked_fill."""
+        (split by an int needs a literal size: the number of pieces of a
+        symbolic one is not known at compile time), roll, repeat/tile, tril/triu, masked_fill."""
         a = self.pick(lambda t: t.dim() > 0)
         if not a:
             return None
@@ -753,9 +753,9 @@ class Gen:
             return f"{fn}([{names}], {d})" if self.r.random() < 0.6 else f"{fn}(({names},), dim={d})"
         size = t.shape[wd]
         literal = size not in self.sizes.values()
-        if k < 0.5 and literal and size > 0:
+        if k < 0.5 and size > 0:
             c = self.r.randint(1, 4)
-            if self.r.random() < 0.5:
+            if self.r.random() < 0.5 or not literal:  # symbols (7, 11, 13) chunk into c
                 pieces = -(-size // -(-size // c))
                 return f"{a.name}.chunk({c}, {d})[{self.r.randrange(pieces)}]"
             pieces = -(-size // c)

@@ -4,8 +4,10 @@
  * uses (and materialized behind slices and flattening views), large
  * enough to take the parallel path, with odd sizes (vector remainders),
  * non-contiguous and channels-last outputs, reductions over collapsed
- * loops; each compared with the interpreter, with -O0 (one nest per
- * value, serial) and across thread counts (bitwise equal).
+ * loops; cat's nests (inputs fused in, the result written in place) and
+ * a chunk of a symbolic size checked at entry; each compared with the
+ * interpreter, with -O0 (one nest per value, serial) and across thread
+ * counts (bitwise equal).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources, the front
  * end and interpreter, dlopen). */
 #include "codegen_util.h"
@@ -243,12 +245,52 @@ START_TEST(cat_written_once) {
 }
 END_TEST
 
+/* chunk of a symbolic size into exactly 2 pieces (ceil(N/2) and the
+ * rest), joined back in the other order: every N but 1, where PyTorch
+ * would give one piece and the kernel fails at entry, untouched output. */
+static const char *CHUNK =
+    "kernel swap_halves(x: f32[N]) -> f32[N] {\n"
+    "  a, b = x.chunk(2)\n"
+    "  return cat([b, a * 2.0])\n"
+    "}\n";
+
+START_TEST(chunk_symbolic_checked) {
+  Lib L;
+  build_flags(&L, CHUNK, NULL, "-O2");
+  for (int64_t n = 0; n <= 9; n++) {
+    if (n == 1) continue;
+    int64_t sx[1] = {n};
+    Ten in, out;
+    ten(&in, DT_F32, 1, sx, NULL, 0, false);
+    out_ten(&out, DT_F32, 1, sx);
+    run_and_compare(&L, "swap_halves", &in, 1, &out, 1, true);
+    const float *x = in.store, *o = out.store;
+    int64_t h = (n + 1) / 2;
+    for (int64_t i = 0; i < n; i++)
+      ck_assert_float_eq(o[i], i < n - h ? x[h + i] : 2.0f * x[i - (n - h)]);
+    ten_free(&in), ten_free(&out);
+  }
+  int64_t s1[1] = {1};
+  Ten x1, o1;
+  ten(&x1, DT_F32, 1, s1, NULL, 0, false);
+  out_ten(&o1, DT_F32, 1, s1);
+  void *a[2] = {&x1.t, &o1.t};
+  const char *(*last)(void) = (const char *(*)(void))sym(&L, "tdsl_last_error");
+  ck_assert_int_eq(call(sym(&L, "swap_halves"), a, 2), TDSL_E_CHECK);
+  ck_assert_msg(strstr(last(), "fewer than 2 chunks") != NULL, "message '%s'", last());
+  ck_assert(untouched(&o1));
+  ten_free(&x1), ten_free(&o1);
+  unbuild_pool(&L);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("codegen_fuse");
   TCase *t = tcase_create("cpu");
   tcase_set_timeout(t, 240);
   tcase_add_test(t, inlined_chain_parallel);
   tcase_add_test(t, cat_written_once);
+  tcase_add_test(t, chunk_symbolic_checked);
   tcase_add_test(t, o0_equals_o2);
   tcase_add_test(t, layouts_and_rank1);
   tcase_add_test(t, permute_copy_and_outer_reduction);
