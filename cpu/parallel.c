@@ -154,11 +154,27 @@ static void emit_group_range(Cg *c, const LfNest *g, LLVMValueRef lo, LLVMValueR
   cg_close_loop(c);
 }
 
+/* Whether group g holds a float sum or mean of an IR reduction (pass
+ * row-group's groups; a normalization's statistics nests have the
+ * normalization as src): such a sum must add in the order it would
+ * outside the group (the vector width sets the partial sums of the
+ * reassociated loop, reduce.c), so its group keeps the default width. */
+static bool user_float_sum(Cg *c, const LfNest *g) {
+  for (int k = 0; k < g->group; k++) {
+    const LfNest *n = &g[k];
+    if ((n->reduce == OP_SUM || n->reduce == OP_MEAN) && n->src >= 0 &&
+        op_kind(ir_val(c->k, n->src)->op) == IRK_REDUCE && dtype_is_float(n->value->dtype))
+      return true;
+  }
+  return false;
+}
+
 /* On targets with 512-bit vectors, lets the vectorizer use them in fn
  * (LLVM prefers 256 bits by default): a group's loops are compute-bound
- * on exp once their row is in cache. */
-static void prefer_wide_vectors(Cg *c, LLVMValueRef fn) {
-  if (c->vec_bits < 512) return;
+ * on exp once their row is in cache.  Not for a group with a user's float
+ * sum (user_float_sum). */
+static void prefer_wide_vectors(Cg *c, const LfNest *g, LLVMValueRef fn) {
+  if (c->vec_bits < 512 || user_float_sum(c, g)) return;
   const char *keys[2] = {"prefer-vector-width", "min-legal-vector-width"};
   for (int i = 0; i < 2; i++)
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
@@ -172,11 +188,11 @@ static Outlined group_functions(Cg *c, const LfNest *g) {
   for (int k = 0; k < g->group; k++) nv += g[k].rank;
   Outlined f;
   cpu_outline_open(c, &f, "nest", 2, nv);
-  prefer_wide_vectors(c, f.impl);
+  prefer_wide_vectors(c, g, f.impl);
   emit_group_range(c, g, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1),
                    (unsigned)(2 + f.cx.nb + c->k->nsyms));
   cpu_outline_close(c, &f);
-  prefer_wide_vectors(c, f.body);
+  prefer_wide_vectors(c, g, f.body);
   return f;
 }
 

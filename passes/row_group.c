@@ -113,7 +113,6 @@ typedef struct Join {
   IrRef seed;
   bool reads_member;
   const char *why;  /* why it cannot join, or NULL */
-  IrRef why_at;
   Arena *a;
 } Join;
 

@@ -268,6 +268,65 @@ START_TEST(plan_memory_keeps_members_apart) {
 }
 END_TEST
 
+/* The hazard the rule prevents: a (x.t() - max, stored column-major)
+ * dies at its last reader c, so in value order b (row-major, same size)
+ * may take its block; grouped, b's row 0 would land on a's later rows,
+ * which a writes after it (row 1's a[1, 0] is b[0, 1]), and the result
+ * copy would read a's values as b's.  Grouped, b keeps its own block,
+ * and the compiled kernel agrees with the interpreter. */
+static const char *CLOBBER =
+    "kernel f(x: f32[6, 5], y: f32[5, 6]) -> (f32[5, 6] strided, f32[5, 1]) {\n"
+    "  xt = x.t()\n"
+    "  a = xt - xt.amax(-1, keepdim=true)\n"
+    "  c = a.sum(-1, keepdim=true)\n"
+    "  b = y * c\n"
+    "  return b, c\n}\n";
+
+/* The values named a and b (the last bound to each name). */
+static void named_ab(const IrKernel *k, IrRef *a, IrRef *b) {
+  *a = *b = -1;
+  for (IrRef r = 0; r < k->nvalues; r++) {
+    const char *n = k->values[r].name;
+    if (n && !strcmp(n, "a")) *a = r;
+    if (n && !strcmp(n, "b")) *b = r;
+  }
+  ck_assert(*a >= 0 && *b >= 0);
+}
+
+START_TEST(plan_memory_no_clobber_across_rows) {
+  IrRef a, b;
+  Prog p = compile(CLOBBER, 2, "fuse");
+  const IrKernel *k = p.m->kernels[0];
+  named_ab(k, &a, &b);
+  ck_assert_int_gt(k->values[a].group, 0);
+  ck_assert_int_eq(k->values[b].group, k->values[a].group);
+  ck_assert_msg(!share(k, a, b), "a and b share slot %d", k->values[a].slot);
+  arena_free(p.a);
+  /* ungrouped (one nest after the other) the block is b's to take */
+  const char *dis[2] = {"fuse", "row-group"};
+  p.a = arena_new();
+  Diag d;
+  diag_init(&d, "t.tdsl", CLOBBER, stderr);
+  p.m = sema_program(p.a, &d, parse_program(p.a, &d, CLOBBER), "t.tdsl");
+  PassOptions o = {.opt_level = 2, .disabled = dis, .ndisabled = 2, .target = "host"};
+  ck_assert_int_eq(pipeline_run(p.m, &o, NULL), 0);
+  named_ab(p.m->kernels[0], &a, &b);
+  ck_assert(share(p.m->kernels[0], a, b));
+  arena_free(p.a);
+  Lib L;
+  build_flags(&L, CLOBBER, NULL, "-O2 --disable-pass=fuse");
+  int64_t xs[2] = {6, 5}, ys[2] = {5, 6}, cs[2] = {5, 1};
+  Ten in[2], out[2];
+  ten(&in[0], DT_F32, 2, xs, NULL, 0, false);
+  ten(&in[1], DT_F32, 2, ys, NULL, 0, false);
+  out_ten(&out[0], DT_F32, 2, ys);
+  out_ten(&out[1], DT_F32, 2, cs);
+  run_and_compare(&L, "f", in, 2, out, 2, true);
+  for (int i = 0; i < 2; i++) ten_free(&in[i]), ten_free(&out[i]);
+  unbuild_pool(&L);
+}
+END_TEST
+
 /* A non-member between the group's members runs after the group
  * (ir_exec_order), and may take the block of a member only once no
  * member reads it any more. */
@@ -426,6 +485,7 @@ static Suite *suite(void) {
   tcase_add_test(t, member_read_outside);
   tcase_add_test(t, report_names_the_group);
   tcase_add_test(t, plan_memory_keeps_members_apart);
+  tcase_add_test(t, plan_memory_no_clobber_across_rows);
   tcase_add_test(t, exec_order_moves_members_together);
   tcase_add_test(t, ir_round_trip_and_verifier);
   tcase_add_test(t, bitwise_o2);
