@@ -14,7 +14,9 @@ The suite never needs PyTorch; only regenerating the data does:
 
 Annotations, as comments on the lines before a kernel:
     # @sizes N=3 C=4      values of size symbols (default: 2..5, seeded)
-    # @range x 0.1 5      uniform floats in [lo, hi) for parameter x
+    # @range x 0.1 5      uniform floats in [lo, hi) for parameter x; for an
+                          integer parameter random ints in [lo, hi) (index
+                          tensors: `# @range idx -5 5` with negatives)
     # @tol reduce         tolerance class: elementwise (default) | reduce
     # @error              PyTorch must raise: tdsl must reject it too
     # @scalar alpha 0.5   value of a scalar parameter (default random)
