@@ -176,7 +176,7 @@ static SVal fold_numbers(Sema *s, BinOp op, const SVal *a, const SVal *b,
 static const Builtin *const families[] = {
     sema_elementwise_builtins, sema_view_builtins, sema_reduce_builtins,
     sema_matmul_builtins,      sema_conv_builtins, sema_factory_builtins,
-    sema_index_builtins,
+    sema_index_builtins,       sema_resize_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 

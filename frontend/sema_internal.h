@@ -12,7 +12,7 @@
  *   sema.c              the driver: kernels, parameters, results, body
  *   sema_expr.c         expressions, compile-time arithmetic, calls
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_matmul.c
- *   sema_conv.c  sema_factory.c  sema_index.c
+ *   sema_conv.c  sema_factory.c  sema_index.c  sema_resize.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
@@ -309,6 +309,9 @@ extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
 extern const Builtin sema_index_builtins[];
 bool sema_index_tensor_ok(Sema *s, const SVal *it);
 SVal sema_index_tensor(Sema *s, IrRef x, int *d, const SVal *it);
+/* sema_resize.c: pad, interpolate, conv_transpose2d (decompositions into
+ * INDEX with indices known in range, elementwise ops and conv2d). */
+extern const Builtin sema_resize_builtins[];
 
 /* ---- sema_expr.c ---- */
 

@@ -105,6 +105,35 @@ def _gelu(x, approximate="none"):
     return F.gelu(x, approximate=approximate)
 
 
+def _pad(x, pad, mode="constant", value=None):
+    """F.pad as PyTorch 2 has it: torch 1.13 lacks CPU reflect/replicate
+    kernels for integer and half dtypes (data movement: padded in f64 and
+    converted back, exact) and circular padding of unbatched inputs (added
+    in PyTorch 2: padded with a batch dim of 1)."""
+    if mode == "circular" and x.dim() == len(pad) // 2 + 1:
+        return F.pad(x.unsqueeze(0), pad, mode=mode).squeeze(0)
+    try:
+        return F.pad(x, pad, mode=mode, value=value)
+    except RuntimeError as e:
+        if "not implemented for" not in str(e) or x.dtype == torch.bool:
+            raise
+    return F.pad(x.double(), pad, mode=mode).to(x.dtype)
+
+
+def _interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+    """F.interpolate; f16 as PyTorch 2 computes it on the CPU where torch
+    1.13 has no kernel: in f32 (its op-math type), rounded once."""
+    kw = dict(size=size, scale_factor=scale_factor, mode=mode, align_corners=align_corners,
+              recompute_scale_factor=recompute_scale_factor)
+    try:
+        return F.interpolate(x, **kw)
+    except RuntimeError as e:
+        if "not implemented for 'Half'" not in str(e):
+            raise
+    return F.interpolate(x.float(), **kw).to(x.dtype)
+
+
 def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
     if isinstance(shape, int):  # tdsl also accepts one int, as nn.LayerNorm does
         shape = [shape]
@@ -214,6 +243,8 @@ ENV = {
     # indexing by tensors (spec 4.5a)
     "index_select": torch.index_select, "gather": torch.gather,
     "take_along_dim": torch.take_along_dim, "embedding": F.embedding, "flip": torch.flip,
+    # resizing (spec 4.5a): pad, interpolate, conv_transpose2d
+    "pad": _pad, "interpolate": _interpolate, "conv_transpose2d": F.conv_transpose2d,
 }
 
 
