@@ -15,9 +15,8 @@
  * interpolate follows aten/src/ATen/native/UpSample.h and
  * cpu/UpSampleKernel.cpp in PyTorch's op-math type (f32 for f32, f16 and
  * bf16 inputs; f64 for f64), so the source indices are PyTorch's bit for
- * bit: nearest and nearest-exact always in f32 (floorf of i * scale, of
- * (i + 0.5) * scale in double), with nearest's shortcuts for equal and
- * doubled sizes; bilinear's clamped source index, lambda and the h1p edge
+ * bit: nearest and nearest-exact as the CPU kernel for the input's layout
+ * computes them (nearest_taps); bilinear's clamped source index, lambda and the h1p edge
  * rule, and its shortcut for equal sizes; bicubic's A = -0.75
  * coefficients with clamped taps; align_corners both ways; a given
  * scale_factor used as 1/scale (rounded to the op-math type) unless
@@ -482,16 +481,22 @@ static IrRef pixel_scale(Sema *s, const Dim *d, bool ac, DType T, Loc loc) {
   return bt(s, OP_DIV, size_tensor(s, d->in, T, loc), size_tensor(s, d->out, T, loc), loc);
 }
 
-/* nearest (floorf(i * scale), with the shortcuts out == in and out == 2
- * in) and nearest-exact (floorf((i + 0.5) * scale) in double, rounded
- * to f32 first), always in f32, clamped to in - 1. */
-static void nearest_taps(Sema *s, Dim *d, bool exact, Loc loc) {
+/* nearest and nearest-exact as PyTorch's CPU kernels compute them, which
+ * differ by the input's layout (UpSampleKernel.cpp):
+ *  - channels-last inputs (nearest_idx, nearest_exact_idx): always in
+ *    f32: floorf(i * scale), with the shortcuts out == in (i) and out ==
+ *    2 in (i >> 1); floorf((i + 0.5) * scale), the product in double;
+ *  - others (HelperInterpNearest*): in the op-math type T: floorf(scale *
+ *    i); floorf(max(scale * (i + 0.5) - 0.5, 0) + 0.5) (the sum in
+ *    double), floorf rounding a double to f32 first.
+ * Clamped to in - 1. */
+static void nearest_taps(Sema *s, Dim *d, bool exact, bool cl_path, DType T, Loc loc) {
   IrRef ar = arange(s, d->out, DT_I64, loc);
   d->ntaps = 1;
   d->w[0] = -1;
   SymTruth same = SYM_NO, twice = SYM_NO;
   const Sym *in2 = sym_mul(s->st, K(s, 2), d->in);
-  if (!exact) {
+  if (!exact && cl_path) {
     same = size_eq(s, d->out, d->in);
     twice = size_eq(s, d->out, in2);
     if (same == SYM_YES) {
@@ -503,12 +508,19 @@ static void nearest_taps(Sema *s, Dim *d, bool exact, Loc loc) {
       return;
     }
   }
-  IrRef scale = pixel_scale(s, d, false, DT_F32, loc), v;
-  if (exact)
+  if (cl_path) T = DT_F32;
+  IrRef scale = pixel_scale(s, d, false, T, loc), v;
+  if (exact && cl_path) {
     v = to(s, bt(s, OP_MUL, bf(s, OP_ADD, to(s, ar, DT_F64, loc), 0.5, loc),
                  to(s, scale, DT_F64, loc), loc), DT_F32, loc);
-  else
-    v = bt(s, OP_MUL, to(s, ar, DT_F32, loc), scale, loc);
+  } else if (exact) {
+    IrRef real = bf(s, OP_SUB, bt(s, OP_MUL, scale, bf(s, OP_ADD, to(s, ar, T, loc), 0.5, loc),
+                                  loc), 0.5, loc);
+    real = bf(s, OP_MAXIMUM, real, 0.0, loc);
+    v = to(s, bf(s, OP_ADD, to(s, real, DT_F64, loc), 0.5, loc), DT_F32, loc);
+  } else {
+    v = to(s, bt(s, OP_MUL, scale, to(s, ar, T, loc), loc), DT_F32, loc);
+  }
   IrRef src = bsym(s, OP_MINIMUM, to(s, un(s, OP_FLOOR, v, loc), DT_I64, loc),
                    sym_sub(s->st, d->in, K(s, 1)), loc);
   if (twice == SYM_UNKNOWN)
@@ -616,7 +628,7 @@ static IrRef interp_rec(Sema *s, IrRef xf, const Dim *dims, int j, int k, IrRef 
 static bool interp_sizes(Sema *s, CallArgs *c, const SVal *v, int k, const char *what,
                          bool floats, const Sym **syms, double *f) {
   const SVal *items = v;
-  int n = 1;
+  int n = k; /* one number: every spatial dim */
   if (v->kind == SV_LIST) items = v->items, n = v->nitems;
   if (n != k) {
     diag_error(s->d, v->loc, "interpolate(): %s has %d entries, but the input has %d spatial "
@@ -624,7 +636,7 @@ static bool interp_sizes(Sema *s, CallArgs *c, const SVal *v, int k, const char 
     return false;
   }
   for (int i = 0; i < k; i++) {
-    const SVal *it = &items[n == 1 && v->kind != SV_LIST ? 0 : i];
+    const SVal *it = &items[v->kind == SV_LIST ? i : 0];
     if (floats) {
       int64_t iv;
       if (it->kind == SV_FLOAT) f[i] = it->f;
@@ -791,12 +803,19 @@ static SVal h_interpolate(Sema *s, CallArgs *c, const Builtin *b) {
     if (!ko) sema_check_le(s, K(s, 1), dims[j].out, msg, c->loc);
   }
   DType T = dt == DT_F64 ? DT_F64 : DT_F32;
+  /* PyTorch's nearest kernels for channels-last inputs compute their own
+   * way (nearest_taps) */
+  bool cl = suggests_cl(s, x), cl_path = false;
+  if (rank == 4) {
+    Geom g = sema_geom_of(s, x);
+    cl_path = geom_is_channels_last(&g);
+  }
   for (int j = 0; j < k; j++) {
-    if (m == IM_NEAREST || m == IM_NEAREST_EXACT) nearest_taps(s, &dims[j], m != IM_NEAREST, c->loc);
+    if (m == IM_NEAREST || m == IM_NEAREST_EXACT)
+      nearest_taps(s, &dims[j], m != IM_NEAREST, cl_path, T, c->loc);
     else if (m == IM_BICUBIC) cubic_taps(s, &dims[j], ac, T, c->loc);
     else linear_taps(s, &dims[j], ac, T, c->loc);
   }
-  bool cl = suggests_cl(s, x);
   IrRef xf = merge_last(s, x, k, c->loc);
   IrRef r = interp_rec(s, xf, dims, 0, k, -1, nearestish ? DT_NONE : T, cl, c->loc);
   if (!nearestish) r = to(s, r, dt, c->loc);

@@ -122,14 +122,19 @@ def _pad(x, pad, mode="constant", value=None):
 
 def _interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
-    """F.interpolate; f16 as PyTorch 2 computes it on the CPU where torch
-    1.13 has no kernel: in f32 (its op-math type), rounded once."""
+    """F.interpolate; f16 and bf16 as PyTorch 2 computes them on the CPU:
+    in f32 (their op-math type), rounded once, where torch 1.13 has no
+    kernel, and for bf16 linear and cubic modes, which torch 1.13
+    accumulates in bf16 (errors of tens of ulps)."""
     kw = dict(size=size, scale_factor=scale_factor, mode=mode, align_corners=align_corners,
               recompute_scale_factor=recompute_scale_factor)
+    if x.dtype == torch.bfloat16 and mode in ("linear", "bilinear", "bicubic"):
+        return F.interpolate(x.float(), **kw).to(x.dtype)
     try:
         return F.interpolate(x, **kw)
     except RuntimeError as e:
-        if "not implemented for 'Half'" not in str(e):
+        if "not implemented for 'Half'" not in str(e) and \
+           "not implemented for 'BFloat16'" not in str(e):
             raise
     return F.interpolate(x.float(), **kw).to(x.dtype)
 
