@@ -342,7 +342,7 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
   int rank = xv->rank, k = pv->nitems / 2;
   if (pv->nitems % 2) {
     diag_error(s->d, pv->loc, "pad(): 'pad' must have an even length (a before and an after "
-               "amount per dim), got %d values", pv->nitems);
+               "amount per dim), got %d value%s", pv->nitems, pv->nitems == 1 ? "" : "s");
     return sv_error();
   }
   if (k > rank) {
@@ -613,10 +613,10 @@ static IrRef interp_rec(Sema *s, IrRef xf, const Dim *dims, int j, int k, IrRef 
     IrRef g = take(s, xf, lin, cl, loc);
     return T == DT_NONE ? g : to(s, g, T, loc);
   }
-  IrRef acc = -1;
+  IrRef acc = -1, base = lin < 0 ? -1 : bsym(s, OP_MUL, lin, dims[j].in, loc);
   for (int t = 0; t < dims[j].ntaps; t++) {
     IrRef p = along(s, dims[j].idx[t], j, k, loc);
-    IrRef l = lin < 0 ? p : bt(s, OP_ADD, bsym(s, OP_MUL, lin, dims[j].in, loc), p, loc);
+    IrRef l = lin < 0 ? p : bt(s, OP_ADD, base, p, loc);
     IrRef v = interp_rec(s, xf, dims, j + 1, k, l, T, cl, loc);
     if (dims[j].w[t] >= 0) v = bt(s, OP_MUL, v, along(s, dims[j].w[t], j, k, loc), loc);
     acc = acc < 0 ? v : bt(s, OP_ADD, acc, v, loc);
@@ -792,7 +792,7 @@ static SVal h_interpolate(Sema *s, CallArgs *c, const Builtin *b) {
     int64_t ni, no;
     bool ki = sym_is_const(dims[j].in, &ni), ko = sym_is_const(dims[j].out, &no);
     if ((ki && ni <= 0) || (ko && no <= 0)) {
-      diag_error(s->d, c->loc, "interpolate(): input and output sizes must be greater than 0, "
+      diag_error(s->d, ki && ni <= 0 ? c->loc : absent(sz) ? sfv->loc : sz->loc, "interpolate(): input and output sizes must be greater than 0, "
                  "but dim %s has input size %s and output size %s", names[base + j],
                  sym_text(s, dims[j].in), sym_text(s, dims[j].out));
       return sv_error();
@@ -825,10 +825,13 @@ static SVal h_interpolate(Sema *s, CallArgs *c, const Builtin *b) {
 /* ========================= conv_transpose2d ========================= */
 
 /* An int or a pair of ints (dflt when absent). */
-static bool pair(Sema *s, CallArgs *c, int i, const char *kw, int64_t dflt, int64_t out[2]) {
+static bool pair(Sema *s, CallArgs *c, int i, const char *kw, int64_t dflt, int64_t out[2],
+                 Loc *at) {
   const SVal *v = sema_arg(s, c, i, kw);
   out[0] = out[1] = dflt;
+  *at = c->loc;
   if (absent(v)) return true;
+  *at = v->loc;
   int64_t buf[2];
   int n = 0;
   const char *what = arena_printf(s->a, "conv_transpose2d() argument '%s'", kw);
@@ -855,10 +858,14 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   const SVal *bv = sema_arg(s, c, 2, "bias");
   int64_t st[2], pd[2], op[2], dil[2], groups;
-  if (!pair(s, c, 3, "stride", 1, st) || !pair(s, c, 4, "padding", 0, pd) ||
-      !pair(s, c, 5, "output_padding", 0, op) || !sema_opt_int(s, c, 6, "groups", 1, &groups) ||
-      !pair(s, c, 7, "dilation", 1, dil) || !sema_args_done(s, c, 8))
+  Loc lst, lpd, lop, ldil;
+  if (!pair(s, c, 3, "stride", 1, st, &lst) || !pair(s, c, 4, "padding", 0, pd, &lpd) ||
+      !pair(s, c, 5, "output_padding", 0, op, &lop) ||
+      !sema_opt_int(s, c, 6, "groups", 1, &groups) || !pair(s, c, 7, "dilation", 1, dil, &ldil) ||
+      !sema_args_done(s, c, 8))
     return sv_error();
+  const SVal *gv = sema_arg(s, c, 6, "groups");
+  Loc lg = absent(gv) ? c->loc : gv->loc;
   if (!absent(bv) && !sema_tensor_arg(s, bv, "conv_transpose2d() argument 'bias'", &bias))
     return sv_error();
   IrValue xv = *sema_val(s, x), wv = *sema_val(s, w);
@@ -876,8 +883,9 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   }
   if (xv.dtype != wv.dtype || (bias >= 0 && sema_val(s, bias)->dtype != xv.dtype)) {
     diag_error(s->d, c->loc, "conv_transpose2d(): input, weight and bias must have the same "
-               "dtype, got %s, %s%s%s", dtype_name(xv.dtype), dtype_name(wv.dtype),
-               bias >= 0 ? " and " : "", bias >= 0 ? dtype_name(sema_val(s, bias)->dtype) : "");
+               "dtype, got %s%s%s%s%s", dtype_name(xv.dtype), bias >= 0 ? ", " : " and ",
+               dtype_name(wv.dtype), bias >= 0 ? " and " : "",
+               bias >= 0 ? dtype_name(sema_val(s, bias)->dtype) : "");
     return sv_error();
   }
   if (xv.dtype == DT_BOOL) {
@@ -889,8 +897,9 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
                       : pd[i] < 0 ? "padding must not be negative"
                       : op[i] < 0 ? "output_padding must not be negative"
                       : dil[i] <= 0 ? "dilation must be positive" : NULL;
+    Loc at = st[i] <= 0 ? lst : pd[i] < 0 ? lpd : op[i] < 0 ? lop : ldil;
     if (bad) {
-      diag_error(s->d, c->loc, "conv_transpose2d(): %s, got stride (%lld, %lld), padding "
+      diag_error(s->d, at, "conv_transpose2d(): %s, got stride (%lld, %lld), padding "
                  "(%lld, %lld), output_padding (%lld, %lld), dilation (%lld, %lld)", bad,
                  (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1],
                  (long long)op[0], (long long)op[1], (long long)dil[0], (long long)dil[1]);
@@ -898,13 +907,13 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
     }
   }
   if (groups <= 0) {
-    diag_error(s->d, c->loc, "conv_transpose2d(): groups must be positive, got %lld",
+    diag_error(s->d, lg, "conv_transpose2d(): groups must be positive, got %lld",
                (long long)groups);
     return sv_error();
   }
   for (int i = 0; i < 2; i++)
     if (op[i] >= st[i] && op[i] >= dil[i]) {
-      diag_error(s->d, c->loc, "conv_transpose2d(): output_padding must be smaller than the "
+      diag_error(s->d, lop, "conv_transpose2d(): output_padding must be smaller than the "
                  "stride or the dilation, got output_padding (%lld, %lld), stride (%lld, %lld), "
                  "dilation (%lld, %lld)", (long long)op[0], (long long)op[1], (long long)st[0],
                  (long long)st[1], (long long)dil[0], (long long)dil[1]);
@@ -923,7 +932,7 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
     return sv_error();
   }
   if (cin % groups) {
-    diag_error(s->d, c->loc, "conv_transpose2d(): groups=%lld must divide the weight's dim 0 "
+    diag_error(s->d, lg, "conv_transpose2d(): groups=%lld must divide the weight's dim 0 "
                "(C_in), got weight shape %s", (long long)groups, sema_shape_str(s, w));
     return sv_error();
   }
@@ -943,7 +952,7 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   if (bias >= 0) {
     const IrValue *bb = sema_val(s, bias);
     if (bb->rank != 1 || !sym_is(bb->shape[0], cout)) {
-      diag_error(s->d, c->loc, "conv_transpose2d(): bias must be 1-D with %lld elements "
+      diag_error(s->d, bv->loc, "conv_transpose2d(): bias must be 1-D with %lld elements "
                  "(C_out), got shape %s", (long long)cout, sema_shape_str(s, bias));
       return sv_error();
     }

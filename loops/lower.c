@@ -162,6 +162,7 @@ static const int *identity(Lower *L, int n) {
 
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
 static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops);
+static LfExpr *index_load(Lower *L, IrRef r, const int *map, int nloops);
 
 static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   LfExpr *e = inline_load(L, r, map, nloops);
@@ -171,9 +172,10 @@ static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   return e;
 }
 
-/* The value computed by a source or elementwise/copy op at loop
- * variables map[d] for its dims d (< 0: index 0) of a nest with nloops
- * loops.  RESHAPE only with its own dims (never inlined). */
+/* The value computed by a source, elementwise/copy op or indexing with
+ * indices known in range at loop variables map[d] for its dims d (< 0:
+ * index 0) of a nest with nloops loops.  RESHAPE only with its own dims
+ * (never inlined). */
 static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r);
   const int *id = map;
@@ -200,6 +202,8 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
     return cast(L, e, v->dtype);
   case OP_COPY: return load(L, v->args[0], id, nloops);
   case OP_CAST: return cast(L, load(L, v->args[0], id, nloops), v->dtype);
+  case OP_INDEX:
+  case OP_GATHER: return index_load(L, r, map, nloops); /* IRF_INBOUNDS: no check */
   case OP_RESHAPE: {
     const IrValue *a = ir_val(L->k, v->args[0]);
     e = load(L, v->args[0], identity(L, a->rank), a->rank);
@@ -695,35 +699,46 @@ static void check_nest(Lower *L, IrRef r, const Sym *bound) {
   n->check = ck;
 }
 
-/* INDEX: x's dims before d, the index's, x's after; GATHER: the index's
- * dims, x's dim d replaced by the index.  One nest, x's load with the
- * index as its dynamic term (loops.h); the check nest before it unless
- * the indices are known in range. */
-static void lower_index(Lower *L, IrRef r) {
+/* INDEX/GATHER value r at loop variables map[j] for its dims j (< 0:
+ * index 0) of a nest with nloops loops: the load of x whose dynamic term
+ * is the index (loops.h).  INDEX: x's dims before d, the index's, x's
+ * after; GATHER: the index's dims, x's dim d replaced by the index. */
+static LfExpr *index_load(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]), *ix = ir_val(L->k, v->args[1]);
   int64_t d;
   if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
   int xmap[TDSL_MAX_RANK], imap[TDSL_MAX_RANK];
-  for (int k = 0; k < x->rank; k++)
-    xmap[k] = k == d ? -1 : v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank;
-  for (int j = 0; j < ix->rank; j++) imap[j] = v->op == OP_GATHER ? j : (int)d + j;
-  const Sym *size = x->shape[d];
-  if (!(v->flags & IRF_INBOUNDS)) {
-    check_nest(L, r, size);
-    if (index_is_input(L, v->args[1])) L->front++;
+  for (int k = 0; k < x->rank; k++) {
+    int rd = k == d ? -1 : v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank;
+    xmap[k] = rd < 0 ? -1 : map[rd];
   }
-  LfExpr *i = cast(L, load(L, v->args[1], imap, v->rank), DT_I64);
+  for (int j = 0; j < ix->rank; j++) imap[j] = map[v->op == OP_GATHER ? j : (int)d + j];
+  LfExpr *i = cast(L, load(L, v->args[1], imap, nloops), DT_I64);
   if (v->flags & IRF_WRAP) { /* i < 0 ? i + size : i */
     LfExpr *w = op2(L, OP_WHERE, DT_I64, op2(L, OP_LT, DT_BOOL, i, iconst(L, 0)),
-                    op2(L, OP_ADD, DT_I64, i, isym(L, size)));
+                    op2(L, OP_ADD, DT_I64, i, isym(L, x->shape[d])));
     w->nargs = 3;
     w->args[2] = i;
     i = w;
   }
   LfExpr *e = expr(L, LFE_LOAD, x->dtype);
-  e->acc = access(L, v->args[0], xmap, v->rank);
+  e->acc = access(L, v->args[0], xmap, nloops);
   e->acc.dyn = i;
   e->acc.dyn_stride = strides(L, x)[d];
+  return e;
+}
+
+/* INDEX/GATHER in a nest of its own (index_load), the check nest before
+ * it unless the indices are known in range. */
+static void lower_index(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]);
+  int64_t d;
+  if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
+  if (!(v->flags & IRF_INBOUNDS)) {
+    check_nest(L, r, x->shape[d]);
+    if (index_is_input(L, v->args[1])) L->front++;
+  }
+  LfExpr *e = index_load(L, r, identity(L, v->rank), v->rank);
   LfNest *n = add_nest(L);
   n->rank = v->rank;
   n->shape = v->shape;

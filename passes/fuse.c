@@ -4,7 +4,9 @@
  * values; without this pass every value gets a nest and a buffer.
  *
  * Rules (the loop form's, loops/loops.h "Fusion"): a value computed by
- * an elementwise, copy/cast or constant op (not RESHAPE) is inlined when
+ * an elementwise, copy/cast or constant op (not RESHAPE), or by
+ * INDEX/GATHER whose indices sema built in range (IRF_INBOUNDS: pad,
+ * interpolate, flip; a load at a computed position), is inlined when
  * every read of its storage (through any view) is by a consumer that
  * takes an expression (elementwise/copy ops, reductions, result copies)
  * through a view whose index map composes (ir_view_map: offset 0, dims
@@ -97,6 +99,14 @@ static bool candidate(Op op) {
   }
   OpKind kd = op_kind(op);
   return kd == IRK_UNARY || kd == IRK_BINARY || kd == IRK_COMPARE || kd == IRK_TERNARY;
+}
+
+/* Whether value v can be computed inside its readers: the candidate ops,
+ * and indexing whose indices sema built in range (IRF_INBOUNDS: a load at
+ * a computed position, no check that must run first; its input stays in
+ * memory, BLK_INDEXED). */
+static bool inlinable(const IrValue *v) {
+  return candidate(v->op) || (op_kind(v->op) == IRK_INDEX && (v->flags & IRF_INBOUNDS));
 }
 
 /* Why consumer op cannot read its operand j as an expression (BLK_NONE:
@@ -344,8 +354,9 @@ static void report_own_nest(PassCtx *c, IrRef r) {
                     : kd == IRK_NORM ? "a normalization needs whole rows for its "
                                        "statistics, so it runs its own loop nests"
                     : kd == IRK_POOL ? "a pooling window runs its own loop nest"
-                    : kd == IRK_INDEX ? "indexing by a tensor runs its own loop nest, "
-                                        "loading its input at the index's positions"
+                    : kd == IRK_INDEX ? "indexing by a tensor the program supplies runs its "
+                                        "own loop nest after its index check, loading its "
+                                        "input at the index's positions"
                     : v->op == OP_RESHAPE ? "a reshape copy reads its operand by linear "
                                             "index in its own loop nest"
                                           : "its rank is above the loop form's limit";
@@ -431,7 +442,7 @@ bool pass_fuse(PassCtx *c) {
     cost[r] = 0;
     OpKind kd = op_kind(v->op);
     if (kd == IRK_MATMUL || kd == IRK_CONV) continue; /* decide_epilogues */
-    if (!candidate(v->op) || v->rank > TDSL_MAX_RANK) {
+    if (!inlinable(v) || v->rank > TDSL_MAX_RANK) {
       changed |= was;
       if (c->r) report_own_nest(c, r);
       continue;

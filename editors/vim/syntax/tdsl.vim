@@ -33,6 +33,7 @@ syn match   tdslBuiltin     "\<\%(select\|sigmoid\|sign\|silu\|sin\|sinh\|softma
 syn match   tdslBuiltin     "\<\%(sqrt\|squeeze\|sum\|t\|tan\|tanh\|tensor\|to\|transpose\|trunc\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(unflatten\|unfold\|unsqueeze\|view\|where\|zeros\)\>\ze\s*("
 syn match   tdslBuiltin     "\<\%(embedding\|flip\|gather\|index_select\|take_along_dim\)\>\ze\s*("
+syn match   tdslBuiltin     "\<\%(conv_transpose2d\|interpolate\|pad\)\>\ze\s*("
 
 " Keyword arguments: padding=1, dim=-1 (not ==).
 syn match   tdslKwarg       "\%([(,]\s*\)\@<=\h\w*\ze\s*=[^=]"
