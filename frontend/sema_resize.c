@@ -381,7 +381,7 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
     if (!pad_dim_ok(s, m, d, xv, pad[2 * i], pad[2 * i + 1], pv->loc)) return sv_error();
     if (pad[2 * i] || pad[2 * i + 1]) first = d;
   }
-  Geom in = sema_geom_of(s, x), keep;
+  Geom keep;
   GeomCtx gc = sema_geom(s, c->loc);
   bool cl = suggests_cl(s, x);
   if (first == rank) { /* nothing to pad: a fresh copy, as PyTorch's */
@@ -389,7 +389,6 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
     else geom_contiguous(&gc, rank, xv->shape, &keep);
     return sv_tensor(sema_emit_copy(s, OP_COPY, x, xv->dtype, &keep, IRF_CLONE, c->loc), c->loc);
   }
-  (void)in;
   int kk = rank - first;
   IrRef src[MAX_DIMS] = {-1}, mask = -1;
   const Sym *ins[MAX_DIMS] = {NULL};
@@ -625,8 +624,8 @@ static IrRef interp_rec(Sema *s, IrRef xf, const Dim *dims, int j, int k, IrRef 
 }
 
 /* An int, float or list of them for scale_factor; ints or sizes for size. */
-static bool interp_sizes(Sema *s, CallArgs *c, const SVal *v, int k, const char *what,
-                         bool floats, const Sym **syms, double *f) {
+static bool interp_sizes(Sema *s, const SVal *v, int k, const char *what, bool floats,
+                         const Sym **syms, double *f) {
   const SVal *items = v;
   int n = k; /* one number: every spatial dim */
   if (v->kind == SV_LIST) items = v->items, n = v->nitems;
@@ -654,7 +653,6 @@ static bool interp_sizes(Sema *s, CallArgs *c, const SVal *v, int k, const char 
       syms[i] = it->sym;
     }
   }
-  (void)c;
   return true;
 }
 
@@ -737,13 +735,13 @@ static SVal h_interpolate(Sema *s, CallArgs *c, const Builtin *b) {
   const Sym *osz[3];
   double sf[3];
   if (!absent(sz)) {
-    if (!interp_sizes(s, c, sz, k, "size", false, osz, sf)) return sv_error();
+    if (!interp_sizes(s, sz, k, "size", false, osz, sf)) return sv_error();
     if (!absent(rv) && recompute) {
       diag_error(s->d, rv->loc, "interpolate(): recompute_scale_factor is not meaningful with "
                  "an explicit size");
       return sv_error();
     }
-  } else if (!interp_sizes(s, c, sfv, k, "scale_factor", true, osz, sf)) {
+  } else if (!interp_sizes(s, sfv, k, "scale_factor", true, osz, sf)) {
     return sv_error();
   }
   if (aa) {
@@ -771,6 +769,12 @@ static SVal h_interpolate(Sema *s, CallArgs *c, const Builtin *b) {
                "(%s); convert with .to(f32)", mname, dtype_name(dt),
                nearestish ? "nearest modes take floating-point and u8 tensors"
                           : "interpolating modes take floating-point tensors");
+    return sv_error();
+  }
+  int64_t nc;
+  if (sym_is_const(xv->shape[1], &nc) && nc == 0) { /* PyTorch: N may be 0, C not */
+    diag_error(s->d, c->loc, "interpolate(): expected a non-empty input (only N may be 0), got "
+               "shape %s", sema_shape_str(s, x));
     return sv_error();
   }
   bool ok = true;
