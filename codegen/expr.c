@@ -36,9 +36,9 @@ LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
       if (!sym_is(a->stride[l], 0))
         idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], cg_sym_val(c, a->stride[l]), ""), "");
   }
-  if (a->dyn) /* indexing by tensors: the index (in range: checked) times its stride */
-    idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, cg_eval(c, x, a->dyn),
-                                               cg_sym_val(c, a->dyn_stride), ""), "");
+  for (int t = 0; t < a->ndyn; t++) /* indexing by tensors: index (in range) * stride */
+    idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, cg_eval(c, x, a->dyn[t]),
+                                               cg_sym_val(c, a->dyn_stride[t]), ""), "");
   if (!c->base[a->buf]) ICE("address of buffer %d, which has no memory", a->buf);
   return LLVMBuildGEP2(c->b, cg_storage_type(c, dt), c->base[a->buf], &idx, 1, "");
 }

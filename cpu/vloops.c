@@ -72,7 +72,7 @@ static bool transpose_blocks(const LfNest *n, const VLoops *vl, int p) {
   if (vl->tile_var < 0 || p >= vl->nouter || vl->var[vl->nouter - 1] < 0) return false;
   const LfExpr *e = n->value;
   if (n->reduce != OP_COUNT || e->kind != LFE_LOAD || e->dtype != n->dtype || e->acc.lin_rank ||
-      e->acc.rt_strides || n->store.rt_strides || n->store.lin_rank)
+      e->acc.rt_strides || e->acc.ndyn || n->store.rt_strides || n->store.lin_rank)
     return false;
   int i = vl->var[vl->nouter - 1], j = vl->tile_var;
   int64_t ext;

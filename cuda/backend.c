@@ -51,7 +51,6 @@ int cu_unit(const LfKernel *lk, int i, int opt) {
   for (int j = 0; opt > 0 && j < i; j++) /* inside an earlier group? */
     if (lk->nests[j].group > 1 && i < j + lk->nests[j].group) return 0;
   const LfNest *n = &lk->nests[i];
-  if (n->check) return 0; /* index checks do not run on the device (docs/cuda.md) */
   return opt > 0 && n->group > 1 && n->shared > 0 ? n->group : 1;
 }
 
@@ -76,7 +75,7 @@ static int n_scalars(const LfKernel *lk) {
 }
 
 int cu_nparams(const IrKernel *k, const LfKernel *lk) {
-  return lk->nbufs + k->nsyms + n_rt_strides(k) + n_scalars(lk);
+  return lk->nbufs + k->nsyms + n_rt_strides(k) + n_scalars(lk) + cu_has_checks(lk);
 }
 
 int cu_param_types(Cg *c, LLVMTypeRef *ps) {
@@ -84,6 +83,7 @@ int cu_param_types(Cg *c, LLVMTypeRef *ps) {
   for (int i = 0; i < c->lk->nbufs; i++) ps[n++] = c->ptr;
   int rest = c->k->nsyms + n_rt_strides(c->k) + n_scalars(c->lk);
   for (int i = 0; i < rest; i++) ps[n++] = c->i64;
+  if (cu_has_checks(c->lk)) ps[n++] = c->ptr; /* the index checks' flags */
   return n;
 }
 
@@ -312,7 +312,8 @@ static void emit_device(Cg *d, LfKernel **lks) {
       LLVMPositionBuilderAtEnd(d->b, d->entry);
       d->nloops = 0;
       const LfNest *n = &d->lk->nests[j];
-      if (unit > 1) cu_emit_group_kernel(d, n, fn);
+      if (n->check) cu_emit_check_kernel(d, n, fn);
+      else if (unit > 1) cu_emit_group_kernel(d, n, fn);
       else if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
       else cu_emit_nest_kernel(d, n, fn);
     }

@@ -8,7 +8,8 @@
  *   nest.c     device kernels of elementwise and reduction nests;
  *   gemm.c     device kernels of matmul and conv2d nests;
  *   host.c     the host function: entry checks (kDLCUDA), device,
- *              module and scratch preparation, launches.
+ *              module and scratch preparation, launches;
+ *   check.c    index checks: their device kernels and verdicts.
  * Shared LLVM helpers, expressions, the math layer and the host entry
  * checks come from codegen/ (llvm_util.h).
  *
@@ -20,6 +21,8 @@
  *   i64   per scalar buffer: the scalar's bits (zero-extended; the
  *         device kernel uses them as an SSA value, Cg.scalar, never
  *         through memory).
+ *   ptr   only in a kernel with index checks (check.c): the checks'
+ *         flags (2 x i64 of device memory).
  * Needs: codegen/llvm_util.h, codegen/backend.h. */
 #ifndef TDSL_CUDA_H
 #define TDSL_CUDA_H
@@ -100,6 +103,17 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
  * from c->env). */
 void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVMValueRef *K,
                   LLVMValueRef *batch);
+
+/* check.c: index checks (loops.h "Indexing by tensors").  Whether lk
+ * has check nests (then every device kernel takes the flags pointer as
+ * its last parameter); a check nest's device kernel; in the host
+ * function, a check nest's launch (through `launch`) and its verdict:
+ * TDSL_E_INDEX with the CPU's message when an index is out of range. */
+bool cu_has_checks(const LfKernel *lk);
+void cu_emit_check_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+void cu_emit_host_check(Cg *c, const LfNest *n, LLVMValueRef flags,
+                        void (*launch)(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef args),
+                        LLVMValueRef fn, LLVMValueRef args);
 
 /* host.c: the host function K; module: the tdsl_cuda_module global,
  * fn0: the index of K's first device kernel in it. */

@@ -11,8 +11,10 @@
  *  4. launches one device kernel per launch unit (a nest, or a row
  *     group: cu_unit) on the runtime's current stream (units with no
  *     work are skipped), frees scratch in stream order and returns
- *     without synchronizing.
- * A failure before step 4 returns its code with nothing written.
+ *     without synchronizing; an index check (check.c) copies its verdict
+ *     back, synchronizing, and fails the kernel with TDSL_E_INDEX there.
+ * A failure before step 4 returns its code with nothing written; so does
+ * a failed index check (no nest before it writes an output: loops.h).
  * Needs: cuda.h. */
 #include <string.h>
 
@@ -29,7 +31,7 @@ static void scratch_free(Cg *c, LLVMValueRef p) {
 }
 
 /* The device kernels' parameter values (cuda.h's order). */
-static LLVMValueRef *param_values(Cg *c, int np) {
+static LLVMValueRef *param_values(Cg *c, int np, LLVMValueRef flags) {
   LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(np + 1));
   const LfKernel *lk = c->lk;
   const IrKernel *k = c->k;
@@ -52,6 +54,7 @@ static LLVMValueRef *param_values(Cg *c, int np) {
       a = LLVMBuildBitCast(c->b, a, LLVMIntTypeInContext(c->ctx, LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32), "");
     v[p++] = LLVMGetIntTypeWidth(LLVMTypeOf(a)) == 64 ? a : LLVMBuildZExt(c->b, a, c->i64, "");
   }
+  if (flags) v[p++] = flags;
   return v;
 }
 
@@ -98,6 +101,15 @@ static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueR
   LLVMPositionBuilderAtEnd(c->b, done);
 }
 
+/* Frees the index checks' flags (NULL when none were allocated). */
+static void free_flags(Cg *c, LLVMValueRef slot) {
+  scratch_free(c, LLVMBuildLoad2(c->b, c->ptr, slot, ""));
+}
+
+static void launch1(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef args) {
+  launch(c, n, 1, fn, args);
+}
+
 /* Every tensor argument on one device: its id. */
 static LLVMValueRef device_id(Cg *c) {
   LLVMValueRef dev = cg_entry_alloca(c, c->i32, NULL);
@@ -128,6 +140,8 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
   cg_begin_kernel(c, k, lk, false);
   c->scalar = NULL; /* the host passes scalars' bits on; it evaluates none */
   LLVMValueRef fns = cg_entry_alloca(c, c->ptr, i32c(c, nfuncs ? nfuncs : 1));
+  LLVMValueRef flags_slot = cg_entry_alloca(c, c->ptr, NULL);
+  LLVMBuildStore(c->b, LLVMConstNull(c->ptr), flags_slot);
   cg_emit_entry_checks(c);
   LLVMValueRef dev = device_id(c);
   LLVMTypeRef pp[4] = {c->ptr, c->ptr, c->i32, c->ptr};
@@ -140,8 +154,17 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     else if (b->kind == LFB_SCRATCH) cg_setup_scratch(c, i);
     else c->base[i] = LLVMConstNull(c->ptr);
   }
+  LLVMValueRef flags = NULL;
+  if (cu_has_checks(lk)) { /* the index checks' flags (check.c) */
+    LLVMValueRef a[2] = {c->kname, i64c(c, 16)};
+    LLVMTypeRef ps[2] = {c->ptr, c->i64};
+    flags = call(c, cg_fdecl(c, "tdsl_cuda_scratch", c->ptr, ps, 2, 0), a, 2);
+    LLVMBuildStore(c->b, flags, flags_slot);
+    cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, flags, ""), i32c(c, E_NOMEM),
+                                   i32c(c, 0), ""));
+  }
   int np = cu_nparams(k, lk);
-  LLVMValueRef *pv = param_values(c, np);
+  LLVMValueRef *pv = param_values(c, np, flags);
   LLVMValueRef args = cg_entry_alloca(c, c->ptr, i32c(c, np ? np : 1));
   for (int p = 0; p < np; p++) {
     LLVMValueRef cell = cg_entry_alloca(c, LLVMTypeOf(pv[p]), NULL);
@@ -154,11 +177,14 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     if (!unit) continue;
     LLVMValueRef o = i64c(c, f++);
     LLVMValueRef fn = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
-    launch(c, &lk->nests[i], unit, fn, args);
+    if (lk->nests[i].check) cu_emit_host_check(c, &lk->nests[i], flags, launch1, fn, args);
+    else launch(c, &lk->nests[i], unit, fn, args);
   }
   cg_free_scratch(c);
+  free_flags(c, flags_slot);
   LLVMBuildRet(c->b, i32c(c, 0));
   LLVMPositionBuilderAtEnd(c->b, c->fail);
   cg_free_scratch(c);
+  free_flags(c, flags_slot);
   LLVMBuildRet(c->b, c->rcphi);
 }

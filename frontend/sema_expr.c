@@ -463,15 +463,19 @@ static SVal eval_index(Sema *s, const Expr *e) {
   if (consumed < 0) return sv_error();
   int rank = sema_val(s, base.ref)->rank;
   SVal cur = base;
-  int d = 0;
+  int d = 0, td = -1, ti = -1;
   for (int i = 0; i < n && cur.kind != SV_ERROR; i++) {
     if (i == ell) {
       d += rank - consumed; /* the ellipsis stands for the unindexed dims */
       continue;
     }
-    cur = it[i].kind == SV_TENSOR ? sema_index_tensor(s, cur.ref, &d, &it[i])
-                                  : sema_index_item(s, cur.ref, &it[i], &d);
+    if (it[i].kind == SV_TENSOR) { /* after the basic items, as PyTorch: its dim td */
+      td = d++, ti = i;
+      continue;
+    }
+    cur = sema_index_item(s, cur.ref, &it[i], &d);
   }
+  if (ti >= 0 && cur.kind == SV_TENSOR) cur = sema_index_tensor(s, cur.ref, &td, &it[ti]);
   if (cur.kind == SV_TENSOR) cur.loc = e->loc;
   return cur;
 }

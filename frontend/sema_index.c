@@ -20,6 +20,30 @@
 
 #include "sema_internal.h"
 
+/* Indices that are a constant table (tensor([...]) itself, not a view
+ * of one that may leave elements out) into a dim of static size: checked
+ * here, a compile-time error as the spec has errors that depend only on
+ * static information; in range, the indexing needs no run-time check
+ * (*flags |= IRF_INBOUNDS). */
+static bool static_indices(Sema *s, const IrValue *xv, int d, IrRef idx, int flags, Loc loc,
+                           int *out) {
+  const IrValue *t = sema_val(s, idx);
+  int64_t size, n;
+  if (t->op != OP_TENSOR || !sym_is_const(xv->shape[d], &size) ||
+      !sym_is_const(ir_numel(s->m, t), &n))
+    return true;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t j = scalar_load(t->dtype, (const char *)t->data + i * dtype_size(t->dtype)).i;
+    if (j >= size || j < ((flags & IRF_WRAP) ? -size : 0)) {
+      diag_error(s->d, loc, "index %lld is out of range for dim %d of size %lld",
+                 (long long)j, d, (long long)size);
+      return false;
+    }
+  }
+  *out |= IRF_INBOUNDS;
+  return true;
+}
+
 /* INDEX/GATHER of x (rank >= 1) along dim d with index idx: the result
  * dense in layout g (NULL: contiguous). */
 static IrRef emit_index(Sema *s, Op op, IrRef x, int d, IrRef idx, int flags, const Geom *g,
@@ -36,6 +60,7 @@ static IrRef emit_index(Sema *s, Op op, IrRef x, int d, IrRef idx, int flags, co
                  : j < d + iv->rank ? iv->shape[j - d]
                                     : xv->shape[j - iv->rank + 1];
   }
+  if (!(flags & IRF_INBOUNDS) && !static_indices(s, xv, d, idx, flags, loc, &flags)) return -1;
   IrValue v = g ? sema_value_from_geom(s, op, xv->dtype, g, loc)
                 : sema_new_dense(s, op, xv->dtype, rank, shape, loc);
   int64_t a = d;
@@ -109,15 +134,15 @@ static SVal h_embedding(Sema *s, CallArgs *c, const Builtin *b) {
                "renormalize the weight before the call");
     return sv_error();
   }
-  bool flag;
-  if ((nt && !absent(nt) && !sv_is_number(nt)) ||
-      (sg && !sema_bool_arg(s, sg, "embedding", "scale_grad_by_freq", false, &flag)) ||
-      (sp && !sema_bool_arg(s, sp, "embedding", "sparse", false, &flag))) {
-    if (nt && !absent(nt) && !sv_is_number(nt))
-      diag_error(s->d, nt->loc, "embedding(): norm_type must be a number, got %s",
-                 sv_kind_name(nt));
+  if (!absent(nt) && !sv_is_number(nt)) { /* used only with max_norm */
+    diag_error(s->d, nt->loc, "embedding(): norm_type must be a number, got %s",
+               sv_kind_name(nt));
     return sv_error();
   }
+  bool flag; /* training options: no effect on the values */
+  if (!sema_bool_arg(s, sg, "embedding", "scale_grad_by_freq", false, &flag) ||
+      !sema_bool_arg(s, sp, "embedding", "sparse", false, &flag))
+    return sv_error();
   const IrValue *wv = sema_val(s, w);
   if (wv->rank != 2) {
     diag_error(s->d, c->loc, "embedding(): 'weight' must be 2-D, got shape %s",
@@ -207,24 +232,20 @@ static SVal h_gather(Sema *s, CallArgs *c, const Builtin *b) {
   return do_gather(s, c, x, dim, idx);
 }
 
-/* A view of r flattened to 1-D (r must be viewable: contiguous r, or
- * else a copy). */
-static IrRef flat(Sema *s, IrRef r, Loc loc) {
-  const IrValue *v = sema_val(s, r);
-  const Sym *n = ir_numel(s->m, v);
-  GeomCtx gc = sema_geom(s, loc);
+/* r.view(-1), as PyTorch's take_along_dim without a dim does it (an
+ * error where the view is impossible, as there); -1 after reporting. */
+static IrRef flat(Sema *s, CallArgs *c, IrRef r, const char *what) {
+  const Sym *n = ir_numel(s->m, sema_val(s, r));
+  GeomCtx gc = sema_geom(s, c->loc);
   Geom in = sema_geom_of(s, r), out;
-  if (!geom_view(&gc, &in, &n, 1, &out)) {
-    const Sym *a[1] = {n};
-    return sema_emit_view(s, OP_VIEW, r, &out, a, 1, 0, loc);
+  const char *msg = geom_view(&gc, &in, &n, 1, &out);
+  if (msg) {
+    diag_error(s->d, c->loc, "%s(): without a dim, the %s is flattened with view(-1), which "
+               "fails: %s", c->name, what, msg);
+    sema_note_origin(s, r);
+    return -1;
   }
-  Geom dense;
-  geom_contiguous(&gc, v->rank, v->shape, &dense);
-  IrRef cp = sema_emit_copy(s, OP_COPY, r, v->dtype, &dense, 0, loc);
-  in = sema_geom_of(s, cp);
-  if (geom_view(&gc, &in, &n, 1, &out)) ICE("a contiguous tensor does not view as 1-D");
-  const Sym *a[1] = {n};
-  return sema_emit_view(s, OP_VIEW, cp, &out, a, 1, 0, loc);
+  return sema_emit_view(s, OP_VIEW, r, &out, &n, 1, 0, c->loc);
 }
 
 /* take_along_dim(input, indices, dim=None): with a dim, both broadcast
@@ -241,7 +262,11 @@ static SVal h_take_along_dim(Sema *s, CallArgs *c, const Builtin *b) {
                dtype_name(dt));
     return sv_error();
   }
-  if (absent(dv)) return do_gather(s, c, flat(s, x, c->loc), 0, flat(s, idx, c->loc));
+  if (absent(dv)) {
+    if ((x = flat(s, c, x, "input")) < 0 || (idx = flat(s, c, idx, "indices")) < 0)
+      return sv_error();
+    return do_gather(s, c, x, 0, idx);
+  }
   int64_t dim;
   if (!sema_int_arg(s, dv, "take_along_dim() argument 'dim'", &dim)) return sv_error();
   const IrValue *xv = sema_val(s, x), *iv = sema_val(s, idx);
@@ -292,9 +317,16 @@ static SVal h_flip(Sema *s, CallArgs *c, const Builtin *b) {
   IrRef x;
   int64_t dims[MAX_DIMS];
   int n;
-  if (!sema_tensor_recv(s, c, &x) || !sema_int_varargs(s, c, 1, dims, &n) ||
-      !sema_args_done(s, c, c->npos))
+  if (!sema_tensor_recv(s, c, &x)) return sv_error();
+  const SVal *kw = sema_arg(s, c, KW_ONLY, "dims"); /* flip(x, dims=[0, 1]) */
+  if (kw && c->npos > 1) {
+    diag_error(s->d, c->loc, "flip(): dims given both as arguments and as dims=");
     return sv_error();
+  }
+  if (kw ? !sema_int_list(s, kw, "flip() argument 'dims'", dims, &n, MAX_DIMS)
+         : !sema_int_varargs(s, c, 1, dims, &n))
+    return sv_error();
+  if (!sema_args_done(s, c, c->npos)) return sv_error();
   const IrValue *xv = sema_val(s, x);
   bool seen[MAX_DIMS] = {false};
   int nd = 0, flip[MAX_DIMS];
@@ -321,14 +353,25 @@ static SVal h_flip(Sema *s, CallArgs *c, const Builtin *b) {
   return sv_tensor(x, c->loc);
 }
 
+/* ---- indices sema builds (decompositions) ---- */
+
+IrRef sema_index_inbounds(Sema *s, IrRef x, int dim, IrRef idx, Loc loc) {
+  const IrValue *xv = sema_val(s, x), *iv = sema_val(s, idx);
+  if (xv->rank < 1 || dim < 0 || dim >= xv->rank || iv->rank > 1 ||
+      (iv->dtype != DT_I64 && iv->dtype != DT_I32))
+    ICE("sema_index_inbounds: bad operands");
+  return emit_index(s, OP_INDEX, x, dim, idx, IRF_INBOUNDS, NULL, loc);
+}
+
 /* ---- x[...] with one integer tensor ---- */
 
 bool sema_index_tensor_ok(Sema *s, const SVal *it) {
   DType dt = sema_val(s, it->ref)->dtype;
   if (dt == DT_I64) return true;
   if (dt == DT_BOOL || dt == DT_U8)
-    diag_error(s->d, it->loc, "indexing with a %s mask is not supported; index with an i64 "
-               "tensor (e.g. of the positions you want)", dtype_name(dt));
+    diag_error(s->d, it->loc, "indexing with a %s mask is not supported: the result's size "
+               "would depend on the mask's values; use where(mask, x, 0) or index with an "
+               "i64 tensor of positions", dtype_name(dt));
   else
     diag_error(s->d, it->loc, "tensors used as indices must be i64 (or bool/u8 masks, not "
                "supported), got %s", dtype_name(dt));

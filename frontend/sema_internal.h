@@ -309,6 +309,12 @@ extern const Builtin sema_factory_builtins[];   /* sema_factory.c */
 extern const Builtin sema_index_builtins[];
 bool sema_index_tensor_ok(Sema *s, const SVal *it);
 SVal sema_index_tensor(Sema *s, IrRef x, int *d, const SVal *it);
+/* x.index_select(dim, idx) for an index the caller built and knows in
+ * range (IRF_INBOUNDS: no run-time check), e.g. a pad or interpolate
+ * decomposition's clamp(arange(n) - p, 0, size - 1); idx 1-D i64/i32
+ * (its elementwise arithmetic is inlined into the one indexing nest),
+ * x of rank >= 1, dim normalized.  Contiguous result. */
+IrRef sema_index_inbounds(Sema *s, IrRef x, int dim, IrRef idx, Loc loc);
 /* sema_resize.c: pad, interpolate, conv_transpose2d (decompositions into
  * INDEX with indices known in range, elementwise ops and conv2d). */
 extern const Builtin sema_resize_builtins[];

@@ -76,25 +76,32 @@
  *    count_include_pad divisor, adaptive pooling by the window size.
  *
  *  - Indexing by tensors (INDEX, GATHER; lower_index): one nest over the
- *    result whose load of x has a dynamic term: `dyn` is an I64
+ *    result whose load of x has a dynamic term: dyn[t] is an I64
  *    expression over the nest's loop variables (the load of the index
  *    tensor at the index's dims, converted to I64; with IRF_WRAP a
  *    negative index i read as i + size), and the element offset adds
- *    dyn * dyn_stride (x's stride along the indexed dim, whose own
- *    stride entry is 0).  The index operand may be inlined (its
- *    elementwise producers: arange arithmetic, clamp, remainder), so
- *    x.index_select(d, f(arange(n))) is one nest.  Loops collapse only
- *    where dyn's loads collapse too; a dynamic load never takes the
- *    transposing tile path.  Indices the program supplies are checked
- *    by check nests (`check` set; no store): each evaluates the raw
- *    index over the index operand's shape (as the indexing nest reads
- *    it) and fails the kernel with TDSL_E_INDEX and check->msg unless
- *    0 <= i < bound (-bound <= i < bound with wrap).  The checks of
- *    index operands read from parameters or constants run before every
- *    other nest; the others run right before their indexing nest, and
- *    pass plan-memory places no value computed before that point in an
- *    output, so no output is written before a check passes.  Values
- *    flagged IRF_INBOUNDS (sema built their indices) get no check.
+ *    dyn[t] * dyn_stride[t] (x's stride along the indexed dim, whose own
+ *    stride entry is 0).  Lowering carries a dynamic index through index
+ *    maps as a pseudo loop variable (LF_DYN + slot, lower.c) down to the
+ *    loads, so every operand may be inlined: the index's elementwise
+ *    producers (arange arithmetic, clamp, remainder: x.index_select(d,
+ *    f(arange(n))) is one nest), x's (evaluated at the gathered
+ *    positions only; another INDEX: flip(x, [0, 1]) is one load with two
+ *    dynamic terms), and the INDEX/GATHER value itself into its readers,
+ *    like an elementwise value.  Loops collapse only where the dynamic
+ *    terms' loads collapse too; a dynamic load never takes the
+ *    transposing tile path.
+ *    Indices the program supplies are checked by check nests (`check`
+ *    set; no store): each evaluates the raw index over the index
+ *    operand's shape (as the indexing reads it) and fails the kernel
+ *    with TDSL_E_INDEX and check->msg unless 0 <= i < bound (-bound <= i
+ *    < bound with wrap).  The checks of index operands read from
+ *    parameters or constants run before every other nest; the others at
+ *    the indexing value's place in value order (before the nest that
+ *    computes it, or reads it inlined), and pass plan-memory places no
+ *    value computed before that point in an output, so no output is
+ *    written before a check passes.  Values flagged IRF_INBOUNDS (sema
+ *    built their indices, or checked constant ones) get no check.
  *
  * Ranks are at most TDSL_MAX_RANK (ir.h), so a nest has at most
  * 2 * TDSL_MAX_RANK loops.
@@ -140,8 +147,9 @@ typedef struct LfAccess {
   int lin_rank;        /* > 0: strides apply to lin_shape coordinates */
   const Sym **lin_shape;
   bool rt_strides;     /* outputs: the descriptor's strides */
-  struct LfExpr *dyn;  /* NULL, or a dynamic term (indexing by tensors):  */
-  const Sym *dyn_stride; /*  the offset adds dyn * dyn_stride elements */
+  int ndyn;            /* dynamic terms (indexing by tensors): the offset */
+  struct LfExpr **dyn; /*   adds dyn[t] * dyn_stride[t] elements for each */
+  const Sym **dyn_stride;
 } LfAccess;
 
 /* An index check (LfNest.check). */

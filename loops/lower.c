@@ -16,6 +16,12 @@
 #include <math.h>
 #include <string.h>
 
+/* An index-map entry >= LF_DYN is not a loop variable but the dynamic
+ * index L->dslot[entry - LF_DYN] (indexing by tensors, loops.h): maps
+ * carry it through views and inlined values down to the loads, where it
+ * becomes a dynamic term of the access. */
+#define LF_DYN (1 << 20)
+
 typedef struct Lower {
   IrModule *m;
   const IrKernel *k;
@@ -24,6 +30,8 @@ typedef struct Lower {
   bool *inl;   /* per IR value: computed inside its users (IRF_INLINE) */
   IrRef epi;   /* the inlined GEMM value read by the nest being built, or -1 */
   int front;   /* check nests of input indices, to run first */
+  LfExpr **dslot; /* dynamic indices: index-map entry LF_DYN + s is dslot[s] */
+  int ndslot, dslotcap;
   LfKernel *lk;
   int bufcap, nestcap;
 } Lower;
@@ -134,8 +142,16 @@ static LfAccess access(Lower *L, IrRef r, const int *map, int nloops) {
   for (int l = 0; l < nloops; l++) a.stride[l] = sym_const(L->st, 0);
   const Sym **st = strides(L, v);
   for (int d = 0; d < v->rank; d++)
-    if (map[d] >= 0) /* < 0: an inlined size-1 dim, index 0 */
+    if (map[d] >= LF_DYN) { /* a dynamic index along dim d */
+      if (!a.ndyn) {
+        a.dyn = zalloc(L, sizeof *a.dyn * (size_t)(v->rank + 1));
+        a.dyn_stride = zalloc(L, sizeof *a.dyn_stride * (size_t)(v->rank + 1));
+      }
+      a.dyn[a.ndyn] = L->dslot[map[d] - LF_DYN];
+      a.dyn_stride[a.ndyn++] = st[d];
+    } else if (map[d] >= 0) { /* < 0: an inlined size-1 dim, index 0 */
       a.stride[map[d]] = sym_add(L->st, a.stride[map[d]], st[d]);
+    }
   return a;
 }
 
@@ -161,8 +177,10 @@ static const int *identity(Lower *L, int n) {
 }
 
 static LfExpr *inline_load(Lower *L, IrRef r, const int *map, int nloops);
+static LfExpr *op2(Lower *L, Op op, DType dt, LfExpr *a, LfExpr *b);
+static LfExpr *fconst(Lower *L, double v, DType dt);
+static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops);
 static LfExpr *epilogue_acc(Lower *L, IrRef g, const int *map, int nloops);
-static LfExpr *index_load(Lower *L, IrRef r, const int *map, int nloops);
 
 static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   LfExpr *e = inline_load(L, r, map, nloops);
@@ -172,10 +190,9 @@ static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   return e;
 }
 
-/* The value computed by a source, elementwise/copy op or indexing with
- * indices known in range at loop variables map[d] for its dims d (< 0:
- * index 0) of a nest with nloops loops.  RESHAPE only with its own dims
- * (never inlined). */
+/* The value computed by a source or elementwise/copy op at loop
+ * variables map[d] for its dims d (< 0: index 0) of a nest with nloops
+ * loops.  RESHAPE only with its own dims (never inlined). */
 static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r);
   const int *id = map;
@@ -191,6 +208,10 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
     e->sym = v->attrs[0];
     return cast(L, e, v->dtype);
   case OP_ARANGE:
+    if (map[0] >= LF_DYN) { /* at a dynamic index i: start + f64(i) * step, as LFE_ARANGE */
+      e = op2(L, OP_MUL, DT_F64, cast(L, L->dslot[map[0] - LF_DYN], DT_F64), fconst(L, v->fattr[1], DT_F64));
+      return cast(L, op2(L, OP_ADD, DT_F64, fconst(L, v->fattr[0], DT_F64), e), v->dtype);
+    }
     e = expr(L, LFE_ARANGE, DT_F64);
     e->start = v->fattr[0];
     e->step = v->fattr[1];
@@ -200,10 +221,10 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
       e->value.f = e->start;
     }
     return cast(L, e, v->dtype);
+  case OP_INDEX:
+  case OP_GATHER: return index_at(L, r, map, nloops);
   case OP_COPY: return load(L, v->args[0], id, nloops);
   case OP_CAST: return cast(L, load(L, v->args[0], id, nloops), v->dtype);
-  case OP_INDEX:
-  case OP_GATHER: return index_load(L, r, map, nloops); /* IRF_INBOUNDS: no check */
   case OP_RESHAPE: {
     const IrValue *a = ir_val(L->k, v->args[0]);
     e = load(L, v->args[0], identity(L, a->rank), a->rank);
@@ -681,8 +702,11 @@ static bool index_is_input(Lower *L, IrRef idx) {
 
 /* The check nest of INDEX/GATHER value r: over the index operand's own
  * dims, the raw index. */
-static void check_nest(Lower *L, IrRef r, const Sym *bound) {
+static void check_nest(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r), *ix = ir_val(L->k, v->args[1]);
+  int64_t d;
+  if (!sym_is_const(v->attrs[0], &d)) ICE("index dim");
+  const Sym *bound = ir_val(L->k, v->args[0])->shape[d];
   LfCheck *ck = zalloc(L, sizeof *ck);
   ck->bound = bound;
   ck->wrap = v->flags & IRF_WRAP;
@@ -699,50 +723,60 @@ static void check_nest(Lower *L, IrRef r, const Sym *bound) {
   n->check = ck;
 }
 
-/* INDEX/GATHER value r at loop variables map[j] for its dims j (< 0:
- * index 0) of a nest with nloops loops: the load of x whose dynamic term
- * is the index (loops.h).  INDEX: x's dims before d, the index's, x's
- * after; GATHER: the index's dims, x's dim d replaced by the index. */
-static LfExpr *index_load(Lower *L, IrRef r, const int *map, int nloops) {
+/* A new dynamic index (LF_DYN) for index maps. */
+static int dyn_slot(Lower *L, LfExpr *i) {
+  if (L->ndslot == L->dslotcap) {
+    L->dslotcap = L->dslotcap ? 2 * L->dslotcap : 8;
+    LfExpr **n = zalloc(L, sizeof *n * (size_t)L->dslotcap);
+    if (L->ndslot) memcpy(n, L->dslot, sizeof *n * (size_t)L->ndslot);
+    L->dslot = n;
+  }
+  L->dslot[L->ndslot] = i;
+  return LF_DYN + L->ndslot++;
+}
+
+/* INDEX r's value at loop variables map[j] for its dims j (< 0: index
+ * 0) of a nest with nloops loops: a load of x whose dynamic term is the
+ * index (loops.h).  INDEX: x's dims before d, the index's, x's after;
+ * GATHER: the index's dims, x's dim d replaced by the index. */
+static LfExpr *index_at(Lower *L, IrRef r, const int *map, int nloops) {
   const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]), *ix = ir_val(L->k, v->args[1]);
   int64_t d;
   if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
   int xmap[TDSL_MAX_RANK], imap[TDSL_MAX_RANK];
-  for (int k = 0; k < x->rank; k++) {
-    int rd = k == d ? -1 : v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank;
-    xmap[k] = rd < 0 ? -1 : map[rd];
-  }
+  for (int k = 0; k < x->rank; k++)
+    xmap[k] = k == d ? -1 : map[v->op == OP_GATHER || k < d ? k : k - 1 + ix->rank];
   for (int j = 0; j < ix->rank; j++) imap[j] = map[v->op == OP_GATHER ? j : (int)d + j];
+  const Sym *size = x->shape[d];
   LfExpr *i = cast(L, load(L, v->args[1], imap, nloops), DT_I64);
   if (v->flags & IRF_WRAP) { /* i < 0 ? i + size : i */
     LfExpr *w = op2(L, OP_WHERE, DT_I64, op2(L, OP_LT, DT_BOOL, i, iconst(L, 0)),
-                    op2(L, OP_ADD, DT_I64, i, isym(L, x->shape[d])));
+                    op2(L, OP_ADD, DT_I64, i, isym(L, size)));
     w->nargs = 3;
     w->args[2] = i;
     i = w;
   }
-  LfExpr *e = expr(L, LFE_LOAD, x->dtype);
-  e->acc = access(L, v->args[0], xmap, nloops);
-  e->acc.dyn = i;
-  e->acc.dyn_stride = strides(L, x)[d];
-  return e;
+  xmap[d] = dyn_slot(L, i);
+  return load(L, v->args[0], xmap, nloops); /* x's storage, or x inlined */
 }
 
-/* INDEX/GATHER in a nest of its own (index_load), the check nest before
- * it unless the indices are known in range. */
+/* The check nest of INDEX/GATHER r unless its indices are known in
+ * range (those of parameters and constants run first: checks_first). */
+static void index_check(Lower *L, IrRef r) {
+  const IrValue *v = ir_val(L->k, r);
+  if (v->flags & IRF_INBOUNDS) return;
+  check_nest(L, r);
+  if (index_is_input(L, v->args[1])) L->front++;
+}
+
+/* One nest storing INDEX/GATHER r, after its check. */
 static void lower_index(Lower *L, IrRef r) {
-  const IrValue *v = ir_val(L->k, r), *x = ir_val(L->k, v->args[0]);
-  int64_t d;
-  if (!sym_is_const(v->attrs[0], &d) || d < 0 || d >= x->rank) ICE("index dim");
-  if (!(v->flags & IRF_INBOUNDS)) {
-    check_nest(L, r, x->shape[d]);
-    if (index_is_input(L, v->args[1])) L->front++;
-  }
-  LfExpr *e = index_load(L, r, identity(L, v->rank), v->rank);
+  const IrValue *v = ir_val(L->k, r);
+  index_check(L, r);
   LfNest *n = add_nest(L);
   n->rank = v->rank;
   n->shape = v->shape;
-  n->value = e;
+  n->value = index_at(L, r, identity(L, v->rank), v->rank);
   n->store = dense_store(L, r);
   n->dtype = v->dtype;
   n->src = r;
@@ -778,7 +812,10 @@ static void lower_value(Lower *L, IrRef r) {
   const IrValue *v = ir_val(L->k, r);
   OpKind kind = op_kind(v->op);
   if (kind == IRK_VIEW || v->op == OP_PARAM || v->op == OP_TENSOR) return;
-  if (L->inl && L->inl[r]) return; /* computed inside its users */
+  if (L->inl && L->inl[r]) { /* computed inside its users */
+    if (kind == IRK_INDEX) index_check(L, r); /* its check still runs here */
+    return;
+  }
   if (kind == IRK_REDUCE) {
     lower_reduce(L, r);
     return;

@@ -143,14 +143,14 @@ static void print_access(Printer *p, const LfAccess *a, int n, const char *var) 
   } else {
     for (int l = 0; l < n; l++) print_term(p, &first, var, l, a->stride[l]);
   }
-  if (a->dyn) { /* indexing by tensors: + (index)*stride */
+  for (int t = 0; t < a->ndyn; t++) { /* indexing by tensors: + (index)*stride */
     term_sep(p, &first);
     fputc('(', f);
-    print_expr(p, a->dyn, n, var);
+    print_expr(p, a->dyn[t], n, var);
     fputc(')', f);
-    if (!sym_is(a->dyn_stride, 1)) {
+    if (!sym_is(a->dyn_stride[t], 1)) {
       fputc('*', f);
-      sym_print(f, a->dyn_stride);
+      sym_print(f, a->dyn_stride[t]);
     }
   }
   if (first) fputc('0', f);

@@ -39,7 +39,8 @@ bool lf_acc_collapses(SymTab *st, const LfNest *n, const LfAccess *a, int oa, in
   if (a->lin_rank || a->rt_strides) return false;
   /* a dynamic term: its own loads must collapse (then it has the same
    * value at the collapsed index) */
-  if (a->dyn && !lf_expr_collapses(st, n, a->dyn, oa, ib)) return false;
+  for (int t = 0; t < a->ndyn; t++)
+    if (!lf_expr_collapses(st, n, a->dyn[t], oa, ib)) return false;
   const Sym *so = a->stride[oa], *si = a->stride[ib];
   if (sym_is(so, 0) && sym_is(si, 0)) return true;
   /* Parameters carry strides like W (their semantic geometry), dense
@@ -76,7 +77,7 @@ static bool const_stride(const Sym *s, int64_t *v) { return sym_is_const(s, v); 
 static bool transposing_load(const LfExpr *e, int j, int i) {
   if (e->kind == LFE_LOAD) {
     int64_t sj, si;
-    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.dyn) return false;
+    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return false;
     return const_stride(e->acc.stride[j], &sj) && sj == 1 &&
            !(const_stride(e->acc.stride[i], &si) && (si == 0 || si == 1));
   }

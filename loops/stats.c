@@ -22,7 +22,7 @@ static void expr_deps(const LfExpr *e, int nl, bool *dep) {
       dep[l] |= !sym_is(e->acc.stride[l], 0);
     if (e->acc.lin_rank || e->acc.rt_strides)
       for (int l = 0; l < nl; l++) dep[l] = true;
-    if (e->acc.dyn) expr_deps(e->acc.dyn, nl, dep);
+    for (int t = 0; t < e->acc.ndyn; t++) expr_deps(e->acc.dyn[t], nl, dep);
   }
   for (int j = 0; j < e->nargs && j < 3; j++) expr_deps(e->args[j], nl, dep);
 }
@@ -35,7 +35,8 @@ static const Sym *load_count(SymTab *st, const LfExpr *e, const Sym *const *ext,
   if (e->acc.lin_rank > 0 || e->acc.rt_strides || !e->acc.stride) return count;
   bool dep[2 * TDSL_MAX_RANK + 4] = {false};
   for (int l = 0; l < nl; l++) dep[l] = !sym_is(e->acc.stride[l], 0);
-  if (e->acc.dyn) expr_deps(e->acc.dyn, nl, dep); /* the loops its index reads */
+  for (int t = 0; t < e->acc.ndyn; t++) /* the loops its indices read */
+    expr_deps(e->acc.dyn[t], nl, dep);
   const Sym *c = sym_const(st, 1);
   for (int l = 0; l < nl; l++)
     if (dep[l]) c = sym_mul(st, c, ext[l]);
@@ -55,8 +56,8 @@ static const Sym *expr_bytes(SymTab *st, const LfKernel *lk, const LfExpr *e,
   if (e->kind == LFE_LOAD && hot) hot[e->acc.buf] = true;
   for (int i = 0; i < e->nargs && i < 3; i++)
     b = sym_add(st, b, expr_bytes(st, lk, e->args[i], count, ext, nl, hot));
-  if (e->kind == LFE_LOAD && e->acc.dyn) /* the index's own loads */
-    b = sym_add(st, b, expr_bytes(st, lk, e->acc.dyn, count, ext, nl, hot));
+  for (int t = 0; e->kind == LFE_LOAD && t < e->acc.ndyn; t++) /* the indices' own loads */
+    b = sym_add(st, b, expr_bytes(st, lk, e->acc.dyn[t], count, ext, nl, hot));
   return b;
 }
 

@@ -4,9 +4,7 @@
  * values; without this pass every value gets a nest and a buffer.
  *
  * Rules (the loop form's, loops/loops.h "Fusion"): a value computed by
- * an elementwise, copy/cast or constant op (not RESHAPE), or by
- * INDEX/GATHER whose indices sema built in range (IRF_INBOUNDS: pad,
- * interpolate, flip; a load at a computed position), is inlined when
+ * an elementwise, copy/cast or constant op (not RESHAPE) is inlined when
  * every read of its storage (through any view) is by a consumer that
  * takes an expression (elementwise/copy ops, reductions, result copies)
  * through a view whose index map composes (ir_view_map: offset 0, dims
@@ -42,6 +40,14 @@
  * GEMM's packing evaluates it instead of reading it from memory.  A conv
  * input only when the kernel is 1 x 1 (one_tap).
  *
+ * Indexing by tensors (INDEX/GATHER, loops/loops.h): a candidate like an
+ * elementwise value (read inline, its load of the input carries the
+ * index); it reads both operands as expressions: the index's elementwise
+ * producers inline into it (`x.index_select(0, (i + 1) % N)` is one
+ * nest), and so does its input, whose elements it may read any number of
+ * times, so that read counts as one through a broadcast (an INDEX input
+ * of flip(x, [0, 1]) inlines: one nest).
+ *
  * Every computed value of rank >= 1 gets one decision: "fused",
  * "recomputed", "epilogue" (reported at E), "prologue" or "materialized" with the
  * reason (reductions, normalizations, pools and reshape copies always
@@ -68,8 +74,7 @@ typedef enum Block {
   BLK_VIEW,    /* read through a view whose index map does not compose */
   BLK_RESHAPE, /* read by RESHAPE (linear index) */
   BLK_GEMM,    /* an operand of matmul/conv2d: packed anyway */
-  BLK_WHOLE,   /* read by a normalization or pool nest */
-  BLK_INDEXED  /* the input of INDEX/GATHER: read at run-time positions */
+  BLK_WHOLE    /* read by a normalization or pool nest */
 } Block;
 
 typedef struct Uses {
@@ -101,20 +106,12 @@ static bool candidate(Op op) {
   return kd == IRK_UNARY || kd == IRK_BINARY || kd == IRK_COMPARE || kd == IRK_TERNARY;
 }
 
-/* Whether value v can be computed inside its readers: the candidate ops,
- * and indexing whose indices sema built in range (IRF_INBOUNDS: a load at
- * a computed position, no check that must run first; its input stays in
- * memory, BLK_INDEXED). */
-static bool inlinable(const IrValue *v) {
-  return candidate(v->op) || (op_kind(v->op) == IRK_INDEX && (v->flags & IRF_INBOUNDS));
-}
-
-/* Why consumer op cannot read its operand j as an expression (BLK_NONE:
- * it can).  INDEX/GATHER read their index as one (loops.h: the dynamic
- * term), their input at run-time positions (from memory). */
-static Block consumer_block(Op op, int j) {
+/* Why consumer op cannot read an operand as an expression (BLK_NONE: it
+ * can).  INDEX/GATHER read both operands as expressions (loops.h: the
+ * index as the dynamic term, the input at the positions it gives). */
+static Block consumer_block(Op op) {
   if (op == OP_RESHAPE) return BLK_RESHAPE;
-  if (op_kind(op) == IRK_INDEX) return j == 1 ? BLK_NONE : BLK_INDEXED;
+  if (op_kind(op) == IRK_INDEX) return BLK_NONE;
   if (candidate(op) || op_kind(op) == IRK_REDUCE) return BLK_NONE;
   OpKind kd = op_kind(op);
   return kd == IRK_MATMUL || kd == IRK_CONV ? BLK_GEMM : BLK_WHOLE;
@@ -135,9 +132,11 @@ static void add_use(IrModule *m, const IrKernel *k, Uses *u, IrRef reader, IrRef
   IrRef root = ir_storage_root(k, a);
   Uses *x = &u[root];
   if (x->n++ == 0) x->first = reader;
-  x->bcast |= broadcasts(k, a);
+  /* INDEX/GATHER read their input at run-time positions, any element
+   * any number of times: as through a broadcast */
+  x->bcast |= broadcasts(k, a) || (j == 0 && reader >= 0 && op_kind(op) == IRK_INDEX);
   if (x->block != BLK_NONE) return;
-  Block b = reader >= 0 ? consumer_block(op, j) : BLK_NONE;
+  Block b = reader >= 0 ? consumer_block(op) : BLK_NONE;
   if (b == BLK_NONE && !view_ok(m, k, a)) b = BLK_VIEW, reader = a;
   if (b != BLK_NONE) x->block = b, x->via = reader;
 }
@@ -208,9 +207,6 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
   case BLK_WHOLE:
     return arena_printf(m->arena, "read by %s, which reads whole rows or windows",
                         who(m, c->k, u->via));
-  case BLK_INDEXED:
-    return arena_printf(m->arena, "indexed by %s, which reads it at positions its index "
-                        "tensor gives at run time", who(m, c->k, u->via));
   case BLK_NONE: break;
   }
   if (cost <= budget(c))
@@ -354,9 +350,8 @@ static void report_own_nest(PassCtx *c, IrRef r) {
                     : kd == IRK_NORM ? "a normalization needs whole rows for its "
                                        "statistics, so it runs its own loop nests"
                     : kd == IRK_POOL ? "a pooling window runs its own loop nest"
-                    : kd == IRK_INDEX ? "indexing by a tensor the program supplies runs its "
-                                        "own loop nest after its index check, loading its "
-                                        "input at the index's positions"
+                    : kd == IRK_INDEX ? "indexing by a tensor runs its own loop nest, "
+                                        "loading its input at the index's positions"
                     : v->op == OP_RESHAPE ? "a reshape copy reads its operand by linear "
                                             "index in its own loop nest"
                                           : "its rank is above the loop form's limit";
@@ -442,7 +437,7 @@ bool pass_fuse(PassCtx *c) {
     cost[r] = 0;
     OpKind kd = op_kind(v->op);
     if (kd == IRK_MATMUL || kd == IRK_CONV) continue; /* decide_epilogues */
-    if (!inlinable(v) || v->rank > TDSL_MAX_RANK) {
+    if (!(candidate(v->op) || kd == IRK_INDEX) || v->rank > TDSL_MAX_RANK) {
       changed |= was;
       if (c->r) report_own_nest(c, r);
       continue;

@@ -19,11 +19,11 @@ import os
 import re
 
 from . import _compiler
-from ._errors import CompileError, KernelError, TdslError
+from ._errors import CompileError, KernelError, KernelIndexError, TdslError
 from ._kernel import Kernel
 
 __all__ = ["compile", "load", "Module", "Kernel", "TdslError", "CompileError",
-           "KernelError", "find_tdslc", "cache_dir"]
+           "KernelError", "KernelIndexError", "find_tdslc", "cache_dir"]
 __version__ = "0.1.0"
 
 find_tdslc = _compiler.find_tdslc

@@ -30,3 +30,9 @@ to do about it (device errors), or ""."""
         self.name = name
         self.message = message
         self.hint = hint
+
+
+class KernelIndexError(KernelError, IndexError):
+    """A kernel call failed with TDSL_E_INDEX: an element of an index
+    tensor (index_select, gather, take_along_dim, embedding, x[idx]) was
+    out of range; no output was written.  An IndexError, as PyTorch's."""

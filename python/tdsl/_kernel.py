@@ -31,7 +31,7 @@ import re
 import numpy as np
 
 from . import _dlpack as dl
-from ._errors import KernelError
+from ._errors import KernelError, KernelIndexError
 
 DTYPES = {(dl.DL_BOOL, 8): "bool", (dl.DL_INT, 8): "i8", (dl.DL_UINT, 8): "u8",
           (dl.DL_INT, 16): "i16", (dl.DL_INT, 32): "i32", (dl.DL_INT, 64): "i64",
@@ -50,6 +50,7 @@ CTYPES = {"bool": ctypes.c_bool, "i8": ctypes.c_int8, "u8": ctypes.c_uint8,
           "f32": ctypes.c_float, "f64": ctypes.c_double}
 LAYOUTS = ["contiguous", "channels_last", "strided"]
 TDSL_E_DEVICE = -4
+TDSL_E_INDEX = -17
 DEVICE_NAMES = {dl.DL_CPU: "cpu", dl.DL_CUDA: "cuda", 3: "cuda_host", 4: "opencl",
                 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda_managed"}
 
@@ -274,7 +275,8 @@ class Kernel:
 
     def _error(self, rc, message, hint=""):
         lib = self._module._lib
-        return KernelError(self.name, rc, lib.tdsl_strerror(rc).decode(), message, hint)
+        cls = KernelIndexError if rc == TDSL_E_INDEX else KernelError
+        return cls(self.name, rc, lib.tdsl_strerror(rc).decode(), message, hint)
 
     def _check(self, rc):
         if rc != 0:

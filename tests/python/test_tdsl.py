@@ -54,6 +54,9 @@ kernel add(x: f32[N, 3], y: f32[N, 3]) -> f32[N, 3] {
 kernel scalars(x: f32[N], a: f16, b: bf16, c: f64, d: i8, e: u8) -> f32[N] {
   return x * a + b + c + d + e
 }
+kernel rows(x: f32[N, 3], idx: i64[M]) -> f32[M, 3] {
+  return x.index_select(0, idx)
+}
 """
 
 F32 = dict(rtol=1e-5, atol=1e-6)
@@ -283,6 +286,21 @@ def test_symbol_mismatch_and_torch_errors(m):
 
 
 # ---- compiling, the cache, info and report ---------------------------------
+
+def test_index_out_of_range(m):
+    x = rand(5, 3)
+    idx = torch.tensor([4, 0, 2])
+    assert torch.equal(m.rows(x, idx), x.index_select(0, idx))
+    out = torch.full((3, 3), 7.0)
+    with pytest.raises(tdsl.KernelIndexError) as e:
+        m.rows(x, torch.tensor([4, 5, 0]), out=out)
+    err = e.value
+    assert isinstance(err, IndexError) and isinstance(err, tdsl.KernelError)
+    assert (err.name, err.code) == ("TDSL_E_INDEX", -17)
+    assert err.message == ("kernel 'rows': index at 41:12: index 5 is out of range for "
+                           "dim 0 of 'x' (size 5)"), err.message
+    assert torch.equal(out, torch.full((3, 3), 7.0))  # nothing written
+
 
 def test_compile_errors(tdslc):
     with pytest.raises(tdsl.CompileError) as e:

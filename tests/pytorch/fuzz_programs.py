@@ -4,9 +4,9 @@
 Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
 program is a kernel of a few statements mixing views, copies, broadcasting
 elementwise math over all ten dtypes, reductions, normalizations, matmul,
-conv2d, pooling, pad, interpolate and factories, over parameters with
-literal or symbolic sizes and contiguous, channels_last or strided
-layouts. Statements are
+conv2d, pooling, pad, interpolate, factories and indexing by tensors, over
+parameters with literal or symbolic sizes and contiguous, channels_last or
+strided layouts. Statements are
 built one at a time and evaluated with PyTorch (through gen.py's ENV) as
 they are generated, so most are valid; some deliberately are not, and a
 program whose last statement PyTorch rejects must be rejected by tdslc
@@ -286,6 +286,33 @@ class Gen:
         if not items:
             items = [":"]
         return f"{v.name}[{', '.join(items)}]"
+
+    def g_gather(self):
+        """Indexing by tensors with indices computed in range in the kernel
+        (index_select, x[..., idx] with negatives, gather, flip); now and
+        then a dim out of range or repeated, which both must reject."""
+        v = self.pick(lambda t: t.dim() > 0)
+        if not v:
+            return None
+        s, n = list(v.val.shape), v.val.dim()
+        d = self.r.randrange(n)
+        dd = d - n if self.r.random() < 0.3 else d
+        size = self.tok(s[d])
+        idx = f"(arange({self.r.randint(1, 5)}) * {self.r.randint(1, 3)} + {self.r.randint(0, 4)}) % ({size})"
+        k = self.r.choice(["index_select", "adv", "gather", "flip"])
+        if k == "index_select":
+            if self.r.random() < 0.03:
+                dd = n
+            return f"{v.name}.index_select({dd}, {idx})"
+        if k == "adv":
+            return f"{v.name}[{':, ' * d}{idx} - ({size})]"
+        if k == "gather":
+            shape = [self.tok(x) for x in s]
+            shape[d] = "1"
+            return (f"{v.name}.gather({dd}, ({idx})[:1].reshape({', '.join(['1'] * n)})"
+                    f".expand({', '.join(shape)}))")
+        dims = [dd] if self.r.random() < 0.5 else [dd, self.dim(n)]
+        return f"{v.name}.flip({', '.join(map(str, dims))})"
 
     def g_misc_view(self):
         v = self.pick()
@@ -621,7 +648,7 @@ class Gen:
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
-            ("g_factory", 1), ("g_resize", 1)]
+            ("g_factory", 1), ("g_gather", 2), ("g_resize", 1)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

@@ -477,6 +477,43 @@ static bool g_index(Gen *g, Stmt *st) {
   return true;
 }
 
+/* Indexing by tensors with indices computed in range in the kernel (the
+ * values of index parameters are not the generator's to choose):
+ * index_select / x[..., idx] along a dim of size S with idx =
+ * (arange(L) * m + o) % S (x[...]: minus S, a negative index wrapping),
+ * or flip. */
+static bool g_gather(Gen *g, Stmt *st) {
+  Val *a = pick(g, ranked);
+  if (!a) return false;
+  Val *r = &st->r;
+  set_like(r, a);
+  int n = a->rank, d = rint_(g, 0, n - 1), k = rint_(g, 0, 2);
+  if (k == 2) { /* flip: the input's layout */
+    int d2 = rint_(g, 0, n - 1);
+    if (d2 == d) snprintf(st->e, sizeof st->e, "%s.flip(%d)", a->name, norm_dim(g, d, n));
+    else snprintf(st->e, sizeof st->e, "flip(%s, [%d, %d])", a->name, norm_dim(g, d, n),
+                  norm_dim(g, d2, n));
+    return true;
+  }
+  char size[64], idx[160];
+  dim_str(a->d[d], size, sizeof size);
+  int64_t len = rint_(g, 1, 5);
+  snprintf(idx, sizeof idx, "(arange(%lld) * %d + %d) %% (%s)", (long long)len, rint_(g, 1, 3),
+           rint_(g, 0, 4), size);
+  r->d[d] = lit(len);
+  if (k == 0) {
+    r->contig = true;
+    snprintf(st->e, sizeof st->e, "%s.index_select(%d, %s)", a->name, norm_dim(g, d, n), idx);
+    return true;
+  }
+  r->contig = a->contig && d == 0;
+  char items[128] = "";
+  size_t at = 0;
+  for (int i = 0; i < d; i++) at += (size_t)snprintf(items + at, sizeof items - at, ":, ");
+  snprintf(st->e, sizeof st->e, "%s[%s%s - (%s)]", a->name, items, idx, size);
+  return true;
+}
+
 static bool g_misc_view(Gen *g, Stmt *st) {
   Val *a = pick(g, any_tensor);
   if (!a) return false;
@@ -1288,7 +1325,7 @@ static const struct {
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
-            {g_pad, 1}};
+            {g_gather, 2}, {g_pad, 1}};
 
 static bool statement(Gen *g) {
   int tot = 0;

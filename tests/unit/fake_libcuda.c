@@ -67,6 +67,7 @@ int fake_cuda_stat(const char *name);
 void *fake_cuda_last_stream(void);
 int fake_cuda_current_device(void);
 void fake_cuda_fail_next_sync(int code);
+void fake_cuda_set_launch_hook(void (*hook)(const char *name, const uint64_t *params, int n));
 int fake_cuda_last_launch(unsigned grid[3], unsigned block[3], uint64_t *params, int max);
 CUresult cuDriverGetVersion(int *v);
 CUresult cuGetProcAddress_v2(const char *sym, void **fn, int version,
@@ -87,6 +88,13 @@ static FakeCtx *cur(void);
 /* The calling thread's current context's device; -1 when none. */
 int fake_cuda_current_device(void) { return cur() ? cur()->dev : -1; }
 void fake_cuda_fail_next_sync(int code) { fail_next_sync = code; }
+/* Called at each launch with the kernel's name and parameters (as
+ * fake_cuda_last_launch gives them): a test's stand-in for a kernel's
+ * effect on "device" (host) memory. */
+static void (*launch_hook)(const char *name, const uint64_t *params, int n);
+void fake_cuda_set_launch_hook(void (*hook)(const char *name, const uint64_t *params, int n)) {
+  launch_hook = hook;
+}
 
 static int ndev(void) {
   const char *e = getenv("FAKE_CUDA_DEVICES");
@@ -231,6 +239,7 @@ static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
   for (int i = 0; i < last.nparams && i < 256; i++)
     memcpy(&last.params[i], args[i], 8);
   last_stream = stream;
+  if (launch_hook) launch_hook(f->name, last.params, last.nparams < 256 ? last.nparams : 256);
   if (strcmp(f->name, "set42") == 0)
     **(int **)args[0] = 42;
   return 0;

@@ -7,8 +7,10 @@
  * (each read as 8 bytes), so these tests check that host and device agree
  * on the parameter list, that each launch unit is one launch sized as
  * cuda/cuda.h says, that empty work launches nothing, that scratch is
- * allocated and freed in stream order, and that device mismatches fail
- * before anything is launched.
+ * allocated and freed in stream order, that device mismatches fail
+ * before anything is launched, and that an index check's verdict comes
+ * back before later nests launch (a launch hook plays the check kernel
+ * finding a bad index: TDSL_E_INDEX, the CPU's message).
  * Needs: TDSL_TDSLC, the fake driver, dlopen. */
 #include <check.h>
 #include <dlfcn.h>
@@ -26,10 +28,12 @@ static const char *SRC =
     "kernel mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N] {\n  return a @ b\n}\n"
     "kernel two(x: f32[N]) -> (f32[N], f32[]) {\n"
     "  y = x.exp()\n  return y, (y - y.mean()).abs().sum()\n}\n"
-    "kernel sc(x: f32[N], a: f32) -> f32[N] {\n  return x * a\n}\n";
+    "kernel sc(x: f32[N], a: f32) -> f32[N] {\n  return x * a\n}\n"
+    "kernel gat(x: f32[N], i: i64[M]) -> f32[M] {\n  return x.index_select(0, i) + 1.0\n}\n";
 
 static void *so[2]; /* -O2, -O0 */
 static int (*stat_of)(const char *);
+static void (*set_launch_hook)(void (*)(const char *, const uint64_t *, int));
 static int (*last_launch)(unsigned *, unsigned *, uint64_t *, int);
 static char dir[64];
 
@@ -59,6 +63,8 @@ static void setup(void) {
   ck_assert_msg(drv != NULL, "the fake libcuda.so.1 is not on LD_LIBRARY_PATH: %s", dlerror());
   *(void **)&stat_of = dlsym(drv, "fake_cuda_stat");
   *(void **)&last_launch = dlsym(drv, "fake_cuda_last_launch");
+  *(void **)&set_launch_hook = dlsym(drv, "fake_cuda_set_launch_hook");
+  ck_assert_ptr_nonnull(set_launch_hook);
   ck_assert_ptr_nonnull(stat_of);
   ck_assert_ptr_nonnull(last_launch);
 }
@@ -128,6 +134,59 @@ START_TEST(elementwise_one_launch) {
   DLTensor x0 = cuda_t(xbuf, 1, z, 0), y0 = cuda_t(ybuf, 1, z, 0);
   ck_assert_int_eq(ew(&x0, &y0), TDSL_OK);
   ck_assert_int_eq(stat_of("launches"), before + 1);
+}
+END_TEST
+
+/* The index check's device kernel (nest 0 of gat) as if index 9 at
+ * position 2 were out of range: it lowers flags[0] and records the index
+ * (cuda/check.c); the flags are its last parameter. */
+static int check_launches, after_check;
+static void good_index(const char *name, const uint64_t *p, int n) {
+  (void)p, (void)n;
+  if (strcmp(name, "gat__n0") == 0) check_launches++;
+  else after_check += check_launches > 0;
+}
+static void bad_index(const char *name, const uint64_t *p, int n) {
+  if (strcmp(name, "gat__n0") != 0 || n < 1) return;
+  int64_t *flags = (int64_t *)(uintptr_t)p[n - 1];
+  check_launches++;
+  flags[0] = 2, flags[1] = 9;
+}
+
+/* Index checks: a launch of the check kernel whose verdict comes back
+ * (memset, launch, copy, synchronize) before the indexing nest launches;
+ * a failed check launches it once more for the first bad index, returns
+ * TDSL_E_INDEX with the CPU's message and launches nothing else; the
+ * flags are freed either way. */
+START_TEST(index_check_verdict) {
+  typedef int (*KI)(const DLTensor *, const DLTensor *, DLTensor *);
+  static int64_t ibuf[16];
+  for (int lib = 0; lib < 2; lib++) {
+    KI gat = (KI)fn(lib, "gat");
+    int64_t n[1] = {5}, m[1] = {4};
+    DLTensor x = cuda_t(xbuf, 1, n, 0), i = cuda_t(ibuf, 1, m, 0), y = cuda_t(ybuf, 1, m, 0);
+    i.dtype = (DLDataType){kDLInt, 64, 1};
+    int launches = stat_of("launches"), syncs = stat_of("syncs"), live = stat_of("live");
+    check_launches = after_check = 0;
+    set_launch_hook(good_index);
+    ck_assert_int_eq(gat(&x, &i, &y), TDSL_OK);
+    set_launch_hook(NULL);
+    ck_assert_int_eq(check_launches, 1);
+    ck_assert_int_eq(after_check, stat_of("launches") - launches - 1); /* the check first */
+    if (!lib) ck_assert_int_eq(stat_of("launches") - launches, 2); /* -O2: check, one nest */
+    ck_assert_int_ge(stat_of("syncs") - syncs, 1);
+    ck_assert_int_eq(stat_of("live"), live);
+    set_launch_hook(bad_index);
+    check_launches = 0;
+    launches = stat_of("launches");
+    ck_assert_int_eq(gat(&x, &i, &y), TDSL_E_INDEX);
+    set_launch_hook(NULL);
+    ck_assert_int_eq(check_launches, 2);
+    ck_assert_int_eq(stat_of("launches") - launches, 2); /* the check, twice; nothing else */
+    ck_assert_str_eq(tdsl_last_error_of(so[lib]), "kernel 'gat': index at 18:12: index 9 is out "
+                     "of range for dim 0 of 'x' (size 5)");
+    ck_assert_int_eq(stat_of("live"), live);
+  }
 }
 END_TEST
 
@@ -226,6 +285,7 @@ int main(void) {
   tcase_set_timeout(t, 120);
   tcase_add_test(t, elementwise_one_launch);
   tcase_add_test(t, scalars_by_bits);
+  tcase_add_test(t, index_check_verdict);
   tcase_add_test(t, row_group_is_one_launch);
   tcase_add_test(t, matmul_grid);
   tcase_add_test(t, scratch_in_stream_order);
