@@ -247,9 +247,7 @@ typedef struct LfKernel {
  *
  * Fusion (opt_level >= 1 and flagged by pass fuse; -O0 keeps one nest
  * and scratch per value).  A value computed by an elementwise, copy/cast or constant op (not
- * RESHAPE), or by INDEX/GATHER with IRF_INBOUNDS (a load of its input,
- * which stays in memory, with the index as its dynamic term), is
- * *inlined*: it gets no nest and no scratch, and every load
+ * RESHAPE) is *inlined*: it gets no nest and no scratch, and every load
  * of it (directly or through views) becomes its expression tree evaluated
  * at the consumer's index.  Elementwise operands are pre-expanded to the
  * result's shape (ops.h), so producer and consumer share the index space;
