@@ -179,7 +179,7 @@ static const Builtin *const families[] = {
     sema_index_builtins,
     sema_join_builtins,
     sema_stats_builtins,       sema_scan_builtins,
-    sema_layer_builtins,
+    sema_layer_builtins,       sema_resize_builtins,
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 

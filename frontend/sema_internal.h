@@ -15,7 +15,7 @@
  *                       them through their builtin tables)
  *   sema_elementwise.c  sema_views.c  sema_reduce.c  sema_stats.c
  *   sema_scan.c  sema_matmul.c  sema_conv.c  sema_factory.c  sema_index.c
- *   sema_join.c
+ *   sema_join.c  sema_resize.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
  *   sema_args.c         argument readers
@@ -347,6 +347,9 @@ SVal sema_index_tensor(Sema *s, IrRef x, int *d, const SVal *it);
  * (its elementwise arithmetic is inlined into the one indexing nest),
  * x of rank >= 1, dim normalized.  Contiguous result. */
 IrRef sema_index_inbounds(Sema *s, IrRef x, int dim, IrRef idx, Loc loc);
+/* sema_resize.c: pad, interpolate, conv_transpose2d (decompositions into
+ * INDEX with indices known in range, elementwise ops and conv2d). */
+extern const Builtin sema_resize_builtins[];
 
 /* sema_join.c: joining and splitting (cat, stack, split, chunk, unbind,
  * roll, repeat, tile, tril, triu, masked_fill); sema_unbind gives the

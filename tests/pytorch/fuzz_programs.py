@@ -4,7 +4,7 @@
 Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
 program is a kernel of a few statements mixing views, copies, broadcasting
 elementwise math over all ten dtypes, reductions, normalizations, matmul,
-conv2d, pooling, factories, indexing by tensors, joins (cat, stack, split, chunk, unbind,
+conv2d, pooling, pad, interpolate, factories, indexing by tensors, joins (cat, stack, split, chunk, unbind,
 roll, repeat, tile, tril, triu, masked_fill) and the layers (linear, einsum, bmm, conv1d,
 batch_norm, group_norm, rms_norm, attention), over parameters with literal or symbolic
 sizes and contiguous, channels_last or strided layouts. Statements are
@@ -78,7 +78,7 @@ REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
               "softmax", "log_softmax", "layer_norm", "matmul", "@",
               "conv2d", "pool2d", "linear", "addmm", "bmm", "einsum",
               "conv1d", "batch_norm", "group_norm", "rms_norm",
-              "scaled_dot_product_attention")
+              "scaled_dot_product_attention", "interpolate")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
            "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
            "floor", "ceil", "round", "sign", "reciprocal", "logical_not",
@@ -704,6 +704,44 @@ class Gen:
             args.append(f"padding={self.r.choice([0, 1])}")
         return f"{f}({', '.join(args)})"
 
+    def g_resize(self):
+        """pad and interpolate (decompositions into computed indexing)."""
+        if self.r.random() < 0.6:
+            x = self.pick(lambda t: t.dim() > 0)
+            if not x:
+                return None
+            mode = self.r.choice(["constant", "constant", "reflect", "replicate", "circular"])
+            k = self.r.randint(1, min(3, x.val.dim()))
+            if mode != "constant":
+                k = max(1, min(k, x.val.dim() - 1))
+            pads = []
+            for i in range(k):
+                size = x.val.shape[-1 - i]
+                lo = -1 if mode == "constant" else 0
+                hi = max(0, size - 1) if mode == "reflect" else 3
+                pads += [self.r.randint(lo, hi), self.r.randint(lo, hi)]
+            args = f"{x.name}, [{', '.join(map(str, pads))}]"
+            if mode != "constant" or self.r.random() < 0.3:
+                args += f', mode="{mode}"'
+            if mode == "constant" and self.r.random() < 0.4:
+                args += f", value={self.r.choice(['1.5', '-2', '0'])}"
+            return f"pad({args})"
+        x = self.pick(lambda t: 3 <= t.dim() <= 5)
+        if not x:
+            return None
+        mode = self.r.choice({3: ["nearest", "nearest-exact", "linear"],
+                              4: ["nearest", "nearest-exact", "bilinear", "bicubic"],
+                              5: ["nearest", "nearest-exact"]}[x.val.dim()])
+        if self.r.random() < 0.5:
+            args = f"{x.name}, scale_factor={self.r.choice(['2', '1.5', '0.5', '3.0'])}"
+        else:
+            sz = [str(self.r.randint(1, 6)) for _ in range(x.val.dim() - 2)]
+            args = f"{x.name}, size=[{', '.join(sz)}]"
+        args += f', mode="{mode}"'
+        if mode in ("linear", "bilinear", "bicubic") and self.r.random() < 0.5:
+            args += f", align_corners={self.r.choice(['true', 'false'])}"
+        return f"interpolate({args})"
+
     def g_factory(self):
         k = self.r.random()
         sym = list(self.sizes)
@@ -782,7 +820,7 @@ class Gen:
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
             ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
             ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1),
-            ("g_layer", 2), ("g_rowstat", 1)]
+            ("g_layer", 2), ("g_rowstat", 1), ("g_resize", 1)]
 
     def statement(self, allow_error):
         names = [g for g, w in self.GENS for _ in range(w)]

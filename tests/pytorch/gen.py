@@ -107,6 +107,40 @@ def _gelu(x, approximate="none"):
     return F.gelu(x, approximate=approximate)
 
 
+def _pad(x, pad, mode="constant", value=None):
+    """F.pad as PyTorch 2 has it: torch 1.13 lacks CPU reflect/replicate
+    kernels for integer and half dtypes (data movement: padded in f64 and
+    converted back, exact) and circular padding of unbatched inputs (added
+    in PyTorch 2: padded with a batch dim of 1)."""
+    if mode == "circular" and x.dim() == len(pad) // 2 + 1:
+        return F.pad(x.unsqueeze(0), pad, mode=mode).squeeze(0)
+    try:
+        return F.pad(x, pad, mode=mode, value=value)
+    except RuntimeError as e:
+        if "not implemented for" not in str(e) or x.dtype == torch.bool:
+            raise
+    return F.pad(x.double(), pad, mode=mode).to(x.dtype)
+
+
+def _interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+    """F.interpolate; f16 and bf16 as PyTorch 2 computes them on the CPU:
+    in f32 (their op-math type), rounded once, where torch 1.13 has no
+    kernel, and for bf16 linear and cubic modes, which torch 1.13
+    accumulates in bf16 (errors of tens of ulps)."""
+    kw = dict(size=size, scale_factor=scale_factor, mode=mode, align_corners=align_corners,
+              recompute_scale_factor=recompute_scale_factor)
+    if x.dtype == torch.bfloat16 and mode in ("linear", "bilinear", "bicubic"):
+        return F.interpolate(x.float(), **kw).to(x.dtype)
+    try:
+        return F.interpolate(x, **kw)
+    except RuntimeError as e:
+        if "not implemented for 'Half'" not in str(e) and \
+           "not implemented for 'BFloat16'" not in str(e):
+            raise
+    return F.interpolate(x.float(), **kw).to(x.dtype)
+
+
 def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
     if isinstance(shape, int):  # tdsl also accepts one int, as nn.LayerNorm does
         shape = [shape]
@@ -309,6 +343,8 @@ ENV = {
     "conv1d": _half(F.conv1d), "batch_norm": _opmath_norm(F.batch_norm),
     "group_norm": _opmath_norm(F.group_norm), "rms_norm": _rms_norm,
     "scaled_dot_product_attention": _sdpa,
+    # resizing (spec 4.5a): pad, interpolate, conv_transpose2d
+    "pad": _pad, "interpolate": _interpolate, "conv_transpose2d": F.conv_transpose2d,
 }
 
 

@@ -1365,6 +1365,36 @@ static bool g_pool(Gen *g, Stmt *st) {
   return fin(r, x->mag);
 }
 
+/* pad(x, [l, r], mode=...) of the last dim (a literal size): data
+ * movement, exact. */
+static bool pad_ok(const Gen *g, const Val *v) {
+  (void)g;
+  return !v->scalar && v->rank >= 1 && is_lit(v->d[v->rank - 1]) && v->d[v->rank - 1].c >= 1;
+}
+
+static bool g_pad(Gen *g, Stmt *st) {
+  Val *x = pick(g, pad_ok);
+  if (!x) return false;
+  static const char *const modes[4] = {"constant", "reflect", "replicate", "circular"};
+  int m = rint_(g, 0, 3), n = x->rank;
+  int64_t W = x->d[n - 1].c;
+  if (m && (n < 2 || n > 3 || x->dt == DT_BOOL)) m = 0;
+  int64_t hi = m == 1 ? W - 1 : m == 3 ? (W < 3 ? W : 3) : 3;
+  int64_t l = rint_(g, m == 0 ? -1 : 0, (int)hi), r = rint_(g, m == 0 ? -1 : 0, (int)hi);
+  if (W + l + r < 1) return false;
+  Val *res = &st->r;
+  set_like(res, x);
+  res->contig = false;
+  res->d[n - 1] = lit(W + l + r);
+  if (m == 0 && coin(g, 0.5))
+    snprintf(st->e, sizeof st->e, "pad(%s, [%lld, %lld], value=%s)", x->name, (long long)l,
+             (long long)r, x->dt == DT_BOOL ? "1" : "2");
+  else
+    snprintf(st->e, sizeof st->e, "pad(%s, [%lld, %lld], mode=\"%s\")", x->name, (long long)l,
+             (long long)r, modes[m]);
+  return fin(res, x->mag + 2);
+}
+
 static bool g_factory(Gen *g, Stmt *st) {
   Val *r = &st->r;
   memset(r, 0, sizeof *r);
@@ -1570,7 +1600,7 @@ static const struct {
 } GENS[] = {{g_view, 3},  {g_permute, 2}, {g_index, 3},  {g_misc_view, 4}, {g_copy, 2},
             {g_binary, 6}, {g_unary, 4},  {g_quantize, 1}, {g_func2, 3},  {g_reduce, 3},    {g_norm, 1}, {g_stats, 1}, {g_scan, 2},
             {g_matmul, 1}, {g_conv, 1},   {g_pool, 1},   {g_factory, 1}, {g_fns, 2},
-            {g_gather, 2}, {g_join, 2}, {g_linear, 1}, {g_layer_norm, 1}, {g_rowstat, 1}};
+            {g_gather, 2}, {g_join, 2}, {g_linear, 1}, {g_layer_norm, 1}, {g_rowstat, 1}, {g_pad, 1}};
 
 static bool statement(Gen *g) {
   int tot = 0;

@@ -144,7 +144,9 @@ static bool j_escape(JParse *j, char *out, size_t *o) {
 static const char *j_string(JParse *j) {
   if (*j->p != '"') return j_fail(j, "expected a string"), NULL;
   j->p++;
-  char *out = arena_alloc(j->a, strlen(j->p) + 1);
+  const char *end = j->p; /* the closing quote: escapes only shrink */
+  while (*end && *end != '"') end += end[0] == '\\' && end[1] ? 2 : 1;
+  char *out = arena_alloc(j->a, (size_t)(end - j->p) + 1);
   size_t o = 0;
   for (;;) {
     unsigned char c = (unsigned char)*j->p;
