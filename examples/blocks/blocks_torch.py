@@ -77,16 +77,17 @@ def llama_inputs(batch, seq, vocab=1000, seed=0):
 
 
 def unet_up(x, skip, w, b, gn_w, gn_b):
-    u = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    u = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
     y = F.conv2d(torch.cat([u, skip], dim=1), w, b, padding=1)
     return F.silu(F.group_norm(y, 8, gn_w, gn_b))
 
 
-def unet_inputs(n, h, w, seed=0):
+def unet_inputs(n, h, w, seed=0, skip_hw=None):
     g = torch.Generator().manual_seed(seed)
+    sh, sw = skip_hw or (2 * h, 2 * w)
     return dict(
         x=torch.randn(n, 128, h, w, generator=g),
-        skip=torch.randn(n, 64, 2 * h, 2 * w, generator=g),
+        skip=torch.randn(n, 64, sh, sw, generator=g),
         w=torch.randn(64, 192, 3, 3, generator=g) / math.sqrt(192 * 9),
         b=0.1 * torch.randn(64, generator=g),
         gn_w=1 + 0.1 * torch.randn(64, generator=g),
