@@ -263,7 +263,7 @@ typedef struct PadNeed {
 /* The checks of one padded dim d (size in, pads l, r), at the pad
  * argument: sizes known now are errors, others entry checks. */
 static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, int64_t r,
-                       Loc at) {
+                       bool grows, Loc at) {
   const Sym *in = xv->shape[d];
   int64_t n;
   bool known = sym_is_const(in, &n);
@@ -271,8 +271,11 @@ static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, 
   PadNeed need[3]; /* lhs <= in for each */
   int nn = 0;
   switch (m) {
-  case PAD_CONSTANT:
-    need[nn++] = (PadNeed){-l - r, true, "the negative padding leaves a negative size"};
+  case PAD_CONSTANT: /* PyTorch: an empty result only when no pad is positive */
+    need[nn++] = (PadNeed){-l - r + (grows ? 1 : 0), true,
+                           grows ? "the negative padding leaves no element (allowed only when "
+                                   "no pad is positive)"
+                                 : "the negative padding leaves a negative size"};
     break;
   case PAD_REFLECT:
     need[nn++] = (PadNeed){(l > r ? l : r) + 1, true,
@@ -376,9 +379,11 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
   }
   /* dim rank-1-i takes pad[2i], pad[2i+1] */
   int first = rank; /* the first dim with a nonzero pair */
+  bool grows = false;
+  for (int i = 0; i < 2 * k; i++) grows |= pad[i] > 0;
   for (int i = 0; i < k; i++) {
     int d = rank - 1 - i;
-    if (!pad_dim_ok(s, m, d, xv, pad[2 * i], pad[2 * i + 1], pv->loc)) return sv_error();
+    if (!pad_dim_ok(s, m, d, xv, pad[2 * i], pad[2 * i + 1], grows, pv->loc)) return sv_error();
     if (pad[2 * i] || pad[2 * i + 1]) first = d;
   }
   Geom keep;
