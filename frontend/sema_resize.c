@@ -15,9 +15,10 @@
  * interpolate follows aten/src/ATen/native/UpSample.h and
  * cpu/UpSampleKernel.cpp in PyTorch's op-math type (f32 for f32, f16 and
  * bf16 inputs; f64 for f64), so the source indices are PyTorch's bit for
- * bit: nearest and nearest-exact as the CPU kernel for the input's layout
- * computes them (nearest_taps); bilinear's clamped source index, lambda and the h1p edge
- * rule, and its shortcut for equal sizes; bicubic's A = -0.75
+ * bit: nearest and nearest-exact as the CPU kernel for the input's
+ * layout computes them (nearest_taps); bilinear's clamped source index,
+ * lambda and the h1p edge rule, and its shortcut for equal sizes;
+ * bicubic's A = -0.75
  * coefficients with clamped taps; align_corners both ways; a given
  * scale_factor used as 1/scale (rounded to the op-math type) unless
  * recompute_scale_factor.  Sizes only known at run time compute the
@@ -30,8 +31,8 @@
  * it multiplies the inserted zeros too (README's limitations).
  *
  * Needs: sema_internal.h (sema_values.c, sema_args.c, the builtin tables
- * of sema_elementwise.c, sema_views.c and sema_conv.c for where, reshape,
- * transpose, flip and conv2d), geometry.c, symprove.c.  Used by:
+ * of sema_elementwise.c, sema_views.c, sema_index.c and sema_conv.c for
+ * where, reshape, transpose, flip and conv2d), geometry.c, symprove.c.  Used by:
  * sema_expr.c (the builtin table sema_resize_builtins). */
 #include <math.h>
 #include <string.h>
