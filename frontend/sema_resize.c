@@ -15,9 +15,10 @@
  * interpolate follows aten/src/ATen/native/UpSample.h and
  * cpu/UpSampleKernel.cpp in PyTorch's op-math type (f32 for f32, f16 and
  * bf16 inputs; f64 for f64), so the source indices are PyTorch's bit for
- * bit: nearest and nearest-exact as the CPU kernel for the input's layout
- * computes them (nearest_taps); bilinear's clamped source index, lambda and the h1p edge
- * rule, and its shortcut for equal sizes; bicubic's A = -0.75
+ * bit: nearest and nearest-exact as the CPU kernel for the input's
+ * layout computes them (nearest_taps); bilinear's clamped source index,
+ * lambda and the h1p edge rule, and its shortcut for equal sizes;
+ * bicubic's A = -0.75
  * coefficients with clamped taps; align_corners both ways; a given
  * scale_factor used as 1/scale (rounded to the op-math type) unless
  * recompute_scale_factor.  Sizes only known at run time compute the
@@ -30,8 +31,8 @@
  * it multiplies the inserted zeros too (README's limitations).
  *
  * Needs: sema_internal.h (sema_values.c, sema_args.c, the builtin tables
- * of sema_elementwise.c, sema_views.c and sema_conv.c for where, reshape,
- * transpose, flip and conv2d), geometry.c, symprove.c.  Used by:
+ * of sema_elementwise.c, sema_views.c, sema_index.c and sema_conv.c for
+ * where, reshape, transpose, flip and conv2d), geometry.c, symprove.c.  Used by:
  * sema_expr.c (the builtin table sema_resize_builtins). */
 #include <math.h>
 #include <string.h>
@@ -263,7 +264,7 @@ typedef struct PadNeed {
 /* The checks of one padded dim d (size in, pads l, r), at the pad
  * argument: sizes known now are errors, others entry checks. */
 static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, int64_t r,
-                       Loc at) {
+                       bool grows, Loc at) {
   const Sym *in = xv->shape[d];
   int64_t n;
   bool known = sym_is_const(in, &n);
@@ -271,8 +272,11 @@ static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, 
   PadNeed need[3]; /* lhs <= in for each */
   int nn = 0;
   switch (m) {
-  case PAD_CONSTANT:
-    need[nn++] = (PadNeed){-l - r, true, "the negative padding leaves a negative size"};
+  case PAD_CONSTANT: /* PyTorch: an empty result only when no pad is positive */
+    need[nn++] = (PadNeed){-l - r + (grows ? 1 : 0), true,
+                           grows ? "the negative padding leaves no element (allowed only when "
+                                   "no pad is positive)"
+                                 : "the negative padding leaves a negative size"};
     break;
   case PAD_REFLECT:
     need[nn++] = (PadNeed){(l > r ? l : r) + 1, true,
@@ -302,6 +306,31 @@ static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, 
     sema_check_le(s, K(s, need[i].lhs), in,
                   arena_printf(s->a, "pad(): %s (padding (%lld, %lld) of dim %d, mode '%s')",
                                need[i].msg, (long long)l, (long long)r, d, mn), at);
+  }
+  return true;
+}
+
+/* PyTorch fills with value converted to dt, an error when it overflows
+ * (c10's checked_convert: below the lowest or above the largest value;
+ * inf and NaN pass for floating types, any value for bool). */
+static bool value_fits(Sema *s, const SVal *v, DType dt) {
+  double f = sv_num_f(v), lo, hi;
+  switch (dt) {
+  case DT_BOOL: return true;
+  case DT_U8: lo = 0, hi = 255; break;
+  case DT_I8: lo = -128, hi = 127; break;
+  case DT_I16: lo = -32768, hi = 32767; break;
+  case DT_I32: lo = -2147483648.0, hi = 2147483647.0; break;
+  case DT_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+  case DT_F16: lo = -65504, hi = 65504; break;
+  case DT_BF16: lo = -3.3895313892515355e38, hi = 3.3895313892515355e38; break;
+  case DT_F32: lo = -3.4028234663852886e38, hi = 3.4028234663852886e38; break;
+  default: return true;
+  }
+  if (isinf(f) || isnan(f) ? !dtype_is_float(dt) : f < lo || f > hi) {
+    diag_error(s->d, v->loc, "pad(): value %g cannot be converted to %s without overflow", f,
+               dtype_name(dt));
+    return false;
   }
   return true;
 }
@@ -376,9 +405,11 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
   }
   /* dim rank-1-i takes pad[2i], pad[2i+1] */
   int first = rank; /* the first dim with a nonzero pair */
+  bool grows = false;
+  for (int i = 0; i < 2 * k; i++) grows |= pad[i] > 0;
   for (int i = 0; i < k; i++) {
     int d = rank - 1 - i;
-    if (!pad_dim_ok(s, m, d, xv, pad[2 * i], pad[2 * i + 1], pv->loc)) return sv_error();
+    if (!pad_dim_ok(s, m, d, xv, pad[2 * i], pad[2 * i + 1], grows, pv->loc)) return sv_error();
     if (pad[2 * i] || pad[2 * i + 1]) first = d;
   }
   Geom keep;
@@ -412,6 +443,7 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
     mask = mask < 0 ? ok : bt(s, OP_AND, mask, ok, c->loc);
   }
   DType dt = xv->dtype;
+  if (!absent(vv) && !value_fits(s, vv, dt)) return sv_error();
   IrRef fill = -1;
   if (m == PAD_CONSTANT) {
     SVal zero = sv_int(K(s, 0), c->loc);
