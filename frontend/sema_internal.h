@@ -172,6 +172,9 @@ const char *sv_kind_name(const SVal *v);
 bool sv_is_number(const SVal *v);
 /* A bool or a constant int as an int64. */
 bool sv_const_int(const SVal *v, int64_t *out);
+/* Whether number v converts to dt as PyTorch's Scalar does (c10's checked
+ * conversion); reports PyTorch's overflow message at loc when not. */
+bool sema_scalar_fits(Sema *s, const SVal *v, DType dt, Loc loc);
 /* A number SVal as a double. */
 double sv_num_f(const SVal *v);
 

@@ -667,56 +667,14 @@ static SVal h_tri(Sema *s, CallArgs *c, const Builtin *b) {
   return sema_where_dense(s, mask.ref, x, z, v->dtype, c->loc);
 }
 
-/* The C++ type PyTorch names in its overflow message. */
-static const char *c_type(DType dt) {
-  switch (dt) {
-  case DT_U8: return "uint8_t";
-  case DT_I8: return "int8_t";
-  case DT_I16: return "int16_t";
-  case DT_I32: return "int";
-  case DT_I64: return "int64_t";
-  case DT_F16: return "at::Half";
-  case DT_BF16: return "at::BFloat16";
-  case DT_F32: return "float";
-  default: return "double";
-  }
-}
-
-/* A Python number converted to dt as PyTorch's Scalar is (c10's checked
- * conversion: out of range, or NaN to an integer, is an error; floats to
- * integers truncate; unsigned bytes wrap from -255); a CONST of dt. */
+/* A Python number converted to dt as PyTorch's Scalar is
+ * (sema_scalar_fits); a CONST of dt. */
 static IrRef fill_value(Sema *s, const SVal *v, DType dt, Loc loc) {
+  if (!sema_scalar_fits(s, v, dt, loc)) return -1;
   double f = sv_num_f(v);
   int64_t iv = 0;
   bool isint = v->kind != SV_FLOAT;
-  if (isint && !sv_const_int(v, &iv)) return -1;
-  double lo = 0, hi = 0;
-  switch (dt) {
-  case DT_U8: lo = isint ? -255 : 0, hi = 255; break;
-  case DT_I8: lo = -128, hi = 127; break;
-  case DT_I16: lo = -32768, hi = 32767; break;
-  case DT_I32: lo = -2147483648.0, hi = 2147483647.0; break;
-  case DT_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
-  case DT_F16: lo = -65504, hi = 65504; break;
-  case DT_BF16: lo = -3.3895313892515355e38, hi = 3.3895313892515355e38; break;
-  case DT_F32: lo = -3.4028234663852886e38, hi = 3.4028234663852886e38; break;
-  default: break;
-  }
-  bool bad = false;
-  if (dt == DT_BOOL || dt == DT_F64)
-    bad = false;
-  else if (dtype_is_float(dt)) /* inf and NaN convert */
-    bad = isfinite(f) && (f < lo || f > hi);
-  else if (isint)
-    bad = dt != DT_I64 && ((double)iv < lo || (double)iv > hi);
-  else /* NaN and inf do not */
-    bad = !isfinite(f) || f < lo || f > hi ||
-          (dt == DT_I64 && f >= 9223372036854775808.0);
-  if (bad) {
-    diag_error(s->d, loc, "value cannot be converted to type %s without "
-               "overflow", c_type(dt));
-    return -1;
-  }
+  if (isint) sv_const_int(v, &iv);
   IrValue cv = sema_new_dense(s, OP_CONST, dt, 0, NULL, loc);
   if (dtype_is_float(dt))
     cv.value.f = isint ? (double)iv : f;

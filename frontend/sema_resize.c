@@ -310,31 +310,6 @@ static bool pad_dim_ok(Sema *s, PadMode m, int d, const IrValue *xv, int64_t l, 
   return true;
 }
 
-/* PyTorch fills with value converted to dt, an error when it overflows
- * (c10's checked_convert: below the lowest or above the largest value;
- * inf and NaN pass for floating types, any value for bool). */
-static bool value_fits(Sema *s, const SVal *v, DType dt) {
-  double f = sv_num_f(v), lo, hi;
-  switch (dt) {
-  case DT_BOOL: return true;
-  case DT_U8: lo = 0, hi = 255; break;
-  case DT_I8: lo = -128, hi = 127; break;
-  case DT_I16: lo = -32768, hi = 32767; break;
-  case DT_I32: lo = -2147483648.0, hi = 2147483647.0; break;
-  case DT_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
-  case DT_F16: lo = -65504, hi = 65504; break;
-  case DT_BF16: lo = -3.3895313892515355e38, hi = 3.3895313892515355e38; break;
-  case DT_F32: lo = -3.4028234663852886e38, hi = 3.4028234663852886e38; break;
-  default: return true;
-  }
-  if (isinf(f) || isnan(f) ? !dtype_is_float(dt) : f < lo || f > hi) {
-    diag_error(s->d, v->loc, "pad(): value %g cannot be converted to %s without overflow", f,
-               dtype_name(dt));
-    return false;
-  }
-  return true;
-}
-
 static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x;
@@ -443,7 +418,13 @@ static SVal h_pad(Sema *s, CallArgs *c, const Builtin *b) {
     mask = mask < 0 ? ok : bt(s, OP_AND, mask, ok, c->loc);
   }
   DType dt = xv->dtype;
-  if (!absent(vv) && !value_fits(s, vv, dt)) return sv_error();
+  /* F.pad's value is a Python float: converted to dt as a double Scalar
+   * (so -1 overflows u8, where masked_fill's int -1 wraps) */
+  if (!absent(vv)) {
+    SVal fv = *vv;
+    fv.kind = SV_FLOAT, fv.f = sv_num_f(vv);
+    if (!sema_scalar_fits(s, &fv, dt, vv->loc)) return sv_error();
+  }
   IrRef fill = -1;
   if (m == PAD_CONSTANT) {
     SVal zero = sv_int(K(s, 0), c->loc);

@@ -9,6 +9,7 @@
  * Needs: sema_internal.h, geometry.c (strides of fresh values),
  * geometry_views.c (implicit expands), dtype.c, sym.c, ir.c (ir_add, ir_add_check).
  * Used by: every other sema file; it calls none of them. */
+#include <math.h>
 #include <string.h>
 
 #include "sema_internal.h"
@@ -383,4 +384,59 @@ void sema_note_origin(Sema *s, IrRef r) {
     if (!through || v->nargs < 1) return;
     r = v->args[0];
   }
+}
+
+/* The C++ type PyTorch names in its overflow message. */
+static const char *c_type(DType dt) {
+  switch (dt) {
+  case DT_U8: return "uint8_t";
+  case DT_I8: return "int8_t";
+  case DT_I16: return "int16_t";
+  case DT_I32: return "int";
+  case DT_I64: return "int64_t";
+  case DT_F16: return "at::Half";
+  case DT_BF16: return "at::BFloat16";
+  case DT_F32: return "float";
+  default: return "double";
+  }
+}
+
+/* Whether number v converts to dt as PyTorch's Scalar does (c10's
+ * checked conversion: out of range, or NaN/inf to an integer, is an
+ * error; floats to integers truncate; unsigned bytes wrap from -255; any
+ * number converts to bool and f64; a symbolic int is not checked here);
+ * reports PyTorch's message at loc. */
+bool sema_scalar_fits(Sema *s, const SVal *v, DType dt, Loc loc) {
+  double f = sv_num_f(v);
+  int64_t iv = 0;
+  bool isint = v->kind != SV_FLOAT;
+  if (isint && !sv_const_int(v, &iv)) return true; /* a symbolic size: known at run time */
+  double lo = 0, hi = 0;
+  switch (dt) {
+  case DT_U8: lo = isint ? -255 : 0, hi = 255; break;
+  case DT_I8: lo = -128, hi = 127; break;
+  case DT_I16: lo = -32768, hi = 32767; break;
+  case DT_I32: lo = -2147483648.0, hi = 2147483647.0; break;
+  case DT_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+  case DT_F16: lo = -65504, hi = 65504; break;
+  case DT_BF16: lo = -3.3895313892515355e38, hi = 3.3895313892515355e38; break;
+  case DT_F32: lo = -3.4028234663852886e38, hi = 3.4028234663852886e38; break;
+  default: break;
+  }
+  bool bad = false;
+  if (dt == DT_BOOL || dt == DT_F64)
+    bad = false;
+  else if (dtype_is_float(dt)) /* inf and NaN convert */
+    bad = isfinite(f) && (f < lo || f > hi);
+  else if (isint)
+    bad = dt != DT_I64 && ((double)iv < lo || (double)iv > hi);
+  else /* NaN and inf do not */
+    bad = !isfinite(f) || f < lo || f > hi ||
+          (dt == DT_I64 && f >= 9223372036854775808.0);
+  if (bad) {
+    diag_error(s->d, loc, "value cannot be converted to type %s without "
+               "overflow", c_type(dt));
+    return false;
+  }
+  return true;
 }
