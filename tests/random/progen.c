@@ -1548,10 +1548,12 @@ static bool g_join(Gen *g, Stmt *st) {
     char list[256];
     size_t at = (size_t)snprintf(list, sizeof list, "%s", a->name);
     int n = 1;
+    bool contig = a->contig;
     for (int t = 0; t < 8 && n < 3; t++) {
       Val *b = pick(g, ranked);
       if (!b || !joins(a, b, i) || (stack && !dim_eq(a->d[i], b->d[i]))) continue;
       at += (size_t)snprintf(list + at, sizeof list - at, ", %s", b->name);
+      contig = contig && b->contig;
       r->dt = dtype_promote(r->dt, b->dt);
       r->exact = r->exact && b->exact;
       r->mag = r->mag > b->mag ? r->mag : b->mag;
@@ -1563,7 +1565,10 @@ static bool g_join(Gen *g, Stmt *st) {
       r->d[i] = lit(n);
       r->rank++;
     }
-    r->contig = true;
+    /* PyTorch's cat keeps a memory format all its inputs share
+     * (channels-last inputs give a channels-last result): row-major only
+     * when every input is */
+    r->contig = contig;
     if (r->dt != a->dt && is_float(r->dt) && !is_float(a->dt)) r->exact = false;
     static const char *const fns[] = {"cat", "concat", "cat"};
     snprintf(st->e, sizeof st->e, "%s([%s], %s%d)", stack ? "stack" : fns[rint_(g, 0, 2)], list,
