@@ -285,3 +285,30 @@ bool sema_wrap_dim(Sema *s, CallArgs *c, int64_t d, int rank, int *out) {
   }
   return true;
 }
+
+const Builtin *sema_builtin_find(const Builtin *table, const char *name) {
+  for (const Builtin *b = table; b->name; b++)
+    if (strcmp(b->name, name) == 0) return b;
+  return NULL;
+}
+
+SVal sema_call_builtin(Sema *s, const Builtin *b, Loc loc, bool method, SVal *pos,
+                       int npos, const char **kwname, SVal *kw, int nkw) {
+  for (int i = 0; i < npos; i++)
+    if (pos[i].kind == SV_ERROR) return sv_error();
+  for (int i = 0; i < nkw; i++)
+    if (kw[i].kind == SV_ERROR) return sv_error();
+  CallArgs c;
+  memset(&c, 0, sizeof c);
+  c.name = b->name;
+  c.loc = loc;
+  c.method = method;
+  c.pos = pos;
+  c.npos = npos;
+  c.kwname = kwname;
+  c.kw = kw;
+  c.nkw = nkw;
+  c.kwused = arena_alloc(s->a, sizeof *c.kwused * (size_t)(nkw + 1));
+  memset(c.kwused, 0, sizeof *c.kwused * (size_t)(nkw + 1));
+  return b->fn(s, &c, b);
+}

@@ -241,6 +241,15 @@ void sema_note_origin(Sema *s, IrRef r);
 
 /* ---- sema_args.c ---- */
 
+/* For op families that compose other families' ops: the entry `name` of
+ * a builtin table (NULL: none), and a call of builtin b as the program
+ * would make it, with evaluated arguments (positionals pos, counting the
+ * receiver when method; keywords kwname/kw); an error argument gives
+ * sv_error() without a call. */
+const Builtin *sema_builtin_find(const Builtin *table, const char *name);
+SVal sema_call_builtin(Sema *s, const Builtin *b, Loc loc, bool method, SVal *pos,
+                       int npos, const char **kwname, SVal *kw, int nkw);
+
 /* sema_arg returns positional i (counting the receiver for methods) or
  * keyword kw, or NULL when absent; it reports an error when given both
  * ways.  sema_need_arg also reports its absence at the call's name. */

@@ -36,18 +36,10 @@ static const Builtin *const callee_tables[] = {
  * has checked what it passes. */
 static SVal call(Sema *s, Loc loc, const char *name, int n, SVal *args) {
   const Builtin *b = NULL;
-  for (size_t t = 0; !b && t < sizeof callee_tables / sizeof *callee_tables;
-       t++)
-    for (const Builtin *e = callee_tables[t]; e->name && !b; e++)
-      if (strcmp(e->name, name) == 0) b = e;
+  for (size_t t = 0; !b && t < sizeof callee_tables / sizeof *callee_tables; t++)
+    b = sema_builtin_find(callee_tables[t], name);
   if (!b) ICE("layers: no builtin %s", name);
-  CallArgs c;
-  memset(&c, 0, sizeof c);
-  c.name = name;
-  c.loc = loc;
-  c.pos = args;
-  c.npos = n;
-  return b->fn(s, &c, b);
+  return sema_call_builtin(s, b, loc, false, args, n, NULL, NULL, 0);
 }
 
 static SVal tsv(IrRef r, Loc loc) { return sv_tensor(r, loc); }

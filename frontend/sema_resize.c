@@ -105,25 +105,9 @@ static IrRef arange(Sema *s, const Sym *n, DType dt, Loc loc) {
  * already evaluated). */
 static SVal call_fn(Sema *s, const Builtin *table, const char *name, bool method, SVal *pos,
                     int npos, const char **kwname, SVal *kw, int nkw, Loc loc) {
-  for (const Builtin *b = table; b->name; b++) {
-    if (strcmp(b->name, name) != 0) continue;
-    for (int i = 0; i < npos; i++)
-      if (pos[i].kind == SV_ERROR) return sv_error();
-    CallArgs c;
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    c.loc = loc;
-    c.method = method;
-    c.pos = pos;
-    c.npos = npos;
-    c.kwname = kwname;
-    c.kw = kw;
-    c.nkw = nkw;
-    c.kwused = arena_alloc(s->a, sizeof *c.kwused * (size_t)(nkw + 1));
-    memset(c.kwused, 0, sizeof *c.kwused * (size_t)(nkw + 1));
-    return b->fn(s, &c, b);
-  }
-  ICE("sema_resize: no builtin %s", name);
+  const Builtin *b = sema_builtin_find(table, name);
+  if (!b) ICE("sema_resize: no builtin %s", name);
+  return sema_call_builtin(s, b, loc, method, pos, npos, kwname, kw, nkw);
 }
 
 static IrRef where3(Sema *s, IrRef cond, IrRef a, IrRef b, Loc loc) {
