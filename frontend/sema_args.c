@@ -2,13 +2,16 @@
  * positional or keyword, required or optional, typed (int, size, tensor,
  * bool, dtype, lists of ints, sizes as varargs or one list, dims wrapped
  * as PyTorch does), with PyTorch's errors in the project's words at the
- * argument or the call's name.
+ * argument or the call's name; and calling a builtin of another family
+ * with evaluated arguments (sema_builtin_find, sema_call_builtin: the
+ * layer and resize decompositions).
  *
  * Needs: sema_internal.h, sema_values.c (sv_kind_name, sema_val),
  * geometry.c (geom_wrap_dim).
  * Used by: the handlers of the op families (sema_elementwise.c,
- * sema_views.c, sema_reduce.c, sema_matmul.c, sema_conv.c,
- * sema_factory.c) and the call dispatch (sema_expr.c). */
+ * sema_views.c, sema_reduce.c, sema_stats.c, sema_scan.c, sema_matmul.c,
+ * sema_conv.c, sema_factory.c, sema_index.c, sema_join.c, sema_layers.c,
+ * sema_resize.c) and the call dispatch (sema_expr.c). */
 #include <string.h>
 
 #include "sema_internal.h"

@@ -18,7 +18,7 @@
  *   sema_join.c  sema_resize.c
  *                                      the op families, each with the
  *                                      builtin table of its calls
- *   sema_args.c         argument readers
+ *   sema_args.c         argument readers, calls of another family's builtin
  *   sema_values.c       SVals, appending IR values, promotion, names
  *   cnames.c            names the generated C can hold
  *
