@@ -1,13 +1,25 @@
 #!/usr/bin/env python3
-"""peers.py — the workloads of bench/kernels.tdsl in PyTorch eager and numpy.
+"""peers.py — the workloads of bench/kernels.tdsl in the peers a user
+would pick instead of tdsl: PyTorch eager, torch.compile (Inductor), JAX
+(XLA, peers_jax.py), Halide with its autoschedulers (peers_halide.py) and
+numpy.
 
-Needs: torch and/or numpy (bench/requirements.txt); either may be missing,
-its rows then say "unsupported". Benchmark-only: nothing in the build or
-the tests imports this.
+Needs: numpy, and any of torch, jax, halide (bench/requirements.txt); a
+missing one makes its rows say "unsupported". Benchmark-only: nothing in
+the build or the tests imports this.
 Produces: on stdout the line format of bench.c (run.sh merges both):
     NAME IMPL TIME_MS RATE UNIT - -
-with IMPL torch or numpy, RATE in GB/s (bytes of every input read and
-every output written once, as bench.c counts them) or GFLOP/s.
+with IMPL torch, torch-compile, jax, halide or numpy, RATE in GB/s (bytes
+of every input read and every output written once, as bench.c counts
+them) or GFLOP/s.
+
+Each peer gets its fastest honest variant: torch-compile is Inductor
+(torch.compile, default mode) of the eager computation writing into an
+output allocated once (`out.copy_(f())` inside the compiled function,
+which Inductor turns into kernels storing straight into `out`); its
+compile time is excluded. jax is jax.jit with inputs on the device and
+block_until_ready. halide is the fastest of the Adams2019, Mullapudi2016
+and Li2018 autoschedulers realizing into an output allocated once.
 
 Usage: peers.py [--threads N] [--check DIR] [NAME ...]
 --check DIR: instead of timing, reads DIR/NAME_I.npy written by bench_tdsl
@@ -45,8 +57,12 @@ def parse_args():
 
 
 ARGS = parse_args()
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "HL_NUM_THREADS"):
     os.environ[_var] = str(ARGS.threads)
+# XLA's CPU client sizes its pools from the cores it may run on.
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true "
+                      f"intra_op_parallelism_threads={ARGS.threads}")
 
 try:
     import numpy as np
@@ -57,6 +73,26 @@ try:
     import torch.nn.functional as F
 except ImportError:
     torch = None
+
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers_halide  # noqa: E402  (after the thread variables above)
+import peers_jax  # noqa: E402
+
+IMPLS = ["torch", "torch-compile", "jax", "halide", "numpy"]
+
+
+def torch_compiled(eager):
+    """torch.compile of an eager torch callable, writing into an output
+    allocated once with the eager result's shape, strides and dtype."""
+    ref = eager()
+    out = torch.empty_strided(ref.shape, ref.stride(), dtype=ref.dtype)
+
+    def into_out():
+        return out.copy_(eager())
+    fn = torch.compile(into_out)
+    fn()
+    return fn
 
 
 def env_int(name, default):
@@ -425,20 +461,35 @@ def main():
     if torch is not None:
         torch.set_num_threads(ARGS.threads)
     rng = np.random.default_rng(0x5EED)
-    print(f"# peers: {ARGS.threads} threads; numpy {np.__version__}"
-          + (f", torch {torch.__version__}" if torch is not None else
-             ", torch not installed"))
+    versions = [f"numpy {np.__version__}"]
+    for what, v in (("torch", torch and torch.__version__),
+                    ("jax", peers_jax.version()), ("halide", peers_halide.version())):
+        versions.append(f"{what} {v}" if v else f"{what} not installed")
+    print(f"# peers: {ARGS.threads} threads; " + ", ".join(versions))
     for name, nbytes, flops, make in workloads(rng):
         if ARGS.names and name not in ARGS.names:
             continue
-        impls = ["torch", "numpy"]
+        impls = list(IMPLS)
         if name.startswith("conv"):  # the layout table's torch columns
             impls += ["torch-nchw", "torch-nhwc"]
         for impl in impls:
             if impl.startswith("torch") and torch is None:
                 print(f"{name:<16} {impl} unsupported")
                 continue
-            fn = make(impl)
+            try:
+                if impl == "torch-compile":
+                    fn = torch_compiled(make("torch"))
+                elif impl == "jax":
+                    fn = peers_jax.make(name, rng)
+                elif impl == "halide":
+                    fn = peers_halide.make(name, rng, ARGS.threads)
+                else:
+                    fn = make(impl)
+            except Exception as e:  # a peer that cannot compile a workload
+                print(f"# {impl} {name}: {type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:160] if str(e) else ''}")
+                print(f"{name:<16} {impl} failed")
+                continue
             if fn is None:
                 print(f"{name:<16} {impl} unsupported")
                 continue

@@ -151,6 +151,41 @@ awk '
     for (i = 1; i <= nn; i++) print notes[i]
   }' "$out/tdsl.txt" "$out/peers.txt"
 
+# ---- 4'. every peer: tdsl against PyTorch eager, torch.compile, JAX,
+# Halide (its fastest autoscheduler) and numpy; best = the fastest peer,
+# tdsl/best = its time / tdsl's time (above 1.00: tdsl is faster).
+echo
+echo "tdsl against every peer (times; tdsl/best = best peer's time / tdsl's time)"
+awk '
+  $1 ~ /^#/ || NF < 3 { next }
+  {
+    if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
+    if ($3 ~ /^[0-9.]+$/) tm[$1 SUBSEP $2] = $3; else state[$1 SUBSEP $2] = $3
+  }
+  END {
+    split("torch torch-compile jax halide numpy", ps, " ")
+    fmt = "| %-16s | %-10s | %-10s | %-13s | %-10s | %-10s | %-10s | %-24s | %-9s |\n"
+    printf fmt, "benchmark", "tdsl", "torch", "torch.compile", "jax", "halide", "numpy",
+           "best peer", "tdsl/best"
+    printf "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------", "------------",
+           "------------", "---------------", "------------", "------------",
+           "------------", "--------------------------", "-----------"
+    for (i = 1; i <= n; i++) {
+      b = order[i]; t = b SUBSEP "tdsl"
+      if (!(t in tm) && !(t in state)) continue
+      best = ""; bt = 0
+      for (j = 1; j <= 5; j++) {
+        k = b SUBSEP ps[j]
+        c[j] = (k in tm) ? sprintf("%.2f ms", tm[k]) : (k in state) ? state[k] : "-"
+        if ((k in tm) && (best == "" || tm[k] < bt)) { best = ps[j]; bt = tm[k] }
+      }
+      ct = (t in tm) ? sprintf("%.2f ms", tm[t]) : state[t]
+      bp = best == "" ? "-" : sprintf("%s %.2f ms", best, bt)
+      r = (best != "" && (t in tm)) ? sprintf("%.2f", bt / tm[t]) : "-"
+      printf fmt, b, ct, c[1], c[2], c[3], c[4], c[5], bp, r
+    }
+  }' "$out/tdsl.txt" "$out/peers.txt"
+
 # ---- 4a. epilogues: the GEMM kernels with bias + relu fused into the GEMM
 # (tdsl) against the same build without pass fuse (tdsl-noepi: the GEMM
 # writes its output, a second nest adds the bias and applies relu); and
