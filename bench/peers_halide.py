@@ -7,14 +7,17 @@ bench/requirements.txt). Used by: peers.py, IMPL "halide". Benchmark-only.
 Each entry of PIPELINES maps a benchmark name to a builder(rng) that
 returns (output Func, [(ImageParam, numpy input)], numpy output array).
 make() builds the pipeline once per autoscheduler (Adams2019, Mullapudi2016
-and Li2018, each with parallelism = the thread count), JIT-compiles it,
-times one call of each and keeps the fastest; the output array is allocated
+and Li2018, each with parallelism = the thread count) in a child process
+that JIT-compiles it and times one call (cut off after $HALIDE_PROBE_S seconds, default 60:
+some schedules of the convolutions run for minutes), then builds the
+fastest one in this process; the output array is allocated
 once and every call realizes into it (a preallocated output). Estimates
 are the real sizes. Numpy arrays map to Halide buffers with their axes
 reversed (Halide's first dimension is numpy's last, the contiguous one),
 so the functions below index innermost-first. Thread count: HL_NUM_THREADS,
 which peers.py sets before importing this module.
 """
+import os
 import time
 
 import numpy as np
@@ -217,7 +220,6 @@ def _plugin_path(plugin):
     """The autoscheduler's library: the wheel keeps them in halide/lib64,
     which is not on the loader's path."""
     import glob
-    import os
     here = os.path.dirname(hl.__file__)
     found = glob.glob(os.path.join(here, "lib*", f"lib{plugin}.so"))
     return found[0] if found else plugin
@@ -244,6 +246,32 @@ def _compiled(name, rng, scheduler, threads):
 _loaded = set()
 
 
+def _load(scheduler):
+    plugin = "autoschedule_" + scheduler.lower()
+    if plugin not in _loaded:
+        hl.load_plugin(_plugin_path(plugin))
+        _loaded.add(plugin)
+
+
+def _probe(name, scheduler, threads):
+    """Seconds of one call of `name` under `scheduler` (after a warm-up),
+    measured in a child process so that a schedule that runs for minutes
+    can be cut off (PROBE_TIMEOUT_S)."""
+    import subprocess
+    import sys
+    try:
+        r = subprocess.run([sys.executable, __file__, name, scheduler, str(threads)],
+                           capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"over {PROBE_TIMEOUT_S} s to schedule, compile and run twice")
+    if r.returncode != 0:
+        raise RuntimeError((r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1])
+    return float(r.stdout.split()[-1])
+
+
+PROBE_TIMEOUT_S = int(os.environ.get("HALIDE_PROBE_S", "60"))
+
+
 def make(name, rng, threads, log=print):
     """A callable running workload `name` with the fastest of Halide's
     autoschedulers (which one is logged), or None if halide is missing or
@@ -252,23 +280,27 @@ def make(name, rng, threads, log=print):
         return None
     best = None
     for s in AUTOSCHEDULERS:
-        plugin = "autoschedule_" + s.lower()
         try:
-            if plugin not in _loaded:
-                hl.load_plugin(_plugin_path(plugin))
-                _loaded.add(plugin)
-            fn = _compiled(name, rng, s, threads)
-            fn()
-            t0 = time.perf_counter()
-            fn()
-            t = time.perf_counter() - t0
+            t = _probe(name, s, threads)
         except Exception as e:  # an autoscheduler that fails on a pipeline
-            log(f"# halide {name}: {s} failed: {str(e).splitlines()[0][:120]}")
+            log(f"# halide {name}: {s} failed: {str(e)[:120]}", flush=True)
             continue
-        log(f"# halide {name}: {s} {t * 1e3:.1f} ms a call")
+        log(f"# halide {name}: {s} {t * 1e3:.1f} ms a call", flush=True)
         if best is None or t < best[0]:
-            best = (t, s, fn)
+            best = (t, s)
     if best is None:
         return None
-    log(f"# halide {name}: fastest autoscheduler {best[1]}")
-    return best[2]
+    log(f"# halide {name}: fastest autoscheduler {best[1]}", flush=True)
+    _load(best[1])
+    return _compiled(name, rng, best[1], threads)
+
+
+if __name__ == "__main__":  # the probe: NAME SCHEDULER THREADS
+    import sys
+    _name, _sched, _threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    _load(_sched)
+    _fn = _compiled(_name, np.random.default_rng(0), _sched, _threads)
+    _fn()
+    _t0 = time.perf_counter()
+    _fn()
+    print(time.perf_counter() - _t0)
