@@ -29,9 +29,12 @@
  * run of channels copied with the channel stride (1 in a channels-last
  * input) or zeros. */
 
-static LLVMTypeRef vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+#define vec_of gemm_vec_of
+#define splat_n gemm_splat_n
+#define vconv gemm_vconv
 
-static LLVMValueRef splat_n(G *g, LLVMValueRef s, int n) {
+LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n) {
   LLVMTypeRef t = vec_of(LLVMTypeOf(s), n);
   LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
   return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(vec_of(g->i32, n)), "");
@@ -59,7 +62,7 @@ static LLVMValueRef all_of(G *g, LLVMValueRef c) {
 
 /* A vector of storage elements (dtype t) converted to the compute type,
  * as load_c converts one. */
-static LLVMValueRef vconv(G *g, LLVMValueRef v, DType t) {
+LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t) {
   switch (t) {
   case DT_F16: return LLVMBuildFPExt(g->b, v, g->vt, "");
   case DT_BF16: {
