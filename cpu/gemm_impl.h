@@ -43,7 +43,7 @@ enum {
   /* the small path (gemm_small.c): S the small operand (rows r < X_QN,
    * k), V the streamed one (lanes l < X_VN, k), C[r, l] */
   X_QB, X_QOFF, X_QR, X_QK, X_VB, X_VOFF, X_VL, X_VK, X_CR, X_CL, X_QN, X_VN,
-  X_SPACK, X_QP, X_KP, X_SWAP, X_MG4,
+  X_SPACK, X_QP, X_KP, X_SWAP, X_MG4, X_TW,
   X_COUNT
 };
 

@@ -31,12 +31,14 @@
 
 #include "gemm_impl.h"
 
+/* The axpy form's sums of one lane tile (all rows of S) stay within
+ * AXPY_ACC_BYTES (half an L1); with several row groups a K block of the
+ * tile of V is AXPY_BLOCK_BYTES (half a small L2), read by every group. */
+#define AXPY_ACC_BYTES 16384
+#define AXPY_BLOCK_BYTES 131072
+
 /* Row group and lane tile shapes (see above). */
 static int mg_of(int four) { return four ? 4 : 1; }
-static int axpy_nv(const G *g, int four) {
-  if (!four) return 8;
-  return g->nregs >= 32 ? 4 : 2;
-}
 static int dot_nr(const G *g, int four) {
   if (!four) return 8;
   return g->nregs >= 32 ? 4 : 2;
@@ -126,81 +128,88 @@ static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef tile, int mg, int w, 
   gemm_loop_close(g, &lr);
 }
 
-/* The axpy form's K loop for MG rows from r0 and NV vectors of lanes
- * from l0 (masked: lanes past VN are not read), into acc. */
-static void axpy_loop(G *g, LLVMValueRef cx, int mg, int nv, LLVMValueRef r0, LLVMValueRef l0,
-                      bool masked, LLVMValueRef acc[][8]) {
-  LLVMValueRef vb = getp(g, cx, X_VB), voff = add(g, get(g, cx, X_VOFF), l0), vk = get(g, cx, X_VK);
-  LLVMValueRef sp = getp(g, cx, X_SPACK), qp = get(g, cx, X_QP), K = get(g, cx, X_K);
-  LLVMValueRef mask[8] = {NULL};
-  if (masked) {
-    LLVMValueRef left = sub(g, get(g, cx, X_VN), l0);
-    for (int v = 0; v < nv; v++) mask[v] = lane_mask(g, k64(g, v * g->vw), left);
-  }
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "ax"), body = blk(g, "ax_body"),
-                    exit = blk(g, "ax_end");
-  LLVMBuildBr(g->b, head);
-  LLVMPositionBuilderAtEnd(g->b, head);
-  LLVMValueRef k = LLVMBuildPhi(g->b, g->i64, ""), z = k64(g, 0), phi[4][8], zero = LLVMConstNull(g->vt);
-  LLVMAddIncoming(k, &z, &pre, 1);
-  for (int r = 0; r < mg; r++)
-    for (int v = 0; v < nv; v++) {
-      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
-      LLVMAddIncoming(phi[r][v], &zero, &pre, 1);
+/* The axpy form's U K steps k .. k + U - 1 for rows r0 .. r0 + MG - 1
+ * over lanes [l0, l0 + nvl): for each vector of lanes (the last one
+ * masked when partial), acc[r][lanes] (in memory: `acc`, rows of TW
+ * elements) += S[r, k + u] * V[k + u, lanes] in u order. */
+static void axpy_steps(G *g, LLVMValueRef cx, int mg, int U, LLVMValueRef r0, LLVMValueRef l0,
+                       LLVMValueRef nvl, LLVMValueRef k, LLVMValueRef acc, LLVMValueRef tw) {
+  LLVMValueRef vb = getp(g, cx, X_VB), vk = get(g, cx, X_VK), sp = getp(g, cx, X_SPACK);
+  LLVMValueRef qp = get(g, cx, X_QP), s[4][4], row[4];
+  for (int u = 0; u < U; u++) {
+    LLVMValueRef ku = add(g, k, k64(g, u));
+    row[u] = add(g, add(g, get(g, cx, X_VOFF), mul(g, ku, vk)), l0);
+    for (int r = 0; r < mg; r++) {
+      LLVMValueRef x = gep(g, g->ct, sp, add(g, mul(g, ku, qp), add(g, r0, k64(g, r))));
+      s[u][r] = gemm_splat(g, LLVMBuildLoad2(g->b, g->ct, x, ""));
     }
-  LLVMBuildCondBr(g->b, lt(g, k, K), body, exit);
-  LLVMPositionBuilderAtEnd(g->b, body);
-  LLVMValueRef row = add(g, voff, mul(g, k, vk)), wv[8], nx[4][8];
-  for (int v = 0; v < nv; v++) wv[v] = load_v(g, vb, add(g, row, k64(g, v * g->vw)), mask[v]);
-  LLVMValueRef srow = add(g, mul(g, k, qp), r0);
-  for (int r = 0; r < mg; r++) {
-    LLVMValueRef s = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, sp, add(g, srow, k64(g, r))), "");
-    s = gemm_splat(g, s);
-    for (int v = 0; v < nv; v++) nx[r][v] = gemm_fma(g, s, wv[v], phi[r][v]);
   }
-  LLVMValueRef k1 = add(g, k, k64(g, 1));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMAddIncoming(k, &k1, &latch, 1);
-  for (int r = 0; r < mg; r++)
-    for (int v = 0; v < nv; v++) LLVMAddIncoming(phi[r][v], &nx[r][v], &latch, 1);
-  gemm_no_vectorize(g, LLVMBuildBr(g->b, head));
-  LLVMPositionBuilderAtEnd(g->b, exit);
-  for (int r = 0; r < mg; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = phi[r][v];
+  LLVMValueRef nfull = mul(g, sdiv(g, nvl, k64(g, g->vw)), k64(g, g->vw));
+  for (int part = 0; part < 2; part++) { /* full vectors, then the partial one */
+    GLoop lv;
+    LLVMBasicBlockRef skip = NULL;
+    LLVMValueRef q, mask = NULL;
+    if (!part) {
+      q = gemm_loop_open(g, &lv, k64(g, 0), nfull, k64(g, g->vw));
+    } else {
+      LLVMBasicBlockRef run = blk(g, "ax_part");
+      skip = blk(g, "ax_part_done");
+      LLVMBuildCondBr(g->b, lt(g, nfull, nvl), run, skip);
+      LLVMPositionBuilderAtEnd(g->b, run);
+      q = nfull;
+      mask = lane_mask(g, q, nvl);
+    }
+    LLVMValueRef w[4];
+    for (int u = 0; u < U; u++) w[u] = load_v(g, vb, add(g, row[u], q), mask);
+    for (int r = 0; r < mg; r++) {
+      LLVMValueRef ap = gep(g, g->ct, acc, add(g, mul(g, add(g, r0, k64(g, r)), tw), q));
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, ap, "");
+      LLVMSetAlignment(a, (unsigned)dtype_size(g->cd));
+      for (int u = 0; u < U; u++) a = gemm_fma(g, s[u][r], w[u], a);
+      LLVMSetAlignment(LLVMBuildStore(g->b, a, ap), (unsigned)dtype_size(g->cd));
+    }
+    if (!part) {
+      gemm_loop_close(g, &lv);
+    } else {
+      LLVMBuildBr(g->b, skip);
+      LLVMPositionBuilderAtEnd(g->b, skip);
+    }
+  }
 }
 
-/* One axpy tile: lanes [l0, l0 + nvl) (nvl <= NV * VW), all row groups. */
-static void axpy_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef tile, LLVMValueRef l0,
+/* One axpy tile: lanes [l0, l0 + nvl) (nvl <= TW), every row of S, the
+ * sums in `acc` (QP rows of TW elements): zeroed, then per K block
+ * (AXPY_KB when there are several row groups, else all of K) each row
+ * group's K steps four at a time, then written to C. */
+static void axpy_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef acc, LLVMValueRef l0,
                       LLVMValueRef nvl) {
-  int mg = mg_of(four), nv = axpy_nv(g, four), w = nv * g->vw;
-  GLoop lg;
-  LLVMValueRef r0 = gemm_loop_open(g, &lg, k64(g, 0), get(g, cx, X_QN), k64(g, mg));
-  LLVMValueRef full = LLVMBuildICmp(g->b, LLVMIntEQ, nvl, k64(g, w), "");
-  LLVMBasicBlockRef bf = blk(g, "ax_full"), bm = blk(g, "ax_part"), join = blk(g, "ax_store");
-  LLVMBuildCondBr(g->b, full, bf, bm);
-  LLVMValueRef acc[2][4][8];
-  LLVMBasicBlockRef from[2];
-  for (int m = 0; m < 2; m++) {
-    LLVMPositionBuilderAtEnd(g->b, m ? bm : bf);
-    axpy_loop(g, cx, mg, nv, r0, l0, m == 1, acc[m]);
-    from[m] = LLVMGetInsertBlock(g->b);
-    LLVMBuildBr(g->b, join);
-  }
-  LLVMPositionBuilderAtEnd(g->b, join);
-  LLVMValueRef x[4][8];
-  for (int r = 0; r < mg; r++)
-    for (int v = 0; v < nv; v++) {
-      x[r][v] = LLVMBuildPhi(g->b, g->vt, "");
-      LLVMValueRef in[2] = {acc[0][r][v], acc[1][r][v]};
-      LLVMAddIncoming(x[r][v], in, from, 2);
-    }
-  for (int r = 0; r < mg; r++)
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef st = LLVMBuildStore(g->b, x[r][v], gep(g, g->ct, tile, k64(g, r * w + v * g->vw)));
-      LLVMSetAlignment(st, (unsigned)dtype_size(g->cd));
-    }
-  store_tile(g, cx, tile, mg, w, r0, l0, nvl);
+  int mg = mg_of(four);
+  LLVMValueRef K = get(g, cx, X_K), qn = get(g, cx, X_QN), qp = get(g, cx, X_QP), tw = get(g, cx, X_TW);
+  GLoop lz, lb, lg, lk, lk1;
+  LLVMValueRef zi = gemm_loop_open(g, &lz, k64(g, 0), mul(g, qp, tw), k64(g, g->vw));
+  LLVMSetAlignment(LLVMBuildStore(g->b, LLVMConstNull(g->vt), gep(g, g->ct, acc, zi)), (unsigned)dtype_size(g->cd));
+  gemm_loop_close(g, &lz);
+  LLVMValueRef kb = sdiv(g, k64(g, AXPY_BLOCK_BYTES / dtype_size(g->cd)), tw);
+  kb = LLVMBuildSelect(g->b, lt(g, k64(g, mg), qn), kb, K, "");
+  LLVMValueRef k0 = gemm_loop_open(g, &lb, k64(g, 0), K, kb);
+  LLVMValueRef k1 = imin(g, add(g, k0, kb), K);
+  LLVMValueRef r0 = gemm_loop_open(g, &lg, k64(g, 0), qn, k64(g, mg));
+  LLVMValueRef k4 = sub(g, k1, srem(g, sub(g, k1, k0), k64(g, 4)));
+  LLVMValueRef k = gemm_loop_open(g, &lk, k0, k4, k64(g, 4));
+  axpy_steps(g, cx, mg, 4, r0, l0, nvl, k, acc, tw);
+  gemm_loop_close(g, &lk);
+  k = gemm_loop_open(g, &lk1, k4, k1, k64(g, 1));
+  axpy_steps(g, cx, mg, 1, r0, l0, nvl, k, acc, tw);
+  gemm_loop_close(g, &lk1);
   gemm_loop_close(g, &lg);
+  gemm_loop_close(g, &lb);
+  GLoop lr, lq;
+  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), qn, k64(g, 1));
+  LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nvl, k64(g, 1));
+  LLVMValueRef x = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, acc, add(g, mul(g, r, tw), q)), "");
+  store_c(g, cx, x, r, add(g, l0, q));
+  gemm_loop_close(g, &lq);
+  gemm_loop_close(g, &lr);
 }
 
 /* Sum of a vector's lanes, by halves (a fixed order). */
@@ -287,13 +296,13 @@ static void dot_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef tile, LLVMVal
   gemm_loop_close(g, &lg);
 }
 
-/* The lane tile width of the form (axpy: X_VL == 1) and row group. */
+/* The lane tile width: axpy form (X_VL == 1): X_TW (gemm_small_run);
+ * dot form: NR of the row group. */
 static LLVMValueRef tile_width(G *g, LLVMValueRef cx) {
   LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
   LLVMValueRef four = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_MG4), k64(g, 0), "");
-  LLVMValueRef aw = LLVMBuildSelect(g->b, four, k64(g, axpy_nv(g, 1) * g->vw), k64(g, axpy_nv(g, 0) * g->vw), "");
   LLVMValueRef dw = LLVMBuildSelect(g->b, four, k64(g, dot_nr(g, 1)), k64(g, dot_nr(g, 0)), "");
-  return LLVMBuildSelect(g->b, axpy, aw, dw, "");
+  return LLVMBuildSelect(g->b, axpy, get(g, cx, X_TW), dw, "");
 }
 
 /* After a body's lanes [l0, l1) are final: the epilogue hook on them
@@ -313,11 +322,10 @@ static LLVMValueRef emit_small_body(G *g) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "small_body", ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0), vn = get(g, cx, X_VN);
-  int most = axpy_nv(g, 0) * g->vw;
-  if (4 * axpy_nv(g, 1) * g->vw > most) most = 4 * axpy_nv(g, 1) * g->vw;
-  if (4 * dot_nr(g, 1) > most) most = 4 * dot_nr(g, 1);
+  int most = 4 * dot_nr(g, 1);
   if (dot_nr(g, 0) > most) most = dot_nr(g, 0);
   LLVMValueRef tile = gemm_entry_alloca(g, g->ct, most);
+  LLVMValueRef acc = gemm_entry_alloca(g, g->ct, AXPY_ACC_BYTES / dtype_size(g->cd));
   LLVMValueRef tw = tile_width(g, cx);
   LLVMValueRef l0 = mul(g, LLVMGetParam(f, 1), tw), l1 = imin(g, vn, mul(g, LLVMGetParam(f, 2), tw));
   LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
@@ -333,7 +341,7 @@ static LLVMValueRef emit_small_body(G *g) {
     GLoop lt_;
     LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
     LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
-    if (i >= 2) axpy_tile(g, cx, i & 1, tile, l, nvl);
+    if (i >= 2) axpy_tile(g, cx, i & 1, acc, l, nvl);
     else dot_tile(g, cx, i & 1, tile, l, nvl);
     gemm_loop_close(g, &lt_);
     LLVMBuildBr(g->b, done);
@@ -404,6 +412,15 @@ void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body)
   set(g, cx, X_KP, mul(g, cdiv(g, K, k64(g, g->vw)), k64(g, g->vw)));
   LLVMValueRef cxa = cx;
   call(g, pack, &cxa, 1);
+  /* axpy tiles: whole vectors, at least one tile per thread, the sums
+   * of a tile (QP rows) within AXPY_ACC_BYTES */
+  LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
+                                 g->i64, "");
+  T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
+  LLVMValueRef tw = mul(g, cdiv(g, cdiv(g, get(g, cx, X_VN), T), k64(g, g->vw)), k64(g, g->vw));
+  LLVMValueRef most = sdiv(g, k64(g, AXPY_ACC_BYTES / dtype_size(g->cd)), get(g, cx, X_QP));
+  most = mul(g, sdiv(g, most, k64(g, g->vw)), k64(g, g->vw));
+  set(g, cx, X_TW, imin(g, tw, most));
   LLVMValueRef tiles = cdiv(g, get(g, cx, X_VN), tile_width(g, cx));
   LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
   LLVMValueRef a[4] = {tiles, k64(g, 1), body, cx};
