@@ -31,11 +31,9 @@
 
 #include "gemm_impl.h"
 
-/* The axpy form's sums of one lane tile (all rows of S) stay within
- * AXPY_ACC_BYTES (half an L1); with several row groups a K block of the
- * tile of V is AXPY_BLOCK_BYTES (half a small L2), read by every group. */
-#define AXPY_ACC_BYTES 16384
-#define AXPY_BLOCK_BYTES 131072
+/* The axpy form's sums of one lane tile (all rows of S; on the stack,
+ * in L1 or L2) stay within AXPY_ACC_BYTES. */
+#define AXPY_ACC_BYTES 65536
 
 /* Row group and lane tile shapes (see above). */
 static int mg_of(int four) { return four ? 4 : 1; }
@@ -178,31 +176,30 @@ static void axpy_steps(G *g, LLVMValueRef cx, int mg, int U, LLVMValueRef r0, LL
 }
 
 /* One axpy tile: lanes [l0, l0 + nvl) (nvl <= TW), every row of S, the
- * sums in `acc` (QP rows of TW elements): zeroed, then per K block
- * (AXPY_KB when there are several row groups, else all of K) each row
- * group's K steps four at a time, then written to C. */
+ * sums in `acc` (QP rows of TW elements): zeroed, then for each four K
+ * steps every row group's update, then written to C.  V is read in its
+ * memory order, four rows at a time over the tile (whole rows of a
+ * thread's lanes: long sequential runs), once, whatever the rows of S:
+ * the row groups reuse the four rows from L1. */
 static void axpy_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef acc, LLVMValueRef l0,
                       LLVMValueRef nvl) {
   int mg = mg_of(four);
   LLVMValueRef K = get(g, cx, X_K), qn = get(g, cx, X_QN), qp = get(g, cx, X_QP), tw = get(g, cx, X_TW);
-  GLoop lz, lb, lg, lk, lk1;
+  GLoop lz, lg, lk, lk1, lg1;
   LLVMValueRef zi = gemm_loop_open(g, &lz, k64(g, 0), mul(g, qp, tw), k64(g, g->vw));
   LLVMSetAlignment(LLVMBuildStore(g->b, LLVMConstNull(g->vt), gep(g, g->ct, acc, zi)), (unsigned)dtype_size(g->cd));
   gemm_loop_close(g, &lz);
-  LLVMValueRef kb = sdiv(g, k64(g, AXPY_BLOCK_BYTES / dtype_size(g->cd)), tw);
-  kb = LLVMBuildSelect(g->b, lt(g, k64(g, mg), qn), kb, K, "");
-  LLVMValueRef k0 = gemm_loop_open(g, &lb, k64(g, 0), K, kb);
-  LLVMValueRef k1 = imin(g, add(g, k0, kb), K);
+  LLVMValueRef k4 = sub(g, K, srem(g, K, k64(g, 4)));
+  LLVMValueRef k = gemm_loop_open(g, &lk, k64(g, 0), k4, k64(g, 4));
   LLVMValueRef r0 = gemm_loop_open(g, &lg, k64(g, 0), qn, k64(g, mg));
-  LLVMValueRef k4 = sub(g, k1, srem(g, sub(g, k1, k0), k64(g, 4)));
-  LLVMValueRef k = gemm_loop_open(g, &lk, k0, k4, k64(g, 4));
   axpy_steps(g, cx, mg, 4, r0, l0, nvl, k, acc, tw);
-  gemm_loop_close(g, &lk);
-  k = gemm_loop_open(g, &lk1, k4, k1, k64(g, 1));
-  axpy_steps(g, cx, mg, 1, r0, l0, nvl, k, acc, tw);
-  gemm_loop_close(g, &lk1);
   gemm_loop_close(g, &lg);
-  gemm_loop_close(g, &lb);
+  gemm_loop_close(g, &lk);
+  k = gemm_loop_open(g, &lk1, k4, K, k64(g, 1));
+  r0 = gemm_loop_open(g, &lg1, k64(g, 0), qn, k64(g, mg));
+  axpy_steps(g, cx, mg, 1, r0, l0, nvl, k, acc, tw);
+  gemm_loop_close(g, &lg1);
+  gemm_loop_close(g, &lk1);
   GLoop lr, lq;
   LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), qn, k64(g, 1));
   LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nvl, k64(g, 1));
