@@ -175,6 +175,18 @@ static int call_layernorm_hand(DLTensor *t) { return layernorm_hand(&t[0], &t[1]
 #else
 #define CALL_layernorm_hand NULL, BENCH_WHY_layernorm_hand
 #endif
+#ifdef BENCH_HAVE_linear_nt
+static int call_linear_nt(DLTensor *t) { return linear_nt(&t[0], &t[1], &t[2]); }
+#define CALL_linear_nt call_linear_nt, NULL
+#else
+#define CALL_linear_nt NULL, BENCH_WHY_linear_nt
+#endif
+#ifdef BENCH_HAVE_matvec
+static int call_matvec(DLTensor *t) { return matvec(&t[0], &t[1], &t[2]); }
+#define CALL_matvec call_matvec, NULL
+#else
+#define CALL_matvec NULL, BENCH_WHY_matvec
+#endif
 #ifdef BENCH_HAVE_softmax_hand
 static int call_softmax_hand(DLTensor *t) { return softmax_hand(&t[0], &t[1]); }
 #define CALL_softmax_hand call_softmax_hand, NULL
@@ -271,6 +283,20 @@ static const workload k_workloads[] = {
      0, CALL_layernorm_hand},
     {"softmax_hand", 1, 1, {MAT(4096, 1024), MAT(4096, 1024)}, 0,
      CALL_softmax_hand},
+    /* GEMM layer shapes (kernels.tdsl (11)): M = 1 and 8 are memory-bound
+     * (GB/s, against memcpy), the others GFLOP/s */
+    {"gemm_m1_4k", 2, 1, {MAT(1, 4096), MAT(4096, 4096), MAT(1, 4096)}, 0, CALL_matmul},
+    {"linear_m1_4k", 2, 1, {MAT(1, 4096), MAT(4096, 4096), MAT(1, 4096)}, 0, CALL_linear_nt},
+    {"matvec_4k", 2, 1, {MAT(4096, 4096), VEC(4096, FILL_SIGNED), VEC(4096, FILL_SIGNED)}, 0,
+     CALL_matvec},
+    {"gemm_m8_768", 2, 1, {MAT(8, 768), MAT(768, 3072), MAT(8, 3072)}, 0, CALL_matmul},
+    {"linear_m8_3072", 2, 1, {MAT(8, 3072), MAT(768, 3072), MAT(8, 768)}, 0, CALL_linear_nt},
+    {"gemm_m128_4k", 2, 1, {MAT(128, 4096), MAT(4096, 4096), MAT(128, 4096)},
+     2.0 * 128 * 4096 * 4096, CALL_matmul},
+    {"linear_m128_768", 2, 1, {MAT(128, 768), MAT(3072, 768), MAT(128, 3072)},
+     2.0 * 128 * 768 * 3072, CALL_linear_nt},
+    {"gemm_m1024_3072", 2, 1, {MAT(1024, 3072), MAT(3072, 768), MAT(1024, 768)},
+     2.0 * 1024 * 3072 * 768, CALL_matmul},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

@@ -348,6 +348,34 @@ def workloads(rng):
             return e / e.sum(-1, keepdim=True)
         return run
 
+    def gemm(m, k, n, nt):
+        """x [m, k] @ w (w [k, n], or w [n, k] transposed when nt), into a
+        preallocated output (torch: out=)."""
+        def make(impl):
+            x = rand_f32(rng, (m, k))
+            w = rand_f32(rng, (n, k) if nt else (k, n))
+            if impl == "numpy":
+                o = np.empty((m, n), np.float32)
+                wv = w.T if nt else w
+                return lambda: np.matmul(x, wv, out=o)
+            xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+            wt = wt.T if nt else wt
+            o = torch.empty(m, n)
+            return lambda: torch.matmul(xt, wt, out=o)
+        return make
+
+    def matvec(impl):
+        a = rand_f32(rng, (4096, 4096))
+        v = rand_f32(rng, (4096,))
+        if impl == "numpy":
+            o = np.empty(4096, np.float32)
+            return lambda: np.matmul(a, v, out=o)
+        at, vt, o = torch.from_numpy(a), torch.from_numpy(v), torch.empty(4096)
+        return lambda: torch.matmul(at, vt, out=o)
+
+    def gemm_bytes(m, k, n):
+        return (m * k + k * n + m * n) * f32
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -377,6 +405,17 @@ def workloads(rng):
         ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
         ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
         ("softmax_hand", 2 * sm_n * f32, 0, softmax_hand),
+        ("gemm_m1_4k", gemm_bytes(1, 4096, 4096), 0, gemm(1, 4096, 4096, False)),
+        ("linear_m1_4k", gemm_bytes(1, 4096, 4096), 0, gemm(1, 4096, 4096, True)),
+        ("matvec_4k", (4096 * 4096 + 2 * 4096) * f32, 0, matvec),
+        ("gemm_m8_768", gemm_bytes(8, 768, 3072), 0, gemm(8, 768, 3072, False)),
+        ("linear_m8_3072", gemm_bytes(8, 3072, 768), 0, gemm(8, 3072, 768, True)),
+        ("gemm_m128_4k", gemm_bytes(128, 4096, 4096), 2.0 * 128 * 4096 * 4096,
+         gemm(128, 4096, 4096, False)),
+        ("linear_m128_768", gemm_bytes(128, 768, 3072), 2.0 * 128 * 768 * 3072,
+         gemm(128, 768, 3072, True)),
+        ("gemm_m1024_3072", gemm_bytes(1024, 3072, 768), 2.0 * 1024 * 3072 * 768,
+         gemm(1024, 3072, 768, False)),
     ]
 
 
@@ -424,6 +463,14 @@ def check_refs():
                                                      + 1e-6) * w,
         "layernorm_hand": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
         "softmax_hand": lambda x: torch.softmax(x, dim=-1),
+        "gemm_m1_4k": lambda a, b: a @ b,
+        "linear_m1_4k": lambda x, w: x @ w.T,
+        "matvec_4k": lambda a, v: a @ v,
+        "gemm_m8_768": lambda a, b: a @ b,
+        "linear_m8_3072": lambda x, w: x @ w.T,
+        "gemm_m128_4k": lambda a, b: a @ b,
+        "linear_m128_768": lambda x, w: x @ w.T,
+        "gemm_m1024_3072": lambda a, b: a @ b,
     }
 
 

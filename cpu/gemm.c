@@ -310,14 +310,18 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->mr = e->vec_bits >= 512 ? e->params->gemm_mr_512 : e->params->gemm_mr;
   g->nr = g->nv * g->vw;
   g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
-  g->mc = g->mr * e->params->gemm_mc_panels;
-  g->kc = e->params->gemm_kc;
-  g->nc = e->params->gemm_nc;
+  g->nregs = e->vec_bits >= 512 ? 32 : 16;
+  g->params = e->params;
 }
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
+  LLVMValueRef small_pack, small_body; /* the small path's, or NULL */
 } Run;
+
+/* Whether this GEMM has the small path (gemm_small.c): matmul operands
+ * read from memory. */
+static bool has_small(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb; }
 
 /* The helper functions depend only on the dtypes, operand kinds, bias
  * and vector width (every size, stride and offset lives in the run-time
@@ -339,11 +343,16 @@ static Run make_fns(G *g, const GemmEmit *e) {
   r.block_body = LLVMGetNamedFunction(g->mod, name);
   snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.small_body", g->key);
+  r.small_body = LLVMGetNamedFunction(g->mod, name);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
+  r.small_pack = LLVMGetNamedFunction(g->mod, name);
   if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
     LLVMValueRef pa = gemm_emit_pack(g, 0), pb = gemm_emit_pack(g, 1);
     r.pack_body = gemm_emit_packb_body(g, pb);
     r.block_body = gemm_emit_block_body(g, pa);
   }
+  if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
   LLVMDisposeBuilder(g->b);
   g->b = e->b;
   g->fn = e->fn;
@@ -357,35 +366,47 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
   call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);
 }
 
-/* The work items for T threads (M rows, nc columns): with at least T
- * blocks of MC rows, *nrb = their count rounded up to a multiple of T
- * (at most one per MR panel; even_part makes them as large as can be)
- * and *nch = 1, so each A block is packed once per K block; with fewer,
- * *nrb = 1 block and *nch = T column chunks (at most one per NR panel).
+/* The work items for T threads (M rows, nc columns), every row block
+ * at most MC rows (the packed-A buffer's size):
+ *   at least T blocks of MC rows: *nrb = their count rounded up to a
+ *     multiple of T (at most one per MR panel; even_part makes them as
+ *     large as can be), *nch = 1, so each A block is packed once per K
+ *     block;
+ *   fewer, but at least 2 MR panels per thread: *nrb = T row blocks (each
+ *     under MC rows, since M < T * MC), *nch = 1: both threads share the
+ *     packed B, each packs its own rows of A;
+ *   fewer still (a short M): *nrb = the blocks of MC rows and *nch
+ *     column chunks (at most one per NR panel) so that there are at least
+ *     T items; each chunk repacks its A block, which is small.
  * tdsl_parallel_for gives each thread a contiguous run of items, so an
  * item count that is a multiple of T balances.  Only the split of the
  * work depends on T: every tile sums the same products in the same order. */
-static void work_split(G *g, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb, LLVMValueRef *nch) {
+static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb, LLVMValueRef *nch) {
   LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                                  g->i64, "");
   T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
-  LLVMValueRef rb = cdiv(g, M, k64(g, g->mc)), few = lt(g, rb, T), one = k64(g, 1);
-  LLVMValueRef up = imin(g, mul(g, cdiv(g, rb, T), T), cdiv(g, M, k64(g, g->mr)));
-  *nrb = LLVMBuildSelect(g->b, few, imin(g, rb, one), up, "");
-  LLVMValueRef ch = imin(g, T, cdiv(g, nc, k64(g, g->nr)));
-  *nch = LLVMBuildSelect(g->b, LLVMBuildAnd(g->b, few, lt(g, one, ch), ""), ch, one, "");
+  LLVMValueRef rb = cdiv(g, M, get(g, cx, X_MCB)), few = lt(g, rb, T), one = k64(g, 1);
+  LLVMValueRef panels = cdiv(g, M, k64(g, g->mr));
+  LLVMValueRef up = imin(g, mul(g, cdiv(g, rb, T), T), panels);
+  LLVMValueRef rows_ok = LLVMBuildICmp(g->b, LLVMIntSGE, panels, mul(g, T, k64(g, 2)), "");
+  LLVMValueRef fewrb = LLVMBuildSelect(g->b, rows_ok, T, rb, "");
+  *nrb = LLVMBuildSelect(g->b, few, fewrb, up, "");
+  LLVMValueRef ch = imin(g, cdiv(g, T, rb), cdiv(g, nc, k64(g, g->nr)));
+  LLVMValueRef chunks = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, few, LLVMBuildNot(g->b, rows_ok, ""), ""),
+                                     lt(g, one, ch), "");
+  *nch = LLVMBuildSelect(g->b, chunks, ch, one, "");
 }
 
 /* One C = A x B with the batch offsets already in the context: the jc /
  * pc loops (K = 0 still runs one block, writing zeros or the bias). */
 static void run_gemm(G *g, Run *r) {
   LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
-  LLVMValueRef kcap = g->od == g->cd ? k64(g, g->kc) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
-  LLVMValueRef nkb = cdiv(g, K, kcap);
+  LLVMValueRef kcap = g->od == g->cd ? get(g, cx, X_KCB) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
+  LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
   GLoop lj, lp;
-  LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, k64(g, g->nc));
-  LLVMValueRef nc = imin(g, k64(g, g->nc), sub(g, N, jc));
+  LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, ncb);
+  LLVMValueRef nc = imin(g, ncb, sub(g, N, jc));
   LLVMValueRef t = gemm_loop_open(g, &lp, k64(g, 0), nkb, k64(g, 1));
   LLVMValueRef pc = mul(g, t, kcap), kc = imin(g, kcap, sub(g, K, pc));
   set(g, cx, X_JC, jc), set(g, cx, X_NC, nc), set(g, cx, X_PC, pc), set(g, cx, X_KC, kc);
@@ -394,7 +415,7 @@ static void run_gemm(G *g, Run *r) {
   set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
   par_for(g, cdiv(g, nc, k64(g, g->nr)), r->pack_body, cx);
   LLVMValueRef nrb, nch;
-  work_split(g, M, nc, &nrb, &nch);
+  work_split(g, cx, M, nc, &nrb, &nch);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
   par_for(g, mul(g, nrb, nch), r->block_body, cx);
@@ -402,16 +423,49 @@ static void run_gemm(G *g, Run *r) {
   gemm_loop_close(g, &lj);
 }
 
+/* The blocking for this machine, from the cache sizes the runtime reads
+ * once (tdsl_cpu_cache_bytes; 0 when unknown: the target's defaults,
+ * loops.h LfTarget): KC so that a packed B micro-panel (KC x NR) fills
+ * half of L1, MC (a multiple of MR) so that a packed A block (MC x KC)
+ * fills half of L2, NC (a multiple of NR) so that a packed B block
+ * (KC x NC) fills a quarter of L3, capped at the target's gemm_nc.  The
+ * same values wherever they are computed (pool sizes, the run), and
+ * independent of the thread count. */
+static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc) {
+  LLVMValueRef c[3], sz = k64(g, dtype_size(g->cd));
+  LLVMValueRef f = fdecl(g, "tdsl_cpu_cache_bytes", g->i64, &g->i32, 1);
+  for (int l = 0; l < 3; l++) {
+    LLVMValueRef a = LLVMConstInt(g->i32, (unsigned)(l + 1), 0);
+    c[l] = call(g, f, &a, 1);
+  }
+  const LfTarget *p = g->params;
+  LLVMValueRef z = k64(g, 0);
+#define CLAMP(v, lo, hi) imin(g, LLVMBuildSelect(g->b, lt(g, v, k64(g, lo)), k64(g, lo), v, ""), k64(g, hi))
+  LLVMValueRef k = sdiv(g, c[0], mul(g, k64(g, 2 * g->nr), sz));
+  k = CLAMP(k, 64, 1024);
+  *kc = LLVMBuildSelect(g->b, lt(g, z, c[0]), k, k64(g, p->gemm_kc), "");
+  LLVMValueRef m = sdiv(g, sdiv(g, c[1], k64(g, 2)), mul(g, *kc, sz));
+  m = mul(g, sdiv(g, CLAMP(m, g->mr, 64 * g->mr), k64(g, g->mr)), k64(g, g->mr));
+  *mc = LLVMBuildSelect(g->b, lt(g, z, c[1]), m, k64(g, g->mr * p->gemm_mc_panels), "");
+  LLVMValueRef n = sdiv(g, sdiv(g, c[2], k64(g, 4)), mul(g, *kc, sz));
+  n = mul(g, sdiv(g, CLAMP(n, 4 * g->nr, p->gemm_nc), k64(g, g->nr)), k64(g, g->nr));
+  *nc = LLVMBuildSelect(g->b, lt(g, z, c[2]), n, k64(g, p->gemm_nc), "");
+#undef CLAMP
+}
+
 /* The packing memory (gemm.h cg_*_pool_bytes): a 64-byte header holding
  * the thread count T it was sized for, the packed-B buffer (KC x NC of
- * the compute type), then T packed-A buffers (MC x KC, take_apack). */
+ * the compute type), then T packed-A buffers (MC x KC, take_apack); the
+ * small path (gemm_small.c) uses the same bytes for its packed S. */
 static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
                        LLVMValueRef *abytes) {
-  LLVMValueRef kcap = g->od == g->cd ? imin(g, K, k64(g, g->kc)) : K;
-  LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, k64(g, g->nc)), k64(g, g->nr)), k64(g, g->nr));
+  LLVMValueRef mcb, kcb, ncb;
+  blocking(g, &mcb, &kcb, &ncb);
+  LLVMValueRef kcap = g->od == g->cd ? imin(g, K, kcb) : K;
+  LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
   *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
-  *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, k64(g, g->mc), kcap), sz), k64(g, 127)), r64, "");
+  *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, mcb, kcap), sz), k64(g, 127)), r64, "");
 }
 
 static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef N, LLVMValueRef K,
@@ -422,13 +476,20 @@ static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef N, LLVMValu
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");
-  return add(g, k64(g, 64), add(g, bb, mul(g, *threads, ab)));
+  LLVMValueRef packed = add(g, bb, mul(g, *threads, ab));
+  if (has_small(g)) {
+    LLVMValueRef sb = gemm_small_bytes(g, K);
+    packed = LLVMBuildSelect(g->b, lt(g, packed, sb), sb, packed, "");
+  }
+  return add(g, k64(g, 64), packed);
 }
 
 LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
                                   const GemmTensor *out, LLVMValueRef *threads) {
   G g;
   setup(&g, e, a->dtype, b->dtype, out->dtype);
+  g.ka = g.kb = GK_MAT;
+  g.pa = e->pro[0], g.pb = e->pro[1];
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 1], a->shape[R - 1], threads);
 }
@@ -439,6 +500,8 @@ LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const 
   G g;
   bool pix_m = channels_last; /* as cg_emit_conv2d */
   setup(&g, e, pix_m ? x->dtype : w->dtype, pix_m ? w->dtype : x->dtype, out->dtype);
+  g.ka = pix_m ? GK_IM2COL : GK_WEIGHT;
+  g.kb = pix_m ? GK_WEIGHT : GK_IM2COL;
   LLVMBuilderRef b = e->b;
   LLVMValueRef og = LLVMBuildSDiv(b, w->shape[0], attr[6], "");
   LLVMValueRef pix = LLVMBuildMul(b, out->shape[out->rank - 2], out->shape[out->rank - 1], "");
@@ -450,11 +513,14 @@ LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const 
  * so a GEMM never fails once the kernel computes) and records T in its
  * header. */
 static void use_pool(G *g, Run *r, LLVMValueRef N, LLVMValueRef K, LLVMValueRef pool) {
-  LLVMValueRef bb, ab;
+  LLVMValueRef bb, ab, mcb, kcb, ncb;
   LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
   pool_sizes(g, N, K, &bb, &ab);
+  blocking(g, &mcb, &kcb, &ncb);
+  set(g, r->cx, X_MCB, mcb), set(g, r->cx, X_KCB, kcb), set(g, r->cx, X_NCB, ncb);
   LLVMValueRef p = gep(g, i8, pool, k64(g, 64));
   set(g, r->cx, X_BPACK, p);
+  set(g, r->cx, X_SPACK, p);
   set(g, r->cx, X_APOOL, gep(g, i8, p, bb));
   set(g, r->cx, X_ABYTES, ab);
   set(g, r->cx, X_ACOUNT, LLVMBuildLoad2(g->b, g->i64, pool, ""));
@@ -510,7 +576,19 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   }
   set(&g, cx, X_AOFF, ao), set(&g, cx, X_BOFF, bo), set(&g, cx, X_COFF, co);
   set(&g, cx, X_BT, bt);
-  run_gemm(&g, &r);
+  if (r.small_body) { /* the small path when the shape is short (gemm_small.c) */
+    LLVMBasicBlockRef bs = blk(&g, "gemm_small"), bp = blk(&g, "gemm_packed"), bj = blk(&g, "gemm_done");
+    LLVMBuildCondBr(g.b, gemm_small_select(&g, cx), bs, bp);
+    LLVMPositionBuilderAtEnd(g.b, bs);
+    gemm_small_run(&g, cx, r.small_pack, r.small_body);
+    LLVMBuildBr(g.b, bj);
+    LLVMPositionBuilderAtEnd(g.b, bp);
+    run_gemm(&g, &r);
+    LLVMBuildBr(g.b, bj);
+    LLVMPositionBuilderAtEnd(g.b, bj);
+  } else {
+    run_gemm(&g, &r);
+  }
   for (int d = R - 3; d >= 0; d--) gemm_loop_close(&g, &l[d]);
   return finish(&g, &r);
 }

@@ -4,7 +4,9 @@
  *   gemm.c         helpers, element conversion, emitted functions, and the
  *                  driver in the kernel (gemm.h's functions);
  *   gemm_pack.c    packing A and B panels (strided, im2col, prologues);
- *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body.
+ *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body;
+ *   gemm_small.c   the small-M / small-N path (no packing of the big
+ *                  operand: matrix-vector and transformer-inference shapes).
  * Needs: gemm.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
@@ -37,6 +39,11 @@ enum {
   X_APOOL, X_ABYTES, X_ACOUNT, X_ANEXT, /* packed-A buffers: base, size, count, next free */
   X_PROA, X_PROB, /* prologues of A and B: GemmPrologue.arg */
   X_NROWB, X_NCHUNK, /* work items: row blocks, column chunks per row block (work_split) */
+  X_MCB, X_KCB, X_NCB, /* blocking MC, KC, NC for this run (gemm.c blocking) */
+  /* the small path (gemm_small.c): S the small operand (rows r < X_QN,
+   * k), V the streamed one (lanes l < X_VN, k), C[r, l] */
+  X_QB, X_QOFF, X_QR, X_QK, X_VB, X_VOFF, X_VL, X_VK, X_CR, X_CL, X_QN, X_VN,
+  X_SPACK, X_QP, X_KP, X_SWAP, X_MG4, X_TW,
   X_COUNT
 };
 
@@ -51,7 +58,9 @@ typedef struct G {
   bool bias, bias_n; /* a bias; varying along n (else along m) */
   bool epi;          /* finished blocks go through the epilogue hook */
   const GemmPrologue *pa, *pb; /* prologues of A and B, or NULL */
-  int vw, nv, mr, nr, mc, kc, nc;
+  int vw, nv, mr, nr;
+  int nregs; /* vector registers of the target (16 or 32) */
+  const LfTarget *params; /* default blocking (loops.h) */
   char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
   LLVMValueRef fn;
@@ -138,9 +147,27 @@ LLVMValueRef gemm_intrin(G *g, const char *name, LLVMTypeRef *ov, size_t nov, LL
                            unsigned n);
 LLVMValueRef gemm_emit_pack(G *g, int which);
 LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
+LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n);
+LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n);
+LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 
 LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a);
+
+/* ---- gemm_small.c ------------------------------------------------------ */
+
+/* Rows of the small operand up to which the small path runs. */
+#define GEMM_SMALL_MAX 32
+/* Bytes of the packed small operand for K (an i64 at the builder). */
+LLVMValueRef gemm_small_bytes(G *g, LLVMValueRef K);
+/* The small path's functions (shared per configuration like the packed
+ * path's): *pack packs S, *body computes lane tiles [begin, end). */
+void gemm_emit_small(G *g, LLVMValueRef *pack, LLVMValueRef *body);
+/* In the kernel, for one batch item whose slots (X_A.., X_M.., X_CM..,
+ * offsets) are set: the i1 "the small path takes this GEMM", after
+ * setting its slots; gemm_small_run then runs it. */
+LLVMValueRef gemm_small_select(G *g, LLVMValueRef cx);
+void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body);
 
 #endif

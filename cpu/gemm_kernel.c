@@ -200,7 +200,7 @@ static LLVMValueRef take_apack(G *g, LLVMValueRef cx, LLVMValueRef kc, LLVMValue
                             mul(g, idx, get(g, cx, X_ABYTES)));
   LLVMBuildCondBr(g->b, *own, mk, got);
   LLVMPositionBuilderAtEnd(g->b, mk);
-  LLVMValueRef bytes = mul(g, mul(g, k64(g, g->mc), kc), k64(g, dtype_size(g->cd)));
+  LLVMValueRef bytes = mul(g, mul(g, get(g, cx, X_MCB), kc), k64(g, dtype_size(g->cd)));
   LLVMValueRef a2[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
   LLVMValueRef fresh = call(g, alloc_fn(g), a2, 2);
   LLVMBuildBr(g->b, got);

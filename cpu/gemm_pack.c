@@ -29,9 +29,12 @@
  * run of channels copied with the channel stride (1 in a channels-last
  * input) or zeros. */
 
-static LLVMTypeRef vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+#define vec_of gemm_vec_of
+#define splat_n gemm_splat_n
+#define vconv gemm_vconv
 
-static LLVMValueRef splat_n(G *g, LLVMValueRef s, int n) {
+LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n) {
   LLVMTypeRef t = vec_of(LLVMTypeOf(s), n);
   LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
   return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(vec_of(g->i32, n)), "");
@@ -59,7 +62,7 @@ static LLVMValueRef all_of(G *g, LLVMValueRef c) {
 
 /* A vector of storage elements (dtype t) converted to the compute type,
  * as load_c converts one. */
-static LLVMValueRef vconv(G *g, LLVMValueRef v, DType t) {
+LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t) {
   switch (t) {
   case DT_F16: return LLVMBuildFPExt(g->b, v, g->vt, "");
   case DT_BF16: {
@@ -338,15 +341,65 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
   return f;
 }
 
-/* packb_body(ctx, begin, end): B panels [begin, end) of the current block. */
+/* Full panels [t0, t1) of a MAT B whose lanes are contiguous (X_BI ==
+ * 1), vectorized: in groups of 8 K rows, for each panel, each row's NV
+ * vectors are loaded from B, converted and stored into the panel.  Each
+ * group reads 8 rows of B as runs over the panels (sequential streams,
+ * not one 4-KiB-strided column per panel) and writes 8 rows of each
+ * panel at once. */
+static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1) {
+  LLVMValueRef kc = get(g, cx, X_KC), bp = getp(g, cx, X_BPACK), base = getp(g, cx, X_B);
+  LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), get(g, cx, X_BP))),
+                          get(g, cx, X_JC));
+  LLVMValueRef sp = get(g, cx, X_BP);
+  LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
+  GLoop lg, lt, lp;
+  LLVMValueRef p0 = gemm_loop_open(g, &lg, k64(g, 0), kc, k64(g, 8));
+  LLVMValueRef p1 = imin(g, add(g, p0, k64(g, 8)), kc);
+  LLVMValueRef t = gemm_loop_open(g, &lt, t0, t1, k64(g, 1));
+  LLVMValueRef panel = gep(g, g->ct, bp, mul(g, mul(g, t, k64(g, g->nr)), kc));
+  LLVMValueRef p = gemm_loop_open(g, &lp, p0, p1, k64(g, 1));
+  LLVMValueRef src = add(g, add(g, src0, mul(g, p, sp)), mul(g, t, k64(g, g->nr)));
+  LLVMValueRef dst = gep(g, g->ct, panel, mul(g, p, k64(g, g->nr)));
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
+    LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
+    LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, dst, k64(g, v * g->vw)));
+    LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
+  }
+  gemm_loop_close(g, &lp);
+  gemm_loop_close(g, &lt);
+  gemm_loop_close(g, &lg);
+}
+
+/* packb_body(ctx, begin, end): B panels [begin, end) of the current block
+ * (pack_b_rows for the full panels of a MAT B with contiguous lanes). */
 LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "packb_body", ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   LLVMValueRef jc = get(g, cx, X_JC), nc = get(g, cx, X_NC), kc = get(g, cx, X_KC);
-  LLVMValueRef bp = getp(g, cx, X_BPACK);
+  LLVMValueRef bp = getp(g, cx, X_BPACK), begin = LLVMGetParam(f, 1);
+  if (g->kb == GK_MAT && !g->pb) {
+    LLVMValueRef tf = imin(g, LLVMGetParam(f, 2), sdiv(g, nc, k64(g, g->nr)));
+    LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                    lt(g, begin, tf), "");
+    LLVMBasicBlockRef bv = blk(g, "packb_vec"), bs = blk(g, "packb_rest");
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+    LLVMBuildCondBr(g->b, vec, bv, bs);
+    LLVMPositionBuilderAtEnd(g->b, bv);
+    pack_b_rows(g, cx, begin, tf);
+    LLVMBasicBlockRef vend = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, bs);
+    LLVMPositionBuilderAtEnd(g->b, bs);
+    LLVMValueRef from = LLVMBuildPhi(g->b, g->i64, "");
+    LLVMValueRef in[2] = {begin, tf};
+    LLVMBasicBlockRef bb[2] = {here, vend};
+    LLVMAddIncoming(from, in, bb, 2);
+    begin = from;
+  }
   GLoop l;
-  LLVMValueRef t = gemm_loop_open(g, &l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
+  LLVMValueRef t = gemm_loop_open(g, &l, begin, LLVMGetParam(f, 2), k64(g, 1));
   LLVMValueRef j = mul(g, t, k64(g, g->nr));
   LLVMValueRef a[5] = {cx, gep(g, g->ct, bp, mul(g, j, kc)), add(g, jc, j),
                        imin(g, k64(g, g->nr), sub(g, nc, j)), kc};

@@ -373,9 +373,10 @@ typedef struct LfTarget {
                             all but the innermost, which a CPU vectorizes */
   int tile;              /* tile of transposing nests */
   /* GEMM blocking (cpu/gemm.c): micro-kernel rows MR (with 512-bit
-   * vectors: gemm_mr_512) by gemm_nv vectors, row blocks of
-   * gemm_mc_panels MR panels, K blocks of gemm_kc, column blocks of
-   * gemm_nc */
+   * vectors: gemm_mr_512) by gemm_nv vectors; row blocks of
+   * gemm_mc_panels MR panels, K blocks of gemm_kc and column blocks of
+   * gemm_nc where the runtime does not know the cache sizes (else they
+   * follow from them at run time, gemm_nc still the largest NC) */
   int gemm_mr, gemm_mr_512, gemm_nv, gemm_mc_panels, gemm_kc, gemm_nc;
 } LfTarget;
 

@@ -6,7 +6,8 @@
  * and batched operands with broadcast (stride 0) batch dims, transposed,
  * strided and sliced operands; conv2d with stride, padding, dilation,
  * groups (incl. depthwise), bias, 1x1 / 3x3 / 7x7 kernels, NCHW,
- * channels-last and unbatched inputs, in f32, f64, f16 and i64.  Each
+ * channels-last and unbatched inputs, in f32, f64, f16 and i64; the small
+ * path (M or N up to 32, cpu/gemm_small.c) in both its forms.  Each
  * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
  * for --target=x86-64 (SSE2 tiles), run through the C ABI and compared
  * with the reference interpreter.  Float tolerances grow with K
@@ -44,14 +45,16 @@ START_TEST(matmul_f32_sizes) {
 }
 END_TEST
 
-/* The parallel split (gemm.c work_split) depends on the thread count:
- * row blocks rounded up to a multiple of T (M = 600: 4 blocks of MC
- * rows) or, with fewer blocks than threads, T column chunks (M = 20);
- * odd K blocks (301 = 256 + 45, 513 = 2 * 256 + 1) take the
+/* The parallel split (gemm.c work_split) depends on the thread count
+ * and on MC (from the cache sizes: 96 to a few hundred rows): row blocks
+ * rounded up to a multiple of T (M = 600, 1100), T row blocks under MC
+ * rows (M = 200, 600), or column chunks (M = 40 at 4 threads); M = 20
+ * and 13 take the small path (split over columns); odd K blocks (301 = 256 + 45, 513 = 2 * 256 + 1) take the
  * micro-kernel's single-step tail.  At 1 to 4 threads the results must
  * be bitwise equal, and within tolerance of the interpreter. */
 START_TEST(matmul_work_split) {
-  static const int64_t sz[][3] = {{600, 301, 150}, {20, 513, 700}, {13, 3, 40}};
+  static const int64_t sz[][3] = {{600, 301, 150}, {20, 513, 700}, {13, 3, 40}, {40, 513, 700},
+                                  {200, 301, 150}, {1100, 40, 30}};
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "mm", TARGETS[t]);
@@ -152,6 +155,103 @@ START_TEST(matmul_views_and_broadcast) {
       run_and_compare_k(&L, "mv", in, 5, out, 9, false, K * M);
       for (int i = 0; i < 5; i++) ten_free(&in[i]);
       for (int i = 0; i < 9; i++) ten_free(&out[i]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- the small path (cpu/gemm_small.c) ------------------------------------
+ * M or N up to 32: the big operand streamed without packing, in the axpy
+ * form (its lanes contiguous: a @ b, e.T @ b with N short) or the dot form
+ * (its K contiguous: a @ w.T, w @ v), with an epilogue, strided and
+ * sliced operands, 1-D operands; shapes around the thresholds (32 / 33)
+ * and not multiples of the vector width, tile or row group; the same bits
+ * at 1 to 3 threads (the split over lanes depends on the thread count). */
+static const char *MMS =
+    "kernel sp(a: f32[M, K], b: f32[K, N], w: f32[N, K], v: f32[K], c: f32[N], e: f32[K, M]) -> "
+    "(f32[M, N], f32[M, N], f32[N], f32[M, N], f32[M, N], f32[M, N], f32[M]) {\n"
+    "  return a @ b, a @ w.T, w @ v, relu(a @ w.T + c), a[:, 0:K:2] @ b[0:K:2, :], e.T @ b, "
+    "e.T @ v\n}\n";
+
+static void small_case(Lib *L, const int64_t *sz) {
+  int64_t M = sz[0], K = sz[1], N = sz[2];
+  int64_t sa[2] = {M, K}, sb[2] = {K, N}, sw[2] = {N, K}, sv[1] = {K}, sc[1] = {N}, se[2] = {K, M};
+  int64_t so[2] = {M, N}, sn[1] = {N}, sm[1] = {M};
+  Ten in[6], out[7], one[7];
+  ten(&in[0], DT_F32, 2, sa, NULL, 1, false);
+  ten(&in[1], DT_F32, 2, sb, NULL, 0, false);
+  ten(&in[2], DT_F32, 2, sw, NULL, 2, false);
+  ten(&in[3], DT_F32, 1, sv, NULL, 0, false);
+  ten(&in[4], DT_F32, 1, sc, NULL, 0, false);
+  ten(&in[5], DT_F32, 2, se, NULL, 3, false);
+  for (int i = 0; i < 7; i++) {
+    int r = i == 2 || i == 6 ? 1 : 2;
+    out_ten(&out[i], DT_F32, r, i == 2 ? sn : i == 6 ? sm : so);
+    out_ten(&one[i], DT_F32, r, i == 2 ? sn : i == 6 ? sm : so);
+  }
+  set_threads(L, 1);
+  call_ok(L, "sp", in, 6, one, 7);
+  for (int th = 3; th >= 2; th--) {
+    set_threads(L, th);
+    for (int i = 0; i < 7; i++) reset_out(&out[i]);
+    if (th == 3) call_ok(L, "sp", in, 6, out, 7);
+    else run_and_compare_k(L, "sp", in, 6, out, 7, false, K);
+    for (int i = 0; i < 7; i++)
+      ck_assert_msg(same_bytes(&out[i], &one[i]), "out%d differs at %d threads (%lld x %lld x %lld)",
+                    i, th, (long long)M, (long long)K, (long long)N);
+  }
+  set_threads(L, 0);
+  for (int i = 0; i < 6; i++) ten_free(&in[i]);
+  for (int i = 0; i < 7; i++) ten_free(&out[i]), ten_free(&one[i]);
+}
+
+START_TEST(matmul_small_path) {
+  static const int64_t sz[][3] = {{1, 300, 77},  {2, 37, 1001}, {3, 64, 100}, {5, 513, 40},
+                                  {8, 1, 9},     {13, 70, 33},  {32, 100, 50}, {33, 64, 70},
+                                  {100, 70, 1},  {200, 65, 5},  {40, 9, 32},  {1, 1, 1},
+                                  {1, 2000, 3}, {4, 130, 600}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_flags(&L, MMS, "sp", TARGETS[t]);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) small_case(&L, sz[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* The small path in f64, i64 (the dot form), f16 (storage conversion
+ * in the streamed loads; integer storage conversion: matmul_dtypes), batched, and f64 with N short
+ * (b.T @ a.T: S is B). */
+static const char *MMSD =
+    "kernel sd(a: f64[M, K], b: f64[K, N], c: i64[M, K], d: i64[N, K], e: f16[M, K], "
+    "f: f16[K, N], x: f32[B, M, K], y: f32[B, K, N]) -> "
+    "(f64[M, N], i64[M, N], f16[M, N], f32[B, M, N], f64[N, M]) {\n"
+    "  return a @ b, c @ d.T, e @ f, x @ y, b.T @ a.T\n}\n";
+
+START_TEST(matmul_small_dtypes) {
+  static const int64_t sz[][3] = {{1, 50, 37}, {6, 130, 21}, {40, 9, 3}, {3, 17, 100}};
+  static const DType dt[3] = {DT_F64, DT_I64, DT_F16};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_flags(&L, MMSD, "sd", TARGETS[t]);
+    for (size_t s = 0; s < sizeof sz / sizeof sz[0]; s++) {
+      int64_t M = sz[s][0], K = sz[s][1], N = sz[s][2], B = 3;
+      int64_t sa[2] = {M, K}, sb[2] = {K, N}, st[2] = {N, K}, so[2] = {M, N}, sot[2] = {N, M};
+      int64_t sx[3] = {B, M, K}, sy[3] = {B, K, N}, sbo[3] = {B, M, N};
+      Ten in[8], out[5];
+      for (int i = 0; i < 3; i++) {
+        ten(&in[2 * i], dt[i], 2, sa, NULL, i, false);
+        ten(&in[2 * i + 1], dt[i], 2, i == 1 ? st : sb, NULL, 0, false);
+        out_ten(&out[i], dt[i], 2, so);
+      }
+      ten(&in[6], DT_F32, 3, sx, NULL, 0, false);
+      ten(&in[7], DT_F32, 3, sy, NULL, 1, false);
+      out_ten(&out[3], DT_F32, 3, sbo);
+      out_ten(&out[4], DT_F64, 2, sot);
+      run_and_compare_k(&L, "sd", in, 8, out, 5, false, K);
+      for (int i = 0; i < 8; i++) ten_free(&in[i]);
+      for (int i = 0; i < 5; i++) ten_free(&out[i]);
     }
     unbuild_pool(&L);
   }
@@ -320,6 +420,8 @@ static Suite *suite(void) {
   tcase_add_test(t, matmul_work_split);
   tcase_add_test(t, matmul_dtypes);
   tcase_add_test(t, matmul_views_and_broadcast);
+  tcase_add_test(t, matmul_small_path);
+  tcase_add_test(t, matmul_small_dtypes);
   tcase_add_test(t, conv2d_f32_forms);
   tcase_add_test(t, conv2d_channels_last);
   tcase_add_test(t, conv2d_dtypes);
