@@ -23,11 +23,13 @@ LLVMValueRef cg_conv_dw_pool_bytes(const GemmEmit *e, const GemmTensor *w, const
                                    bool channels_last, LLVMValueRef *threads);
 
 /* out = conv2d(x, w, bias) with w [O, 1, KH, KW] (bias NULL when absent),
- * as cg_emit_conv2d; channels_last: the output's channel stride is 1
+ * as cg_emit_conv2d; mult: the channel multiplier O / groups where the
+ * caller knows it statically (a constant lets the kernel read channel
+ * vectors contiguously), else NULL; channels_last: the output's channel stride is 1
  * (vectors over channels), else its column stride is 1 (vectors over
  * output columns).  Returns an i32 0 (it cannot fail). */
 LLVMValueRef cg_emit_conv_depthwise(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                                     const GemmTensor *bias, const GemmTensor *out,
-                                    LLVMValueRef attr[7], bool channels_last);
+                                    LLVMValueRef attr[7], LLVMValueRef mult, bool channels_last);
 
 #endif

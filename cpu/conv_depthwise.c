@@ -509,7 +509,7 @@ LLVMValueRef cg_conv_dw_pool_bytes(const GemmEmit *e, const GemmTensor *w, const
 
 LLVMValueRef cg_emit_conv_depthwise(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                                     const GemmTensor *bias, const GemmTensor *out,
-                                    LLVMValueRef attr[7], bool channels_last) {
+                                    LLVMValueRef attr[7], LLVMValueRef mult, bool channels_last) {
   Dw d;
   dw_setup(&d, e, x->dtype, out->dtype);
   G *g = &d.g;
@@ -528,7 +528,7 @@ LLVMValueRef cg_emit_conv_depthwise(const GemmEmit *e, const GemmTensor *x, cons
   static const int slots[6] = {V_SH, V_SW, V_PH, V_PW, V_DH, V_DW};
   for (int i = 0; i < 6; i++) k[slots[i]] = attr[i];
   k[V_GROUPS] = attr[6];
-  k[V_M] = sdiv(g, w->shape[0], attr[6]);
+  k[V_M] = mult ? mult : sdiv(g, w->shape[0], attr[6]);
   k[V_XOFF] = x->offset, k[V_XSN] = xr == 4 ? x->stride[0] : k64(g, 0);
   k[V_XSC] = x->stride[xr - 3], k[V_XSH] = x->stride[xr - 2], k[V_XSW] = x->stride[xr - 1];
   k[V_OOFF] = out->offset, k[V_OSN] = orr == 4 ? out->stride[0] : k64(g, 0);

@@ -90,6 +90,15 @@ void cpu_setup_gemm_pools(Cg *c) {
   }
 }
 
+/* A conv's channel multiplier O / groups as a value from their symbols'
+ * quotient (a constant when O = groups * constant, even with both
+ * symbolic), or NULL when it does not divide symbolically. */
+static LLVMValueRef conv_mult(Cg *c, const LfNest *n) {
+  const IrValue *v = ir_val(c->k, n->gemm), *w = ir_val(c->k, v->args[1]);
+  const Sym *q;
+  return sym_div_exact(c->m->st, w->shape[0], v->attrs[6], &q) ? cg_sym_val(c, q) : NULL;
+}
+
 void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
   const IrValue *v = ir_val(c->k, n->gemm);
   GemmTensor t[3], out;
@@ -104,7 +113,7 @@ void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
   if (n->reduce == OP_MATMUL)
     rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
   else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DEPTHWISE)
-    rc = cg_emit_conv_depthwise(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
+    rc = cg_emit_conv_depthwise(&e, &t[0], &t[1], bias, &out, attr, conv_mult(c, n), gemm_cl(n));
   else
     rc = cg_emit_conv2d(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
   cg_check_rc(c, rc);
