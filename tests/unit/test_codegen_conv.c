@@ -9,7 +9,10 @@
  * f16, bf16 and i32; each kernel compiled for the host, for
  * --target=x86-64 (SSE2 vectors) and at -O0, run through the C ABI and
  * compared with the reference interpreter; the same bits at 1 to 3
- * threads; and the loop form naming the algorithm (loops/conv_algo.c).
+ * threads; the direct kernel (cpu/conv_direct.c) with the same variety
+ * (output channels past the register block: masked; fewer than one
+ * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32; and
+ * the loop form naming the algorithm (loops/conv_algo.c).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -173,6 +176,89 @@ START_TEST(depthwise_dtypes) {
 }
 END_TEST
 
+/* ---- direct (channels-last output, one group) ------------------------------ */
+
+static const char *DR_CL =
+    "kernel rc(x: f32[2, 8, 9, 11] channels_last, w: f32[13, 8, 3, 3], b: f32[13], "
+    "w5: f32[24, 8, 5, 5], w4: f32[5, 8, 3, 3], y: f32[1, 8, 3, 4] channels_last, m: f32[13], "
+    "v: f32[13]) -> "
+    "(f32[2, 13, 9, 11] channels_last, f32[2, 24, 5, 6] channels_last, "
+    "f32[2, 5, 7, 15] channels_last, f32[1, 13, 5, 6] channels_last, "
+    "f32[2, 13, 9, 11] channels_last, f32[2, 13, 9, 6] channels_last) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w5, None, 2, [2, 4], [1, 2]), "
+    "hardswish(conv2d(x, w4, None, 1, [0, 3])), conv2d(y, w, b, 1, 3, 2), "
+    "batch_norm(conv2d(x, w, None, 1, 1), m, abs(v) + 0.5), "
+    "conv2d(x[:, :, :, 0:11:2], w, None, 1, 1)\n}\n"
+    "kernel rn(x: f32[2, 8, 9, 11], w: f32[13, 8, 3, 3], b: f32[13]) -> "
+    "(f32[2, 13, 5, 6] channels_last, f32[2, 13, 9, 11] channels_last) {\n"
+    "  return conv2d(x, w, b, 2, 1), relu(conv2d(x, w, b, padding=1))\n}\n";
+
+START_TEST(direct_channels_last) {
+  static const int64_t si[8][4] = {{2, 8, 9, 11}, {13, 8, 3, 3}, {13}, {24, 8, 5, 5},
+                                   {5, 8, 3, 3}, {1, 8, 3, 4}, {13}, {13}};
+  static const int rk[8] = {4, 4, 1, 4, 4, 4, 1, 1};
+  static const int64_t so[6][4] = {{2, 13, 9, 11}, {2, 24, 5, 6}, {2, 5, 7, 15},
+                                   {1, 13, 5, 6}, {2, 13, 9, 11}, {2, 13, 9, 6}};
+  static const int64_t sn[2][4] = {{2, 13, 5, 6}, {2, 13, 9, 11}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_CL, "rc", FLAGS[t]);
+    Ten in[8], out[6], xn, on[2];
+    for (int i = 0; i < 8; i++) {
+      if (i == 0 || i == 5) cl_ten(&in[i], DT_F32, 4, si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 6; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "rc", in, 8, out, 6, false, 8 * 25);
+    if (t == 0) same_at_threads(&L, "rc", in, 8, out, 6);
+    ten(&xn, DT_F32, 4, si[0], NULL, 0, false); /* NCHW input, channels-last outputs */
+    Ten rin[3] = {xn, in[1], in[2]};
+    for (int i = 0; i < 2; i++) cl_ten(&on[i], DT_F32, 4, sn[i], true);
+    run_and_compare_k(&L, "rn", rin, 3, on, 2, false, 72);
+    ten_free(&xn), ten_free(&on[0]), ten_free(&on[1]);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+static const char *DR_DT =
+    "kernel rd(a: f64[2, 8, 6, 7] channels_last, wa: f64[5, 8, 3, 3], ba: f64[5], "
+    "h: f16[1, 9, 6, 7] channels_last, wh: f16[10, 9, 3, 3], bh: f16[10], "
+    "g: bf16[1, 8, 6, 7] channels_last, wg: bf16[17, 8, 2, 2], "
+    "i: i32[1, 8, 6, 7] channels_last, wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
+    "(f64[2, 5, 3, 4] channels_last, f16[1, 10, 6, 7] channels_last, "
+    "bf16[1, 17, 7, 8] channels_last, i32[1, 6, 6, 7] channels_last) {\n"
+    "  return conv2d(a, wa, ba, 2, 1), relu(conv2d(h, wh, bh, padding=1)), "
+    "conv2d(g, wg, None, 1, 1), conv2d(i, wi, bi, 1, 1)\n}\n";
+
+START_TEST(direct_dtypes) {
+  static const int64_t si[11][4] = {{2, 8, 6, 7}, {5, 8, 3, 3}, {5}, {1, 9, 6, 7}, {10, 9, 3, 3},
+                                    {10}, {1, 8, 6, 7}, {17, 8, 2, 2}, {1, 8, 6, 7}, {6, 8, 3, 3},
+                                    {6}};
+  static const int rk[11] = {4, 4, 1, 4, 4, 1, 4, 4, 4, 4, 1};
+  static const DType dt[11] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_F16,
+                               DT_BF16, DT_BF16, DT_I32, DT_I32, DT_I32};
+  static const int64_t so[4][4] = {{2, 5, 3, 4}, {1, 10, 6, 7}, {1, 17, 7, 8}, {1, 6, 6, 7}};
+  static const DType dto[4] = {DT_F64, DT_F16, DT_BF16, DT_I32};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_DT, "rd", FLAGS[t]);
+    Ten in[11], out[4];
+    for (int i = 0; i < 11; i++) {
+      if (i == 0 || i == 3 || i == 6 || i == 8) cl_ten(&in[i], dt[i], 4, si[i], false);
+      else ten(&in[i], dt[i], rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 4; i++) cl_ten(&out[i], dto[i], 4, so[i], true);
+    run_and_compare_k(&L, "rd", in, 11, out, 4, false, 81);
+    for (int i = 0; i < 11; i++) ten_free(&in[i]);
+    for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- the loop form names the algorithm ------------------------------------ */
 
 static int loops_count(const char *src, const char *flags, const char *what) {
@@ -201,6 +287,15 @@ START_TEST(loop_form_algorithm) {
       "(f32[1, 6, 6, 6], f32[1, 4, 6, 6]) {\n  return conv2d(x, w), conv2d(x, wg, None, 1, 0, 1, 2)\n}\n";
   ck_assert_int_eq(loops_count(dense, "", "algorithm: implicit GEMM"), 2);
   ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
+  ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
+  ck_assert_int_eq(loops_count(DR_DT, "", "algorithm: direct"), 4);
+  /* 1x1 and 3 input channels stay GEMMs; so do NCHW outputs */
+  static const char *gemms =
+      "kernel k(x: f32[1, 8, 8, 8] channels_last, w: f32[6, 8, 1, 1], y: f32[1, 3, 8, 8] channels_last, "
+      "w3: f32[6, 3, 3, 3], w8: f32[6, 8, 3, 3]) -> (f32[1, 6, 8, 8] channels_last, "
+      "f32[1, 6, 6, 6] channels_last, f32[1, 6, 6, 6]) {\n"
+      "  return conv2d(x, w), conv2d(y, w3), conv2d(x, w8)\n}\n";
+  ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: implicit GEMM"), 3);
 }
 END_TEST
 
@@ -211,6 +306,8 @@ static Suite *suite(void) {
   tcase_add_test(t, depthwise_channels_last);
   tcase_add_test(t, depthwise_nchw);
   tcase_add_test(t, depthwise_dtypes);
+  tcase_add_test(t, direct_channels_last);
+  tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, loop_form_algorithm);
   suite_add_tcase(s, t);
   return s;
