@@ -98,6 +98,26 @@ def conv_flops(n, o, oh, ow, c, kh, kw):
 
 # ---- numpy versions ---------------------------------------------------------
 
+def np_dw_conv(x, w, pad):
+    """Depthwise conv2d (groups = channels) of x [N, C, H, W] held as NHWC
+    memory by w [C, 1, KH, KW], stride 1: per tap, a shifted window of the
+    padded input times that tap's per-channel weights. Returns NHWC memory."""
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # setup only
+    taps = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))  # [KH, KW, C]
+
+    def run():
+        xp = np.pad(xl, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+        out = np.zeros((n, oh, ow, c), np.float32)
+        for ky in range(kh):
+            for kx in range(kw):
+                out += xp[:, ky:ky + oh, kx:kx + ow, :] * taps[ky, kx]
+        return out
+    return run
+
+
 def np_im2col_conv(x, w, stride, pad, channels_last):
     """conv2d of x [N, C, H, W] (or NHWC memory when channels_last) by
     w [O, C, KH, KW]: per image, a window view copied into a matrix and one
@@ -312,6 +332,18 @@ def workloads(rng):
             return e / e.sum(-1, keepdim=True)
         return run
 
+    def conv_dw(impl):
+        x = rand_f32(rng, (8, 96, 56, 56))
+        w = rand_f32(rng, (96, 1, 3, 3))
+        if impl == "numpy":
+            return np_dw_conv(x, w, 1)
+        xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+        if impl != "torch-nchw":  # the kernel's layout: channels-last
+            xt = xt.contiguous(memory_format=torch.channels_last)
+            if impl == "torch-nhwc":
+                wt = wt.contiguous(memory_format=torch.channels_last)
+        return lambda: F.conv2d(xt, wt, padding=1, groups=96)
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -341,6 +373,8 @@ def workloads(rng):
         ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
         ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
         ("softmax_hand", 2 * sm_n * f32, 0, softmax_hand),
+        ("conv_dw3x3_nhwc", (2 * 8 * 96 * 56 * 56 + 96 * 9) * f32,
+         conv_flops(8, 96, 56, 56, 1, 3, 3), conv_dw),
     ]
 
 
@@ -388,6 +422,8 @@ def check_refs():
                                                      + 1e-6) * w,
         "layernorm_hand": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
         "softmax_hand": lambda x: torch.softmax(x, dim=-1),
+        "conv_dw3x3_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1,
+                                                      groups=w.shape[0])),
     }
 
 
