@@ -29,11 +29,16 @@ LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   /* direct: one group, channels-last output, a kernel with several taps
    * and enough input channels per tap for its inner loop (measured on
    * AVX2, bench/README.md: 3x3 over 64 channels 1.3x the implicit GEMM;
-   * 1x1 and 7x7 over 3 channels even, so they stay GEMMs) */
-  int64_t cin = 0;
+   * 1x1 and 7x7 over 3 channels even, so they stay GEMMs), and a block
+   * of packed weights (KH * KW * C per output channel) that stays in L2:
+   * the direct kernel does not block K as the GEMM does */
+  int64_t cin = 0, kh = 0, kw = 0;
+  bool known = sym_is_const(w->shape[1], &cin) && sym_is_const(w->shape[2], &kh) &&
+               sym_is_const(w->shape[3], &kw);
   bool few = sym_is_const(w->shape[1], &cin) && cin < 8;
+  bool big = known && cin * kh * kw > 4608;
   bool one_tap = sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
-  if (out_unit(n) == 1 && sym_is(v->attrs[6], 1) && !one_tap && !few) return LF_CONV_DIRECT;
+  if (out_unit(n) == 1 && sym_is(v->attrs[6], 1) && !one_tap && !few && !big) return LF_CONV_DIRECT;
   return LF_CONV_GEMM;
 }
 
