@@ -2,9 +2,9 @@
  * GEMM (gemm.h cg_emit_conv2d), emitted into a kernel's LLVM module:
  *   conv_depthwise.c  one input channel per group (loops.h
  *                     LF_CONV_DEPTHWISE), any channel multiplier;
- *   conv_direct.c     one group, channels-last output (LF_CONV_DIRECT):
- *                     register-blocked over output channels and pixels,
- *                     no im2col buffer.
+ *   conv_direct.c     one group (LF_CONV_DIRECT), channels-last or NCHW
+ *                     output: register-blocked over output channels and
+ *                     pixels, no im2col buffer.
  * Each takes the same run-time descriptions as the GEMM (GemmTensor, the
  * seven conv attributes), packs its weights (and bias) once per call in
  * the memory the kernel allocated at entry (GemmEmit.pool, sized by the
@@ -37,12 +37,15 @@ LLVMValueRef cg_emit_conv_depthwise(const GemmEmit *e, const GemmTensor *x, cons
 
 /* The direct kernel's weight-packing memory, as cg_conv_dw_pool_bytes. */
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
-                                       const GemmTensor *out, LLVMValueRef *threads);
+                                       const GemmTensor *out, bool channels_last,
+                                       LLVMValueRef *threads);
 
-/* out = conv2d(x, w, bias) with groups = 1 and the output's channel
- * stride 1 (any input strides), as cg_emit_conv2d.  Returns an i32 0. */
+/* out = conv2d(x, w, bias) with groups = 1, as cg_emit_conv2d:
+ * channels_last: the output's channel stride is 1 (any input strides);
+ * else the output's and the input's column strides are 1 and the stride
+ * along columns is 1.  Returns an i32 0. */
 LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                                  const GemmTensor *bias, const GemmTensor *out,
-                                 LLVMValueRef attr[7]);
+                                 LLVMValueRef attr[7], bool channels_last);
 
 #endif

@@ -16,15 +16,22 @@
  * input run in blocks of PX without checks; the border columns run one
  * at a time, skipping the taps outside; rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
- * masks.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
+ * masks.
+ * An NCHW output (column stride 1; stride 1 along columns and an input
+ * column stride of 1) transposes the roles: vectors over output columns,
+ * NOB = 2 of them by PX = 6 output channels in registers, the weights
+ * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
+ * once per (tap, c); the border vectors masked against the input's
+ * columns.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
  * wrapping i64), the bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
  * each finished row (conv.h).
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include "conv_impl.h"
 
-/* NB: output channels per block. */
-static int nb_of(const Cv *d) { return d->nob * d->g.vw; }
+/* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
+ * broadcast weights). */
+static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
 
 /* np pixels from column ox, output channels oc .. oc + NB (tail: masked
  * against O), of the row at input offset xb, first tap row iy0, output
@@ -131,6 +138,110 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   }
 }
 
+/* ---- NCHW output, stride 1 along columns ---------------------------------- */
+
+/* nvec vectors of output columns from ox (checked: one vector, its lanes
+ * masked against OW and the input's columns) for the PX output channels
+ * oc .. oc + PX of the row at input offset xb (image), first tap row iy0,
+ * output row offset orow: PX x NOB accumulators, each input vector
+ * loaded once per (tap, c) and multiplied by PX broadcast weights. */
+static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow, LLVMValueRef ox,
+                     LLVMValueRef oc, int nvec, bool checked) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, acc[16][4];
+  int po = d->px, vw = g->vw;
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, po));
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
+  LLVMValueRef cols = cv_vadd(g, cv_splat(g, ox), d->lanes), valid = NULL;
+  if (checked) valid = LLVMBuildICmp(g->b, LLVMIntSLT, cols, cv_splat(g, v[V_OW]), "");
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef b = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, b, acc[p][j]);
+    }
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
+  GLoop ly, lx, lc;
+  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
+  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
+  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
+  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
+  LLVMValueRef koff = sub(g, mul(g, kx, v[V_DW]), v[V_PW]), mask = NULL;
+  if (checked) { /* input column ox + lane + koff inside [0, W) */
+    LLVMValueRef ix = cv_vadd(g, cols, cv_splat(g, koff));
+    mask = LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+  }
+  LLVMValueRef x0 = add(g, xr, add(g, ox, koff)); /* column stride 1 */
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
+  for (int j = 0; j < nvec; j++)
+    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask);
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef ws = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+  gemm_loop_close(g, &lx);
+  cv_close_inside(g, rowskip);
+  gemm_loop_close(g, &ly);
+  for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
+    LLVMValueRef o = add(g, oc, k64(g, p));
+    LLVMBasicBlockRef skip = cv_open_inside(g, o, v[V_O]);
+    LLVMValueRef row = add(g, add(g, orow, mul(g, o, v[V_OSC])), ox);
+    for (int j = 0; j < nvec; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
+                add(g, row, k64(g, j * vw)), valid);
+    cv_close_inside(g, skip);
+  }
+}
+
+/* Output row t = image * OH + oy, every channel block: blocks of NOB
+ * vectors where every tap is inside, else one checked vector. */
+static void dn_row(Cv *d, LLVMValueRef t) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw, bw = d->nob * vw;
+  LLVMValueRef n = sdiv(g, t, v[V_OH]), oy = srem(g, t, v[V_OH]);
+  LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
+  LLVMValueRef orow = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, oy, v[V_OSH]));
+  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo, hi;
+  cv_interior(d, &lo, &hi);
+  GLoop lo_;
+  LLVMValueRef oc = gemm_loop_open(g, &lo_, k64(g, 0), v[V_OPAD], k64(g, d->px));
+  LLVMValueRef oxa = gemm_entry_alloca(g, g->i64, 1);
+  LLVMBuildStore(g->b, k64(g, 0), oxa);
+  LLVMBasicBlockRef head = blk(g, "dn_ox"), body = blk(g, "dn_oxb"), big = blk(g, "dn_big"),
+                    chk = blk(g, "dn_chk"), end = blk(g, "dn_oxend");
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef ox = LLVMBuildLoad2(g->b, g->i64, oxa, "");
+  gemm_no_vectorize(g, LLVMBuildCondBr(g->b, lt(g, ox, v[V_OW]), body, end));
+  LLVMPositionBuilderAtEnd(g->b, body);
+  LLVMValueRef inl = LLVMBuildICmp(g->b, LLVMIntSGE, ox, lo, "");
+  LLVMValueRef fits = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, ox, k64(g, bw)), hi, "");
+  LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, inl, fits, ""), big, chk);
+  LLVMPositionBuilderAtEnd(g->b, big);
+  dn_block(d, xb, iy0, orow, ox, oc, d->nob, false);
+  LLVMBuildStore(g->b, add(g, ox, k64(g, bw)), oxa);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, chk);
+  dn_block(d, xb, iy0, orow, ox, oc, 1, true);
+  LLVMBuildStore(g->b, add(g, ox, k64(g, vw)), oxa);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, end);
+  gemm_loop_close(g, &lo_);
+  if (d->epi) {
+    LLVMValueRef q0 = mul(g, oy, v[V_OW]);
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), v[V_O], q0, add(g, q0, v[V_OW]));
+  }
+}
+
 /* ---- the driver in the kernel ---------------------------------------------- */
 
 /* The register block for the target: NOB vectors of output channels
@@ -138,6 +249,11 @@ static void dr_row(Cv *d, LLVMValueRef t) {
  * (32 with 512-bit vectors). */
 static void blocking(Cv *d, LLVMValueRef O) {
   G *g = &d->g;
+  if (!d->cl) { /* NCHW: NOB = 2 vectors of columns by PX = 6 channels (12 with 512 bits) */
+    d->nob = 2;
+    d->px = g->vec_bits >= 512 ? 12 : 6;
+    return;
+  }
   bool one = LLVMIsAConstantInt(O) && LLVMConstIntGetSExtValue(O) <= g->vw;
   d->nob = one ? 1 : 2;
   d->px = g->vec_bits >= 512 ? 12 : one ? 12 : 6;
@@ -194,10 +310,12 @@ static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
 }
 
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
-                                       const GemmTensor *out, LLVMValueRef *threads) {
+                                       const GemmTensor *out, bool channels_last,
+                                       LLVMValueRef *threads) {
   Cv d;
   cv_setup(&d, e, w->dtype, out->dtype);
   G *g = &d.g;
+  d.cl = channels_last;
   blocking(&d, w->shape[0]);
   LLVMValueRef kkc = mul(g, mul(g, w->shape[2], w->shape[3]), w->shape[1]);
   LLVMValueRef n = mul(g, add(g, kkc, k64(g, 1)), opad_of(&d, w->shape[0]));
@@ -207,12 +325,12 @@ LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
 
 LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                                  const GemmTensor *bias, const GemmTensor *out,
-                                 LLVMValueRef attr[7]) {
+                                 LLVMValueRef attr[7], bool channels_last) {
   Cv d;
   cv_setup(&d, e, x->dtype, out->dtype);
   G *g = &d.g;
   LLVMValueRef *k = d.k;
-  d.cl = true;
+  d.cl = channels_last;
   blocking(&d, w->shape[0]);
   cv_operands(&d, e, x, w, out, attr);
   k[V_C] = w->shape[1];
@@ -221,7 +339,8 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   pack(&d, w, bias);
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
-  dr_row(&d, t);
+  if (d.cl) dr_row(&d, t);
+  else dn_row(&d, t);
   LLVMValueRef body = cv_body_close(&d, &l);
   return cv_launch(&d, e, body, false);
 }

@@ -26,19 +26,25 @@ LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   /* depthwise: one input channel per group, more than one group (one
    * group with one input channel is a GEMM with K = KH * KW) */
   if (sym_is(w->shape[1], 1) && !sym_is(v->attrs[6], 1)) return LF_CONV_DEPTHWISE;
-  /* direct: one group, channels-last output, a kernel with several taps
-   * and enough input channels per tap for its inner loop (measured on
-   * AVX2, bench/README.md: 3x3 over 64 channels 1.3x the implicit GEMM;
-   * 1x1 and 7x7 over 3 channels even, so they stay GEMMs), and a block
-   * of packed weights (KH * KW * C per output channel) that stays in L2:
-   * the direct kernel does not block K as the GEMM does */
+  /* direct: one group, a kernel with several taps and enough input
+   * channels per tap for its inner loop (measured on AVX2,
+   * bench/README.md: 3x3 over 64 channels 1.2-1.5x the implicit GEMM in
+   * both layouts; 1x1 and 7x7 over 3 channels even, so they stay GEMMs),
+   * a block of packed weights (KH * KW * C per output channel) that stays
+   * in L2 (the direct kernel does not block K as the GEMM does), and a
+   * channels-last output, or an NCHW one read at stride 1 along columns */
   int64_t cin = 0, kh = 0, kw = 0;
   bool known = sym_is_const(w->shape[1], &cin) && sym_is_const(w->shape[2], &kh) &&
                sym_is_const(w->shape[3], &kw);
   bool few = sym_is_const(w->shape[1], &cin) && cin < 8;
   bool big = known && cin * kh * kw > 4608;
   bool one_tap = sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
-  if (out_unit(n) == 1 && sym_is(v->attrs[6], 1) && !one_tap && !few && !big) return LF_CONV_DIRECT;
+  if (!sym_is(v->attrs[6], 1) || one_tap || few || big) return LF_CONV_GEMM;
+  if (out_unit(n) == 1) return LF_CONV_DIRECT;
+  /* NCHW: vectors of output columns read input columns at stride 1 */
+  const LfAccess *x = &n->opnd[0];
+  if (sym_is(v->attrs[1], 1) && !x->rt_strides && sym_is(x->stride[n->rank - 1], 1))
+    return LF_CONV_DIRECT;
   return LF_CONV_GEMM;
 }
 

@@ -11,7 +11,9 @@
  * compared with the reference interpreter; the same bits at 1 to 3
  * threads; the direct kernel (cpu/conv_direct.c) with the same variety
  * (output channels past the register block: masked; fewer than one
- * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32; and
+ * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32, for
+ * channels-last and for NCHW outputs (vectors of output columns, the
+ * border vectors masked); and
  * the loop form naming the algorithm (loops/conv_algo.c).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
@@ -261,6 +263,59 @@ START_TEST(direct_dtypes) {
 }
 END_TEST
 
+/* NCHW outputs: vectors of output columns (stride 1). */
+static const char *DR_NCHW =
+    "kernel rnc(x: f32[2, 8, 9, 37], w: f32[13, 8, 3, 3], b: f32[13], w5: f32[6, 8, 5, 5], "
+    "u: f32[8, 5, 11], m: f32[13], v: f32[13]) -> "
+    "(f32[2, 13, 9, 37], f32[2, 6, 9, 37], f32[2, 13, 8, 37], f32[13, 5, 11], f32[2, 13, 9, 37], "
+    "f32[2, 13, 5, 37]) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w5, None, 1, [2, 4], [1, 2]), "
+    "conv2d(x[:, :, 1:, :], w, None, 1, 1), conv2d(u, w, b, 1, 1), "
+    "hardswish(batch_norm(conv2d(x, w, None, 1, 1), m, abs(v) + 0.5)), "
+    "conv2d(x, w, None, 1, [0, 1], [2, 1])\n}\n"
+    "kernel rnd(a: f64[1, 8, 6, 7], wa: f64[5, 8, 3, 3], ba: f64[5], h: f16[1, 9, 6, 19], "
+    "wh: f16[10, 9, 3, 3], g: bf16[1, 8, 6, 7], wg: bf16[7, 8, 2, 2], i: i32[1, 8, 6, 7], "
+    "wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
+    "(f64[1, 5, 6, 7], f16[1, 10, 6, 19], bf16[1, 7, 7, 8], i32[1, 6, 6, 7]) {\n"
+    "  return conv2d(a, wa, ba, 1, 1), relu(conv2d(h, wh, None, 1, 1)), conv2d(g, wg, None, 1, 1), "
+    "conv2d(i, wi, bi, 1, 1)\n}\n";
+
+START_TEST(direct_nchw) {
+  static const int64_t si[7][4] = {{2, 8, 9, 37}, {13, 8, 3, 3}, {13}, {6, 8, 5, 5}, {8, 5, 11},
+                                   {13}, {13}};
+  static const int rk[7] = {4, 4, 1, 4, 3, 1, 1};
+  static const int64_t so[6][4] = {{2, 13, 9, 37}, {2, 6, 9, 37}, {2, 13, 8, 37}, {13, 5, 11},
+                                   {2, 13, 9, 37}, {2, 13, 5, 37}};
+  static const int ro[6] = {4, 4, 4, 3, 4, 4};
+  static const int64_t sd[10][4] = {{1, 8, 6, 7}, {5, 8, 3, 3}, {5}, {1, 9, 6, 19}, {10, 9, 3, 3},
+                                    {1, 8, 6, 7}, {7, 8, 2, 2}, {1, 8, 6, 7}, {6, 8, 3, 3}, {6}};
+  static const int rd[10] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1};
+  static const DType dd[10] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_BF16, DT_BF16,
+                               DT_I32, DT_I32, DT_I32};
+  static const int64_t sdo[4][4] = {{1, 5, 6, 7}, {1, 10, 6, 19}, {1, 7, 7, 8}, {1, 6, 6, 7}};
+  static const DType ddo[4] = {DT_F64, DT_F16, DT_BF16, DT_I32};
+  static const char *const flags[3] = {"--layout=nchw", "--target=x86-64 --layout=nchw",
+                                       "-O0 --layout=nchw"};
+  for (int t = 0; t < 3; t++) { /* nchw: every conv computed in NCHW */
+    Lib L;
+    build_flags(&L, DR_NCHW, "rnc", flags[t]);
+    Ten in[10], out[6];
+    for (int i = 0; i < 7; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    for (int i = 0; i < 6; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
+    run_and_compare_k(&L, "rnc", in, 7, out, 6, false, 8 * 25);
+    if (t == 0) same_at_threads(&L, "rnc", in, 7, out, 6);
+    for (int i = 0; i < 7; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    for (int i = 0; i < 10; i++) ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
+    for (int i = 0; i < 4; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
+    run_and_compare_k(&L, "rnd", in, 10, out, 4, false, 81);
+    for (int i = 0; i < 10; i++) ten_free(&in[i]);
+    for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- the loop form names the algorithm ------------------------------------ */
 
 static int loops_count(const char *src, const char *flags, const char *what) {
@@ -291,12 +346,13 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
-  /* 1x1 and 3 input channels stay GEMMs; so do NCHW outputs */
+  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
+  /* 1x1, 3 input channels and NCHW outputs at stride 2 stay GEMMs */
   static const char *gemms =
       "kernel k(x: f32[1, 8, 8, 8] channels_last, w: f32[6, 8, 1, 1], y: f32[1, 3, 8, 8] channels_last, "
       "w3: f32[6, 3, 3, 3], w8: f32[6, 8, 3, 3]) -> (f32[1, 6, 8, 8] channels_last, "
-      "f32[1, 6, 6, 6] channels_last, f32[1, 6, 6, 6]) {\n"
-      "  return conv2d(x, w), conv2d(y, w3), conv2d(x, w8)\n}\n";
+      "f32[1, 6, 6, 6] channels_last, f32[1, 6, 3, 3]) {\n"
+      "  return conv2d(x, w), conv2d(y, w3), conv2d(x, w8, None, 2)\n}\n";
   ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: implicit GEMM"), 3);
 }
 END_TEST
@@ -310,6 +366,7 @@ static Suite *suite(void) {
   tcase_add_test(t, depthwise_dtypes);
   tcase_add_test(t, direct_channels_last);
   tcase_add_test(t, direct_dtypes);
+  tcase_add_test(t, direct_nchw);
   tcase_add_test(t, loop_form_algorithm);
   suite_add_tcase(s, t);
   return s;
