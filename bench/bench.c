@@ -194,6 +194,13 @@ static int call_softmax_hand(DLTensor *t) { return softmax_hand(&t[0], &t[1]); }
 #define CALL_softmax_hand NULL, BENCH_WHY_softmax_hand
 #endif
 
+#ifdef BENCH_HAVE_conv_dw3x3_nhwc
+static int call_conv_dw3x3_nhwc(DLTensor *t) { return conv_dw3x3_nhwc(&t[0], &t[1], &t[2]); }
+#define CALL_conv_dw3x3_nhwc call_conv_dw3x3_nhwc, NULL
+#else
+#define CALL_conv_dw3x3_nhwc NULL, BENCH_WHY_conv_dw3x3_nhwc
+#endif
+
 /* ---- variants: the same kernel built with other options -------------- */
 
 /* One extra build of benchmark `name` (bench/CMakeLists.txt: -O0, and for
@@ -297,6 +304,9 @@ static const workload k_workloads[] = {
      2.0 * 128 * 768 * 3072, CALL_linear_nt},
     {"gemm_m1024_3072", 2, 1, {MAT(1024, 3072), MAT(3072, 768), MAT(1024, 768)},
      2.0 * 1024 * 3072 * 768, CALL_matmul},
+    {"conv_dw3x3_nhwc", 2, 1,
+     {F32CL(8, 96, 56, 56), F32(96, 1, 3, 3), F32CL(8, 96, 56, 56)},
+     CONV_FLOPS(8, 96, 56, 56, 1, 3, 3), CALL_conv_dw3x3_nhwc},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

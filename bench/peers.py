@@ -134,6 +134,26 @@ def conv_flops(n, o, oh, ow, c, kh, kw):
 
 # ---- numpy versions ---------------------------------------------------------
 
+def np_dw_conv(x, w, pad):
+    """Depthwise conv2d (groups = channels) of x [N, C, H, W] held as NHWC
+    memory by w [C, 1, KH, KW], stride 1: per tap, a shifted window of the
+    padded input times that tap's per-channel weights. Returns NHWC memory."""
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # setup only
+    taps = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))  # [KH, KW, C]
+
+    def run():
+        xp = np.pad(xl, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+        out = np.zeros((n, oh, ow, c), np.float32)
+        for ky in range(kh):
+            for kx in range(kw):
+                out += xp[:, ky:ky + oh, kx:kx + ow, :] * taps[ky, kx]
+        return out
+    return run
+
+
 def np_im2col_conv(x, w, stride, pad, channels_last):
     """conv2d of x [N, C, H, W] (or NHWC memory when channels_last) by
     w [O, C, KH, KW]: per image, a window view copied into a matrix and one
@@ -376,6 +396,18 @@ def workloads(rng):
     def gemm_bytes(m, k, n):
         return (m * k + k * n + m * n) * f32
 
+    def conv_dw(impl):
+        x = rand_f32(rng, (8, 96, 56, 56))
+        w = rand_f32(rng, (96, 1, 3, 3))
+        if impl == "numpy":
+            return np_dw_conv(x, w, 1)
+        xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+        if impl != "torch-nchw":  # the kernel's layout: channels-last
+            xt = xt.contiguous(memory_format=torch.channels_last)
+            if impl == "torch-nhwc":
+                wt = wt.contiguous(memory_format=torch.channels_last)
+        return lambda: F.conv2d(xt, wt, padding=1, groups=96)
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -416,6 +448,8 @@ def workloads(rng):
          gemm(128, 768, 3072, True)),
         ("gemm_m1024_3072", gemm_bytes(1024, 3072, 768), 2.0 * 1024 * 3072 * 768,
          gemm(1024, 3072, 768, False)),
+        ("conv_dw3x3_nhwc", (2 * 8 * 96 * 56 * 56 + 96 * 9) * f32,
+         conv_flops(8, 96, 56, 56, 1, 3, 3), conv_dw),
     ]
 
 
@@ -471,6 +505,8 @@ def check_refs():
         "gemm_m128_4k": lambda a, b: a @ b,
         "linear_m128_768": lambda x, w: x @ w.T,
         "gemm_m1024_3072": lambda a, b: a @ b,
+        "conv_dw3x3_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1,
+                                                      groups=w.shape[0])),
     }
 
 

@@ -270,8 +270,8 @@ awk '
     printf "|%s|%s|%s|%s|%s|%s|%s|\n", "---------------", "---------------",
            "------------", "------------", "------------", "------------------",
            "--------------------"
-    split("conv3x3_nchw conv3x3_nhwc conv1x1 conv7x7s2", cs, " ")
-    for (i = 1; i <= 4; i++) {
+    ncs = split("conv3x3_nchw conv3x3_nhwc conv1x1 conv7x7s2 conv_dw3x3_nhwc", cs, " ")
+    for (i = 1; i <= ncs; i++) {
       b = cs[i]
       c = (b in ch) ? ch[b] : "?"
       a = b SUBSEP "tdsl"; x = b SUBSEP "tdsl-nchw"; y = b SUBSEP "tdsl-nhwc"

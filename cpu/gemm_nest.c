@@ -3,9 +3,12 @@
  * operand descriptions, packing memory allocated at entry, the epilogue
  * hook (fused `post` over each finished block of C) and the prologues
  * (operands evaluated from elementwise expressions while packing).
- * Needs: cpu.h, gemm.h.  Used by: kernel.c. */
+ * Conv nests that lf_conv_algo gives another algorithm go to conv.h's
+ * kernels with the same operands, pool and epilogue hook.
+ * Needs: cpu.h, gemm.h, conv.h.  Used by: kernel.c. */
 #include <string.h>
 
+#include "conv.h"
 #include "cpu.h"
 
 /* ---- matmul and conv2d (gemm.c) ------------------------------------------ */
@@ -75,6 +78,10 @@ void cpu_setup_gemm_pools(Cg *c) {
     GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits,
                 .params = c->target};
     if (n->reduce == OP_MATMUL) bytes = cg_matmul_pool_bytes(&e, &t[0], &t[1], &out, &nt);
+    else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DEPTHWISE)
+      bytes = cg_conv_dw_pool_bytes(&e, &t[1], &out, gemm_cl(n), &nt);
+    else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DIRECT)
+      bytes = cg_conv_direct_pool_bytes(&e, &t[1], &out, gemm_cl(n), &nt);
     else bytes = cg_conv2d_pool_bytes(&e, &t[0], &t[1], &out, attr, gemm_cl(n), &nt);
     LLVMTypeRef ps[2] = {c->i64, c->i64};
     LLVMValueRef a[2] = {bytes, i64c(c, 64)};
@@ -83,6 +90,15 @@ void cpu_setup_gemm_pools(Cg *c) {
     cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""), i32c(c, E_NOMEM), i32c(c, 0), ""));
     LLVMBuildStore(c->b, nt, p);
   }
+}
+
+/* A conv's channel multiplier O / groups as a value from their symbols'
+ * quotient (a constant when O = groups * constant, even with both
+ * symbolic), or NULL when it does not divide symbolically. */
+static LLVMValueRef conv_mult(Cg *c, const LfNest *n) {
+  const IrValue *v = ir_val(c->k, n->gemm), *w = ir_val(c->k, v->args[1]);
+  const Sym *q;
+  return sym_div_exact(c->m->st, w->shape[0], v->attrs[6], &q) ? cg_sym_val(c, q) : NULL;
 }
 
 void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
@@ -95,11 +111,15 @@ void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
   e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
   if (n->post) gemm_epilogue(c, n, &e);
   for (int j = 0; j < 2; j++) e.pro[j] = n->pro[j] ? gemm_prologue(c, n, j) : NULL;
+  const GemmTensor *bias = (v->flags & IRF_BIAS) ? &t[2] : NULL;
   if (n->reduce == OP_MATMUL)
     rc = cg_emit_matmul(&e, &t[0], &t[1], &out);
+  else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DEPTHWISE)
+    rc = cg_emit_conv_depthwise(&e, &t[0], &t[1], bias, &out, attr, conv_mult(c, n), gemm_cl(n));
+  else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DIRECT)
+    rc = cg_emit_conv_direct(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
   else
-    rc = cg_emit_conv2d(&e, &t[0], &t[1], (v->flags & IRF_BIAS) ? &t[2] : NULL, &out, attr,
-                        gemm_cl(n));
+    rc = cg_emit_conv2d(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
   cg_check_rc(c, rc);
 }
 

@@ -8,6 +8,8 @@
  *                          report's loop form)
  *   stats.c   lf_stats     traffic and nest counts for the report; the
  *                          scratch sizes of an LfKernel (lf_scratch_*)
+ *   conv_algo.c lf_conv_algo which conv2d kernel a target runs (implicit
+ *                          GEMM, depthwise, direct)
  *   schedule.c lf_schedule how a target runs a nest's loops (collapsing,
  *                          order, tiles, parallel loops), from the
  *                          target's parameters (lf_target_params)
@@ -403,6 +405,15 @@ const Sym *lf_loop_extent(const LfNest *n, int l);
 /* Whether access a / every access of e allows collapsing loops oa, ib. */
 bool lf_acc_collapses(SymTab *st, const LfNest *n, const LfAccess *a, int oa, int ib);
 bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int ib);
+
+/* The algorithm a target's code runs for conv2d nest n (conv_algo.c):
+ * the implicit GEMM (every conv, and every nest of a non-CPU target), a
+ * depthwise kernel (one input channel per group, several groups) or a
+ * direct kernel; from static facts only, so the loop form and the
+ * backend agree. */
+typedef enum LfConvAlgo { LF_CONV_GEMM, LF_CONV_DEPTHWISE, LF_CONV_DIRECT } LfConvAlgo;
+LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t);
+const char *lf_conv_algo_name(LfConvAlgo a);
 
 /* Prints the loop form as text, one section per kernel (the format:
  * print.c), each nest with its schedule for target t; opt_level is only

@@ -46,7 +46,9 @@
  * [lo, hi)`); its schedule for the target (`schedule: (i0 i1) (i2) |
  * (i3), tile i1 by 32, parallel over 1`: print_schedule); `store ACCESS: DTYPE = EXPR` (with `post: EXPR` after a
  * reduction, `acc` the reduced value).  A matmul/conv2d nest instead has
- * `gemm OP %R: DTYPE -> ACCESS` (where the GEMM writes its value), its
+ * `gemm OP %R: DTYPE -> ACCESS` (where the GEMM writes its value), for
+ * a conv2d on the CPU `algorithm: implicit GEMM | depthwise | direct`
+ * (conv_algo.c: the kernel the backend runs), its
  * operands over their own dims d0, d1, ... (a buffer access, or
  * `prologue EXPR` evaluated while packing), and with an epilogue the
  * `store` and `epilogue: EXPR` (`acc`: the GEMM's value).
@@ -311,6 +313,10 @@ static void print_gemm(Printer *p, const LfNest *n, int depth) {
   fprintf(f, "gemm %s %%%d: %s -> ", op_name(n->reduce), n->gemm, dtype_name(n->cdtype));
   print_access(p, &n->cstore, g->rank, "i");
   fputc('\n', f);
+  if (n->reduce == OP_CONV2D && !strcmp(p->t->name, "cpu")) { /* conv_algo.c */
+    indent(p, depth + 1);
+    fprintf(f, "algorithm: %s\n", lf_conv_algo_name(lf_conv_algo(p->lk->k, n, p->t)));
+  }
   for (int j = 0; j < n->nopnd; j++) {
     const IrValue *x = ir_val(p->lk->k, g->args[j]);
     indent(p, depth + 1);

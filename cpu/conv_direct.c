@@ -1,0 +1,346 @@
+/* conv_direct.c — direct convolution for the CPU backend (conv.h): conv2d
+ * with one group and a channels-last output (channel stride 1), any
+ * kernel size, stride, padding and dilation, any input strides, without
+ * the implicit GEMM's im2col packing.
+ *
+ * The weights are packed once per call into the pool, blocked over
+ * output channels: [O / NB][KH][KW][C][NB] in the compute type, NB = NOB
+ * vectors of VW lanes (zero lanes past O), then the bias (or zeros).  A
+ * work item is an output row (image, oy); for each block of NB output
+ * channels, PX output pixels at a time keep PX x NOB accumulator vectors
+ * in registers: for each tap (ky, kx) and input channel c, NOB weight
+ * vectors are loaded and each pixel's input value x[c] is broadcast into
+ * NOB FMAs (a micro-kernel whose A operand is read in place: pixel p's
+ * row of K = (ky, kx, c) is the input itself, contiguous in c for a
+ * channels-last input).  The columns whose taps all fall inside the
+ * input run in blocks of PX without checks; the border columns run one
+ * at a time, skipping the taps outside; rows of taps outside are skipped.
+ * The last block of channels (O not a multiple of NB) stores through
+ * masks.
+ * An NCHW output (column stride 1; stride 1 along columns and an input
+ * column stride of 1) transposes the roles: vectors over output columns,
+ * NOB = 2 of them by PX = 6 output channels in registers, the weights
+ * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
+ * once per (tap, c); the border vectors masked against the input's
+ * columns.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
+ * wrapping i64), the bias first, products summed in (ky, kx, c) order,
+ * one rounding to the output dtype; the GEMM's epilogue hook runs on
+ * each finished row (conv.h).
+ * Needs: conv_impl.h.  Used by: gemm_nest.c. */
+#include "conv_impl.h"
+
+/* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
+ * broadcast weights). */
+static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
+
+/* np pixels from column ox, output channels oc .. oc + NB (tail: masked
+ * against O), of the row at input offset xb, first tap row iy0, output
+ * offset ob. */
+static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
+                     LLVMValueRef oc, int np, bool checked, bool tail) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, acc[16][4], mask[4] = {NULL, NULL, NULL, NULL};
+  int nob = d->nob, vw = g->vw, nb = nb_of(d);
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, nb));
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
+  for (int j = 0; j < nob; j++) {
+    LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
+    if (tail)
+      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT, cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
+                              cv_splat(g, v[V_O]), "");
+    for (int p = 0; p < np; p++) {
+      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, bj, acc[p][j]);
+    }
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
+  GLoop ly, lx, lc;
+  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
+  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
+  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
+  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
+  LLVMValueRef xo[16];
+  LLVMBasicBlockRef skip = NULL;
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
+    ix = add(g, ix, mul(g, kx, v[V_DW]));
+    if (checked) skip = cv_open_inside(g, ix, v[V_W]); /* np == 1 */
+    xo[p] = add(g, xr, mul(g, ix, v[V_XSW]));
+  }
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef wc = add(g, wt, mul(g, c, k64(g, nb))), wv[4], xc = mul(g, c, v[V_XSC]);
+  for (int j = 0; j < nob; j++) wv[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, xo[p], xc), d->xd));
+    for (int j = 0; j < nob; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+  if (skip) cv_close_inside(g, skip);
+  gemm_loop_close(g, &lx);
+  cv_close_inside(g, rowskip);
+  gemm_loop_close(g, &ly);
+  for (int p = 0; p < np; p++)
+    for (int j = 0; j < nob; j++) {
+      LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), add(g, oc, k64(g, j * vw)));
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT], o, mask[j]);
+    }
+}
+
+/* Every column of the row for the channel block at oc. */
+static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
+                    LLVMValueRef lo, LLVMValueRef hi, bool tail) {
+  G *g = &d->g;
+  GLoop l;
+  LLVMValueRef ox = gemm_loop_open(g, &l, k64(g, 0), lo, k64(g, 1));
+  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
+  gemm_loop_close(g, &l);
+  LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)), mid = add(g, lo, mul(g, nb, k64(g, d->px)));
+  ox = gemm_loop_open(g, &l, lo, mid, k64(g, d->px));
+  dr_block(d, xb, iy0, ob, ox, oc, d->px, false, tail);
+  gemm_loop_close(g, &l);
+  ox = gemm_loop_open(g, &l, mid, hi, k64(g, 1));
+  dr_block(d, xb, iy0, ob, ox, oc, 1, false, tail);
+  gemm_loop_close(g, &l);
+  ox = gemm_loop_open(g, &l, hi, d->v[V_OW], k64(g, 1));
+  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
+  gemm_loop_close(g, &l);
+}
+
+/* Output row t = image * OH + oy: full channel blocks, then the last one
+ * masked. */
+static void dr_row(Cv *d, LLVMValueRef t) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  LLVMValueRef n = sdiv(g, t, v[V_OH]), oy = srem(g, t, v[V_OH]);
+  LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
+  LLVMValueRef ob = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, oy, v[V_OSH]));
+  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo, hi;
+  cv_interior(d, &lo, &hi);
+  LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
+  GLoop l;
+  LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
+  dr_cols(d, xb, iy0, ob, oc, lo, hi, false);
+  gemm_loop_close(g, &l);
+  LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
+  LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
+  LLVMPositionBuilderAtEnd(g->b, tail);
+  dr_cols(d, xb, iy0, ob, full, lo, hi, true);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  if (d->epi) {
+    LLVMValueRef q0 = mul(g, oy, v[V_OW]);
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), q0, add(g, q0, v[V_OW]), k64(g, 0), O);
+  }
+}
+
+/* ---- NCHW output, stride 1 along columns ---------------------------------- */
+
+/* nvec vectors of output columns from ox (checked: one vector, its lanes
+ * masked against OW and the input's columns) for the PX output channels
+ * oc .. oc + PX of the row at input offset xb (image), first tap row iy0,
+ * output row offset orow: PX x NOB accumulators, each input vector
+ * loaded once per (tap, c) and multiplied by PX broadcast weights. */
+static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow, LLVMValueRef ox,
+                     LLVMValueRef oc, int nvec, bool checked) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, acc[16][4];
+  int po = d->px, vw = g->vw;
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, po));
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
+  LLVMValueRef cols = cv_vadd(g, cv_splat(g, ox), d->lanes), valid = NULL;
+  if (checked) valid = LLVMBuildICmp(g->b, LLVMIntSLT, cols, cv_splat(g, v[V_OW]), "");
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef b = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, b, acc[p][j]);
+    }
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
+  GLoop ly, lx, lc;
+  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
+  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
+  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
+  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
+  LLVMValueRef koff = sub(g, mul(g, kx, v[V_DW]), v[V_PW]), mask = NULL;
+  if (checked) { /* input column ox + lane + koff inside [0, W) */
+    LLVMValueRef ix = cv_vadd(g, cols, cv_splat(g, koff));
+    mask = LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+  }
+  LLVMValueRef x0 = add(g, xr, add(g, ox, koff)); /* column stride 1 */
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
+  for (int j = 0; j < nvec; j++)
+    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask);
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef ws = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+  gemm_loop_close(g, &lx);
+  cv_close_inside(g, rowskip);
+  gemm_loop_close(g, &ly);
+  for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
+    LLVMValueRef o = add(g, oc, k64(g, p));
+    LLVMBasicBlockRef skip = cv_open_inside(g, o, v[V_O]);
+    LLVMValueRef row = add(g, add(g, orow, mul(g, o, v[V_OSC])), ox);
+    for (int j = 0; j < nvec; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
+                add(g, row, k64(g, j * vw)), valid);
+    cv_close_inside(g, skip);
+  }
+}
+
+/* Output row t = image * OH + oy, every channel block: blocks of NOB
+ * vectors where every tap is inside, else one checked vector. */
+static void dn_row(Cv *d, LLVMValueRef t) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw, bw = d->nob * vw;
+  LLVMValueRef n = sdiv(g, t, v[V_OH]), oy = srem(g, t, v[V_OH]);
+  LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
+  LLVMValueRef orow = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, oy, v[V_OSH]));
+  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo, hi;
+  cv_interior(d, &lo, &hi);
+  GLoop lo_;
+  LLVMValueRef oc = gemm_loop_open(g, &lo_, k64(g, 0), v[V_OPAD], k64(g, d->px));
+  LLVMValueRef oxa = gemm_entry_alloca(g, g->i64, 1);
+  LLVMBuildStore(g->b, k64(g, 0), oxa);
+  LLVMBasicBlockRef head = blk(g, "dn_ox"), body = blk(g, "dn_oxb"), big = blk(g, "dn_big"),
+                    chk = blk(g, "dn_chk"), end = blk(g, "dn_oxend");
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef ox = LLVMBuildLoad2(g->b, g->i64, oxa, "");
+  gemm_no_vectorize(g, LLVMBuildCondBr(g->b, lt(g, ox, v[V_OW]), body, end));
+  LLVMPositionBuilderAtEnd(g->b, body);
+  LLVMValueRef inl = LLVMBuildICmp(g->b, LLVMIntSGE, ox, lo, "");
+  LLVMValueRef fits = LLVMBuildICmp(g->b, LLVMIntSLE, add(g, ox, k64(g, bw)), hi, "");
+  LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, inl, fits, ""), big, chk);
+  LLVMPositionBuilderAtEnd(g->b, big);
+  dn_block(d, xb, iy0, orow, ox, oc, d->nob, false);
+  LLVMBuildStore(g->b, add(g, ox, k64(g, bw)), oxa);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, chk);
+  dn_block(d, xb, iy0, orow, ox, oc, 1, true);
+  LLVMBuildStore(g->b, add(g, ox, k64(g, vw)), oxa);
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, end);
+  gemm_loop_close(g, &lo_);
+  if (d->epi) {
+    LLVMValueRef q0 = mul(g, oy, v[V_OW]);
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), v[V_O], q0, add(g, q0, v[V_OW]));
+  }
+}
+
+/* ---- the driver in the kernel ---------------------------------------------- */
+
+/* The register block for the target: NOB vectors of output channels
+ * (one when O fits one vector) by PX pixels, within 16 vector registers
+ * (32 with 512-bit vectors). */
+static void blocking(Cv *d, LLVMValueRef O) {
+  G *g = &d->g;
+  if (!d->cl) { /* NCHW: NOB = 2 vectors of columns by PX = 6 channels (12 with 512 bits) */
+    d->nob = 2;
+    d->px = g->vec_bits >= 512 ? 12 : 6;
+    return;
+  }
+  bool one = LLVMIsAConstantInt(O) && LLVMConstIntGetSExtValue(O) <= g->vw;
+  d->nob = one ? 1 : 2;
+  d->px = g->vec_bits >= 512 ? 12 : one ? 12 : 6;
+}
+
+/* O rounded up to a multiple of NB. */
+static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
+  G *g = &d->g;
+  LLVMValueRef nb = k64(g, nb_of(d));
+  return mul(g, cdiv(g, O, nb), nb);
+}
+
+/* The weights into wp as [O / NB][KH][KW][C][NB] (zeros past O), then
+ * the bias (or zeros) at wp[OPAD * KH * KW * C ..]. */
+static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
+  G *g = &d->g;
+  LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), opad = k[V_OPAD];
+  LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
+  GLoop lo, lt_, lc;
+  LLVMValueRef o = gemm_loop_open(g, &lo, k64(g, 0), opad, k64(g, 1));
+  LLVMValueRef ob = mul(g, mul(g, sdiv(g, o, nb), kk), mul(g, C, nb)), ol = srem(g, o, nb);
+  LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), C, k64(g, 1));
+  LLVMValueRef dst = add(g, add(g, ob, mul(g, add(g, mul(g, t, C), c), nb)), ol);
+  LLVMBasicBlockRef ld = blk(g, "dr_wload"), zero = blk(g, "dr_wzero"), next = blk(g, "dr_wnext");
+  LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), ld, zero);
+  LLVMPositionBuilderAtEnd(g->b, ld);
+  LLVMValueRef src = add(g, add(g, w->offset, mul(g, o, w->stride[0])), mul(g, c, w->stride[1]));
+  src = add(g, src, add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
+  LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), gep(g, g->ct, wp, dst));
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, zero);
+  LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, dst));
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
+  gemm_loop_close(g, &lc);
+  gemm_loop_close(g, &lt_);
+  LLVMValueRef bdst = add(g, mul(g, mul(g, kk, C), opad), o);
+  if (bias) {
+    LLVMBasicBlockRef bl = blk(g, "dr_bload"), bz = blk(g, "dr_bzero"), bn = blk(g, "dr_bnext");
+    LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), bl, bz);
+    LLVMPositionBuilderAtEnd(g->b, bl);
+    LLVMValueRef bsrc = add(g, bias->offset, mul(g, o, bias->stride[0]));
+    LLVMBuildStore(g->b, gemm_load_c(g, bias->base, bsrc, bias->dtype), gep(g, g->ct, wp, bdst));
+    LLVMBuildBr(g->b, bn);
+    LLVMPositionBuilderAtEnd(g->b, bz);
+    LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, bdst));
+    LLVMBuildBr(g->b, bn);
+    LLVMPositionBuilderAtEnd(g->b, bn);
+  } else {
+    LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, bdst));
+  }
+  gemm_loop_close(g, &lo);
+}
+
+LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
+                                       const GemmTensor *out, bool channels_last,
+                                       LLVMValueRef *threads) {
+  Cv d;
+  cv_setup(&d, e, w->dtype, out->dtype);
+  G *g = &d.g;
+  d.cl = channels_last;
+  blocking(&d, w->shape[0]);
+  LLVMValueRef kkc = mul(g, mul(g, w->shape[2], w->shape[3]), w->shape[1]);
+  LLVMValueRef n = mul(g, add(g, kkc, k64(g, 1)), opad_of(&d, w->shape[0]));
+  *threads = k64(g, 1);
+  return add(g, k64(g, 64), mul(g, n, k64(g, dtype_size(g->cd))));
+}
+
+LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                                 const GemmTensor *bias, const GemmTensor *out,
+                                 LLVMValueRef attr[7], bool channels_last) {
+  Cv d;
+  cv_setup(&d, e, x->dtype, out->dtype);
+  G *g = &d.g;
+  LLVMValueRef *k = d.k;
+  d.cl = channels_last;
+  blocking(&d, w->shape[0]);
+  cv_operands(&d, e, x, w, out, attr);
+  k[V_C] = w->shape[1];
+  k[V_M] = k64(g, 1);
+  k[V_OPAD] = opad_of(&d, w->shape[0]);
+  pack(&d, w, bias);
+  GLoop l;
+  LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
+  if (d.cl) dr_row(&d, t);
+  else dn_row(&d, t);
+  LLVMValueRef body = cv_body_close(&d, &l);
+  return cv_launch(&d, e, body, false);
+}

@@ -1,0 +1,74 @@
+/* conv_impl.h — private to the convolution kernels of conv.h: their
+ * emission state Cv (the GEMM's G for its helpers, plus the values the
+ * parallel body reads), and the pieces they share (conv_common.c):
+ * vector loads and stores with dtype conversion, masks and gathers, the
+ * run of output columns whose taps need no checks, the epilogue hook
+ * call, the parallel body's frame and its launch from the kernel.
+ *   conv_common.c    the shared pieces;
+ *   conv_depthwise.c one input channel per group;
+ *   conv_direct.c    channels-last, groups = 1, register-blocked.
+ * Needs: conv.h, gemm_impl.h. */
+#ifndef TDSL_CPU_CONV_IMPL_H
+#define TDSL_CPU_CONV_IMPL_H
+
+#include "conv.h"
+#include "gemm_impl.h"
+
+/* The body's values (Cv.k in the kernel, Cv.v in the body): pointers
+ * first.  V_C: input channels (per group); V_M: channel multiplier. */
+enum {
+  V_X, V_OUT, V_WP, V_EPIFN, V_EPIARG, V_NPTR,
+  V_N = V_NPTR, V_O, V_C, V_H, V_W, V_OH, V_OW, V_KH, V_KW, V_SH, V_SW, V_PH, V_PW, V_DH, V_DW,
+  V_M, V_GROUPS, V_XOFF, V_XSN, V_XSC, V_XSH, V_XSW, V_OOFF, V_OSN, V_OSC, V_OSH, V_OSW, V_OPAD,
+  V_COUNT
+};
+
+typedef struct Cv {
+  G g;
+  bool cl, epi;
+  bool contig;       /* input vectors are contiguous (the kernel's comment) */
+  int px, nob;       /* pixels (or vectors) per block; output vectors per block */
+  DType xd;
+  LLVMValueRef k[V_COUNT]; /* in the kernel */
+  LLVMValueRef v[V_COUNT]; /* in the body: constants, or loads from the context */
+  LLVMValueRef lanes;      /* <0, 1, .. VW-1> of i64 */
+} Cv;
+
+/* Types and vector width of the compute type of output dtype od. */
+void cv_setup(Cv *d, const GemmEmit *e, DType xd, DType od);
+/* Fills k[] from the operands (k[V_WP] = the pool past its header;
+ * k[V_OPAD], k[V_C], k[V_M] are the caller's). */
+void cv_operands(Cv *d, const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                 const GemmTensor *out, LLVMValueRef attr[7]);
+LLVMValueRef cv_splat(G *g, LLVMValueRef s);
+LLVMValueRef cv_vadd(G *g, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cv_vmul(G *g, LLVMValueRef a, LLVMValueRef b);
+/* VW elements of dtype t as compute lanes: base[off + lane] when idx is
+ * NULL, else base[idx[lane]]; lanes off in mask (NULL: all on) read 0 and
+ * touch no memory. */
+LLVMValueRef cv_vload(G *g, DType t, LLVMValueRef base, LLVMValueRef off, LLVMValueRef idx,
+                      LLVMValueRef mask);
+/* Stores compute lanes x as base[off + lane] (dtype t), lanes in mask. */
+void cv_vstore(G *g, DType t, LLVMValueRef x, LLVMValueRef base, LLVMValueRef off,
+               LLVMValueRef mask);
+/* The packed compute-type vector at wp + i (i a multiple of VW). */
+LLVMValueRef cv_wvec(Cv *d, LLVMValueRef i);
+/* `if (0 <= i < n)` (unsigned compare): opens it, returns the block after. */
+LLVMBasicBlockRef cv_open_inside(G *g, LLVMValueRef i, LLVMValueRef n);
+void cv_close_inside(G *g, LLVMBasicBlockRef after);
+/* The epilogue hook (gemm.h) on rows [i0, i1) x columns [j0, j1). */
+void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0,
+                 LLVMValueRef j1);
+/* The output columns [*lo, *hi) whose taps all fall inside the input. */
+void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi);
+bool cv_is_one(LLVMValueRef v);
+/* Opens body `name`(ctx, begin, end) with v[] bound, the builder inside
+ * its loop over items; returns the item index.  cv_body_close ends it. */
+LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l);
+LLVMValueRef cv_body_close(Cv *d, GLoop *l);
+/* In the kernel: stores the non-constant values in a context and runs
+ * body in parallel over N * OH output rows (planes: N * O output planes);
+ * returns the i32 0. */
+LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes);
+
+#endif

@@ -1,0 +1,381 @@
+/* test_codegen_conv.c — the CPU backend's convolution kernels besides
+ * the implicit GEMM (cpu/conv.h): the depthwise kernel
+ * (cpu/conv_depthwise.c) with channels-last and NCHW outputs, channel
+ * counts that are not multiples of the vector width (the masked last
+ * vector), stride 2, asymmetric padding (also wider than the kernel
+ * reaches: columns of bias alone), dilation, a kernel larger than the
+ * input, channel multiplier 2, sliced inputs (gathered lanes), bias and
+ * fused epilogues (relu, hardswish, batch norm), unbatched inputs, f64,
+ * f16, bf16 and i32; each kernel compiled for the host, for
+ * --target=x86-64 (SSE2 vectors) and at -O0, run through the C ABI and
+ * compared with the reference interpreter; the same bits at 1 to 3
+ * threads; the direct kernel (cpu/conv_direct.c) with the same variety
+ * (output channels past the register block: masked; fewer than one
+ * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32, for
+ * channels-last and for NCHW outputs (vectors of output columns, the
+ * border vectors masked); and
+ * the loop form naming the algorithm (loops/conv_algo.c).
+ * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
+#include "codegen_util.h"
+
+static const char *const FLAGS[] = {"", "--target=x86-64", "-O0"};
+
+/* NHWC storage of shape s (rank 4) or HWC (rank 3), dense. */
+static void cl_strides(int rank, const int64_t *s, int64_t *st) {
+  int c = rank - 3;
+  st[c] = 1, st[rank - 1] = s[c], st[rank - 2] = s[c] * s[rank - 1];
+  if (rank == 4) st[0] = s[1] * s[2] * s[3];
+}
+
+static void cl_ten(Ten *x, DType d, int rank, const int64_t *s, bool out) {
+  int64_t st[4];
+  cl_strides(rank, s, st);
+  ten(x, d, rank, s, st, 0, false);
+  if (out) reset_out(x);
+}
+
+/* Runs `name` at 1, 3 and 2 threads: every output bitwise equal to the
+ * 1-thread run (rows and planes are split, never sums). */
+static void same_at_threads(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout) {
+  Ten one[8];
+  ck_assert_int_le(nout, 8);
+  set_threads(L, 1);
+  call_ok(L, name, ins, nin, outs, nout);
+  for (int i = 0; i < nout; i++) {
+    one[i] = outs[i];
+    one[i].store = malloc(outs[i].bytes);
+    memcpy(one[i].store, outs[i].store, outs[i].bytes);
+  }
+  for (int th = 3; th >= 2; th--) {
+    set_threads(L, th);
+    for (int i = 0; i < nout; i++) reset_out(&outs[i]);
+    call_ok(L, name, ins, nin, outs, nout);
+    for (int i = 0; i < nout; i++)
+      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
+  }
+  for (int i = 0; i < nout; i++) free(one[i].store);
+}
+
+/* ---- channels-last -------------------------------------------------------- */
+
+static const char *DW_CL =
+    "kernel dcl(x: f32[2, 13, 9, 11] channels_last, w: f32[13, 1, 3, 3], b: f32[13], "
+    "w5: f32[13, 1, 5, 5], w2: f32[26, 1, 3, 3], b2: f32[26], y: f32[1, 16, 7, 8] channels_last, "
+    "wy: f32[16, 1, 3, 3], m: f32[13], v: f32[13]) -> "
+    "(f32[2, 13, 9, 11] channels_last, f32[2, 13, 5, 6] channels_last, "
+    "f32[2, 26, 9, 11] channels_last, f32[1, 16, 5, 12] channels_last, "
+    "f32[1, 8, 7, 8] channels_last) {\n"
+    "  return hardswish(batch_norm(conv2d(x, w, b, padding=1, groups=13), m, abs(v) + 0.5)), "
+    "conv2d(x, w5, None, 2, [2, 4], [1, 2], 13), conv2d(x, w2, b2, 1, 1, 1, 13), "
+    "hardswish(conv2d(y, wy, None, 1, [0, 3], 1, 16)), "
+    "relu(conv2d(y[:, 0:16:2], wy[0:8], None, 1, 1, 1, 8))\n}\n";
+
+START_TEST(depthwise_channels_last) {
+  static const int64_t si[10][4] = {{2, 13, 9, 11}, {13, 1, 3, 3}, {13}, {13, 1, 5, 5},
+                                    {26, 1, 3, 3}, {26}, {1, 16, 7, 8}, {16, 1, 3, 3},
+                                    {13}, {13}};
+  static const int rk[10] = {4, 4, 1, 4, 4, 1, 4, 4, 1, 1};
+  static const int64_t so[5][4] = {{2, 13, 9, 11}, {2, 13, 5, 6}, {2, 26, 9, 11},
+                                   {1, 16, 5, 12}, {1, 8, 7, 8}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DW_CL, "dcl", FLAGS[t]);
+    Ten in[10], out[5];
+    for (int i = 0; i < 10; i++) {
+      if (i == 0 || i == 6) cl_ten(&in[i], DT_F32, 4, si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 5; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "dcl", in, 10, out, 5, false, 25);
+    if (t == 0) same_at_threads(&L, "dcl", in, 10, out, 5);
+    for (int i = 0; i < 10; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- NCHW ------------------------------------------------------------------- */
+
+static const char *DW_NCHW =
+    "kernel dn(x: f32[2, 6, 9, 37], w: f32[6, 1, 3, 3], b: f32[6], w5: f32[6, 1, 5, 5], "
+    "w2: f32[12, 1, 3, 3], y: f32[1, 6, 3, 4], w7: f32[6, 1, 7, 7], "
+    "u: f32[6, 5, 40]) -> "
+    "(f32[2, 6, 9, 37], f32[2, 6, 5, 19], f32[2, 6, 7, 39], f32[2, 12, 9, 37], "
+    "f32[2, 6, 9, 19], f32[1, 6, 3, 4], f32[6, 5, 40]) {\n"
+    "  return relu(conv2d(x, w, b, padding=1, groups=6)), conv2d(x, w5, None, 2, 2, 1, 6), "
+    "conv2d(x, w, None, 1, [1, 2], [2, 1], 6), conv2d(x, w2, None, 1, 1, 1, 6), "
+    "conv2d(x[:, :, :, 0:37:2], w, None, 1, 1, 1, 6), hardswish(conv2d(y, w7, None, 1, 3, 1, 6)), "
+    "conv2d(u, w, b, 1, 1, 1, 6)\n}\n";
+
+START_TEST(depthwise_nchw) {
+  static const int64_t si[8][4] = {{2, 6, 9, 37}, {6, 1, 3, 3}, {6}, {6, 1, 5, 5}, {12, 1, 3, 3},
+                                   {1, 6, 3, 4}, {6, 1, 7, 7}, {6, 5, 40}};
+  static const int rk[8] = {4, 4, 1, 4, 4, 4, 4, 3};
+  static const int64_t so[7][4] = {{2, 6, 9, 37}, {2, 6, 5, 19}, {2, 6, 7, 39}, {2, 12, 9, 37},
+                                   {2, 6, 9, 19}, {1, 6, 3, 4}, {6, 5, 40}};
+  static const int ro[7] = {4, 4, 4, 4, 4, 4, 3};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DW_NCHW, "dn", FLAGS[t]);
+    Ten in[8], out[7];
+    for (int i = 0; i < 8; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    for (int i = 0; i < 7; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
+    run_and_compare_k(&L, "dn", in, 8, out, 7, false, 49);
+    if (t == 0) same_at_threads(&L, "dn", in, 8, out, 7);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 7; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- dtypes ----------------------------------------------------------------- */
+
+static const char *DW_DT =
+    "kernel dd(a: f64[2, 5, 6, 7] channels_last, wa: f64[5, 1, 3, 3], ba: f64[5], "
+    "h: f16[1, 10, 6, 7] channels_last, wh: f16[10, 1, 3, 3], bh: f16[10]) -> "
+    "(f64[2, 5, 3, 4] channels_last, f16[1, 10, 6, 7] channels_last, "
+    "f16[1, 10, 6, 7] channels_last) {\n"
+    "  return conv2d(a, wa, ba, 2, 1, 1, 5), conv2d(h, wh, bh, padding=1, groups=10), "
+    "relu(conv2d(h, wh, bh, padding=1, groups=10))\n}\n"
+    "kernel de(g: bf16[2, 3, 6, 19], wg: bf16[6, 1, 3, 3], "
+    "i: i32[1, 5, 6, 7] channels_last, wi: i32[5, 1, 2, 2], bi: i32[5], "
+    "e: f64[1, 3, 6, 7], we: f64[3, 1, 3, 3]) -> "
+    "(bf16[2, 6, 6, 19], i32[1, 5, 7, 8] channels_last, f64[1, 3, 6, 7]) {\n"
+    "  return conv2d(g, wg, None, 1, 1, 1, 3), conv2d(i, wi, bi, 1, 1, 1, 5), "
+    "relu(conv2d(e, we, None, 1, 1, 1, 3))\n}\n";
+
+START_TEST(depthwise_dtypes) {
+  static const int64_t si[13][4] = {{2, 5, 6, 7}, {5, 1, 3, 3}, {5}, {1, 10, 6, 7},
+                                    {10, 1, 3, 3}, {10}, {2, 3, 6, 19}, {6, 1, 3, 3},
+                                    {1, 5, 6, 7}, {5, 1, 2, 2}, {5}, {1, 3, 6, 7}, {3, 1, 3, 3}};
+  static const int rk[13] = {4, 4, 1, 4, 4, 1, 4, 4, 4, 4, 1, 4, 4};
+  static const DType dt[13] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_F16, DT_BF16,
+                               DT_BF16, DT_I32, DT_I32, DT_I32, DT_F64, DT_F64};
+  static const int64_t so[6][4] = {{2, 5, 3, 4}, {1, 10, 6, 7}, {1, 10, 6, 7},
+                                   {2, 6, 6, 19}, {1, 5, 7, 8}, {1, 3, 6, 7}};
+  static const DType dto[6] = {DT_F64, DT_F16, DT_F16, DT_BF16, DT_I32, DT_F64};
+  static const bool clo[6] = {true, true, true, false, true, false};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DW_DT, "dd", FLAGS[t]);
+    Ten in[13], out[6];
+    for (int i = 0; i < 13; i++) {
+      if (i == 0 || i == 3 || i == 8) cl_ten(&in[i], dt[i], 4, si[i], false);
+      else ten(&in[i], dt[i], rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 6; i++) {
+      if (clo[i]) cl_ten(&out[i], dto[i], 4, so[i], true);
+      else out_ten(&out[i], dto[i], 4, so[i]);
+    }
+    run_and_compare_k(&L, "dd", in, 6, out, 3, false, 9);
+    run_and_compare_k(&L, "de", in + 6, 7, out + 3, 3, false, 9);
+    for (int i = 0; i < 13; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- direct (channels-last output, one group) ------------------------------ */
+
+static const char *DR_CL =
+    "kernel rc(x: f32[2, 8, 9, 11] channels_last, w: f32[13, 8, 3, 3], b: f32[13], "
+    "w5: f32[24, 8, 5, 5], w4: f32[5, 8, 3, 3], y: f32[1, 8, 3, 4] channels_last, m: f32[13], "
+    "v: f32[13]) -> "
+    "(f32[2, 13, 9, 11] channels_last, f32[2, 24, 5, 6] channels_last, "
+    "f32[2, 5, 7, 15] channels_last, f32[1, 13, 5, 6] channels_last, "
+    "f32[2, 13, 9, 11] channels_last, f32[2, 13, 9, 6] channels_last) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w5, None, 2, [2, 4], [1, 2]), "
+    "hardswish(conv2d(x, w4, None, 1, [0, 3])), conv2d(y, w, b, 1, 3, 2), "
+    "batch_norm(conv2d(x, w, None, 1, 1), m, abs(v) + 0.5), "
+    "conv2d(x[:, :, :, 0:11:2], w, None, 1, 1)\n}\n"
+    "kernel rn(x: f32[2, 8, 9, 11], w: f32[13, 8, 3, 3], b: f32[13]) -> "
+    "(f32[2, 13, 5, 6] channels_last, f32[2, 13, 9, 11] channels_last) {\n"
+    "  return conv2d(x, w, b, 2, 1), relu(conv2d(x, w, b, padding=1))\n}\n";
+
+START_TEST(direct_channels_last) {
+  static const int64_t si[8][4] = {{2, 8, 9, 11}, {13, 8, 3, 3}, {13}, {24, 8, 5, 5},
+                                   {5, 8, 3, 3}, {1, 8, 3, 4}, {13}, {13}};
+  static const int rk[8] = {4, 4, 1, 4, 4, 4, 1, 1};
+  static const int64_t so[6][4] = {{2, 13, 9, 11}, {2, 24, 5, 6}, {2, 5, 7, 15},
+                                   {1, 13, 5, 6}, {2, 13, 9, 11}, {2, 13, 9, 6}};
+  static const int64_t sn[2][4] = {{2, 13, 5, 6}, {2, 13, 9, 11}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_CL, "rc", FLAGS[t]);
+    Ten in[8], out[6], xn, on[2];
+    for (int i = 0; i < 8; i++) {
+      if (i == 0 || i == 5) cl_ten(&in[i], DT_F32, 4, si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 6; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "rc", in, 8, out, 6, false, 8 * 25);
+    if (t == 0) same_at_threads(&L, "rc", in, 8, out, 6);
+    ten(&xn, DT_F32, 4, si[0], NULL, 0, false); /* NCHW input, channels-last outputs */
+    Ten rin[3] = {xn, in[1], in[2]};
+    for (int i = 0; i < 2; i++) cl_ten(&on[i], DT_F32, 4, sn[i], true);
+    run_and_compare_k(&L, "rn", rin, 3, on, 2, false, 72);
+    ten_free(&xn), ten_free(&on[0]), ten_free(&on[1]);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+static const char *DR_DT =
+    "kernel rd(a: f64[2, 8, 6, 7] channels_last, wa: f64[5, 8, 3, 3], ba: f64[5], "
+    "h: f16[1, 9, 6, 7] channels_last, wh: f16[10, 9, 3, 3], bh: f16[10], "
+    "g: bf16[1, 8, 6, 7] channels_last, wg: bf16[17, 8, 2, 2], "
+    "i: i32[1, 8, 6, 7] channels_last, wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
+    "(f64[2, 5, 3, 4] channels_last, f16[1, 10, 6, 7] channels_last, "
+    "bf16[1, 17, 7, 8] channels_last, i32[1, 6, 6, 7] channels_last) {\n"
+    "  return conv2d(a, wa, ba, 2, 1), relu(conv2d(h, wh, bh, padding=1)), "
+    "conv2d(g, wg, None, 1, 1), conv2d(i, wi, bi, 1, 1)\n}\n";
+
+START_TEST(direct_dtypes) {
+  static const int64_t si[11][4] = {{2, 8, 6, 7}, {5, 8, 3, 3}, {5}, {1, 9, 6, 7}, {10, 9, 3, 3},
+                                    {10}, {1, 8, 6, 7}, {17, 8, 2, 2}, {1, 8, 6, 7}, {6, 8, 3, 3},
+                                    {6}};
+  static const int rk[11] = {4, 4, 1, 4, 4, 1, 4, 4, 4, 4, 1};
+  static const DType dt[11] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_F16,
+                               DT_BF16, DT_BF16, DT_I32, DT_I32, DT_I32};
+  static const int64_t so[4][4] = {{2, 5, 3, 4}, {1, 10, 6, 7}, {1, 17, 7, 8}, {1, 6, 6, 7}};
+  static const DType dto[4] = {DT_F64, DT_F16, DT_BF16, DT_I32};
+  static const char *const flags[3] = {"--layout=nhwc", "--target=x86-64 --layout=nhwc",
+                                       "-O0 --layout=nhwc"};
+  for (int t = 0; t < 3; t++) { /* nhwc: choose-layout would run the bf16 conv in NCHW */
+    Lib L;
+    build_flags(&L, DR_DT, "rd", flags[t]);
+    Ten in[11], out[4];
+    for (int i = 0; i < 11; i++) {
+      if (i == 0 || i == 3 || i == 6 || i == 8) cl_ten(&in[i], dt[i], 4, si[i], false);
+      else ten(&in[i], dt[i], rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 4; i++) cl_ten(&out[i], dto[i], 4, so[i], true);
+    run_and_compare_k(&L, "rd", in, 11, out, 4, false, 81);
+    for (int i = 0; i < 11; i++) ten_free(&in[i]);
+    for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* NCHW outputs: vectors of output columns (stride 1). */
+static const char *DR_NCHW =
+    "kernel rnc(x: f32[2, 8, 9, 37], w: f32[13, 8, 3, 3], b: f32[13], w5: f32[6, 8, 5, 5], "
+    "u: f32[8, 5, 11], m: f32[13], v: f32[13]) -> "
+    "(f32[2, 13, 9, 37], f32[2, 6, 9, 37], f32[2, 13, 8, 37], f32[13, 5, 11], f32[2, 13, 9, 37], "
+    "f32[2, 13, 5, 37]) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w5, None, 1, [2, 4], [1, 2]), "
+    "conv2d(x[:, :, 1:, :], w, None, 1, 1), conv2d(u, w, b, 1, 1), "
+    "hardswish(batch_norm(conv2d(x, w, None, 1, 1), m, abs(v) + 0.5)), "
+    "conv2d(x, w, None, 1, [0, 1], [2, 1])\n}\n"
+    "kernel rnd(a: f64[1, 8, 6, 7], wa: f64[5, 8, 3, 3], ba: f64[5], h: f16[1, 9, 6, 19], "
+    "wh: f16[10, 9, 3, 3], g: bf16[1, 8, 6, 7], wg: bf16[7, 8, 2, 2], i: i32[1, 8, 6, 7], "
+    "wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
+    "(f64[1, 5, 6, 7], f16[1, 10, 6, 19], bf16[1, 7, 7, 8], i32[1, 6, 6, 7]) {\n"
+    "  return conv2d(a, wa, ba, 1, 1), relu(conv2d(h, wh, None, 1, 1)), conv2d(g, wg, None, 1, 1), "
+    "conv2d(i, wi, bi, 1, 1)\n}\n";
+
+START_TEST(direct_nchw) {
+  static const int64_t si[7][4] = {{2, 8, 9, 37}, {13, 8, 3, 3}, {13}, {6, 8, 5, 5}, {8, 5, 11},
+                                   {13}, {13}};
+  static const int rk[7] = {4, 4, 1, 4, 3, 1, 1};
+  static const int64_t so[6][4] = {{2, 13, 9, 37}, {2, 6, 9, 37}, {2, 13, 8, 37}, {13, 5, 11},
+                                   {2, 13, 9, 37}, {2, 13, 5, 37}};
+  static const int ro[6] = {4, 4, 4, 3, 4, 4};
+  static const int64_t sd[10][4] = {{1, 8, 6, 7}, {5, 8, 3, 3}, {5}, {1, 9, 6, 19}, {10, 9, 3, 3},
+                                    {1, 8, 6, 7}, {7, 8, 2, 2}, {1, 8, 6, 7}, {6, 8, 3, 3}, {6}};
+  static const int rd[10] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1};
+  static const DType dd[10] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_BF16, DT_BF16,
+                               DT_I32, DT_I32, DT_I32};
+  static const int64_t sdo[4][4] = {{1, 5, 6, 7}, {1, 10, 6, 19}, {1, 7, 7, 8}, {1, 6, 6, 7}};
+  static const DType ddo[4] = {DT_F64, DT_F16, DT_BF16, DT_I32};
+  static const char *const flags[3] = {"--layout=nchw", "--target=x86-64 --layout=nchw",
+                                       "-O0 --layout=nchw"};
+  for (int t = 0; t < 3; t++) { /* nchw: every conv computed in NCHW */
+    Lib L;
+    build_flags(&L, DR_NCHW, "rnc", flags[t]);
+    Ten in[10], out[6];
+    for (int i = 0; i < 7; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    for (int i = 0; i < 6; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
+    run_and_compare_k(&L, "rnc", in, 7, out, 6, false, 8 * 25);
+    if (t == 0) same_at_threads(&L, "rnc", in, 7, out, 6);
+    for (int i = 0; i < 7; i++) ten_free(&in[i]);
+    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    for (int i = 0; i < 10; i++) ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
+    for (int i = 0; i < 4; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
+    run_and_compare_k(&L, "rnd", in, 10, out, 4, false, 81);
+    for (int i = 0; i < 10; i++) ten_free(&in[i]);
+    for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- the loop form names the algorithm ------------------------------------ */
+
+static int loops_count(const char *src, const char *flags, const char *what) {
+  char dir[] = "/tmp/tdsl_conv_XXXXXX", path[64], cmd[512], line[4096];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", dir);
+  write_text(path, src);
+  snprintf(cmd, sizeof cmd, "%s %s --emit=loops %s -o %s/k.loops && cat %s/k.loops", TDSL_TDSLC,
+           path, flags, dir, dir);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  int n = 0;
+  while (fgets(line, sizeof line, p))
+    if (strstr(line, what)) n++;
+  ck_assert_int_eq(pclose(p), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  return n;
+}
+
+START_TEST(loop_form_algorithm) {
+  ck_assert_int_eq(loops_count(DW_CL, "", "algorithm: depthwise"), 5);
+  ck_assert_int_eq(loops_count(DW_NCHW, "", "algorithm: depthwise"), 7);
+  static const char *dense =
+      "kernel k(x: f32[1, 4, 8, 8], w: f32[6, 4, 3, 3], wg: f32[4, 2, 3, 3]) -> "
+      "(f32[1, 6, 6, 6], f32[1, 4, 6, 6]) {\n  return conv2d(x, w), conv2d(x, wg, None, 1, 0, 1, 2)\n}\n";
+  ck_assert_int_eq(loops_count(dense, "", "algorithm: implicit GEMM"), 2);
+  ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
+  ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
+  ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
+  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
+  /* 1x1, 3 input channels and NCHW outputs at stride 2 stay GEMMs */
+  static const char *gemms =
+      "kernel k(x: f32[1, 8, 8, 8] channels_last, w: f32[6, 8, 1, 1], y: f32[1, 3, 8, 8] channels_last, "
+      "w3: f32[6, 3, 3, 3], w8: f32[6, 8, 3, 3]) -> (f32[1, 6, 8, 8] channels_last, "
+      "f32[1, 6, 6, 6] channels_last, f32[1, 6, 3, 3]) {\n"
+      "  return conv2d(x, w), conv2d(y, w3), conv2d(x, w8, None, 2)\n}\n";
+  ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: implicit GEMM"), 3);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("codegen_conv");
+  TCase *t = tcase_create("conv");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, depthwise_channels_last);
+  tcase_add_test(t, depthwise_nchw);
+  tcase_add_test(t, depthwise_dtypes);
+  tcase_add_test(t, direct_channels_last);
+  tcase_add_test(t, direct_dtypes);
+  tcase_add_test(t, direct_nchw);
+  tcase_add_test(t, loop_form_algorithm);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
