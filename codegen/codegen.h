@@ -43,15 +43,21 @@ typedef struct CgOptions {
 struct LfTarget;
 const struct LfTarget *cg_schedule_params(const char *target);
 
+/* The ISA variants a CPU object of target carries, space-separated
+ * ("x86-64-v2 x86-64-v3 x86-64-v4" for x86-64; the host CPU's name for
+ * host); NULL for a target the CPU backend does not take (cpu/isa.c). */
+const char *cg_isa_variants(const char *target);
+
 /* Generates and writes the requested emits.  Returns the exit status:
  * 0, 1 (a kernel uses an op the backend cannot compile yet, or a file
  * cannot be written), or 2 (a target this backend does not serve). */
 int cg_emit(IrModule *m, const CgOptions *o);
 
 /* Writes the C header for m (header.c); scratch[i]: kernel i's scratch
- * bytes as K_info gives them (lf_scratch_total), for its comment.
+ * bytes as K_info gives them (lf_scratch_total), for its comment; isa:
+ * also declare `const char *K_isa(void)` (CPU objects).
  * Returns 0, or -1 on I/O error. */
 int cg_write_header(const IrModule *m, FILE *f, const char *stem,
-                    const Sym *const *scratch);
+                    const Sym *const *scratch, bool isa);
 
 #endif

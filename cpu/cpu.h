@@ -7,6 +7,7 @@
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h;
+ *   isa.c        ISA variants, their dispatch and K_isa;
  *   machine.c    target machine, optimization, output.
  * Shared LLVM helpers, expressions and the host entry come from codegen/
  * (llvm_util.h).
@@ -123,6 +124,24 @@ void cpu_emit_group_parallel(Cg *c, const LfNest *g);
 /* At the kernel's entry: each GEMM nest's packing memory. */
 void cpu_setup_gemm_pools(Cg *c);
 void cpu_emit_gemm_nest(Cg *c, const LfNest *n);
+
+/* ---- isa.c ---------------------------------------------------------------- */
+
+/* Whether target is the multi-variant x86-64 (one variant per level). */
+bool cpu_isa_multi(const char *target);
+/* The ISA --target names: host, x86-64-v2/-v3/-v4, or x86-64's baseline
+ * (level 1: a multi-variant object's dispatchers and K_info). */
+const CgIsa *cpu_isa_of_target(const char *target);
+/* The variants an object of target carries (v[0..n), lowest first): one,
+ * or x86-64-v2, -v3, -v4 for x86-64. */
+int cpu_isa_variants(const char *target, const CgIsa **v);
+/* After a variant's kernels are emitted (c->isa its ISA): every function
+ * defined since the previous call gets the variant's target-cpu and
+ * target-features and its suffix ("K" becomes internal "K__v3"). */
+void cpu_isa_seal_variant(Cg *c);
+/* After every variant: K_isa() and, with several variants, the public K
+ * that resolves the variant at its first call and calls it. */
+void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv);
 
 /* ---- machine.c ------------------------------------------------------------ */
 

@@ -8,8 +8,10 @@
  *  3. allocates scratch and GEMM packing memory, runs the nests (serial
  *     loops here; parallel nests and row groups: parallel.c; matmul and
  *     conv2d: gemm_nest.c), frees scratch;
- * and `K_info` returns a constant tdsl_kernel_info.  The module then goes
- * through "default<On>" and object/assembly emission (machine.c).
+ * and `K_info` returns a constant tdsl_kernel_info.  --target=x86-64
+ * emits every kernel once per ISA level, K dispatching (isa.c); `K_isa`
+ * names the ISA.  The module then goes through "default<On>" and
+ * object/assembly emission (machine.c).
  * Needs: cpu.h.  Used by: codegen/codegen.c (the backend table). */
 #include <string.h>
 
@@ -73,15 +75,26 @@ static bool cpu_accepts(const char *target) { return strncmp(target, "cuda", 4) 
 static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
-  Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .opt = o->opt_level,
-          .dl_device = DL_CPU, .target = lf_target_params(cg_cpu_backend.sched)};
+  Cg c = {.m = m, .opt = o->opt_level, .dl_device = DL_CPU,
+          .target = lf_target_params(cg_cpu_backend.sched)};
   c.ctx = LLVMContextCreate();
   c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
   c.b = LLVMCreateBuilderInContext(c.ctx);
   cg_init_types(&c);
+  const CgIsa *v[4];
+  int nv = cpu_isa_variants(o->target, v);
+  for (int j = 0; j < nv; j++) { /* each variant's kernels (isa.c) */
+    c.isa = v[j];
+    c.vec_bits = v[j]->vec_bits;
+    for (int i = 0; i < m->nkernels; i++) emit_kernel(&c, m->kernels[i], lks[i]);
+    if (nv > 1) cpu_isa_seal_variant(&c);
+  }
+  c.isa = cpu_isa_of_target(o->target);
+  c.vec_bits = c.isa->vec_bits;
   for (int i = 0; i < m->nkernels; i++) {
-    emit_kernel(&c, m->kernels[i], lks[i]);
+    c.lk = lks[i];
     cg_emit_info(&c, m->kernels[i]);
+    cpu_isa_emit_entry(&c, m->kernels[i], v, nv);
   }
   cg_phase_ms(o, "llvm-build", &t);
   int s = cpu_optimize_and_write(c.mod, o);

@@ -17,8 +17,11 @@ static LLVMTargetMachineRef target_machine(const CgOptions *o, char **triple) {
   LLVMInitializeNativeAsmPrinter();
   bool host = !strcmp(o->target, "host");
   *triple = host ? LLVMGetDefaultTargetTriple() : LLVMCreateMessage("x86_64-unknown-linux-gnu");
-  char *cpu = host ? LLVMGetHostCPUName() : LLVMCreateMessage(o->target);
-  char *feat = host ? LLVMGetHostCPUFeatures() : LLVMCreateMessage("");
+  /* x86-64 (multi-variant): the baseline; each variant's functions carry
+   * their level's target-cpu and target-features (isa.c). */
+  const CgIsa *isa = cpu_isa_of_target(o->target);
+  char *cpu = LLVMCreateMessage(isa->cpu);
+  char *feat = LLVMCreateMessage(host ? isa->features : "");
   LLVMTargetRef t;
   char *err = NULL;
   if (LLVMGetTargetFromTriple(*triple, &t, &err)) {

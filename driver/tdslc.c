@@ -639,6 +639,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   if (!sel) return 1;
   /* Passes always get a report to write to; totals only when wanted. */
   Report *rep = report_new(m->arena, o->file, o->target);
+  report_set_isa(rep, cg_isa_variants(o->target));
   double t = now_ms();
   int status = optimize(o, sel, rep);
   phase_time(o, "optimize", &t);
