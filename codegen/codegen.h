@@ -33,6 +33,14 @@ typedef struct CgOptions {
                           the emit's extension */
   bool to_stdout;      /* -o -: the single textual emit goes to stdout */
   bool time_passes;    /* print the LLVM phase times to stderr */
+  /* Merges n relocatable objects (data[i], size[i] bytes) into one
+   * (*out, malloc'd, *outsize bytes); 0, or nonzero when it cannot (no
+   * message: the backend then builds the object as one module).  NULL: a
+   * CPU object is built as one module; set: the backend may split it
+   * across threads (a module per kernel and ISA variant; the driver's is
+   * link.c link_relocatable). */
+  int (*merge_objects)(const char *const *data, const size_t *size, int n, char **out,
+                       size_t *outsize);
 } CgOptions;
 
 /* The schedule's parameters (loops/loops.h LfTarget, the row of

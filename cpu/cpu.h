@@ -137,8 +137,9 @@ const CgIsa *cpu_isa_of_target(const char *target);
 int cpu_isa_variants(const char *target, const CgIsa **v);
 /* After a variant's kernels are emitted (c->isa its ISA): every function
  * defined since the previous call gets the variant's target-cpu and
- * target-features and its suffix ("K" becomes internal "K__v3"). */
-void cpu_isa_seal_variant(Cg *c);
+ * target-features and its suffix ("K" becomes internal "K__v3"; split:
+ * K's entry points are in another module, so hidden "K__v3"). */
+void cpu_isa_seal_variant(Cg *c, bool split);
 /* After every variant: K_isa() and, with several variants, the public K
  * that resolves the variant at its first call and calls it. */
 void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv);
@@ -147,5 +148,11 @@ void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv)
 
 /* Verifies, optimizes and writes the module; returns cg_emit's status. */
 int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
+/* LLVM's native target, initialized once (before threads start). */
+void cpu_init_llvm(void);
+/* Verifies and optimizes mod and emits its object into *obj; prints no
+ * phase times.  Safe on several threads at once, each module in its own
+ * LLVMContext.  Returns 0 or 2 (no target). */
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj);
 
 #endif

@@ -94,7 +94,7 @@ static void str_attr(Cg *c, LLVMValueRef fn, const char *k, const char *v) {
                                                     (unsigned)strlen(v)));
 }
 
-void cpu_isa_seal_variant(Cg *c) {
+void cpu_isa_seal_variant(Cg *c, bool split) {
   const CgIsa *isa = c->isa;
   for (LLVMValueRef f = LLVMGetFirstFunction(c->mod); f; f = LLVMGetNextFunction(f)) {
     if (LLVMIsDeclaration(f) ||
@@ -110,17 +110,33 @@ void cpu_isa_seal_variant(Cg *c) {
     strcpy(nn + n, isa->suffix);
     LLVMSetValueName2(f, nn, strlen(nn));
     free(nn);
-    if (LLVMGetLinkage(f) == LLVMExternalLinkage) LLVMSetLinkage(f, LLVMInternalLinkage);
+    if (LLVMGetLinkage(f) != LLVMExternalLinkage) continue;
+    if (split) LLVMSetVisibility(f, LLVMHiddenVisibility); /* K's unit calls it */
+    else LLVMSetLinkage(f, LLVMInternalLinkage);
   }
 }
 
 /* ---- dispatch ---------------------------------------------------------------- */
 
+/* K's function type (entry.c cg_begin_kernel). */
+static LLVMTypeRef kernel_type(Cg *c, const IrKernel *k) {
+  int na = k->nparams + k->nresults;
+  LLVMTypeRef *ps = arena_alloc(c->m->arena, sizeof *ps * (size_t)(na + 1));
+  for (int i = 0; i < k->nparams; i++)
+    ps[i] = k->params[i].is_tensor ? c->ptr : cg_scalar_arg_type(c, k->params[i].dtype);
+  for (int i = 0; i < k->nresults; i++) ps[k->nparams + i] = c->ptr;
+  return LLVMFunctionType(c->i32, ps, (unsigned)na, 0);
+}
+
+/* K__vN: defined in this module, or (a split build) declared, hidden. */
 static LLVMValueRef variant_fn(Cg *c, const IrKernel *k, const CgIsa *isa) {
   char name[512];
   snprintf(name, sizeof name, "%s%s", k->name, isa->suffix);
   LLVMValueRef f = LLVMGetNamedFunction(c->mod, name);
-  if (!f) ICE("variant %s of kernel %s missing", isa->name, k->name);
+  if (!f) {
+    f = LLVMAddFunction(c->mod, name, kernel_type(c, k));
+    LLVMSetVisibility(f, LLVMHiddenVisibility);
+  }
   return f;
 }
 
@@ -218,7 +234,7 @@ void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv)
     return;
   }
   LLVMValueRef resolve = emit_resolver(c, k, v, nv);
-  emit_dispatcher(c, k, resolve, LLVMGlobalGetValueType(variant_fn(c, k, v[0])));
+  emit_dispatcher(c, k, resolve, kernel_type(c, k));
   emit_query(c, k, resolve, v, nv);
 }
 

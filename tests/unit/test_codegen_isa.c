@@ -170,7 +170,7 @@ START_TEST(single_variant) {
 END_TEST
 
 /* The report names the variants; the object holds each kernel's three
- * variants (local symbols) behind one public entry point. */
+ * variants behind one public entry point. */
 START_TEST(report_and_symbols) {
   char dir[] = "/tmp/tdsl_isa_XXXXXX", path[64], cmd[512];
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -191,10 +191,18 @@ START_TEST(report_and_symbols) {
   ck_assert_int_ne(sh(cmd), 0);
   snprintf(cmd, sizeof cmd,
            "%s %s --target=x86-64 -o %s/k.o && nm %s/k.o > %s/nm.txt && "
-           "grep -q ' T sm$' %s/nm.txt && grep -q ' t sm__v2$' %s/nm.txt && "
-           "grep -q ' t sm__v3$' %s/nm.txt && grep -q ' t sm__v4$' %s/nm.txt && "
-           "grep -q ' T sm_isa$' %s/nm.txt && ! grep -q ' T sm__v' %s/nm.txt",
-           TDSL_TDSLC, path, dir, dir, dir, dir, dir, dir, dir, dir, dir);
+           "grep -q ' T sm$' %s/nm.txt && grep -q ' [tT] sm__v2$' %s/nm.txt && "
+           "grep -q ' [tT] sm__v3$' %s/nm.txt && grep -q ' [tT] sm__v4$' %s/nm.txt && "
+           "grep -q ' T sm_isa$' %s/nm.txt",
+           TDSL_TDSLC, path, dir, dir, dir, dir, dir, dir, dir, dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  /* One module (TDSL_JOBS=1): the variants are local symbols; split
+   * across threads they are hidden globals, never exported by --emit=so. */
+  snprintf(cmd, sizeof cmd,
+           "TDSL_JOBS=1 %s %s --target=x86-64 -o %s/k.o && nm %s/k.o | grep -q ' t sm__v3$' && "
+           "TDSL_JOBS=2 %s %s --target=x86-64 --emit=so -o %s/k.so && "
+           "! nm -D %s/k.so | grep -q 'sm__v' && nm -D %s/k.so | grep -q ' T sm_isa$'",
+           TDSL_TDSLC, path, dir, dir, TDSL_TDSLC, path, dir, dir, dir);
   ck_assert_int_eq(sh(cmd), 0);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   sh(cmd);
