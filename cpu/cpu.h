@@ -8,6 +8,7 @@
  *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h;
  *   isa.c        ISA variants, their dispatch and K_isa;
+ *   split.c      a module's functions split into parts for threads;
  *   machine.c    target machine, optimization, output.
  * Shared LLVM helpers, expressions and the host entry come from codegen/
  * (llvm_util.h).
@@ -143,6 +144,20 @@ void cpu_isa_seal_variant(Cg *c, bool split);
 /* After every variant: K_isa() and, with several variants, the public K
  * that resolves the variant at its first call and calls it. */
 void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv);
+
+/* ---- split.c -------------------------------------------------------------- */
+
+/* Splits mod's functions into at most nparts parts (kernel: the name
+ * that makes the hidden globals it creates unique); returns the number of
+ * parts (>= 2) with *owner (malloc'd: each defined function's part, in
+ * module order) and *bc (the module as bitcode, after the renaming), or
+ * 0 when it does not split (fewer than min_insts instructions, one
+ * component). */
+int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
+                     int **owner, LLVMMemoryBufferRef *bc);
+/* Part `part` of a split module, read into ctx (any thread). */
+LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
+                             int part);
 
 /* ---- machine.c ------------------------------------------------------------ */
 

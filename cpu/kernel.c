@@ -91,6 +91,11 @@ typedef struct Unit {
   LLVMModuleRef mod;
   LLVMMemoryBufferRef obj;
   int status;
+  /* A part of a module split by functions (split.c): the module's
+   * bitcode and its functions' parts (shared by the parts; the first
+   * part owns them); the thread reads its part into ctx/mod. */
+  LLVMMemoryBufferRef bc;
+  int *owner, part;
 } Unit;
 
 typedef struct Units {
@@ -128,15 +133,50 @@ static void build_unit(IrModule *m, LfKernel **lks, const CgOptions *o, const Cg
 
 static void dispose_unit(Unit *u) {
   if (u->obj) LLVMDisposeMemoryBuffer(u->obj);
-  LLVMDisposeModule(u->mod);
-  LLVMContextDispose(u->ctx);
+  if (u->mod) LLVMDisposeModule(u->mod);
+  if (u->ctx) LLVMContextDispose(u->ctx);
+  if (u->bc && u->part == 0) {
+    LLVMDisposeMemoryBuffer(u->bc);
+    free(u->owner);
+  }
+  *u = (Unit){0};
 }
 
 static void *compile_units(void *arg) {
   Units *us = arg;
-  for (int i; (i = atomic_fetch_add(&us->next, 1)) < us->n;)
-    us->u[i].status = cpu_compile_to_memory(us->u[i].mod, us->o, &us->u[i].obj);
+  for (int i; (i = atomic_fetch_add(&us->next, 1)) < us->n;) {
+    Unit *u = &us->u[i];
+    if (u->bc) {
+      u->ctx = LLVMContextCreate();
+      u->mod = cpu_split_part(u->ctx, u->bc, u->owner, u->part);
+    }
+    u->status = cpu_compile_to_memory(u->mod, us->o, &u->obj);
+  }
   return NULL;
+}
+
+/* Splits each unit's module by functions (split.c) into up to `parts`
+ * parts; returns the new list (u freed) and its length in *n. */
+static Unit *split_functions(IrModule *m, Unit *u, int *n, int parts) {
+  Unit *out = NULL;
+  int no = 0;
+  for (int i = 0; i < *n; i++) {
+    int *owner = NULL;
+    LLVMMemoryBufferRef bc = NULL;
+    int np = cpu_split_module(u[i].mod, m->kernels[u[i].k0]->name, parts, 400, &owner, &bc);
+    out = realloc(out, sizeof *out * (size_t)(no + (np ? np : 1)));
+    if (!out) ICE("out of memory");
+    if (!np) {
+      out[no++] = u[i];
+      continue;
+    }
+    LLVMDisposeModule(u[i].mod);
+    LLVMContextDispose(u[i].ctx);
+    for (int p = 0; p < np; p++) out[no++] = (Unit){.bc = bc, .owner = owner, .part = p};
+  }
+  free(u);
+  *n = no;
+  return out;
 }
 
 /* Threads for n units: $TDSL_JOBS when a positive number, else the
@@ -189,9 +229,10 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   int nv = cpu_isa_variants(o->target, v);
   int nk = m->nkernels;
   /* Split across threads: an object alone, several units, a merger. */
-  int nsplit = nk * nv + (nv > 1 ? nk : 0);
-  bool split = o->merge_objects && (o->emit & CG_OBJ) && !(o->emit & (CG_ASM | CG_LLVM)) &&
-               nsplit > 1 && thread_count(nsplit) > 1;
+  int nsplit = nk * nv + (nv > 1 ? nk : 0), nt = thread_count(64);
+  bool threads = o->merge_objects && (o->emit & CG_OBJ) && !(o->emit & (CG_ASM | CG_LLVM)) &&
+                 nt > 1;
+  bool split = threads && nsplit > 1;
   int n = split ? nsplit : 1;
   Unit *u = calloc((size_t)n, sizeof *u);
   if (!u) ICE("out of memory");
@@ -207,12 +248,17 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   }
   for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, split, &u[i]);
   cg_phase_ms(o, "llvm-build", &t);
+  if (threads && n < nt) { /* fewer modules than threads: split by functions */
+    u = split_functions(m, u, &n, (nt + n - 1) / n);
+    split = n > 1;
+    cg_phase_ms(o, "llvm-split", &t);
+  }
   int s;
   if (split) {
     s = compile_split(u, n, o);
     cg_phase_ms(o, "llvm-threads", &t);
     if (s < 0) { /* no merger: one module after all */
-      for (int i = 0; i < n; i++) dispose_unit(&u[i]);
+      for (int i = n - 1; i >= 0; i--) dispose_unit(&u[i]); /* parts: part 0 last */
       u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
       n = 1;
       build_unit(m, lks, o, v, nv, false, &u[0]);
