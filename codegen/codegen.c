@@ -59,17 +59,18 @@ const LfTarget *cg_schedule_params(const char *target) {
   return lf_target_params(be->sched);
 }
 
-/* The header, to stdout or stem.h; 0 or 1. */
-static int write_header(IrModule *m, LfKernel **lks, const CgOptions *o) {
+/* The header, to stdout or stem.h; 0 or 1.  isa: declare K_isa() (the
+ * CPU backend's objects define it). */
+static int write_header(IrModule *m, LfKernel **lks, const CgOptions *o, bool isa) {
   int s;
   const Sym **scratch = arena_alloc(m->arena, sizeof *scratch * (size_t)(m->nkernels + 1));
   for (int i = 0; i < m->nkernels; i++) scratch[i] = lf_scratch_total(m->st, lks[i]);
   if (o->to_stdout) {
-    s = cg_write_header(m, stdout, o->stem, scratch);
+    s = cg_write_header(m, stdout, o->stem, scratch, isa);
   } else {
     char *path = out_path(o, ".h");
     FILE *f = fopen(path, "w");
-    s = f ? cg_write_header(m, f, o->stem, scratch) : -1;
+    s = f ? cg_write_header(m, f, o->stem, scratch, isa) : -1;
     if (f && fclose(f)) s = -1;
     if (s) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
     free(path);
@@ -93,7 +94,7 @@ int cg_emit(IrModule *m, const CgOptions *o) {
   LfKernel **lks = arena_alloc(m->arena, sizeof *lks * (size_t)(m->nkernels + 1));
   for (int i = 0; i < m->nkernels; i++) lks[i] = lf_lower(m, m->kernels[i], o->opt_level);
   cg_phase_ms(o, "lower", &t);
-  if ((o->emit & CG_HEADER) && write_header(m, lks, o)) return 1;
+  if ((o->emit & CG_HEADER) && write_header(m, lks, o, be == &cg_cpu_backend)) return 1;
   if (!(o->emit & (CG_OBJ | CG_ASM | CG_LLVM | CG_PTX))) return 0;
   return be->emit(m, lks, o);
 }

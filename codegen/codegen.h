@@ -33,6 +33,14 @@ typedef struct CgOptions {
                           the emit's extension */
   bool to_stdout;      /* -o -: the single textual emit goes to stdout */
   bool time_passes;    /* print the LLVM phase times to stderr */
+  /* Merges n relocatable objects (data[i], size[i] bytes) into one
+   * (*out, malloc'd, *outsize bytes); 0, or nonzero when it cannot (no
+   * message: the backend then builds the object as one module).  NULL: a
+   * CPU object is built as one module; set: the backend may split it
+   * across threads (a module per kernel and ISA variant; the driver's is
+   * link.c link_relocatable). */
+  int (*merge_objects)(const char *const *data, const size_t *size, int n, char **out,
+                       size_t *outsize);
 } CgOptions;
 
 /* The schedule's parameters (loops/loops.h LfTarget, the row of
@@ -43,15 +51,21 @@ typedef struct CgOptions {
 struct LfTarget;
 const struct LfTarget *cg_schedule_params(const char *target);
 
+/* The ISA variants a CPU object of target carries, space-separated
+ * ("x86-64-v2 x86-64-v3 x86-64-v4" for x86-64; the host CPU's name for
+ * host); NULL for a target the CPU backend does not take (cpu/isa.c). */
+const char *cg_isa_variants(const char *target);
+
 /* Generates and writes the requested emits.  Returns the exit status:
  * 0, 1 (a kernel uses an op the backend cannot compile yet, or a file
  * cannot be written), or 2 (a target this backend does not serve). */
 int cg_emit(IrModule *m, const CgOptions *o);
 
 /* Writes the C header for m (header.c); scratch[i]: kernel i's scratch
- * bytes as K_info gives them (lf_scratch_total), for its comment.
+ * bytes as K_info gives them (lf_scratch_total), for its comment; isa:
+ * also declare `const char *K_isa(void)` (CPU objects).
  * Returns 0, or -1 on I/O error. */
 int cg_write_header(const IrModule *m, FILE *f, const char *stem,
-                    const Sym *const *scratch);
+                    const Sym *const *scratch, bool isa);
 
 #endif

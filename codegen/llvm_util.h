@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <llvm-c/Core.h>
 
@@ -25,6 +26,7 @@
 #define MAXL (2 * TDSL_MAX_RANK)
 /* The runtime's error codes (<tdsl/runtime.h>), for generated code. */
 #define E_INDEX (-17)
+#define E_ISA (-18)
 #define E_NOMEM (-15)
 #define E_CHECK (-12)
 #define E_OVERFLOW (-7)
@@ -36,6 +38,31 @@ typedef struct Loop {
   LLVMBasicBlockRef pre, header, exit;
   LLVMValueRef iv;
 } Loop;
+
+/* The instruction set a CPU function is emitted for (cpu/isa.c): one per
+ * variant of a --target=x86-64 object, else the target's.  Code that
+ * depends on the ISA asks Cg.isa (cg_isa_has(c->isa, "avx512bf16"),
+ * c->isa->vec_bits), never the host: the host is not the machine the code
+ * runs on. */
+typedef struct CgIsa {
+  const char *name;     /* "x86-64-v3"; for --target=host the host CPU
+                           ("znver3") */
+  const char *cpu;      /* LLVM's target-cpu */
+  const char *features; /* LLVM's target-features, every one named:
+                           "+sse4.2,+avx2,+fma,..." ("-avx512f" may appear) */
+  int level;            /* x86-64 psABI level it meets: 1-4 */
+  int vec_bits;         /* widest vector registers: 128, 256 or 512 */
+  const char *suffix;   /* a variant of a multi-variant object: "__v3",
+                           appended to its functions' names; else "" */
+} CgIsa;
+
+/* Whether isa has LLVM's feature f ("avx2", "avx512bf16", "amx-tile"). */
+static inline bool cg_isa_has(const CgIsa *isa, const char *f) {
+  size_t n = strlen(f);
+  for (const char *p = isa ? isa->features : ""; (p = strstr(p, f)); p += n)
+    if (p > isa->features && p[-1] == '+' && (p[n] == ',' || p[n] == '\0')) return true;
+  return false;
+}
 
 /* One module's emission state; the function fields describe the kernel
  * (or outlined function) being emitted. */
@@ -63,7 +90,8 @@ typedef struct Cg {
   int nloops;
   int dl_device;         /* DLPack device type the entry checks expect */
   const LfTarget *target; /* the backend's scheduling parameters (loops.h) */
-  int vec_bits;          /* gemm.c: the target's vector width */
+  const CgIsa *isa;      /* the ISA of the functions being emitted (CPU) */
+  int vec_bits;          /* gemm.c: the ISA's vector width (isa->vec_bits) */
   int opt;               /* -O level: >= 1 runs nests in parallel */
   int nfns;              /* outlined nest functions so far */
   bool layer_trig;       /* sin, cos, tan through the math layer (targets

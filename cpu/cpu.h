@@ -7,6 +7,8 @@
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h;
+ *   isa.c        ISA variants, their dispatch and K_isa;
+ *   split.c      a module's functions split into parts for threads;
  *   machine.c    target machine, optimization, output.
  * Shared LLVM helpers, expressions and the host entry come from codegen/
  * (llvm_util.h).
@@ -124,9 +126,48 @@ void cpu_emit_group_parallel(Cg *c, const LfNest *g);
 void cpu_setup_gemm_pools(Cg *c);
 void cpu_emit_gemm_nest(Cg *c, const LfNest *n);
 
+/* ---- isa.c ---------------------------------------------------------------- */
+
+/* Whether target is the multi-variant x86-64 (one variant per level). */
+bool cpu_isa_multi(const char *target);
+/* The ISA --target names: host, x86-64-v2/-v3/-v4, or x86-64's baseline
+ * (level 1: a multi-variant object's dispatchers and K_info). */
+const CgIsa *cpu_isa_of_target(const char *target);
+/* The variants an object of target carries (v[0..n), lowest first): one,
+ * or x86-64-v2, -v3, -v4 for x86-64. */
+int cpu_isa_variants(const char *target, const CgIsa **v);
+/* After a variant's kernels are emitted (c->isa its ISA): every function
+ * defined since the previous call gets the variant's target-cpu and
+ * target-features and its suffix ("K" becomes internal "K__v3"; split:
+ * K's entry points are in another module, so hidden "K__v3"). */
+void cpu_isa_seal_variant(Cg *c, bool split);
+/* After every variant: K_isa() and, with several variants, the public K
+ * that resolves the variant at its first call and calls it. */
+void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv);
+
+/* ---- split.c -------------------------------------------------------------- */
+
+/* Splits mod's functions into at most nparts parts (kernel: the name
+ * that makes the hidden globals it creates unique); returns the number of
+ * parts (>= 2) with *owner (malloc'd: each defined function's part, in
+ * module order) and *bc (the module as bitcode, after the renaming), or
+ * 0 when it does not split (fewer than min_insts instructions, one
+ * component). */
+int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
+                     int **owner, LLVMMemoryBufferRef *bc);
+/* Part `part` of a split module, read into ctx (any thread). */
+LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
+                             int part);
+
 /* ---- machine.c ------------------------------------------------------------ */
 
 /* Verifies, optimizes and writes the module; returns cg_emit's status. */
 int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
+/* LLVM's native target, initialized once (before threads start). */
+void cpu_init_llvm(void);
+/* Verifies and optimizes mod and emits its object into *obj; prints no
+ * phase times.  Safe on several threads at once, each module in its own
+ * LLVMContext.  Returns 0 or 2 (no target). */
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj);
 
 #endif

@@ -655,12 +655,3 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
   return finish(&g, &r);
 }
 
-int cg_gemm_vec_bits(const char *target) {
-  if (!strcmp(target, "x86-64-v4")) return 512;
-  if (!strcmp(target, "x86-64-v3")) return 256;
-  if (strcmp(target, "host")) return 128;
-  char *f = LLVMGetHostCPUFeatures();
-  int bits = strstr(f, "+avx512f") ? 512 : strstr(f, "+avx") ? 256 : 128;
-  LLVMDisposeMessage(f);
-  return bits;
-}

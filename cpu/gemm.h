@@ -84,7 +84,9 @@ typedef struct GemmEmit {
   const GemmPrologue *pro[2];
 } GemmEmit;
 
-/* Widest vector register of the target in bits (128, 256 or 512). */
+/* Widest vector register of the target in bits (128, 256 or 512): its
+ * ISA's (cpu/isa.c; for x86-64, the baseline's).  Emission takes each
+ * variant's from Cg.isa. */
 int cg_gemm_vec_bits(const char *target);
 
 /* Bytes of packing memory the matmul / conv2d with these operands needs,

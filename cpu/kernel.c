@@ -8,10 +8,16 @@
  *  3. allocates scratch and GEMM packing memory, runs the nests (serial
  *     loops here; parallel nests and row groups: parallel.c; matmul and
  *     conv2d: gemm_nest.c), frees scratch;
- * and `K_info` returns a constant tdsl_kernel_info.  The module then goes
- * through "default<On>" and object/assembly emission (machine.c).
+ * and `K_info` returns a constant tdsl_kernel_info.  --target=x86-64
+ * emits every kernel once per ISA level, K dispatching (isa.c); `K_isa`
+ * names the ISA.  The module then goes through "default<On>" and
+ * object/assembly emission (machine.c).
  * Needs: cpu.h.  Used by: codegen/codegen.c (the backend table). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
 
@@ -70,24 +76,198 @@ static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
 
 static bool cpu_accepts(const char *target) { return strncmp(target, "cuda", 4) != 0; }
 
-static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
-  double t = 0;
-  cg_phase_ms(o, "", &t);
-  Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .opt = o->opt_level,
-          .dl_device = DL_CPU, .target = lf_target_params(cg_cpu_backend.sched)};
+/* ---- modules, threads ---------------------------------------------------- */
+
+/* One LLVM module of the object: kernels [k0, k1) at variants [v0, v1)
+ * of the target's, and their entry points (K_info, K_isa, a multi-variant
+ * K) when entry.  An object is one unit, or (split) one unit per kernel
+ * and variant plus, with several variants, one per kernel for its entry
+ * points: each in its own LLVMContext, optimized and compiled on its own
+ * thread, the objects merged (CgOptions.merge_objects). */
+typedef struct Unit {
+  int k0, k1, v0, v1;
+  bool entry;
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMMemoryBufferRef obj;
+  int status;
+  /* A part of a module split by functions (split.c): the module's
+   * bitcode and its functions' parts (shared by the parts; the first
+   * part owns them); the thread reads its part into ctx/mod. */
+  LLVMMemoryBufferRef bc;
+  int *owner, part;
+} Unit;
+
+typedef struct Units {
+  Unit *u;
+  int n;
+  const CgOptions *o;
+  atomic_int next;
+} Units;
+
+static void build_unit(IrModule *m, LfKernel **lks, const CgOptions *o, const CgIsa *const *v,
+                       int nv, bool split, Unit *u) {
+  Cg c = {.m = m, .opt = o->opt_level, .dl_device = DL_CPU,
+          .target = lf_target_params(cg_cpu_backend.sched)};
   c.ctx = LLVMContextCreate();
   c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
   c.b = LLVMCreateBuilderInContext(c.ctx);
   cg_init_types(&c);
-  for (int i = 0; i < m->nkernels; i++) {
-    emit_kernel(&c, m->kernels[i], lks[i]);
-    cg_emit_info(&c, m->kernels[i]);
+  for (int j = u->v0; j < u->v1; j++) { /* each variant's kernels (isa.c) */
+    c.isa = v[j];
+    c.vec_bits = v[j]->vec_bits;
+    for (int i = u->k0; i < u->k1; i++) emit_kernel(&c, m->kernels[i], lks[i]);
+    if (nv > 1) cpu_isa_seal_variant(&c, split);
   }
-  cg_phase_ms(o, "llvm-build", &t);
-  int s = cpu_optimize_and_write(c.mod, o);
+  c.isa = cpu_isa_of_target(o->target);
+  c.vec_bits = c.isa->vec_bits;
+  for (int i = u->k0; u->entry && i < u->k1; i++) {
+    c.lk = lks[i];
+    cg_emit_info(&c, m->kernels[i]);
+    cpu_isa_emit_entry(&c, m->kernels[i], v, nv);
+  }
   LLVMDisposeBuilder(c.b);
-  LLVMDisposeModule(c.mod);
-  LLVMContextDispose(c.ctx);
+  u->ctx = c.ctx;
+  u->mod = c.mod;
+}
+
+static void dispose_unit(Unit *u) {
+  if (u->obj) LLVMDisposeMemoryBuffer(u->obj);
+  if (u->mod) LLVMDisposeModule(u->mod);
+  if (u->ctx) LLVMContextDispose(u->ctx);
+  if (u->bc && u->part == 0) {
+    LLVMDisposeMemoryBuffer(u->bc);
+    free(u->owner);
+  }
+  *u = (Unit){0};
+}
+
+static void *compile_units(void *arg) {
+  Units *us = arg;
+  for (int i; (i = atomic_fetch_add(&us->next, 1)) < us->n;) {
+    Unit *u = &us->u[i];
+    if (u->bc) {
+      u->ctx = LLVMContextCreate();
+      u->mod = cpu_split_part(u->ctx, u->bc, u->owner, u->part);
+    }
+    u->status = cpu_compile_to_memory(u->mod, us->o, &u->obj);
+  }
+  return NULL;
+}
+
+/* Splits each unit's module by functions (split.c) into up to `parts`
+ * parts; returns the new list (u freed) and its length in *n. */
+static Unit *split_functions(IrModule *m, Unit *u, int *n, int parts) {
+  Unit *out = NULL;
+  int no = 0;
+  for (int i = 0; i < *n; i++) {
+    int *owner = NULL;
+    LLVMMemoryBufferRef bc = NULL;
+    int np = cpu_split_module(u[i].mod, m->kernels[u[i].k0]->name, parts, 400, &owner, &bc);
+    out = realloc(out, sizeof *out * (size_t)(no + (np ? np : 1)));
+    if (!out) ICE("out of memory");
+    if (!np) {
+      out[no++] = u[i];
+      continue;
+    }
+    LLVMDisposeModule(u[i].mod);
+    LLVMContextDispose(u[i].ctx);
+    for (int p = 0; p < np; p++) out[no++] = (Unit){.bc = bc, .owner = owner, .part = p};
+  }
+  free(u);
+  *n = no;
+  return out;
+}
+
+/* Threads for n units: $TDSL_JOBS when a positive number, else the
+ * online cores; at most n. */
+static int thread_count(int n) {
+  const char *env = getenv("TDSL_JOBS");
+  long t = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+  return (int)(t < 1 ? 1 : t > n ? n : t);
+}
+
+/* The split build: compiles the units on threads, merges their objects
+ * into one and writes it.  -1 when the merge failed (the caller builds
+ * the object as one module instead), else cg_emit's status. */
+static int compile_split(Unit *u, int n, const CgOptions *o) {
+  Units us = {.u = u, .n = n, .o = o};
+  atomic_init(&us.next, 0);
+  int nt = thread_count(n);
+  pthread_t th[64];
+  int started = 0;
+  for (; started < nt - 1 && started < 64; started++)
+    if (pthread_create(&th[started], NULL, compile_units, &us)) break;
+  compile_units(&us);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  int status = 0;
+  for (int i = 0; i < n; i++) status |= u[i].status;
+  if (status) return status;
+  const char **data = malloc(sizeof *data * (size_t)n);
+  size_t *size = malloc(sizeof *size * (size_t)n);
+  if (!data || !size) ICE("out of memory");
+  for (int i = 0; i < n; i++) {
+    data[i] = LLVMGetBufferStart(u[i].obj);
+    size[i] = LLVMGetBufferSize(u[i].obj);
+  }
+  char *merged = NULL;
+  size_t msize = 0;
+  int rc = o->merge_objects(data, size, n, &merged, &msize);
+  free(data);
+  free(size);
+  if (rc) return -1;
+  status = cg_write_file(o, ".o", merged, msize);
+  free(merged);
+  return status;
+}
+
+static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
+  double t = 0;
+  cg_phase_ms(o, "", &t);
+  cpu_init_llvm();
+  const CgIsa *v[4];
+  int nv = cpu_isa_variants(o->target, v);
+  int nk = m->nkernels;
+  /* Split across threads: an object alone, several units, a merger. */
+  int nsplit = nk * nv + (nv > 1 ? nk : 0), nt = thread_count(64);
+  bool threads = o->merge_objects && (o->emit & CG_OBJ) && !(o->emit & (CG_ASM | CG_LLVM)) &&
+                 nt > 1;
+  bool split = threads && nsplit > 1;
+  int n = split ? nsplit : 1;
+  Unit *u = calloc((size_t)n, sizeof *u);
+  if (!u) ICE("out of memory");
+  if (!split) {
+    u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
+  } else {
+    int j = 0;
+    for (int i = 0; i < nk; i++) {
+      for (int l = 0; l < nv; l++)
+        u[j++] = (Unit){.k0 = i, .k1 = i + 1, .v0 = l, .v1 = l + 1, .entry = nv == 1};
+      if (nv > 1) u[j++] = (Unit){.k0 = i, .k1 = i + 1, .entry = true};
+    }
+  }
+  for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, split, &u[i]);
+  cg_phase_ms(o, "llvm-build", &t);
+  if (threads && n < nt) { /* fewer modules than threads: split by functions */
+    u = split_functions(m, u, &n, (nt + n - 1) / n);
+    split = n > 1;
+    cg_phase_ms(o, "llvm-split", &t);
+  }
+  int s;
+  if (split) {
+    s = compile_split(u, n, o);
+    cg_phase_ms(o, "llvm-threads", &t);
+    if (s < 0) { /* no merger: one module after all */
+      for (int i = n - 1; i >= 0; i--) dispose_unit(&u[i]); /* parts: part 0 last */
+      u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
+      n = 1;
+      build_unit(m, lks, o, v, nv, false, &u[0]);
+      split = false;
+    }
+  }
+  if (!split) s = cpu_optimize_and_write(u[0].mod, o);
+  for (int i = 0; i < n; i++) dispose_unit(&u[i]);
+  free(u);
   return s;
 }
 

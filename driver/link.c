@@ -20,10 +20,15 @@
  * The runtime archive is $TDSL_RUNTIME_LIB, else found from the tdslc
  * executable (/proc/self/exe): BIN/../lib/libtdsl_runtime.a in an install
  * prefix (spec §10), BIN/runtime/libtdsl_runtime.a in the build tree.
+ *
+ * link_relocatable merges the objects of a build split across threads
+ * (cpu/kernel.c) into one with `cc -r -nostdlib`, quietly: when that
+ * fails the backend builds the object as one module.
  * Needs: POSIX (posix_spawnp, mkdtemp). */
 #include "link.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -193,5 +198,87 @@ int link_shared(const char *obj, const char *const *kernels, int n,
   free(index);
   free(dir);
   free(rt);
+  return status;
+}
+
+/* ---- relocatable merge ------------------------------------------------- */
+
+/* Writes n bytes of data to path; 0 or -1. */
+static int put_file(const char *path, const char *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  int bad = fwrite(data, 1, n, f) != n;
+  return fclose(f) || bad ? -1 : 0;
+}
+
+/* Reads path into *out (malloc'd); 0 or -1. */
+static int get_file(const char *path, char **out, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+  char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  int bad = !buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)len, f) != (size_t)len;
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return -1;
+  }
+  *out = buf;
+  *n = (size_t)len;
+  return 0;
+}
+
+int link_relocatable(const char *const *data, const size_t *size, int n, char **out,
+                     size_t *outsize) {
+  const char *tmp = getenv("TMPDIR");
+  char *dir = join(tmp && *tmp ? tmp : "/tmp", "/tdslc.XXXXXX");
+  if (!mkdtemp(dir)) {
+    free(dir);
+    return 1;
+  }
+  const char *cc_env = getenv("CC");
+  char *cc = dup_str(cc_env && *cc_env ? cc_env : "cc");
+  char **argv = malloc(sizeof *argv * (size_t)(MAX_ARGS + n + 8));
+  char **paths = calloc((size_t)n + 1, sizeof *paths);
+  char *merged = join(dir, "/merged.o");
+  int argc = 0, status = argv && paths ? 0 : 1;
+  for (char *w = strtok(cc, " \t"); w && argc < MAX_ARGS; w = strtok(NULL, " \t"))
+    argv[argc++] = w;
+  if (!argc) argv[argc++] = "cc";
+  argv[argc++] = "-r";
+  argv[argc++] = "-nostdlib";
+  argv[argc++] = "-o";
+  argv[argc++] = merged;
+  for (int i = 0; !status && i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "/u%d.o", i);
+    paths[i] = join(dir, name);
+    status = put_file(paths[i], data[i], size[i]);
+    argv[argc++] = paths[i];
+  }
+  argv[argc] = NULL;
+  if (!status) { /* quiet: a failure only means one module instead */
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int st = 0;
+    status = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0;
+    while (!status && waitpid(pid, &st, 0) < 0)
+      if (errno != EINTR) status = 1;
+    posix_spawn_file_actions_destroy(&fa);
+    if (!status) status = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+  }
+  if (!status) status = get_file(merged, out, outsize) != 0;
+  for (int i = 0; paths && i < n; i++)
+    if (paths[i]) unlink(paths[i]), free(paths[i]);
+  unlink(merged);
+  rmdir(dir);
+  free(merged);
+  free(paths);
+  free(argv);
+  free(cc);
+  free(dir);
   return status;
 }

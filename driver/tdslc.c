@@ -617,7 +617,7 @@ static int write_so(const Options *o, IrModule *m, const char *stem) {
     sprintf(obj, "%s/kernels.o", dir);
     CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
                     .emit = CG_OBJ, .stem = stem, .path = obj,
-                    .time_passes = o->time_passes};
+                    .time_passes = o->time_passes, .merge_objects = link_relocatable};
     status = cg_emit(m, &cg);
   }
   if (!status) status = link_shared(obj, names, m->nkernels, so);
@@ -639,6 +639,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   if (!sel) return 1;
   /* Passes always get a report to write to; totals only when wanted. */
   Report *rep = report_new(m->arena, o->file, o->target);
+  report_set_isa(rep, cg_isa_variants(o->target));
   double t = now_ms();
   int status = optimize(o, sel, rep);
   phase_time(o, "optimize", &t);
@@ -652,7 +653,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   CgOptions cg = {.target = o->target, .opt_level = o->opt_level,
                   .stem = stem, .path = exact ? o->out : NULL,
                   .to_stdout = o->out && !strcmp(o->out, "-"),
-                  .time_passes = o->time_passes};
+                  .time_passes = o->time_passes, .merge_objects = link_relocatable};
   cg.emit = (o->emit >> EM_OBJ & 1 ? CG_OBJ : 0) |
             (o->emit >> EM_ASM & 1 ? CG_ASM : 0) |
             (o->emit >> EM_LLVM & 1 ? CG_LLVM : 0) |

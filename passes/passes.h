@@ -135,6 +135,10 @@ int pipeline_run(IrModule *m, const PassOptions *o, Report *r);
 
 /* ---- report.c ---- */
 Report *report_new(Arena *a, const char *file, const char *target);
+/* The ISA variants the object carries ("x86-64-v2 x86-64-v3 x86-64-v4"),
+ * from the code generator (codegen.h cg_isa_variants); the text and JSON
+ * reports list them when there are several. */
+void report_set_isa(Report *r, const char *variants);
 /* Starts the section of kernel k (decisions go to the current kernel). */
 void report_kernel(Report *r, const IrKernel *k);
 /* Records a decision.  `bytes` is the traffic it saves (> 0) or costs

@@ -24,6 +24,13 @@ Report *report_new(Arena *a, const char *file, const char *target) {
   return r;
 }
 
+void report_set_isa(Report *r, const char *variants) {
+  r->isa = variants ? arena_strdup(r->a, variants) : NULL;
+}
+
+/* Several variants (--target=x86-64): the object picks one per kernel. */
+static bool multi_isa(const Report *r) { return r->isa && strchr(r->isa, ' '); }
+
 static int find_kernel(const Report *r, const char *name) {
   for (int i = 0; i < r->nks; i++)
     if (!strcmp(r->ks[i].name, name)) return i;
@@ -209,6 +216,8 @@ static void text_decisions(const Report *r, const KReport *kr, FILE *f) {
 
 void report_write_text(const Report *r, FILE *f) {
   fprintf(f, "optimization report for %s (target %s)\n", r->file, r->target);
+  if (multi_isa(r))
+    fprintf(f, "ISA variants built: %s (each kernel picks one at its first call)\n", r->isa);
   for (int i = 0; i < r->nks; i++) {
     const KReport *kr = &r->ks[i];
     fprintf(f, "\nkernel %s (%s:%d:%d)\n", kr->name, r->file, kr->loc.line,
@@ -311,6 +320,16 @@ void report_write_json(const Report *r, FILE *f) {
   json_str(f, r->file);
   fputs(", \"target\": ", f);
   json_str(f, r->target);
+  if (multi_isa(r)) {
+    fputs(", \"isa_variants\": [", f);
+    const char *p = r->isa;
+    for (int n = 0; *p; n++) {
+      size_t len = strcspn(p, " ");
+      fprintf(f, "%s\"%.*s\"", n ? ", " : "", (int)len, p);
+      p += len + (p[len] == ' ');
+    }
+    fputs("]", f);
+  }
   fputs(",\n  \"kernels\": [", f);
   for (int i = 0; i < r->nks; i++) {
     fputs(i ? ",\n" : "\n", f);

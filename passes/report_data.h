@@ -39,6 +39,7 @@ typedef struct KReport {
 struct Report {
   Arena *a;
   const char *file, *target;
+  const char *isa;  /* report_set_isa, or NULL */
   KReport *ks;
   int nks, kcap;
   int cur; /* the kernel decisions go to; -1 before report_kernel */

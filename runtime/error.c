@@ -18,7 +18,7 @@ static _Thread_local int rt_code;
   X(TDSL_E_DEVICE) X(TDSL_E_SHAPE) X(TDSL_E_SYMBOL) X(TDSL_E_OVERFLOW)     \
   X(TDSL_E_LAYOUT) X(TDSL_E_ALIGN) X(TDSL_E_OVERLAP) X(TDSL_E_SCALAR)      \
   X(TDSL_E_CHECK) X(TDSL_E_NO_DEVICE) X(TDSL_E_CUDA) X(TDSL_E_NOMEM)       \
-  X(TDSL_E_INVALID) X(TDSL_E_INDEX)
+  X(TDSL_E_INVALID) X(TDSL_E_INDEX) X(TDSL_E_ISA)
 
 const char *tdsl_strerror(int code) {
   switch (code) {

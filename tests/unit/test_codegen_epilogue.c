@@ -10,13 +10,13 @@
  * with groups, into a result with run-time strides), an epilogue whose value is materialized (read again
  * later), a result with run-time strides, and a matmul with several
  * readers (no epilogue).  Each kernel is compiled with tdslc at -O2 for
- * the host and for --target=x86-64, run through the C ABI on symbolic
+ * the host and for --target=x86-64-v2, run through the C ABI on symbolic
  * sizes and compared with the reference interpreter; the report is
  * checked for the decisions.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
-static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64"};
+static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64-v2"};
 
 /* ---- matmul --------------------------------------------------------------- */
 

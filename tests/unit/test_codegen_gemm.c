@@ -9,14 +9,14 @@
  * channels-last and unbatched inputs, in f32, f64, f16 and i64; the small
  * path (M or N up to 32, cpu/gemm_small.c) in both its forms.  Each
  * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
- * for --target=x86-64 (SSE2 tiles), run through the C ABI and compared
+ * for --target=x86-64-v2 (SSE tiles), run through the C ABI and compared
  * with the reference interpreter.  Float tolerances grow with K
  * (codegen_util.h's tolerance(): the interpreter accumulates in double,
  * the backend in f32, spec §9).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
-static const char *const TARGETS[] = {"", "--target=x86-64"};
+static const char *const TARGETS[] = {"", "--target=x86-64-v2"};
 
 /* ---- matmul --------------------------------------------------------------- */
 

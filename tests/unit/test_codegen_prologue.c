@@ -9,14 +9,14 @@
  * the producer's output, and affine(0) = shift != 0), with groups and
  * stride 2, and a prologue on the weight; the same producers of 3 x 3
  * convs' inputs stay materialized (fuse.c one_tap) and are checked too.  Every kernel has symbolic sizes, is
- * compiled with tdslc at -O2 for the host and for --target=x86-64, run
+ * compiled with tdslc at -O2 for the host and for --target=x86-64-v2, run
  * through the C ABI and compared with the reference interpreter; the
  * report is checked for the decisions (and for a value read twice, which
  * stays materialized).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
-static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64"};
+static const char *const TARGETS[] = {"-O2", "-O2 --target=x86-64-v2"};
 
 /* ---- matmul --------------------------------------------------------------- */
 

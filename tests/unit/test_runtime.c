@@ -47,14 +47,15 @@ START_TEST(test_error_codes) {
       TDSL_E_DEVICE,   TDSL_E_SHAPE,   TDSL_E_SYMBOL,   TDSL_E_OVERFLOW,
       TDSL_E_LAYOUT,   TDSL_E_ALIGN,   TDSL_E_OVERLAP,  TDSL_E_SCALAR,
       TDSL_E_CHECK,    TDSL_E_NO_DEVICE, TDSL_E_CUDA,   TDSL_E_NOMEM,
-      TDSL_E_INVALID,  TDSL_E_INDEX};
+      TDSL_E_INVALID,  TDSL_E_INDEX,   TDSL_E_ISA};
   static const char *const names[] = {
       "TDSL_OK",         "TDSL_E_NULL",      "TDSL_E_RANK",
       "TDSL_E_DTYPE",    "TDSL_E_DEVICE",    "TDSL_E_SHAPE",
       "TDSL_E_SYMBOL",   "TDSL_E_OVERFLOW",  "TDSL_E_LAYOUT",
       "TDSL_E_ALIGN",    "TDSL_E_OVERLAP",   "TDSL_E_SCALAR",
       "TDSL_E_CHECK",    "TDSL_E_NO_DEVICE", "TDSL_E_CUDA",
-      "TDSL_E_NOMEM",    "TDSL_E_INVALID",   "TDSL_E_INDEX"};
+      "TDSL_E_NOMEM",    "TDSL_E_INVALID",   "TDSL_E_INDEX",
+      "TDSL_E_ISA"};
   int n = (int)(sizeof codes / sizeof codes[0]);
   ck_assert_int_eq(codes[0], 0);
   for (int i = 0; i < n; i++) {

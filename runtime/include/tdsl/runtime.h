@@ -58,6 +58,9 @@ extern "C" {
 #define TDSL_E_NOMEM (-15)    /* an allocation failed */
 #define TDSL_E_INVALID (-16)  /* bad argument to a runtime function */
 #define TDSL_E_INDEX (-17)    /* an index tensor's element is out of range */
+#define TDSL_E_ISA (-18)      /* no variant of a --target=x86-64 kernel runs
+                                 here: the CPU lacks x86-64-v2, or $TDSL_ISA
+                                 is bad or names a level the CPU lacks */
 
 /* The code's name ("TDSL_E_RANK"); "TDSL_E_UNKNOWN" for other values. */
 const char *tdsl_strerror(int code);
@@ -70,6 +73,19 @@ void tdsl_clear_error(void);
 /* Records code and a printf-style message for this thread; returns code.
  * For generated code (TDSL_E_CHECK and friends). */
 int tdsl_set_error(int code, const char *fmt, ...) TDSL_PRINTF(2, 3);
+
+/* ---- ISA levels (isa.c) ---------------------------------------------- */
+
+/* The highest x86-64 psABI level (1-4: x86-64, -v2, -v3, -v4) whose every
+ * feature this CPU has and the OS enables (AVX and AVX-512 register
+ * state through XGETBV); 0 on other architectures. */
+int tdsl_cpu_level(void);
+/* The level the kernels of a --target=x86-64 object run at (each takes
+ * its highest variant at or below it, at its first call): the CPU's, or
+ * lower when $TDSL_ISA names one ("v2", "v3", "v4" or "x86-64-v2" ...).
+ * TDSL_E_ISA with a message when $TDSL_ISA is not a level or names one
+ * the CPU lacks (never silently ignored), or the CPU lacks x86-64-v2. */
+int tdsl_isa_level(void);
 
 /* ---- Thread pool (threadpool.c) -------------------------------------- */
 

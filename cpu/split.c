@@ -1,0 +1,189 @@
+/* split.c — one module's functions split into parts that compile on
+ * threads (kernel.c): the functions joined by direct calls, or by a
+ * writable global they share, stay in one part (so nothing inlinable is
+ * cut and no global is duplicated); parts are balanced by instruction
+ * count.  A function that one part defines and another only takes the
+ * address of (an outlined body handed to tdsl_parallel_for) becomes a
+ * hidden global, named after the kernel so that two objects never clash.
+ * The module is written as bitcode once; each part reads it into its own
+ * LLVMContext on its thread and drops the other parts' bodies.
+ * Needs: cpu.h, llvm-c's bitcode reader and writer.  Used by: kernel.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
+
+#include "cpu.h"
+
+typedef struct Fns {
+  LLVMValueRef *f;
+  int n;
+  int *parent;
+  LLVMValueRef *glob; /* writable globals and the function first using each */
+  int *gfn, ng;
+} Fns;
+
+static int find(int *p, int i) {
+  while (p[i] != i) i = p[i] = p[p[i]];
+  return i;
+}
+
+static void join(int *p, int a, int b) {
+  a = find(p, a), b = find(p, b);
+  if (a != b) p[a < b ? b : a] = a < b ? a : b;
+}
+
+static int index_of(const Fns *s, LLVMValueRef f) {
+  for (int i = 0; i < s->n; i++)
+    if (s->f[i] == f) return i;
+  return -1;
+}
+
+/* Operand v of function i: joins i with a writable global's users and
+ * returns the defined function v names (-1 if none); looks one level into
+ * constant expressions. */
+static int operand(Fns *s, int i, LLVMValueRef v, int depth) {
+  if (LLVMIsAFunction(v)) return index_of(s, v);
+  if (LLVMIsAGlobalVariable(v)) {
+    if (LLVMIsGlobalConstant(v)) return -1;
+    for (int g = 0; g < s->ng; g++)
+      if (s->glob[g] == v) {
+        join(s->parent, i, s->gfn[g]);
+        return -1;
+      }
+    s->glob = realloc(s->glob, sizeof *s->glob * (size_t)(s->ng + 1));
+    s->gfn = realloc(s->gfn, sizeof *s->gfn * (size_t)(s->ng + 1));
+    if (!s->glob || !s->gfn) ICE("out of memory");
+    s->glob[s->ng] = v, s->gfn[s->ng++] = i;
+    return -1;
+  }
+  if (depth < 2 && LLVMIsAConstantExpr(v))
+    for (int k = 0, n = LLVMGetNumOperands(v); k < n; k++) {
+      int j = operand(s, i, LLVMGetOperand(v, (unsigned)k), depth + 1);
+      if (j >= 0) join(s->parent, i, j); /* rare: keep together */
+    }
+  return -1;
+}
+
+/* Address-taken references: from function a to function b. */
+typedef struct Ref { int a, b; } Ref;
+
+int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
+                     int **owner_out, LLVMMemoryBufferRef *bc) {
+  Fns s = {0};
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    if (!LLVMIsDeclaration(f)) {
+      s.f = realloc(s.f, sizeof *s.f * (size_t)(s.n + 1));
+      if (!s.f) ICE("out of memory");
+      s.f[s.n++] = f;
+    }
+  s.parent = malloc(sizeof *s.parent * (size_t)(s.n + 1));
+  long *size = calloc((size_t)s.n + 1, sizeof *size);
+  Ref *refs = NULL;
+  int nrefs = 0;
+  if (!s.parent || !size) ICE("out of memory");
+  for (int i = 0; i < s.n; i++) s.parent[i] = i;
+  long total = 0;
+  for (int i = 0; i < s.n; i++)
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(s.f[i]); bb; bb = LLVMGetNextBasicBlock(bb))
+      for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+        size[i]++, total++;
+        bool is_call = LLVMIsACallInst(in) != NULL;
+        LLVMValueRef callee = is_call ? LLVMGetCalledValue(in) : NULL;
+        for (int k = 0, n = LLVMGetNumOperands(in); k < n; k++) {
+          LLVMValueRef v = LLVMGetOperand(in, (unsigned)k);
+          int j = operand(&s, i, v, 0);
+          if (j < 0) continue;
+          if (v == callee) {
+            join(s.parent, i, j);
+          } else {
+            refs = realloc(refs, sizeof *refs * (size_t)(nrefs + 1));
+            if (!refs) ICE("out of memory");
+            refs[nrefs++] = (Ref){i, j};
+          }
+        }
+      }
+  /* Components, largest first, each to the least loaded part. */
+  int *owner = malloc(sizeof *owner * (size_t)(s.n + 1));
+  long *comp = calloc((size_t)s.n + 1, sizeof *comp), load[64] = {0};
+  int *order = malloc(sizeof *order * (size_t)(s.n + 1)), ncomp = 0;
+  if (!owner || !comp || !order) ICE("out of memory");
+  for (int i = 0; i < s.n; i++) comp[find(s.parent, i)] += size[i];
+  for (int i = 0; i < s.n; i++)
+    if (find(s.parent, i) == i) order[ncomp++] = i;
+  if (nparts > 64) nparts = 64;
+  if (ncomp < nparts) nparts = ncomp;
+  int used = 0;
+  if (nparts >= 2 && total >= min_insts) {
+    for (int a = 0; a < ncomp; a++) /* sort by size, descending (few components) */
+      for (int b = a + 1; b < ncomp; b++)
+        if (comp[order[b]] > comp[order[a]]) {
+          int t = order[a];
+          order[a] = order[b], order[b] = t;
+        }
+    for (int a = 0; a < ncomp; a++) {
+      int best = 0;
+      for (int p = 1; p < nparts; p++)
+        if (load[p] < load[best]) best = p;
+      load[best] += comp[order[a]];
+      owner[order[a]] = best;
+    }
+    for (int i = 0; i < s.n; i++) owner[i] = owner[find(s.parent, i)];
+    for (int p = 0; p < nparts; p++) used += load[p] > 0;
+  }
+  if (used >= 2) {
+    for (int r = 0; r < nrefs; r++) {
+      LLVMValueRef f = s.f[refs[r].b];
+      if (owner[refs[r].a] == owner[refs[r].b] || LLVMGetLinkage(f) == LLVMExternalLinkage)
+        continue;
+      size_t len;
+      const char *name = LLVMGetValueName2(f, &len);
+      size_t kl = strlen(kernel);
+      char *nn = malloc(len + kl + 2);
+      if (!nn) ICE("out of memory");
+      if (len > kl && !strncmp(name, kernel, kl) && name[kl] == '.')
+        memcpy(nn, name, len), nn[len] = 0;
+      else
+        snprintf(nn, len + kl + 2, "%s.%.*s", kernel, (int)len, name);
+      LLVMSetLinkage(f, LLVMExternalLinkage);
+      LLVMSetVisibility(f, LLVMHiddenVisibility);
+      LLVMSetValueName2(f, nn, strlen(nn));
+      free(nn);
+    }
+    *bc = LLVMWriteBitcodeToMemoryBuffer(mod);
+    *owner_out = owner;
+  } else {
+    free(owner);
+    used = 0;
+  }
+  free(s.f), free(s.parent), free(s.glob), free(s.gfn);
+  free(size), free(refs), free(comp), free(order);
+  return used >= 2 ? nparts : 0;
+}
+
+/* Makes f a declaration: its instructions' uses poisoned, then erased. */
+static void strip_body(LLVMValueRef f) {
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in))
+      if (LLVMGetTypeKind(LLVMTypeOf(in)) != LLVMVoidTypeKind && LLVMGetFirstUse(in))
+        LLVMReplaceAllUsesWith(in, LLVMGetPoison(LLVMTypeOf(in)));
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef in; (in = LLVMGetLastInstruction(bb));) LLVMInstructionEraseFromParent(in);
+  for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(f));) LLVMDeleteBasicBlock(bb);
+  LLVMSetLinkage(f, LLVMExternalLinkage);
+}
+
+LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
+                             int part) {
+  LLVMModuleRef mod;
+  if (LLVMParseBitcodeInContext2(ctx, bc, &mod)) ICE("reading a module part back failed");
+  int i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    if (!LLVMIsDeclaration(f) && owner[i++] != part) strip_body(f);
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod), nx; f; f = nx) {
+    nx = LLVMGetNextFunction(f);
+    if (LLVMIsDeclaration(f) && !LLVMGetFirstUse(f)) LLVMDeleteFunction(f);
+  }
+  return mod;
+}
