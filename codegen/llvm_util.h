@@ -64,6 +64,7 @@ typedef struct Cg {
   int dl_device;         /* DLPack device type the entry checks expect */
   const LfTarget *target; /* the backend's scheduling parameters (loops.h) */
   int vec_bits;          /* gemm.c: the target's vector width */
+  unsigned isa;          /* gemm.h GEMM_ISA_*: the target's GEMM instructions */
   int opt;               /* -O level: >= 1 runs nests in parallel */
   int nfns;              /* outlined nest functions so far */
   bool layer_trig;       /* sin, cos, tan through the math layer (targets

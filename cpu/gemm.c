@@ -130,9 +130,10 @@ LLVMValueRef gemm_load_c(G *g, LLVMValueRef p, LLVMValueRef i, DType t) {
     return LLVMBuildBitCast(g->b, w, g->f32, "");
   }
   case DT_F32: case DT_F64: return v;
-  case DT_I64: return v;
-  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->i64, "");
-  default: return LLVMBuildSExt(g->b, v, g->i64, "");
+  case DT_I32: case DT_I64: /* to the integer compute type, i32 or i64 */
+    return LLVMTypeOf(v) == g->ct ? v : LLVMBuildIntCast2(g->b, v, g->ct, 1, "");
+  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->ct, "");
+  default: return LLVMBuildSExt(g->b, v, g->ct, "");
   }
 }
 
@@ -153,12 +154,12 @@ void gemm_store_c(G *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, DType t)
   LLVMTypeRef st = gemm_storage(g, t);
   if (t == DT_BF16) v = to_bf16(g, v);
   else if (t == DT_F16) v = LLVMBuildFPTrunc(g->b, v, st, "");
-  else if (t == DT_BOOL) v = LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, v, k64(g, 0), ""), st, "");
-  else if (!dtype_is_float(t) && t != DT_I64) v = LLVMBuildTrunc(g->b, v, st, "");
+  else if (t == DT_BOOL) v = LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, v, gemm_czero(g), ""), st, "");
+  else if (!dtype_is_float(t) && st != g->ct) v = LLVMBuildTrunc(g->b, v, st, "");
   LLVMBuildStore(g->b, v, gep(g, st, p, i));
 }
 
-static bool isf(G *g) { return g->cd != DT_I64; }
+static bool isf(G *g) { return dtype_is_float(g->cd); }
 LLVMValueRef gemm_czero(G *g) { return LLVMConstNull(g->ct); }
 
 LLVMValueRef gemm_cadd(G *g, LLVMValueRef a, LLVMValueRef b) {
@@ -302,8 +303,10 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->vd = LLVMVoidTypeInContext(e->ctx);
   g->ad = ad, g->bd = bd, g->od = od;
   g->epi = e->epi_fn != NULL;
-  g->cd = od == DT_F64 ? DT_F64 : dtype_is_float(od) ? DT_F32 : DT_I64;
-  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
+  g->cd = gemm_lowp_compute_dtype(od);
+  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx)
+        : g->cd == DT_I32 ? g->i32 : g->i64;
+  g->isa = e->isa;
   g->vec_bits = e->vec_bits;
   g->vw = e->vec_bits / (8 * dtype_size(g->cd));
   g->nv = e->params->gemm_nv;
@@ -324,9 +327,9 @@ typedef struct Run {
  * context), so all GEMMs of a module with the same configuration share
  * one set: less code for LLVM to optimize and compile. */
 static void make_key(G *g) {
-  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd,
+  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s%s", (int)g->ad, (int)g->bd,
            (int)g->od, (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n,
-           g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "");
+           g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "", gemm_lowp_key(g));
 }
 
 /* Emits the helper functions (or finds the module's copy), then restores
@@ -334,6 +337,7 @@ static void make_key(G *g) {
 static Run make_fns(G *g, const GemmEmit *e) {
   Run r;
   char name[80];
+  gemm_lowp_choose(g);
   make_key(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);

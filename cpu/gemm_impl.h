@@ -4,7 +4,9 @@
  *   gemm.c         helpers, element conversion, emitted functions, and the
  *                  driver in the kernel (gemm.h's functions);
  *   gemm_pack.c    packing A and B panels (strided, im2col, prologues);
- *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body.
+ *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body;
+ *   gemm_lowp.c    K-pair packing and dot-product micro-kernels for 16-bit
+ *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16).
  * Needs: gemm.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
@@ -45,7 +47,7 @@ typedef struct G {
   LLVMModuleRef mod;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i16, i32, i64, f32, ptr, vd, ct, vt;
-  DType cd;             /* compute dtype: F32, F64 or I64 */
+  DType cd;             /* compute dtype: F32, F64, I32 or I64 */
   DType ad, bd, od, sd; /* A, B, output, bias storage dtypes */
   GemmKind ka, kb;
   bool bias, bias_n; /* a bias; varying along n (else along m) */
@@ -54,6 +56,8 @@ typedef struct G {
   int vw, nv, mr, nr, mc, kc, nc;
   char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
+  unsigned isa;      /* GEMM_ISA_* of the code being emitted (gemm.h) */
+  int pairs;         /* gemm_lowp.c: GP_NONE, or how K pairs are packed and multiplied */
   LLVMValueRef fn;
 } G;
 
@@ -138,6 +142,26 @@ LLVMValueRef gemm_intrin(G *g, const char *name, LLVMTypeRef *ov, size_t nov, LL
                            unsigned n);
 LLVMValueRef gemm_emit_pack(G *g, int which);
 LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
+
+/* ---- gemm_lowp.c ------------------------------------------------------- */
+
+/* G.pairs: GP_NONE (the generic path), or operands packed as adjacent
+ * pairs of 16-bit values along K, multiplied by a pairwise dot product:
+ * GP_I16 (i8/u8/i16 operands, i32 accumulators: vpmaddwd, or vpdpwssd
+ * with VNNI), GP_BF16 (bf16 operands, f32 accumulators: vdpbf16ps). */
+enum { GP_NONE, GP_I16, GP_BF16 };
+
+/* The compute dtype for output dtype od (F32, F64, I32 or I64). */
+DType gemm_lowp_compute_dtype(DType od);
+/* Sets g->pairs from the dtypes, operand kinds, prologues and g->isa. */
+void gemm_lowp_choose(G *g);
+/* The suffix of the function key for g->pairs ("" for GP_NONE). */
+const char *gemm_lowp_key(const G *g);
+/* pack_a / pack_b (gemm_emit_pack's signature) when g->pairs. */
+LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
+/* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
+void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                            LLVMValueRef acc[][4]);
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 

@@ -73,7 +73,8 @@ static bool cpu_accepts(const char *target) { return strncmp(target, "cuda", 4) 
 static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
-  Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .opt = o->opt_level,
+  Cg c = {.m = m, .vec_bits = cg_gemm_vec_bits(o->target), .isa = cg_gemm_isa(o->target),
+          .opt = o->opt_level,
           .dl_device = DL_CPU, .target = lf_target_params(cg_cpu_backend.sched)};
   c.ctx = LLVMContextCreate();
   c.mod = LLVMModuleCreateWithNameInContext(m->file ? m->file : "tdsl", c.ctx);
