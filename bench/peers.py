@@ -312,6 +312,23 @@ def workloads(rng):
             return e / e.sum(-1, keepdim=True)
         return run
 
+    def matmul_lowp(m, k, n, bf16):
+        """bf16: torch.matmul on bf16 tensors (oneDNN, f32 accumulation);
+        int8: torch._int_mm (int8 x int8 -> int32).  numpy has neither."""
+        def make(impl):
+            if impl != "torch":
+                return None
+            if bf16:
+                a = torch.from_numpy(rand_f32(rng, (m, k))).to(torch.bfloat16)
+                b = torch.from_numpy(rand_f32(rng, (k, n))).to(torch.bfloat16)
+                return lambda: a @ b
+            a = torch.from_numpy(rng.integers(-128, 128, (m, k), dtype=np.int8))
+            b = torch.from_numpy(rng.integers(-128, 128, (k, n), dtype=np.int8))
+            if not hasattr(torch, "_int_mm"):
+                return lambda: (a.to(torch.int32) @ b.to(torch.int32))
+            return lambda: torch._int_mm(a, b)
+        return make
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -341,6 +358,14 @@ def workloads(rng):
         ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
         ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
         ("softmax_hand", 2 * sm_n * f32, 0, softmax_hand),
+        ("matmul_bf16", 3 * 1024 * 1024 * 2, 2.0 * 1024 ** 3,
+         matmul_lowp(1024, 1024, 1024, True)),
+        ("matmul_i8", 1024 * 1024 * (1 + 1 + 4), 2.0 * 1024 ** 3,
+         matmul_lowp(1024, 1024, 1024, False)),
+        ("matmul_bf16_layer", (2 * 128 * 3072 + 3072 * 3072) * 2, 2.0 * 128 * 3072 * 3072,
+         matmul_lowp(128, 3072, 3072, True)),
+        ("matmul_i8_layer", 128 * 3072 * 5 + 3072 * 3072, 2.0 * 128 * 3072 * 3072,
+         matmul_lowp(128, 3072, 3072, False)),
     ]
 
 
@@ -388,6 +413,8 @@ def check_refs():
                                                      + 1e-6) * w,
         "layernorm_hand": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
         "softmax_hand": lambda x: torch.softmax(x, dim=-1),
+        "matmul_i8": lambda a, b: a @ b,  # exact in float64 (|sums| < 2^53)
+        "matmul_i8_layer": lambda a, b: a @ b,
     }
 
 
