@@ -20,8 +20,9 @@
  * (ky, kx, ci) instead when IM2COL is A (channels-last output).  IM2COL
  * packs with masked vector loads (B) or channel runs (A), no per-element
  * branch (see "im2col packing").
- * When the output dtype differs from the compute type, K is not split
- * (KC = K), so every output element is rounded once.
+ * When the output dtype differs from the compute type, the partial sums
+ * of all but the last K block go to scratch in the compute type and the
+ * last block rounds each output element once (gemm_lowp.c's store_tile).
  * Epilogues (gemm.h GemmEmit.epi_fn): after the j and i loops of a row
  * block and column chunk, in the last K block (X_LAST), block_body calls
  * the kernel's hook on that block of C through a function pointer in the
@@ -307,6 +308,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx)
         : g->cd == DT_I32 ? g->i32 : g->i64;
   g->isa = e->isa;
+  g->cscr = od != g->cd; /* partial sums in compute-type scratch (gemm_lowp.c) */
   g->vec_bits = e->vec_bits;
   g->vw = e->vec_bits / (8 * dtype_size(g->cd));
   g->nv = e->params->gemm_nv;
@@ -384,7 +386,8 @@ static void work_split(G *g, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb,
  * pc loops (K = 0 still runs one block, writing zeros or the bias). */
 static void run_gemm(G *g, Run *r) {
   LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
-  LLVMValueRef kcap = g->od == g->cd ? k64(g, g->kc) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
+  LLVMValueRef kcap = g->od == g->cd || g->cscr ? k64(g, g->kc)
+                                                 : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
   GLoop lj, lp;
@@ -411,22 +414,23 @@ static void run_gemm(G *g, Run *r) {
  * the compute type), then T packed-A buffers (MC x KC, take_apack). */
 static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
                        LLVMValueRef *abytes) {
-  LLVMValueRef kcap = g->od == g->cd ? imin(g, K, k64(g, g->kc)) : K;
+  LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, k64(g, g->kc)) : K;
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, k64(g, g->nc)), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
   *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
   *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, k64(g, g->mc), kcap), sz), k64(g, 127)), r64, "");
 }
 
-static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef N, LLVMValueRef K,
-                               LLVMValueRef *threads) {
+static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValueRef N,
+                               LLVMValueRef K, LLVMValueRef *threads) {
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
   LLVMValueRef bb, ab;
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");
-  return add(g, k64(g, 64), add(g, bb, mul(g, *threads, ab)));
+  LLVMValueRef sb = gemm_lowp_scratch_bytes(g, M, N); /* after the A buffers (use_pool) */
+  return add(g, add(g, k64(g, 64), add(g, bb, mul(g, *threads, ab))), sb);
 }
 
 LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
@@ -434,7 +438,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   G g;
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   int R = out->rank;
-  return pool_bytes(&g, e, out->shape[R - 1], a->shape[R - 1], threads);
+  return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
 }
 
 LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
@@ -447,7 +451,7 @@ LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const 
   LLVMValueRef og = LLVMBuildSDiv(b, w->shape[0], attr[6], "");
   LLVMValueRef pix = LLVMBuildMul(b, out->shape[out->rank - 2], out->shape[out->rank - 1], "");
   LLVMValueRef K = LLVMBuildMul(b, w->shape[1], LLVMBuildMul(b, w->shape[2], w->shape[3], ""), "");
-  return pool_bytes(&g, e, pix_m ? og : pix, K, threads);
+  return pool_bytes(&g, e, pix_m ? pix : og, pix_m ? og : pix, K, threads);
 }
 
 /* Points the context at the caller's pool (allocated before any nest,
@@ -457,11 +461,12 @@ static void use_pool(G *g, Run *r, LLVMValueRef N, LLVMValueRef K, LLVMValueRef 
   LLVMValueRef bb, ab;
   LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
   pool_sizes(g, N, K, &bb, &ab);
-  LLVMValueRef p = gep(g, i8, pool, k64(g, 64));
+  LLVMValueRef p = gep(g, i8, pool, k64(g, 64)), T = LLVMBuildLoad2(g->b, g->i64, pool, "");
   set(g, r->cx, X_BPACK, p);
   set(g, r->cx, X_APOOL, gep(g, i8, p, bb));
   set(g, r->cx, X_ABYTES, ab);
-  set(g, r->cx, X_ACOUNT, LLVMBuildLoad2(g->b, g->i64, pool, ""));
+  set(g, r->cx, X_ACOUNT, T);
+  if (g->cscr) set(g, r->cx, X_CSCR, gep(g, i8, p, add(g, bb, mul(g, T, ab))));
   set(g, r->cx, X_ERR, k64(g, 0));
 }
 

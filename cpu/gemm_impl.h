@@ -39,6 +39,7 @@ enum {
   X_APOOL, X_ABYTES, X_ACOUNT, X_ANEXT, /* packed-A buffers: base, size, count, next free */
   X_PROA, X_PROB, /* prologues of A and B: GemmPrologue.arg */
   X_NROWB, X_NCHUNK, /* work items: row blocks, column chunks per row block (work_split) */
+  X_CSCR, /* partial sums of C in the compute type (G.cscr, gemm_lowp.c) */
   X_COUNT
 };
 
@@ -58,6 +59,7 @@ typedef struct G {
   int vec_bits;
   unsigned isa;      /* GEMM_ISA_* of the code being emitted (gemm.h) */
   int pairs;         /* gemm_lowp.c: GP_NONE, or how K pairs are packed and multiplied */
+  bool cscr;         /* output dtype != compute dtype: K blocks sum through X_CSCR */
   LLVMValueRef fn;
 } G;
 
@@ -159,6 +161,14 @@ void gemm_lowp_choose(G *g);
 const char *gemm_lowp_key(const G *g);
 /* pack_a / pack_b (gemm_emit_pack's signature) when g->pairs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
+/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows of
+ * the column block (min(N, NC) rounded up to NR) in the compute type. */
+LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N);
+/* store_tile (gemm_kernel.c's) when g->cscr: the MR x NR tile acc at C's
+ * (i, j), mr x nr valid, added to the partial sums, or rounded into C
+ * after the last K block. */
+void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr);
 /* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
 void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]);

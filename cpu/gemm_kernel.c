@@ -14,6 +14,10 @@
 
 static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
                        LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  if (g->cscr) {
+    gemm_lowp_store_tile(g, cx, acc, tile, i, j, mr, nr);
+    return;
+  }
   LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
                cn = get(g, cx, X_CN), first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   LLVMValueRef sb = NULL, soff = NULL, sm = NULL, sn = NULL;

@@ -288,3 +288,136 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
 }
+
+/* ---- partial sums for narrow outputs ----------------------------------------
+ * An output narrower than the compute type (f16/bf16 from f32, i8/u8/i16
+ * from i32) must be rounded (or wrapped) once, from the whole sum.  So
+ * that K can still be blocked (packed panels of KC, not K, in cache), a
+ * K block other than the last adds its tile to partial sums in the
+ * compute type (X_CSCR: M rows of the column block's padded width, row
+ * i at i * width), and the last one adds them to its tile and stores
+ * the rounded value in C.  A single K block stores directly. */
+
+/* The column block's padded width: min(N, NC) rounded up to NR. */
+static LLVMValueRef scratch_width(G *g, LLVMValueRef N) {
+  return mul(g, cdiv(g, imin(g, N, k64(g, g->nc)), k64(g, g->nr)), k64(g, g->nr));
+}
+
+LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N) {
+  if (!g->cscr) return k64(g, 0);
+  LLVMValueRef b = mul(g, mul(g, M, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
+  return LLVMBuildAnd(g->b, add(g, b, k64(g, 63)), k64(g, ~63LL), "");
+}
+
+static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n) {
+  LLVMTypeRef t = LLVMVectorType(LLVMTypeOf(s), (unsigned)n);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)n)), "");
+}
+
+/* A compute-type vector converted to C's dtype (as gemm_store_c converts
+ * one element: bf16 nearest even with NaN kept quiet, f16 by fptrunc,
+ * integers wrapped). */
+static LLVMValueRef vec_to_out(G *g, LLVMValueRef x) {
+  int n = g->vw;
+  LLVMTypeRef st = LLVMVectorType(gemm_storage(g, g->od), (unsigned)n);
+  if (g->od == DT_F16) return LLVMBuildFPTrunc(g->b, x, st, "");
+  if (g->od != DT_BF16) return LLVMBuildTrunc(g->b, x, st, "");
+  LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)n);
+  LLVMValueRef u = LLVMBuildBitCast(g->b, x, vi, ""), k16 = splat_c(g, LLVMConstInt(g->i32, 16, 0), n);
+  LLVMValueRef hi = LLVMBuildLShr(g->b, u, k16, "");
+  LLVMValueRef lsb = LLVMBuildAnd(g->b, hi, splat_c(g, LLVMConstInt(g->i32, 1, 0), n), "");
+  LLVMValueRef r = add(g, u, add(g, lsb, splat_c(g, LLVMConstInt(g->i32, 0x7FFF, 0), n)));
+  r = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, r, k16, ""), st, "");
+  LLVMValueRef q = LLVMBuildOr(g->b, LLVMBuildTrunc(g->b, hi, st, ""),
+                               splat_c(g, LLVMConstInt(g->i16, 0x40, 0), n), "");
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), q, r, "");
+}
+
+void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
+               cn = get(g, cx, X_CN), s = getp(g, cx, X_CSCR);
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
+  LLVMValueRef w = scratch_width(g, get(g, cx, X_N)), jb = sub(g, j, get(g, cx, X_JC));
+  LLVMBasicBlockRef slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
+  /* vectors for full tiles of a later K block (no bias to add) */
+  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+  full = LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, first, ""), "");
+  LLVMBasicBlockRef fast = blk(g, "ptile_fast"), to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out");
+  LLVMBasicBlockRef to_cv = blk(g, "ptile_outv");
+  LLVMBuildCondBr(g->b, full, fast, slow);
+  LLVMPositionBuilderAtEnd(g->b, fast);
+  LLVMValueRef x[16][4];
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
+      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, p, "");
+      LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
+      x[r][v] = gemm_cadd(g, old, acc[r][v]);
+    }
+  LLVMBuildCondBr(g->b, last, to_c, to_s);
+  LLVMPositionBuilderAtEnd(g->b, to_s);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], p), (unsigned)dtype_size(g->cd));
+    }
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, to_c); /* C's columns contiguous: vector stores */
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, cn, k64(g, 1), ""), to_cv, slow);
+  LLVMPositionBuilderAtEnd(g->b, to_cv);
+  LLVMTypeRef st = gemm_storage(g, g->od);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, st, c, add(g, add(g, coff, mul(g, add(g, i, k64(g, r)), cm)),
+                                         add(g, j, k64(g, v * g->vw))));
+      LLVMSetAlignment(LLVMBuildStore(g->b, vec_to_out(g, x[r][v]), p), (unsigned)dtype_size(g->od));
+    }
+  LLVMBuildBr(g->b, done);
+  /* elementwise through the spilled tile: edges, the first K block (with
+   * a bias), C's other strides */
+  LLVMPositionBuilderAtEnd(g->b, slow);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++)
+      LLVMSetAlignment(LLVMBuildStore(g->b, acc[r][v], gep(g, g->ct, tile, k64(g, r * g->nr + v * g->vw))),
+                       (unsigned)dtype_size(g->cd));
+  GLoop lr, lq;
+  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
+  LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
+  LLVMValueRef sp = gep(g, g->ct, s, add(g, mul(g, ri, w), add(g, jb, q)));
+  LLVMValueRef init = gemm_czero(g);
+  if (g->bias)
+    init = gemm_load_c(g, getp(g, cx, X_BIAS),
+                       add(g, get(g, cx, X_SOFF), add(g, mul(g, ri, get(g, cx, X_SM)),
+                                                      mul(g, qj, get(g, cx, X_SN)))), g->sd);
+  /* the scratch is read only after a first block wrote it */
+  LLVMBasicBlockRef rd = blk(g, "ptile_rd"), got = blk(g, "ptile_got"), here = LLVMGetInsertBlock(g->b);
+  LLVMBuildCondBr(g->b, first, got, rd);
+  LLVMPositionBuilderAtEnd(g->b, rd);
+  LLVMValueRef old = LLVMBuildLoad2(g->b, g->ct, sp, "");
+  LLVMBuildBr(g->b, got);
+  LLVMPositionBuilderAtEnd(g->b, got);
+  LLVMValueRef prev = LLVMBuildPhi(g->b, g->ct, "");
+  LLVMValueRef vals[2] = {init, old};
+  LLVMBasicBlockRef bbs[2] = {here, rd};
+  LLVMAddIncoming(prev, vals, bbs, 2);
+  v = gemm_cadd(g, prev, v);
+  LLVMBasicBlockRef out = blk(g, "ptile_c"), keep = blk(g, "ptile_s"), next = blk(g, "ptile_next");
+  LLVMBuildCondBr(g->b, last, out, keep);
+  LLVMPositionBuilderAtEnd(g->b, out);
+  gemm_store_c(g, v, c, add(g, coff, add(g, mul(g, ri, cm), mul(g, qj, cn))), g->od);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, keep);
+  LLVMBuildStore(g->b, v, sp);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
+  gemm_loop_close(g, &lq);
+  gemm_loop_close(g, &lr);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+}

@@ -4,7 +4,9 @@
  * --target=x86-64-v3 (AVX2), at sizes that are not multiples of the
  * register tiles or of the pair (odd K), K = 0 and 1, K past the K block,
  * full-range i16 values whose sums wrap, at 1 to 3 threads (bitwise
- * equal) and exactly equal to the reference interpreter.  The assembly:
+ * equal) and exactly equal to the reference interpreter; f16, bf16 and
+ * i8 outputs whose sums span several K blocks (partial sums in scratch).
+ * The assembly:
  * vpmaddwd for x86-64-v3 and -v4 (zmm), vcvtph2ps (F16C) and no libcall
  * for f16 on x86-64-v3; and, through the GEMM emitter's API (gemm.h) for
  * CPUs this machine need not have, vpdpwssd with AVX512-VNNI (zmm) and
@@ -59,6 +61,58 @@ START_TEST(pairs_match_interpreter) {
         threads_and_reference(&L, ks[k].k, in, 2, out, 1, false);
         ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
       }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* Outputs narrower than the compute type (f16, bf16 from f32 sums; i8
+ * from i32) with K over several K blocks: partial sums in scratch, one
+ * rounding at the end; edge tiles, an output written through a
+ * transpose (column stride != 1), a conv with bias in both layouts. */
+static const char *NARROW =
+    "kernel h(a: f16[M, K], b: f16[K, N]) -> f16[M, N] { return a @ b }\n"
+    "kernel g(a: bf16[M, K], b: bf16[K, N]) -> bf16[M, N] { return a @ b }\n"
+    "kernel tr(a: bf16[M, K], b: bf16[K, N]) -> bf16[N, M] { return (a @ b).t().contiguous() }\n"
+    "kernel ti(a: i8[M, K], b: i8[K, N]) -> i8[N, M] { return (a @ b).t() + 1 }\n"
+    "kernel cv(x: f16[2, 40, 9, 9], w: f16[6, 40, 3, 3], c: f16[6]) -> f16[2, 6, 9, 9] {\n"
+    "  return conv2d(x, w, c, padding=1)\n}\n"
+    "kernel cl(x: bf16[2, 40, 9, 9] channels_last, w: bf16[6, 40, 3, 3], c: bf16[6]) -> bf16[2, 6, 9, 9] {\n"
+    "  return relu(conv2d(x, w, c, padding=1))\n}\n";
+
+START_TEST(narrow_outputs) {
+  static const int64_t sz[][3] = {{37, 600, 29}, {7, 257, 33}, {100, 513, 17}, {5, 40, 3}};
+  static const struct { const char *k; DType d; bool t; } ks[] = {
+      {"h", DT_F16, false}, {"g", DT_BF16, false}, {"tr", DT_BF16, true}, {"ti", DT_I8, true}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, NARROW, "h", TARGETS[t]);
+    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+      for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+        int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
+        int64_t so[2] = {ks[k].t ? sz[i][2] : sz[i][0], ks[k].t ? sz[i][0] : sz[i][2]};
+        Ten in[2], out[1];
+        ten(&in[0], ks[k].d, 2, sa, NULL, 0, false);
+        ten(&in[1], ks[k].d, 2, sb, NULL, 0, false);
+        out_ten(&out[0], ks[k].d, 2, so);
+        set_threads(&L, 2);
+        run_and_compare_k(&L, ks[k].k, in, 2, out, 1, true, sz[i][1]);
+        ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+      }
+    static const int64_t xs[4] = {2, 40, 9, 9}, ws[4] = {6, 40, 3, 3}, cs[1] = {6};
+    static const int64_t os[4] = {2, 6, 9, 9};
+    static const int64_t xcl[4] = {40 * 81, 1, 9 * 40, 40};
+    for (int c = 0; c < 2; c++) {
+      DType d = c ? DT_BF16 : DT_F16;
+      Ten in[3], out[1];
+      ten(&in[0], d, 4, xs, c ? xcl : NULL, 0, false);
+      ten(&in[1], d, 4, ws, NULL, 0, false);
+      ten(&in[2], d, 1, cs, NULL, 0, false);
+      out_ten(&out[0], d, 4, os);
+      run_and_compare_k(&L, c ? "cl" : "cv", in, 3, out, 1, true, 360);
+      for (int q = 0; q < 3; q++) ten_free(&in[q]);
+      ten_free(&out[0]);
+    }
     unbuild_pool(&L);
   }
 }
@@ -189,6 +243,7 @@ int main(void) {
   TCase *tc = tcase_create("lowp");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, pairs_match_interpreter);
+  tcase_add_test(tc, narrow_outputs);
   tcase_add_test(tc, asm_levels);
   tcase_add_test(tc, asm_vnni_bf16);
   suite_add_tcase(su, tc);
