@@ -159,7 +159,10 @@ DType gemm_lowp_compute_dtype(DType od);
 void gemm_lowp_choose(G *g);
 /* The suffix of the function key for g->pairs ("" for GP_NONE). */
 const char *gemm_lowp_key(const G *g);
-/* pack_a / pack_b (gemm_emit_pack's signature) when g->pairs. */
+/* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
+ * (g->pairs), or a half-precision matrix B (vector conversion). */
+bool gemm_lowp_packs(const G *g, int which);
+/* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
 /* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows of
  * the column block (min(N, NC) rounded up to NR) in the compute type. */

@@ -29,7 +29,12 @@
  *
  * Only matmul operands read from memory take the pair path (conv2d and
  * operands with prologues use the generic one, which accumulates
- * integers in i32 too).
+ * integers in i32 too).  On the generic path, a matmul's f16/bf16 B is
+ * packed here too: a K row of contiguous lanes is converted to f32 as
+ * one vector (vcvtph2ps with F16C).
+ *
+ * Outputs narrower than the compute type keep K blocked through partial
+ * sums in scratch (store_tile, below).
  * Needs: gemm_impl.h, llvm-c's target machine (host features).
  * Used by: gemm.c (compute dtype, choice), gemm_pack.c (pack),
  * gemm_kernel.c (micro-kernel), kernel.c (cg_gemm_isa). */
@@ -106,6 +111,8 @@ const char *gemm_lowp_key(const G *g) {
 
 /* ---- packing ------------------------------------------------------------------ */
 
+static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n);
+
 /* Element (lane, k) of the operand as an i16: the integer value, or a
  * bf16's bits. */
 static LLVMValueRef load16(G *g, LLVMValueRef base, LLVMValueRef idx, DType dt) {
@@ -162,9 +169,66 @@ static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
   gemm_loop_close(g, &l);
 }
 
+/* B of f16 or bf16 elements (the generic path, f32 compute) packed as
+ * gemm_emit_pack does, but a panel whose lanes are contiguous and all
+ * valid converts a K row at a time as one vector (vcvtph2ps with F16C;
+ * bf16: a shift), the rest element by element. */
+static LLVMValueRef emit_pack_half(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "pack_b", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = g->nr;
+  DType dt = g->bd;
+  LLVMTypeRef st = gemm_storage(g, dt), sv = LLVMVectorType(st, (unsigned)R);
+  LLVMTypeRef fv = LLVMVectorType(g->f32, (unsigned)R), iv = LLVMVectorType(g->i32, (unsigned)R);
+  LLVMValueRef base = getp(g, cx, X_B), si = get(g, cx, X_BI), sp = get(g, cx, X_BP);
+  LLVMValueRef pofs = add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp));
+  LLVMBasicBlockRef vec = blk(g, "half_vec"), sca = blk(g, "half_scalar"), done = blk(g, "half_done");
+  LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, si, k64(g, 1), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, R), ""), "");
+  LLVMBuildCondBr(g->b, fast, vec, sca);
+  LLVMPositionBuilderAtEnd(g->b, vec);
+  GLoop lp, ll;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef ld = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, add(g, pofs, mul(g, p, sp)), i0)), "");
+  LLVMSetAlignment(ld, 2);
+  LLVMValueRef v;
+  if (dt == DT_F16) {
+    v = LLVMBuildFPExt(g->b, ld, fv, "");
+  } else {
+    v = LLVMBuildShl(g->b, LLVMBuildZExt(g->b, ld, iv, ""), splat_c(g, LLVMConstInt(g->i32, 16, 0), R), "");
+    v = LLVMBuildBitCast(g->b, v, fv, "");
+  }
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->f32, dst, mul(g, p, k64(g, R)))), 4);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, sca);
+  p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef row = gep(g, g->f32, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+  LLVMValueRef got = gemm_load_c(g, base, add(g, add(g, pofs, mul(g, p, sp)), mul(g, add(g, i0, cl), si)), dt);
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, gemm_czero(g), ""),
+                 gep(g, g->f32, row, lane));
+  gemm_loop_close(g, &ll);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+bool gemm_lowp_packs(const G *g, int which) {
+  if (g->pairs) return true;
+  return which == 1 && g->kb == GK_MAT && !g->pb && g->cd == DT_F32 &&
+         (g->bd == DT_F16 || g->bd == DT_BF16);
+}
+
 /* pack(ctx, dst, i0, nvalid, kc) as gemm_emit_pack, in pairs: the i32 at
  * dst[p * R + lane] holds X(i0 + lane, pc + 2p) and X(i0 + lane, pc + 2p + 1). */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
+  if (!g->pairs) return emit_pack_half(g);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
   LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),

@@ -232,7 +232,7 @@ static LLVMValueRef emit_pack_pro(G *g, int which);
 
 LLVMValueRef gemm_emit_pack(G *g, int which) {
   GemmKind kind = which ? g->kb : g->ka;
-  if (g->pairs) return gemm_lowp_emit_pack(g, which);
+  if (gemm_lowp_packs(g, which)) return gemm_lowp_emit_pack(g, which);
   if (which ? g->pb : g->pa) return emit_pack_pro(g, which);
   if (kind == GK_IM2COL) return which ? emit_pack_im2col_vec(g) : emit_pack_im2col_rows(g);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
