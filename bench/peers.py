@@ -313,14 +313,20 @@ def workloads(rng):
         return run
 
     def matmul_lowp(m, k, n, bf16):
-        """bf16: torch.matmul on bf16 tensors (oneDNN, f32 accumulation);
-        int8: torch._int_mm (int8 x int8 -> int32).  numpy has neither."""
+        """bf16: torch.matmul on bf16 tensors (oneDNN, f32 accumulation;
+        on CPUs without AVX512-BF16 PyTorch's slow reference loop), and
+        torch-f32: the same through an f32 matmul, (a.float() @
+        b.float()).bfloat16(), the faster choice there (a raw line, not in
+        the table); int8: torch._int_mm (int8 x int8 -> int32).  numpy
+        has neither."""
         def make(impl):
-            if impl != "torch":
+            if impl not in ("torch", "torch-f32") or (impl == "torch-f32" and not bf16):
                 return None
             if bf16:
                 a = torch.from_numpy(rand_f32(rng, (m, k))).to(torch.bfloat16)
                 b = torch.from_numpy(rand_f32(rng, (k, n))).to(torch.bfloat16)
+                if impl == "torch-f32":
+                    return lambda: (a.float() @ b.float()).bfloat16()
                 return lambda: a @ b
             a = torch.from_numpy(rng.integers(-128, 128, (m, k), dtype=np.int8))
             b = torch.from_numpy(rng.integers(-128, 128, (k, n), dtype=np.int8))
@@ -461,6 +467,8 @@ def main():
         impls = ["torch", "numpy"]
         if name.startswith("conv"):  # the layout table's torch columns
             impls += ["torch-nchw", "torch-nhwc"]
+        if name.startswith("matmul_bf16"):  # bf16 through an f32 matmul
+            impls += ["torch-f32"]
         for impl in impls:
             if impl.startswith("torch") and torch is None:
                 print(f"{name:<16} {impl} unsupported")
