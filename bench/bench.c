@@ -41,9 +41,13 @@ enum { MAX_TENSORS = 4, MAX_RUNS = 31 };
 
 typedef enum fill_kind { FILL_SIGNED, FILL_POSITIVE, FILL_BYTES } fill_kind;
 
-/* One tensor argument: dtype (f32 or u8), shape, layout, contents. */
+/* Element types of the tensor arguments (tensor_spec.elem). */
+enum { EL_F32, EL_U8, EL_I8, EL_BF16, EL_I32 };
+
+/* One tensor argument: dtype (EL_*), shape, layout, contents (FILL_BYTES:
+ * random bytes for 8-bit types; the float fills for bf16 too). */
 typedef struct tensor_spec {
-  int is_u8;
+  int elem;
   int ndim;
   int64_t shape[4];
   int channels_last;
@@ -137,6 +141,30 @@ static int call_matmul_prologue(DLTensor *t) { return matmul_prologue(&t[0], &t[
 #define CALL_matmul_prologue call_matmul_prologue, NULL
 #else
 #define CALL_matmul_prologue NULL, BENCH_WHY_matmul_prologue
+#endif
+#ifdef BENCH_HAVE_matmul_bf16
+static int call_matmul_bf16(DLTensor *t) { return matmul_bf16(&t[0], &t[1], &t[2]); }
+#define CALL_matmul_bf16 call_matmul_bf16, NULL
+#else
+#define CALL_matmul_bf16 NULL, BENCH_WHY_matmul_bf16
+#endif
+#ifdef BENCH_HAVE_matmul_i8
+static int call_matmul_i8(DLTensor *t) { return matmul_i8(&t[0], &t[1], &t[2]); }
+#define CALL_matmul_i8 call_matmul_i8, NULL
+#else
+#define CALL_matmul_i8 NULL, BENCH_WHY_matmul_i8
+#endif
+#ifdef BENCH_HAVE_matmul_bf16_layer
+static int call_matmul_bf16_layer(DLTensor *t) { return matmul_bf16_layer(&t[0], &t[1], &t[2]); }
+#define CALL_matmul_bf16_layer call_matmul_bf16_layer, NULL
+#else
+#define CALL_matmul_bf16_layer NULL, BENCH_WHY_matmul_bf16_layer
+#endif
+#ifdef BENCH_HAVE_matmul_i8_layer
+static int call_matmul_i8_layer(DLTensor *t) { return matmul_i8_layer(&t[0], &t[1], &t[2]); }
+#define CALL_matmul_i8_layer call_matmul_i8_layer, NULL
+#else
+#define CALL_matmul_i8_layer NULL, BENCH_WHY_matmul_i8_layer
 #endif
 #ifdef BENCH_HAVE_conv_bias_relu
 static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
@@ -235,6 +263,9 @@ static int call_variant(bench_any_fn fn, int nin, DLTensor *t) {
 #define F32CL(...) {0, 4, {__VA_ARGS__}, 1, FILL_SIGNED}
 #define VEC(n, fill) {0, 1, {n}, 0, fill}
 #define MAT(m, k) {0, 2, {m, k}, 0, FILL_SIGNED}
+#define BF16M(m, k) {EL_BF16, 2, {m, k}, 0, FILL_SIGNED}
+#define I8M(m, k) {EL_I8, 2, {m, k}, 0, FILL_BYTES}
+#define I32M(m, k) {EL_I32, 2, {m, k}, 0, FILL_BYTES}
 #define CONV_FLOPS(n, o, oh, ow, c, kh, kw) (2.0 * n * o * oh * ow * c * kh * kw)
 
 static const workload k_workloads[] = {
@@ -307,6 +338,14 @@ static const workload k_workloads[] = {
     {"conv_dw3x3_nhwc", 2, 1,
      {F32CL(8, 96, 56, 56), F32(96, 1, 3, 3), F32CL(8, 96, 56, 56)},
      CONV_FLOPS(8, 96, 56, 56, 1, 3, 3), CALL_conv_dw3x3_nhwc},
+    {"matmul_bf16", 2, 1, {BF16M(1024, 1024), BF16M(1024, 1024), BF16M(1024, 1024)},
+     2.0 * 1024 * 1024 * 1024, CALL_matmul_bf16},
+    {"matmul_i8", 2, 1, {I8M(1024, 1024), I8M(1024, 1024), I32M(1024, 1024)},
+     2.0 * 1024 * 1024 * 1024, CALL_matmul_i8},
+    {"matmul_bf16_layer", 2, 1, {BF16M(128, 3072), BF16M(3072, 3072), BF16M(128, 3072)},
+     2.0 * 128 * 3072 * 3072, CALL_matmul_bf16_layer},
+    {"matmul_i8_layer", 2, 1, {I8M(128, 3072), I8M(3072, 3072), I32M(128, 3072)},
+     2.0 * 128 * 3072 * 3072, CALL_matmul_i8_layer},
 };
 
 /* ---- inputs ----------------------------------------------------------- */
@@ -331,12 +370,22 @@ static void fill_tensor(DLTensor *t, fill_kind fill, uint64_t *rng) {
   float lo = fill == FILL_POSITIVE ? 0.5f : -1.0f;
   float span = fill == FILL_POSITIVE ? 1.0f : 2.0f;
   float *p = t->data;
-  for (int64_t i = 0; i < n; i++)
-    p[i] = lo + span * (float)(rng_next(rng) >> 40) / 16777216.0f;
+  uint16_t *h = t->data;
+  for (int64_t i = 0; i < n; i++) {
+    float v = lo + span * (float)(rng_next(rng) >> 40) / 16777216.0f;
+    if (t->dtype.code == kDLBfloat) { /* the high half: exact for these values' top bits */
+      uint32_t u;
+      memcpy(&u, &v, 4);
+      h[i] = (uint16_t)(u >> 16);
+    } else {
+      p[i] = v;
+    }
+  }
 }
 
 static int alloc_tensor(DLTensor *t, const tensor_spec *s) {
-  DLDataType dt = s->is_u8 ? TDSL_U8 : TDSL_F32;
+  DLDataType dt = s->elem == EL_U8 ? TDSL_U8 : s->elem == EL_I8 ? TDSL_I8
+                : s->elem == EL_BF16 ? TDSL_BF16 : s->elem == EL_I32 ? TDSL_I32 : TDSL_F32;
   if (s->channels_last)
     return tdsl_tensor_alloc_channels_last(t, dt, s->ndim, s->shape);
   return tdsl_tensor_alloc(t, dt, s->ndim, s->shape);
@@ -456,7 +505,9 @@ static int write_npy(const char *path, const DLTensor *t, int channels_last) {
   char header[256];
   int len = snprintf(header, sizeof header,
                      "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
-                     t->dtype.code == kDLUInt ? "|u1" : "<f4", dims);
+                     t->dtype.code == kDLUInt ? "|u1" : t->dtype.code == kDLBfloat ? "<u2"
+                     : t->dtype.code == kDLInt ? (t->dtype.bits == 8 ? "|i1" : "<i4") : "<f4",
+                     dims);
   /* magic (6) + version (2) + length (2) + header, padded to 64. */
   int total = (10 + len + 1 + 63) / 64 * 64;
   FILE *f = fopen(path, "wb");

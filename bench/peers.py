@@ -408,6 +408,29 @@ def workloads(rng):
                 wt = wt.contiguous(memory_format=torch.channels_last)
         return lambda: F.conv2d(xt, wt, padding=1, groups=96)
 
+    def matmul_lowp(m, k, n, bf16):
+        """bf16: torch.matmul on bf16 tensors (oneDNN, f32 accumulation;
+        on CPUs without AVX512-BF16 PyTorch's slow reference loop), and
+        torch-f32: the same through an f32 matmul, (a.float() @
+        b.float()).bfloat16(), the faster choice there (a raw line, not in
+        the table); int8: torch._int_mm (int8 x int8 -> int32).  numpy
+        has neither."""
+        def make(impl):
+            if impl not in ("torch", "torch-f32") or (impl == "torch-f32" and not bf16):
+                return None
+            if bf16:
+                a = torch.from_numpy(rand_f32(rng, (m, k))).to(torch.bfloat16)
+                b = torch.from_numpy(rand_f32(rng, (k, n))).to(torch.bfloat16)
+                if impl == "torch-f32":
+                    return lambda: (a.float() @ b.float()).bfloat16()
+                return lambda: a @ b
+            a = torch.from_numpy(rng.integers(-128, 128, (m, k), dtype=np.int8))
+            b = torch.from_numpy(rng.integers(-128, 128, (k, n), dtype=np.int8))
+            if not hasattr(torch, "_int_mm"):
+                return lambda: (a.to(torch.int32) @ b.to(torch.int32))
+            return lambda: torch._int_mm(a, b)
+        return make
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -450,6 +473,14 @@ def workloads(rng):
          gemm(1024, 3072, 768, False)),
         ("conv_dw3x3_nhwc", (2 * 8 * 96 * 56 * 56 + 96 * 9) * f32,
          conv_flops(8, 96, 56, 56, 1, 3, 3), conv_dw),
+        ("matmul_bf16", 3 * 1024 * 1024 * 2, 2.0 * 1024 ** 3,
+         matmul_lowp(1024, 1024, 1024, True)),
+        ("matmul_i8", 1024 * 1024 * (1 + 1 + 4), 2.0 * 1024 ** 3,
+         matmul_lowp(1024, 1024, 1024, False)),
+        ("matmul_bf16_layer", (2 * 128 * 3072 + 3072 * 3072) * 2, 2.0 * 128 * 3072 * 3072,
+         matmul_lowp(128, 3072, 3072, True)),
+        ("matmul_i8_layer", 128 * 3072 * 5 + 3072 * 3072, 2.0 * 128 * 3072 * 3072,
+         matmul_lowp(128, 3072, 3072, False)),
     ]
 
 
@@ -507,6 +538,8 @@ def check_refs():
         "gemm_m1024_3072": lambda a, b: a @ b,
         "conv_dw3x3_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1,
                                                       groups=w.shape[0])),
+        "matmul_i8": lambda a, b: a @ b,  # exact in float64 (|sums| < 2^53)
+        "matmul_i8_layer": lambda a, b: a @ b,
     }
 
 
@@ -555,6 +588,8 @@ def main():
         impls = list(IMPLS)
         if name.startswith("conv"):  # the layout table's torch columns
             impls += ["torch-nchw", "torch-nhwc"]
+        if name.startswith("matmul_bf16"):  # bf16 through an f32 matmul
+            impls += ["torch-f32"]
         for impl in impls:
             if impl.startswith("torch") and torch is None:
                 print(f"{name:<16} {impl} unsupported")

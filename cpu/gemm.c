@@ -20,8 +20,9 @@
  * (ky, kx, ci) instead when IM2COL is A (channels-last output).  IM2COL
  * packs with masked vector loads (B) or channel runs (A), no per-element
  * branch (see "im2col packing").
- * When the output dtype differs from the compute type, K is not split
- * (KC = K), so every output element is rounded once.
+ * When the output dtype differs from the compute type, the partial sums
+ * of all but the last K block go to scratch in the compute type and the
+ * last block rounds each output element once (gemm_lowp.c's store_tile).
  * Epilogues (gemm.h GemmEmit.epi_fn): after the j and i loops of a row
  * block and column chunk, in the last K block (X_LAST), block_body calls
  * the kernel's hook on that block of C through a function pointer in the
@@ -130,9 +131,10 @@ LLVMValueRef gemm_load_c(G *g, LLVMValueRef p, LLVMValueRef i, DType t) {
     return LLVMBuildBitCast(g->b, w, g->f32, "");
   }
   case DT_F32: case DT_F64: return v;
-  case DT_I64: return v;
-  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->i64, "");
-  default: return LLVMBuildSExt(g->b, v, g->i64, "");
+  case DT_I32: case DT_I64: /* to the integer compute type, i32 or i64 */
+    return LLVMTypeOf(v) == g->ct ? v : LLVMBuildIntCast2(g->b, v, g->ct, 1, "");
+  case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->ct, "");
+  default: return LLVMBuildSExt(g->b, v, g->ct, "");
   }
 }
 
@@ -153,12 +155,12 @@ void gemm_store_c(G *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef i, DType t)
   LLVMTypeRef st = gemm_storage(g, t);
   if (t == DT_BF16) v = to_bf16(g, v);
   else if (t == DT_F16) v = LLVMBuildFPTrunc(g->b, v, st, "");
-  else if (t == DT_BOOL) v = LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, v, k64(g, 0), ""), st, "");
-  else if (!dtype_is_float(t) && t != DT_I64) v = LLVMBuildTrunc(g->b, v, st, "");
+  else if (t == DT_BOOL) v = LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, v, gemm_czero(g), ""), st, "");
+  else if (!dtype_is_float(t) && st != g->ct) v = LLVMBuildTrunc(g->b, v, st, "");
   LLVMBuildStore(g->b, v, gep(g, st, p, i));
 }
 
-static bool isf(G *g) { return g->cd != DT_I64; }
+static bool isf(G *g) { return dtype_is_float(g->cd); }
 LLVMValueRef gemm_czero(G *g) { return LLVMConstNull(g->ct); }
 
 LLVMValueRef gemm_cadd(G *g, LLVMValueRef a, LLVMValueRef b) {
@@ -302,8 +304,11 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->vd = LLVMVoidTypeInContext(e->ctx);
   g->ad = ad, g->bd = bd, g->od = od;
   g->epi = e->epi_fn != NULL;
-  g->cd = od == DT_F64 ? DT_F64 : dtype_is_float(od) ? DT_F32 : DT_I64;
-  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
+  g->cd = gemm_lowp_compute_dtype(od);
+  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx)
+        : g->cd == DT_I32 ? g->i32 : g->i64;
+  g->isa = e->isa;
+  g->cscr = od != g->cd; /* partial sums in compute-type scratch (gemm_lowp.c) */
   g->vec_bits = e->vec_bits;
   g->vw = e->vec_bits / (8 * dtype_size(g->cd));
   g->nv = e->params->gemm_nv;
@@ -328,9 +333,9 @@ static bool has_small(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT &&
  * context), so all GEMMs of a module with the same configuration share
  * one set: less code for LLVM to optimize and compile. */
 static void make_key(G *g) {
-  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd,
+  snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s%s", (int)g->ad, (int)g->bd,
            (int)g->od, (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n,
-           g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "");
+           g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "", gemm_lowp_key(g));
 }
 
 /* Emits the helper functions (or finds the module's copy), then restores
@@ -338,6 +343,7 @@ static void make_key(G *g) {
 static Run make_fns(G *g, const GemmEmit *e) {
   Run r;
   char name[80];
+  gemm_lowp_choose(g);
   make_key(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);
@@ -401,7 +407,8 @@ static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, L
  * pc loops (K = 0 still runs one block, writing zeros or the bias). */
 static void run_gemm(G *g, Run *r) {
   LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
-  LLVMValueRef kcap = g->od == g->cd ? get(g, cx, X_KCB) : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
+  LLVMValueRef kcap = g->od == g->cd || g->cscr ? get(g, cx, X_KCB)
+                                                 : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
   GLoop lj, lp;
@@ -461,27 +468,37 @@ static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbyte
                        LLVMValueRef *abytes) {
   LLVMValueRef mcb, kcb, ncb;
   blocking(g, &mcb, &kcb, &ncb);
-  LLVMValueRef kcap = g->od == g->cd ? imin(g, K, kcb) : K;
+  LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, kcb) : K;
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
   *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
   *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, mcb, kcap), sz), k64(g, 127)), r64, "");
 }
 
-static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef N, LLVMValueRef K,
-                               LLVMValueRef *threads) {
+/* The packing's bytes after the header for T threads: the packed B and
+ * T packed A blocks, or the small path's packed S where that is larger
+ * (they share the bytes); the lowp partial sums (X_CSCR) follow. */
+static LLVMValueRef packed_bytes(G *g, LLVMValueRef bb, LLVMValueRef ab, LLVMValueRef T,
+                                 LLVMValueRef K) {
+  LLVMValueRef packed = add(g, bb, mul(g, T, ab));
+  if (has_small(g)) {
+    LLVMValueRef sb = gemm_small_bytes(g, K);
+    packed = LLVMBuildSelect(g->b, lt(g, packed, sb), sb, packed, "");
+  }
+  return packed;
+}
+
+static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValueRef N,
+                               LLVMValueRef K, LLVMValueRef *threads) {
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
   LLVMValueRef bb, ab;
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");
-  LLVMValueRef packed = add(g, bb, mul(g, *threads, ab));
-  if (has_small(g)) {
-    LLVMValueRef sb = gemm_small_bytes(g, K);
-    packed = LLVMBuildSelect(g->b, lt(g, packed, sb), sb, packed, "");
-  }
-  return add(g, k64(g, 64), packed);
+  LLVMValueRef packed = packed_bytes(g, bb, ab, *threads, K);
+  LLVMValueRef sb = gemm_lowp_scratch_bytes(g, M, N); /* after the packing (use_pool) */
+  return add(g, add(g, k64(g, 64), packed), sb);
 }
 
 LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const GemmTensor *b,
@@ -491,7 +508,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
   int R = out->rank;
-  return pool_bytes(&g, e, out->shape[R - 1], a->shape[R - 1], threads);
+  return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
 }
 
 LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
@@ -506,7 +523,7 @@ LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const 
   LLVMValueRef og = LLVMBuildSDiv(b, w->shape[0], attr[6], "");
   LLVMValueRef pix = LLVMBuildMul(b, out->shape[out->rank - 2], out->shape[out->rank - 1], "");
   LLVMValueRef K = LLVMBuildMul(b, w->shape[1], LLVMBuildMul(b, w->shape[2], w->shape[3], ""), "");
-  return pool_bytes(&g, e, pix_m ? og : pix, K, threads);
+  return pool_bytes(&g, e, pix_m ? pix : og, pix_m ? og : pix, K, threads);
 }
 
 /* Points the context at the caller's pool (allocated before any nest,
@@ -518,12 +535,13 @@ static void use_pool(G *g, Run *r, LLVMValueRef N, LLVMValueRef K, LLVMValueRef 
   pool_sizes(g, N, K, &bb, &ab);
   blocking(g, &mcb, &kcb, &ncb);
   set(g, r->cx, X_MCB, mcb), set(g, r->cx, X_KCB, kcb), set(g, r->cx, X_NCB, ncb);
-  LLVMValueRef p = gep(g, i8, pool, k64(g, 64));
+  LLVMValueRef p = gep(g, i8, pool, k64(g, 64)), T = LLVMBuildLoad2(g->b, g->i64, pool, "");
   set(g, r->cx, X_BPACK, p);
   set(g, r->cx, X_SPACK, p);
   set(g, r->cx, X_APOOL, gep(g, i8, p, bb));
   set(g, r->cx, X_ABYTES, ab);
-  set(g, r->cx, X_ACOUNT, LLVMBuildLoad2(g->b, g->i64, pool, ""));
+  set(g, r->cx, X_ACOUNT, T);
+  if (g->cscr) set(g, r->cx, X_CSCR, gep(g, i8, p, packed_bytes(g, bb, ab, T, K)));
   set(g, r->cx, X_ERR, k64(g, 0));
 }
 

@@ -8,7 +8,11 @@
  * scratch (any strides, dtype converted to the compute type), runs a
  * register-blocked micro-kernel and writes the output through its strides,
  * in parallel over row blocks (tdsl_parallel_for).  Accumulation: f32 for
- * f32/f16/bf16, f64 for f64, i64 (wrapping) for integers.
+ * f32/f16/bf16, f64 for f64, i32 (wrapping) for integer outputs of at most
+ * 32 bits, i64 (wrapping) for i64: PyTorch's results, which wrap in the
+ * output's width (sums mod 2^32 agree mod 2^8 and 2^16).  With GemmEmit.isa's
+ * features, 8/16-bit integer and bf16 matmuls use pairwise dot products
+ * (gemm_lowp.c).
  *
  * Needs: llvm-c (LLVM 19), dtype.h, the runtime's tdsl_alloc, tdsl_free,
  * tdsl_parallel_for.  Produces: IR at the builder's position, which it
@@ -49,7 +53,7 @@ typedef struct GemmPrologue {
    * pointer below, read back from the run-time context): loads what the
    * expression needs (buffers, symbols).  `elem` then emits, at the
    * builder's position, the element at *ix converted to compute dtype cd
-   * (F32, F64 or I64); `end` closes the pack function's use. */
+   * (F32, F64, I32 or I64); `end` closes the pack function's use. */
   void (*begin)(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRef arg);
   LLVMValueRef (*elem)(void *user, const GemmIdx *ix, DType cd);
   void (*end)(void *user);
@@ -63,6 +67,7 @@ typedef struct GemmEmit {
   LLVMBuilderRef b;  /* positioned inside fn */
   LLVMValueRef fn;   /* the kernel function being emitted */
   int vec_bits;      /* cg_gemm_vec_bits() */
+  unsigned isa;      /* GEMM_ISA_* of the code being emitted (cg_gemm_isa_features) */
   const LfTarget *params; /* blocking sizes (loops.h lf_target_params) */
   /* Epilogue hook, or NULL: the emitted code calls
    *   void epi_fn(ptr epi_arg, i64 bt, i64 i0, i64 i1, i64 j0, i64 j1)
@@ -88,6 +93,22 @@ typedef struct GemmEmit {
  * ISA's (cpu/isa.c; for x86-64, the baseline's).  Emission takes each
  * variant's from Cg.isa. */
 int cg_gemm_vec_bits(const char *target);
+
+/* Instruction-set features the GEMM uses beyond the vector width
+ * (GemmEmit.isa).  They describe the code being emitted, so a module
+ * compiled for a feature runs only where the CPU has it: the target
+ * machine (or the function's target-features) must have them too. */
+enum {
+  GEMM_ISA_X86 = 1,         /* x86-64 (SSE2 vpmaddwd) */
+  GEMM_ISA_F16C = 2,        /* vcvtph2ps */
+  GEMM_ISA_AVX512BW = 4,    /* 512-bit vpmaddwd */
+  GEMM_ISA_VNNI = 8,        /* AVX512-VNNI: vpdpwssd zmm (ymm with AVX512VL) */
+  GEMM_ISA_AVXVNNI = 16,    /* AVX-VNNI: {vex} vpdpwssd ymm */
+  GEMM_ISA_BF16 = 32,       /* AVX512-BF16: vdpbf16ps zmm */
+};
+/* The features of an LLVM feature string ("+avx2,+f16c,...": CgIsa.features
+ * of the variant being emitted, llvm_util.h), gemm_lowp.c. */
+unsigned cg_gemm_isa_features(const char *features);
 
 /* Bytes of packing memory the matmul / conv2d with these operands needs,
  * as an i64 computed at the builder's position (the kernel's entry, where

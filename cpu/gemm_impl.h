@@ -6,7 +6,9 @@
  *   gemm_pack.c    packing A and B panels (strided, im2col, prologues);
  *   gemm_kernel.c  the micro-kernel, tile stores, the parallel block body;
  *   gemm_small.c   the small-M / small-N path (no packing of the big
- *                  operand: matrix-vector and transformer-inference shapes).
+ *                  operand: matrix-vector and transformer-inference shapes);
+ *   gemm_lowp.c    K-pair packing and dot-product micro-kernels for 16-bit
+ *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16).
  * Needs: gemm.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
@@ -44,6 +46,7 @@ enum {
    * k), V the streamed one (lanes l < X_VN, k), C[r, l] */
   X_QB, X_QOFF, X_QR, X_QK, X_VB, X_VOFF, X_VL, X_VK, X_CR, X_CL, X_QN, X_VN,
   X_SPACK, X_QP, X_KP, X_SWAP, X_MG4, X_TW,
+  X_CSCR, /* partial sums of C in the compute type (G.cscr, gemm_lowp.c) */
   X_COUNT
 };
 
@@ -52,7 +55,7 @@ typedef struct G {
   LLVMModuleRef mod;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i16, i32, i64, f32, ptr, vd, ct, vt;
-  DType cd;             /* compute dtype: F32, F64 or I64 */
+  DType cd;             /* compute dtype: F32, F64, I32 or I64 */
   DType ad, bd, od, sd; /* A, B, output, bias storage dtypes */
   GemmKind ka, kb;
   bool bias, bias_n; /* a bias; varying along n (else along m) */
@@ -63,6 +66,9 @@ typedef struct G {
   const LfTarget *params; /* default blocking (loops.h) */
   char key[48]; /* names the emitted functions: one set per configuration */
   int vec_bits;
+  unsigned isa;      /* GEMM_ISA_* of the code being emitted (gemm.h) */
+  int pairs;         /* gemm_lowp.c: GP_NONE, or how K pairs are packed and multiplied */
+  bool cscr;         /* output dtype != compute dtype: K blocks sum through X_CSCR */
   LLVMValueRef fn;
 } G;
 
@@ -150,6 +156,37 @@ LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
 LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n);
 LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n);
 LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
+
+/* ---- gemm_lowp.c ------------------------------------------------------- */
+
+/* G.pairs: GP_NONE (the generic path), or operands packed as adjacent
+ * pairs of 16-bit values along K, multiplied by a pairwise dot product:
+ * GP_I16 (i8/u8/i16 operands, i32 accumulators: vpmaddwd, or vpdpwssd
+ * with VNNI), GP_BF16 (bf16 operands, f32 accumulators: vdpbf16ps). */
+enum { GP_NONE, GP_I16, GP_BF16 };
+
+/* The compute dtype for output dtype od (F32, F64, I32 or I64). */
+DType gemm_lowp_compute_dtype(DType od);
+/* Sets g->pairs from the dtypes, operand kinds, prologues and g->isa. */
+void gemm_lowp_choose(G *g);
+/* The suffix of the function key for g->pairs ("" for GP_NONE). */
+const char *gemm_lowp_key(const G *g);
+/* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
+ * (g->pairs), or a half-precision matrix B (vector conversion). */
+bool gemm_lowp_packs(const G *g, int which);
+/* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
+LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
+/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows of
+ * the column block (min(N, NC) rounded up to NR) in the compute type. */
+LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N);
+/* store_tile (gemm_kernel.c's) when g->cscr: the MR x NR tile acc at C's
+ * (i, j), mr x nr valid, added to the partial sums, or rounded into C
+ * after the last K block. */
+void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr);
+/* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
+void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                            LLVMValueRef acc[][4]);
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 

@@ -14,6 +14,10 @@
 
 static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
                        LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  if (g->cscr) {
+    gemm_lowp_store_tile(g, cx, acc, tile, i, j, mr, nr);
+    return;
+  }
   LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
                cn = get(g, cx, X_CN), first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   LLVMValueRef sb = NULL, soff = NULL, sm = NULL, sn = NULL;
@@ -131,6 +135,10 @@ static void mk_incoming(G *g, LLVMValueRef phi[][4], LLVMValueRef val[][4], LLVM
  * more when kc is odd. */
 static void micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                          LLVMValueRef acc[][4]) {
+  if (g->pairs) {
+    gemm_lowp_micro_kernel(g, ap, bp, kc, acc);
+    return;
+  }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "mk"), body = blk(g, "mk_body"),
                     tail = blk(g, "mk_tail"), rest = blk(g, "mk_rest"), exit = blk(g, "mk_end");
   LLVMValueRef zero[16][4], phi[16][4], mid[16][4], next[16][4], z = k64(g, 0);

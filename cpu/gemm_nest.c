@@ -51,6 +51,25 @@ static bool gemm_cl(const LfNest *n) {
 static void gemm_epilogue(Cg *c, const LfNest *n, GemmEmit *e);
 static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j);
 
+/* The load under a prologue that only widens operand j of gemm nest n
+ * (an integer to a wider integer, f16/bf16 to f32: every value kept, as
+ * `a.to(i32) @ b.to(i32)` on i8 weights), or NULL.  The GEMM then packs
+ * the narrow operand itself, converting as it packs (the same values),
+ * and can multiply 8/16-bit values as such (gemm_lowp.c). */
+static const LfExpr *gemm_widened(Cg *c, const LfNest *n, int j) {
+  const LfExpr *e = n->pro[j];
+  if (!e || e->kind != LFE_CAST || e->args[0]->kind != LFE_LOAD) return NULL;
+  const LfExpr *l = e->args[0];
+  if (l->acc.ndyn || l->acc.lin_rank || l->acc.buf < 0 ||
+      c->lk->bufs[l->acc.buf].kind == LFB_SCALAR)
+    return NULL;
+  DType s = l->dtype, d = e->dtype;
+  bool ints = !dtype_is_float(s) && !dtype_is_float(d) && d != DT_BOOL &&
+              dtype_size(d) > dtype_size(s);
+  bool halves = (s == DT_F16 || s == DT_BF16) && d == DT_F32;
+  return ints || halves ? l : NULL;
+}
+
 /* The run-time operands (t), result and conv attributes of gemm nest n
  * at the builder's position. */
 static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out,
@@ -59,7 +78,9 @@ static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out
   *out = gemm_tensor(c, &n->cstore, n->rank, n->shape, n->cdtype);
   for (int j = 0; j < n->nopnd; j++) {
     const IrValue *a = ir_val(c->k, v->args[j]);
-    t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, a->dtype); /* a buffer's dtype is its value's */
+    const LfExpr *w = j < 2 ? gemm_widened(c, n, j) : NULL;
+    if (w) t[j] = gemm_tensor(c, &w->acc, a->rank, a->shape, w->dtype);
+    else t[j] = gemm_tensor(c, &n->opnd[j], a->rank, a->shape, a->dtype); /* a buffer's dtype is its value's */
   }
   if (n->reduce == OP_CONV2D)
     for (int i = 0; i < 7; i++) attr[i] = cg_sym_val(c, v->attrs[i]);
@@ -68,6 +89,12 @@ static void gemm_operands(Cg *c, const LfNest *n, GemmTensor *t, GemmTensor *out
 /* At the kernel's entry, with the scratch buffers: each GEMM's packing
  * memory (gemm.h), so that once the nests run nothing can fail and a
  * failing kernel has written no output (spec §7.2). */
+/* The GEMM's instruction features (gemm.h GEMM_ISA_*) of the variant
+ * being emitted: none off x86-64 (an x86-64 level of 0). */
+static unsigned gemm_isa(const Cg *c) {
+  return c->isa && c->isa->level > 0 ? cg_gemm_isa_features(c->isa->features) : 0;
+}
+
 void cpu_setup_gemm_pools(Cg *c) {
   for (int i = 0; i < c->lk->nnests; i++) {
     const LfNest *n = &c->lk->nests[i];
@@ -76,7 +103,7 @@ void cpu_setup_gemm_pools(Cg *c) {
     LLVMValueRef attr[7], nt, bytes;
     gemm_operands(c, n, t, &out, attr);
     GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits,
-                .params = c->target};
+                .isa = gemm_isa(c), .params = c->target};
     if (n->reduce == OP_MATMUL) bytes = cg_matmul_pool_bytes(&e, &t[0], &t[1], &out, &nt);
     else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DEPTHWISE)
       bytes = cg_conv_dw_pool_bytes(&e, &t[1], &out, gemm_cl(n), &nt);
@@ -107,10 +134,11 @@ void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
   LLVMValueRef attr[7], rc;
   gemm_operands(c, n, t, &out, attr);
   GemmEmit e = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .fn = c->fn, .vec_bits = c->vec_bits,
-                .params = c->target};
+                .isa = gemm_isa(c), .params = c->target};
   e.pool = LLVMBuildLoad2(c->b, c->ptr, c->gpool[n - c->lk->nests], "");
   if (n->post) gemm_epilogue(c, n, &e);
-  for (int j = 0; j < 2; j++) e.pro[j] = n->pro[j] ? gemm_prologue(c, n, j) : NULL;
+  for (int j = 0; j < 2; j++)
+    e.pro[j] = n->pro[j] && !gemm_widened(c, n, j) ? gemm_prologue(c, n, j) : NULL;
   const GemmTensor *bias = (v->flags & IRF_BIAS) ? &t[2] : NULL;
   if (n->reduce == OP_MATMUL)
     rc = cg_emit_matmul(&e, &t[0], &t[1], &out);

@@ -71,7 +71,9 @@ LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t) {
     return LLVMBuildBitCast(g->b, w, g->vt, "");
   }
   case DT_F32: return g->cd == DT_F64 ? LLVMBuildFPExt(g->b, v, g->vt, "") : v;
-  case DT_F64: case DT_I64: return v;
+  case DT_F64: return v;
+  case DT_I32: case DT_I64: /* to the integer compute type, i32 or i64 */
+    return LLVMTypeOf(v) == g->vt ? v : LLVMBuildIntCast2(g->b, v, g->vt, 1, "");
   case DT_BOOL: case DT_U8: return LLVMBuildZExt(g->b, v, g->vt, "");
   default: return LLVMBuildSExt(g->b, v, g->vt, "");
   }
@@ -233,6 +235,7 @@ static LLVMValueRef emit_pack_pro(G *g, int which);
 
 LLVMValueRef gemm_emit_pack(G *g, int which) {
   GemmKind kind = which ? g->kb : g->ka;
+  if (gemm_lowp_packs(g, which)) return gemm_lowp_emit_pack(g, which);
   if (which ? g->pb : g->pa) return emit_pack_pro(g, which);
   if (kind == GK_IM2COL) return which ? emit_pack_im2col_vec(g) : emit_pack_im2col_rows(g);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};

@@ -1,0 +1,476 @@
+/* gemm_lowp.c — low-precision compute for the GEMM (gemm.h, gemm_impl.h):
+ * the compute dtype of integer outputs (i32 accumulation for outputs of
+ * at most 32 bits), the instruction-set features of the target, and the
+ * K-pair path that multiplies 16-bit values with pairwise dot products:
+ *
+ *   GP_I16   i8/u8/i16 operands, i32 accumulators:
+ *              acc[lane] += a[2p] * b[2p][lane] + a[2p+1] * b[2p+1][lane]
+ *            vpdpwssd with AVX512-VNNI (zmm) or AVX-VNNI (ymm), else
+ *            vpmaddwd + vpaddd (SSE2, AVX2, AVX512BW), else the same in
+ *            plain IR (non-x86 hosts).  Every 8/16-bit value fits in an
+ *            i16 and each product sum in i32 except -2^15 * -2^15 * 2,
+ *            which wraps to -2^31 == 2^31 mod 2^32: the i32 sums are
+ *            exact mod 2^32, so the results (PyTorch's: wrapping in the
+ *            output's width) are exact.
+ *   GP_BF16  bf16 operands, f32 accumulators: vdpbf16ps (AVX512-BF16),
+ *            only where the target has it; its numerics differ from the
+ *            generic path's f32 FMAs (docs/numerics: denormal inputs and
+ *            results flushed to zero, the pair's two products added in
+ *            turn, each rounded to nearest even) within spec §9's bf16
+ *            tolerance.
+ *
+ * Packing (both paths): A panels as MR lanes x ceil(kc/2) pairs, each an
+ * i32 holding (k = 2p, k = 2p + 1) as two i16 (low half first), B panels
+ * as ceil(kc/2) rows of NR such pairs; an odd kc's last pair has a zero
+ * high half.  The panels fit the generic layout's space (pairs of 2-byte
+ * values per lane, 4 bytes per lane and K index there), so packing
+ * memory and panel offsets are unchanged.  B panels from a row-major
+ * operand pack two K rows at a time as vectors, interleaved.
+ *
+ * Only matmul operands read from memory take the pair path (conv2d and
+ * operands with prologues use the generic one, which accumulates
+ * integers in i32 too).  On the generic path, a matmul's f16/bf16 B is
+ * packed here too: a K row of contiguous lanes is converted to f32 as
+ * one vector (vcvtph2ps with F16C).
+ *
+ * Outputs narrower than the compute type keep K blocked through partial
+ * sums in scratch (store_tile, below).
+ * Needs: gemm_impl.h, llvm-c's target machine (host features).
+ * Used by: gemm.c (compute dtype, choice), gemm_pack.c (pack),
+ * gemm_kernel.c (micro-kernel), gemm_nest.c (cg_gemm_isa_features of the variant
+ * being emitted, Cg.isa). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/TargetMachine.h>
+
+#include "gemm_impl.h"
+
+/* ---- features and choices --------------------------------------------------- */
+
+static bool has_feature(const char *features, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = features; (p = strstr(p, name)); p += n)
+    if ((p == features || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+      return true;
+  return false;
+}
+
+unsigned cg_gemm_isa_features(const char *f) {
+  unsigned isa = GEMM_ISA_X86;
+  if (has_feature(f, "+f16c")) isa |= GEMM_ISA_F16C;
+  if (has_feature(f, "+avx512bw")) isa |= GEMM_ISA_AVX512BW;
+  if (has_feature(f, "+avx512vnni")) {
+    isa |= GEMM_ISA_VNNI;
+    if (has_feature(f, "+avx512vl")) isa |= GEMM_ISA_AVXVNNI; /* the ymm form, EVEX */
+  }
+  if (has_feature(f, "+avxvnni")) isa |= GEMM_ISA_AVXVNNI;
+  if (has_feature(f, "+avx512bf16")) isa |= GEMM_ISA_BF16;
+  return isa;
+}
+
+DType gemm_lowp_compute_dtype(DType od) {
+  if (od == DT_F64) return DT_F64;
+  if (dtype_is_float(od)) return DT_F32;
+  return od != DT_BOOL && dtype_size(od) <= 4 ? DT_I32 : DT_I64;
+}
+
+static bool small_int(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16; }
+
+void gemm_lowp_choose(G *g) {
+  g->pairs = GP_NONE;
+  if (g->ka != GK_MAT || g->kb != GK_MAT || g->pa || g->pb) return;
+  if (g->cd == DT_I32 && small_int(g->ad) && small_int(g->bd)) g->pairs = GP_I16;
+  if (g->cd == DT_F32 && g->ad == DT_BF16 && g->bd == DT_BF16 && g->vec_bits == 512 &&
+      (g->isa & GEMM_ISA_BF16))
+    g->pairs = GP_BF16;
+}
+
+/* The key names the instruction too: modules with several ISA variants
+ * keep their functions apart. */
+const char *gemm_lowp_key(const G *g) {
+  if (g->pairs == GP_BF16) return ".bf16dp";
+  if (g->pairs != GP_I16) return "";
+  if (g->vec_bits == 512) return g->isa & GEMM_ISA_VNNI ? ".vnni" : ".i16dp";
+  if (g->vec_bits == 256) return g->isa & GEMM_ISA_AVXVNNI ? ".vnni" : ".i16dp";
+  return ".i16dp";
+}
+
+/* ---- packing ------------------------------------------------------------------ */
+
+static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n);
+
+/* Element (lane, k) of the operand as an i16: the integer value, or a
+ * bf16's bits. */
+static LLVMValueRef load16(G *g, LLVMValueRef base, LLVMValueRef idx, DType dt) {
+  LLVMTypeRef st = gemm_storage(g, dt);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, st, gep(g, st, base, idx), "");
+  if (st == g->i16) return v;
+  return dt == DT_U8 ? LLVMBuildZExt(g->b, v, g->i16, "") : LLVMBuildSExt(g->b, v, g->i16, "");
+}
+
+/* The pair (k, k + 1) of lane `lane`, zero past kc or nvalid: the
+ * addresses are clamped inside the operand, the values selected. */
+static LLVMValueRef pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                            LLVMValueRef sp, LLVMValueRef lane_ofs, LLVMValueRef k,
+                            LLVMValueRef kc, LLVMValueRef ok) {
+  LLVMValueRef z16 = LLVMConstInt(g->i16, 0, 0), h[2];
+  for (int t = 0; t < 2; t++) {
+    LLVMValueRef kt = add(g, k, k64(g, t));
+    LLVMValueRef in = LLVMBuildAnd(g->b, ok, lt(g, kt, kc), "");
+    LLVMValueRef kcl = imin(g, kt, sub(g, kc, k64(g, 1)));
+    LLVMValueRef v = load16(g, base, add(g, add(g, pofs, mul(g, kcl, sp)), lane_ofs), dt);
+    h[t] = LLVMBuildZExt(g->b, LLVMBuildSelect(g->b, in, v, z16, ""), g->i32, "");
+  }
+  return LLVMBuildOr(g->b, h[0], LLVMBuildShl(g->b, h[1], LLVMConstInt(g->i32, 16, 0), ""), "");
+}
+
+/* Vector B packing, lanes contiguous (stride 1) and all valid: per pair
+ * of K rows two <NR x storage> loads widened to i16 and interleaved. */
+static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                          LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef kc,
+                          LLVMValueRef dst, int R) {
+  LLVMTypeRef st = gemm_storage(g, dt), sv = LLVMVectorType(st, (unsigned)R);
+  LLVMTypeRef hv = LLVMVectorType(g->i16, (unsigned)R);
+  LLVMValueRef mask[128];
+  for (int i = 0; i < R; i++) {
+    mask[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    mask[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(R + i), 0);
+  }
+  LLVMValueRef shuf = LLVMConstVector(mask, (unsigned)(2 * R));
+  GLoop l;
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef k = mul(g, p, k64(g, 2)), row[2];
+  for (int t = 0; t < 2; t++) {
+    LLVMValueRef kt = add(g, k, k64(g, t));
+    LLVMValueRef in = lt(g, kt, kc), kcl = imin(g, kt, sub(g, kc, k64(g, 1)));
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, add(g, pofs, mul(g, kcl, sp)), i0)), "");
+    LLVMSetAlignment(ld, (unsigned)dtype_size(dt));
+    if (st != g->i16)
+      ld = dt == DT_U8 ? LLVMBuildZExt(g->b, ld, hv, "") : LLVMBuildSExt(g->b, ld, hv, "");
+    row[t] = LLVMBuildSelect(g->b, in, ld, LLVMConstNull(hv), "");
+  }
+  LLVMValueRef v = LLVMBuildShuffleVector(g->b, row[0], row[1], shuf, "");
+  LLVMValueRef s = LLVMBuildStore(g->b, v, gep(g, g->i16, dst, mul(g, p, k64(g, 2 * R))));
+  LLVMSetAlignment(s, 4);
+  gemm_loop_close(g, &l);
+}
+
+/* B of f16 or bf16 elements (the generic path, f32 compute) packed as
+ * gemm_emit_pack does, but a panel whose lanes are contiguous and all
+ * valid converts a K row at a time as one vector (vcvtph2ps with F16C;
+ * bf16: a shift), the rest element by element. */
+static LLVMValueRef emit_pack_half(G *g) {
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "pack_b", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  int R = g->nr;
+  DType dt = g->bd;
+  LLVMTypeRef st = gemm_storage(g, dt), sv = LLVMVectorType(st, (unsigned)R);
+  LLVMTypeRef fv = LLVMVectorType(g->f32, (unsigned)R), iv = LLVMVectorType(g->i32, (unsigned)R);
+  LLVMValueRef base = getp(g, cx, X_B), si = get(g, cx, X_BI), sp = get(g, cx, X_BP);
+  LLVMValueRef pofs = add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp));
+  LLVMBasicBlockRef vec = blk(g, "half_vec"), sca = blk(g, "half_scalar"), done = blk(g, "half_done");
+  LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, si, k64(g, 1), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, R), ""), "");
+  LLVMBuildCondBr(g->b, fast, vec, sca);
+  LLVMPositionBuilderAtEnd(g->b, vec);
+  GLoop lp, ll;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef ld = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, add(g, pofs, mul(g, p, sp)), i0)), "");
+  LLVMSetAlignment(ld, 2);
+  LLVMValueRef v;
+  if (dt == DT_F16) {
+    v = LLVMBuildFPExt(g->b, ld, fv, "");
+  } else {
+    v = LLVMBuildShl(g->b, LLVMBuildZExt(g->b, ld, iv, ""), splat_c(g, LLVMConstInt(g->i32, 16, 0), R), "");
+    v = LLVMBuildBitCast(g->b, v, fv, "");
+  }
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->f32, dst, mul(g, p, k64(g, R)))), 4);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, sca);
+  p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef row = gep(g, g->f32, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+  LLVMValueRef got = gemm_load_c(g, base, add(g, add(g, pofs, mul(g, p, sp)), mul(g, add(g, i0, cl), si)), dt);
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, lt(g, lane, nvalid), got, gemm_czero(g), ""),
+                 gep(g, g->f32, row, lane));
+  gemm_loop_close(g, &ll);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+bool gemm_lowp_packs(const G *g, int which) {
+  if (g->pairs) return true;
+  return which == 1 && g->kb == GK_MAT && !g->pb && g->cd == DT_F32 &&
+         (g->bd == DT_F16 || g->bd == DT_BF16);
+}
+
+/* pack(ctx, dst, i0, nvalid, kc) as gemm_emit_pack, in pairs: the i32 at
+ * dst[p * R + lane] holds X(i0 + lane, pc + 2p) and X(i0 + lane, pc + 2p + 1). */
+LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
+  if (!g->pairs) return emit_pack_half(g);
+  LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
+               nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
+  DType dt = which ? g->bd : g->ad;
+  int R = which ? g->nr : g->mr;
+  LLVMValueRef base = getp(g, cx, which ? X_B : X_A), off = get(g, cx, which ? X_BOFF : X_AOFF);
+  LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
+  LLVMValueRef pofs = add(g, off, mul(g, get(g, cx, X_PC), sp));
+  LLVMBasicBlockRef sca = blk(g, "pair_scalar"), done = blk(g, "pair_done");
+  if (which) { /* B: rows of contiguous lanes as vectors */
+    LLVMBasicBlockRef vec = blk(g, "pair_vec");
+    LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, si, k64(g, 1), ""),
+                                     LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, R), ""), "");
+    LLVMBuildCondBr(g->b, fast, vec, sca);
+    LLVMPositionBuilderAtEnd(g->b, vec);
+    pack_rows_vec(g, base, dt, pofs, sp, i0, kc, dst, R);
+    LLVMBuildBr(g->b, done);
+  } else {
+    LLVMBuildBr(g->b, sca);
+  }
+  LLVMPositionBuilderAtEnd(g->b, sca);
+  GLoop lp, ll;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef k = mul(g, p, k64(g, 2)), row = gep(g, g->i32, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
+  LLVMValueRef v = pair_at(g, base, dt, pofs, sp, mul(g, add(g, i0, cl), si), k, kc,
+                           lt(g, lane, nvalid));
+  LLVMBuildStore(g->b, v, gep(g, g->i32, row, lane));
+  gemm_loop_close(g, &ll);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+/* ---- the micro-kernel ------------------------------------------------------- */
+
+/* acc + the pairwise dot product of a and b (<vw x i32> each holding
+ * 2 * vw 16-bit values). */
+static LLVMValueRef dot_pairs(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b) {
+  int n = g->vw;
+  LLVMTypeRef h = LLVMVectorType(g->pairs == GP_BF16 ? LLVMBFloatTypeInContext(g->ctx) : g->i16,
+                                 (unsigned)(2 * n));
+  if (g->pairs == GP_BF16) { /* chosen only for 512-bit vectors */
+    LLVMValueRef x[3] = {acc, LLVMBuildBitCast(g->b, a, h, ""), LLVMBuildBitCast(g->b, b, h, "")};
+    return gemm_intrin(g, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, x, 3);
+  }
+  if ((n == 16 && (g->isa & GEMM_ISA_VNNI)) || (n == 8 && (g->isa & GEMM_ISA_AVXVNNI))) {
+    LLVMValueRef x[3] = {acc, a, b};
+    return gemm_intrin(g, n == 16 ? "llvm.x86.avx512.vpdpwssd.512" : "llvm.x86.avx512.vpdpwssd.256",
+                       NULL, 0, x, 3);
+  }
+  const char *pm = n == 4 ? "llvm.x86.sse2.pmadd.wd" : n == 8 ? "llvm.x86.avx2.pmadd.wd"
+                                                              : "llvm.x86.avx512.pmaddw.d.512";
+  bool native = (g->isa & GEMM_ISA_X86) && (n == 4 || (n == 8 && g->vec_bits >= 256) ||
+                                            (n == 16 && (g->isa & GEMM_ISA_AVX512BW)));
+  LLVMValueRef ah = LLVMBuildBitCast(g->b, a, h, ""), bh = LLVMBuildBitCast(g->b, b, h, "");
+  if (native) {
+    LLVMValueRef x[2] = {ah, bh};
+    return add(g, acc, gemm_intrin(g, pm, NULL, 0, x, 2));
+  }
+  /* the same in plain IR: widen, multiply, add the even and odd lanes */
+  LLVMTypeRef w = LLVMVectorType(g->i32, (unsigned)(2 * n));
+  LLVMValueRef prod = LLVMBuildMul(g->b, LLVMBuildSExt(g->b, ah, w, ""), LLVMBuildSExt(g->b, bh, w, ""), "");
+  LLVMValueRef ev[64], od[64];
+  for (int i = 0; i < n; i++)
+    ev[i] = LLVMConstInt(g->i32, (unsigned)(2 * i), 0), od[i] = LLVMConstInt(g->i32, (unsigned)(2 * i + 1), 0);
+  LLVMValueRef e = LLVMBuildShuffleVector(g->b, prod, LLVMGetUndef(w), LLVMConstVector(ev, (unsigned)n), "");
+  LLVMValueRef o = LLVMBuildShuffleVector(g->b, prod, LLVMGetUndef(w), LLVMConstVector(od, (unsigned)n), "");
+  return add(g, acc, add(g, e, o));
+}
+
+/* One pair step p: nx = cur + A[r, pair p] . B[pair p, v*VW..]. */
+static void pair_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p,
+                      LLVMValueRef cur[][4], LLVMValueRef nx[][4]) {
+  LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)g->vw);
+  LLVMValueRef bv[4], arow = gep(g, g->i32, ap, mul(g, p, k64(g, g->mr)));
+  LLVMValueRef brow = gep(g, g->i32, bp, mul(g, p, k64(g, g->nr)));
+  for (int v = 0; v < g->nv; v++) {
+    bv[v] = LLVMBuildLoad2(g->b, vi, gep(g, g->i32, brow, k64(g, v * g->vw)), "");
+    LLVMSetAlignment(bv[v], 4);
+  }
+  for (int r = 0; r < g->mr; r++) {
+    LLVMValueRef s = LLVMBuildLoad2(g->b, g->i32, gep(g, g->i32, arow, k64(g, r)), "");
+    LLVMValueRef a = LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), s, LLVMConstInt(g->i32, 0, 0), "");
+    a = LLVMBuildShuffleVector(g->b, a, LLVMGetUndef(vi),
+                               LLVMConstNull(LLVMVectorType(g->i32, (unsigned)g->vw)), "");
+    for (int v = 0; v < g->nv; v++) nx[r][v] = dot_pairs(g, cur[r][v], a, bv[v]);
+  }
+}
+
+/* acc[r][v] over ceil(kc / 2) pairs, one pair step per iteration. */
+void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                            LLVMValueRef acc[][4]) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "pk"), body = blk(g, "pk_body"),
+                    exit = blk(g, "pk_end");
+  LLVMValueRef np = cdiv(g, kc, k64(g, 2)), z = k64(g, 0), phi[16][4], next[16][4];
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef p = LLVMBuildPhi(g->b, g->i64, "");
+  LLVMAddIncoming(p, &z, &pre, 1);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef zero = LLVMConstNull(g->vt);
+      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
+      LLVMAddIncoming(phi[r][v], &zero, &pre, 1);
+    }
+  LLVMBuildCondBr(g->b, lt(g, p, np), body, exit);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  pair_step(g, ap, bp, p, phi, next);
+  LLVMValueRef p1 = add(g, p, k64(g, 1));
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMAddIncoming(p, &p1, &latch, 1);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &next[r][v], &latch, 1);
+  gemm_no_vectorize(g, LLVMBuildBr(g->b, head));
+  LLVMPositionBuilderAtEnd(g->b, exit);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
+}
+
+/* ---- partial sums for narrow outputs ----------------------------------------
+ * An output narrower than the compute type (f16/bf16 from f32, i8/u8/i16
+ * from i32) must be rounded (or wrapped) once, from the whole sum.  So
+ * that K can still be blocked (packed panels of KC, not K, in cache), a
+ * K block other than the last adds its tile to partial sums in the
+ * compute type (X_CSCR: M rows of the column block's padded width, row
+ * i at i * width), and the last one adds them to its tile and stores
+ * the rounded value in C.  A single K block stores directly. */
+
+/* The column block's padded width: min(N, the target's largest NC) rounded up to
+ * NR (an upper bound of the run's NC, gemm.c blocking: one row stride for
+ * sizing and indexing). */
+static LLVMValueRef scratch_width(G *g, LLVMValueRef N) {
+  return mul(g, cdiv(g, imin(g, N, k64(g, g->params->gemm_nc)), k64(g, g->nr)), k64(g, g->nr));
+}
+
+LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N) {
+  if (!g->cscr) return k64(g, 0);
+  LLVMValueRef b = mul(g, mul(g, M, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
+  return LLVMBuildAnd(g->b, add(g, b, k64(g, 63)), k64(g, ~63LL), "");
+}
+
+static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n) {
+  LLVMTypeRef t = LLVMVectorType(LLVMTypeOf(s), (unsigned)n);
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(t), s, LLVMConstInt(g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(t), LLVMConstNull(LLVMVectorType(g->i32, (unsigned)n)), "");
+}
+
+/* A compute-type vector converted to C's dtype (as gemm_store_c converts
+ * one element: bf16 nearest even with NaN kept quiet, f16 by fptrunc,
+ * integers wrapped). */
+static LLVMValueRef vec_to_out(G *g, LLVMValueRef x) {
+  int n = g->vw;
+  LLVMTypeRef st = LLVMVectorType(gemm_storage(g, g->od), (unsigned)n);
+  if (g->od == DT_F16) return LLVMBuildFPTrunc(g->b, x, st, "");
+  if (g->od != DT_BF16) return LLVMBuildTrunc(g->b, x, st, "");
+  LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)n);
+  LLVMValueRef u = LLVMBuildBitCast(g->b, x, vi, ""), k16 = splat_c(g, LLVMConstInt(g->i32, 16, 0), n);
+  LLVMValueRef hi = LLVMBuildLShr(g->b, u, k16, "");
+  LLVMValueRef lsb = LLVMBuildAnd(g->b, hi, splat_c(g, LLVMConstInt(g->i32, 1, 0), n), "");
+  LLVMValueRef r = add(g, u, add(g, lsb, splat_c(g, LLVMConstInt(g->i32, 0x7FFF, 0), n)));
+  r = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, r, k16, ""), st, "");
+  LLVMValueRef q = LLVMBuildOr(g->b, LLVMBuildTrunc(g->b, hi, st, ""),
+                               splat_c(g, LLVMConstInt(g->i16, 0x40, 0), n), "");
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), q, r, "");
+}
+
+void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
+               cn = get(g, cx, X_CN), s = getp(g, cx, X_CSCR);
+  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
+  LLVMValueRef w = scratch_width(g, get(g, cx, X_N)), jb = sub(g, j, get(g, cx, X_JC));
+  LLVMBasicBlockRef slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
+  /* vectors for full tiles of a later K block (no bias to add) */
+  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+  full = LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, first, ""), "");
+  LLVMBasicBlockRef fast = blk(g, "ptile_fast"), to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out");
+  LLVMBasicBlockRef to_cv = blk(g, "ptile_outv");
+  LLVMBuildCondBr(g->b, full, fast, slow);
+  LLVMPositionBuilderAtEnd(g->b, fast);
+  LLVMValueRef x[16][4];
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
+      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, p, "");
+      LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
+      x[r][v] = gemm_cadd(g, old, acc[r][v]);
+    }
+  LLVMBuildCondBr(g->b, last, to_c, to_s);
+  LLVMPositionBuilderAtEnd(g->b, to_s);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], p), (unsigned)dtype_size(g->cd));
+    }
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, to_c); /* C's columns contiguous: vector stores */
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, cn, k64(g, 1), ""), to_cv, slow);
+  LLVMPositionBuilderAtEnd(g->b, to_cv);
+  LLVMTypeRef st = gemm_storage(g, g->od);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef p = gep(g, st, c, add(g, add(g, coff, mul(g, add(g, i, k64(g, r)), cm)),
+                                         add(g, j, k64(g, v * g->vw))));
+      LLVMSetAlignment(LLVMBuildStore(g->b, vec_to_out(g, x[r][v]), p), (unsigned)dtype_size(g->od));
+    }
+  LLVMBuildBr(g->b, done);
+  /* elementwise through the spilled tile: edges, the first K block (with
+   * a bias), C's other strides */
+  LLVMPositionBuilderAtEnd(g->b, slow);
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++)
+      LLVMSetAlignment(LLVMBuildStore(g->b, acc[r][v], gep(g, g->ct, tile, k64(g, r * g->nr + v * g->vw))),
+                       (unsigned)dtype_size(g->cd));
+  GLoop lr, lq;
+  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
+  LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
+  LLVMValueRef sp = gep(g, g->ct, s, add(g, mul(g, ri, w), add(g, jb, q)));
+  LLVMValueRef init = gemm_czero(g);
+  if (g->bias)
+    init = gemm_load_c(g, getp(g, cx, X_BIAS),
+                       add(g, get(g, cx, X_SOFF), add(g, mul(g, ri, get(g, cx, X_SM)),
+                                                      mul(g, qj, get(g, cx, X_SN)))), g->sd);
+  /* the scratch is read only after a first block wrote it */
+  LLVMBasicBlockRef rd = blk(g, "ptile_rd"), got = blk(g, "ptile_got"), here = LLVMGetInsertBlock(g->b);
+  LLVMBuildCondBr(g->b, first, got, rd);
+  LLVMPositionBuilderAtEnd(g->b, rd);
+  LLVMValueRef old = LLVMBuildLoad2(g->b, g->ct, sp, "");
+  LLVMBuildBr(g->b, got);
+  LLVMPositionBuilderAtEnd(g->b, got);
+  LLVMValueRef prev = LLVMBuildPhi(g->b, g->ct, "");
+  LLVMValueRef vals[2] = {init, old};
+  LLVMBasicBlockRef bbs[2] = {here, rd};
+  LLVMAddIncoming(prev, vals, bbs, 2);
+  v = gemm_cadd(g, prev, v);
+  LLVMBasicBlockRef out = blk(g, "ptile_c"), keep = blk(g, "ptile_s"), next = blk(g, "ptile_next");
+  LLVMBuildCondBr(g->b, last, out, keep);
+  LLVMPositionBuilderAtEnd(g->b, out);
+  gemm_store_c(g, v, c, add(g, coff, add(g, mul(g, ri, cm), mul(g, qj, cn))), g->od);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, keep);
+  LLVMBuildStore(g->b, v, sp);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
+  gemm_loop_close(g, &lq);
+  gemm_loop_close(g, &lr);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+}
