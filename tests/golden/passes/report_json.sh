@@ -61,11 +61,11 @@ grep -q 'eliminate-copies: removed' "$tmp/d.txt" && fail "disabled pass ran"
 # The cost model's row follows --target (passes/costs.c): the same
 # program's layout decisions name the numbers that weighed them.
 "$tdslc" layout_conv.tdsl --emit=report -o - >"$tmp/lc.txt" || fail "layout report"
-[[ $(grep -c 'choose-layout: layout: .*; cost model cpu: 22 GB/s, 55 GFLOP/s$' "$tmp/lc.txt") == 3 ]] ||
+[[ $(grep -c 'choose-layout: layout: .*; cost model cpu (built-in): 22 GB/s, 55 GFLOP/s$' "$tmp/lc.txt") == 3 ]] ||
   fail "the host report's layout decisions do not name the cpu row: $(grep 'layout:' "$tmp/lc.txt")"
 "$tdslc" layout_conv.tdsl --emit=report -o - --target=cuda:sm_90 >"$tmp/lg.txt" ||
   fail "layout report for cuda:sm_90"
-[[ $(grep -c 'choose-layout: layout: .*; cost model cuda: 3000 GB/s, 50000 GFLOP/s$' "$tmp/lg.txt") == 3 ]] ||
+[[ $(grep -c 'choose-layout: layout: .*; cost model cuda (built-in): 3000 GB/s, 50000 GFLOP/s$' "$tmp/lg.txt") == 3 ]] ||
   fail "the cuda report's layout decisions do not name the cuda row: $(grep 'layout:' "$tmp/lg.txt")"
 grep -q 'cost model cpu' "$tmp/lg.txt" && fail "the cuda report names the cpu row"
 grep -qF '(target cuda:sm_90)' "$tmp/lg.txt" || fail "the cuda report's heading"
