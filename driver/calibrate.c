@@ -195,6 +195,17 @@ static void *sym(Lib *lib, const char *name) {
   return f;
 }
 
+/* Stops the library's thread pool (its runtime's workers run its code)
+ * and unloads it. */
+static void close_lib(Lib *lib) {
+  if (!lib->h) return;
+  void (*shutdown)(void);
+  *(void **)&shutdown = dlsym(lib->h, "tdsl_shutdown");
+  if (shutdown) shutdown();
+  dlclose(lib->h);
+  lib->h = NULL;
+}
+
 /* ---- timing ------------------------------------------------------------ */
 
 /* One call's time in ms, or a negative value after a message. */
@@ -447,9 +458,9 @@ int calibrate(const CalibrateOptions *o) {
   free(cx.t.data);
   free(cy.t.data);
   free(ccl.t.data);
-  if (cp.h) dlclose(cp.h);
-  for (int L = 0; L < 2; L++)
-    if (libs[L].h) dlclose(libs[L].h);
+  close_lib(&cp);
+  close_lib(&libs[NCHW]);
+  close_lib(&libs[CL]);
   link_remove_tempdir(dir);
   free(dir);
   free(src[0]);
