@@ -14,6 +14,9 @@ Usage: peers.py [--threads N] [--check DIR] [NAME ...]
 (BENCH_DUMP=DIR), recomputes each output from the same inputs in torch
 float64, and prints "# check NAME: ok|MISMATCH, error/scale E" where E is
 max|tdsl - ref| / max|ref| (a norm-wise error: 1e-4 and above is flagged).
+IMPL torch-compile (memory-bound workloads only): torch.compile of the
+torch version writing into a preallocated output (compiled_peer; compile
+time excluded).
 Threads: torch.set_num_threads(N); numpy's BLAS gets OMP/OPENBLAS/MKL
 _NUM_THREADS=N, set here before numpy is imported. Timing as bench.c: a
 warm-up call, a sizing call, then $BENCH_RUNS (5) runs of at least
@@ -344,6 +347,29 @@ def workloads(rng):
     ]
 
 
+def compiled_peer(make):
+    """torch.compile (Inductor) of a workload's torch version, writing into a
+    preallocated output: out.copy_(f()) compiles to one kernel that stores
+    into out, so no result is allocated per call.  Compiled and warmed up
+    here: compile time is not timed.  None (the row says unsupported) when
+    torch.compile is missing or fails; the reason is printed as a comment."""
+    fn = make("torch")
+    if fn is None or not hasattr(torch, "compile"):
+        return None
+    try:
+        out = fn().clone()
+
+        def body():
+            return out.copy_(fn())
+        compiled = torch.compile(body, fullgraph=True, dynamic=False)
+        compiled()
+    except Exception as e:  # a backend error costs the row, not the run
+        why = str(e).splitlines()[0] if str(e) else ""
+        print(f"# torch.compile failed: {type(e).__name__}: {why}")
+        return None
+    return compiled
+
+
 def report(name, impl, secs, nbytes, flops):
     if flops:
         rate, unit = flops / secs * 1e-9, "GFLOP/s"
@@ -434,11 +460,13 @@ def main():
         impls = ["torch", "numpy"]
         if name.startswith("conv"):  # the layout table's torch columns
             impls += ["torch-nchw", "torch-nhwc"]
+        if not flops:  # memory-bound: Inductor into a preallocated output
+            impls.append("torch-compile")
         for impl in impls:
             if impl.startswith("torch") and torch is None:
                 print(f"{name:<16} {impl} unsupported")
                 continue
-            fn = make(impl)
+            fn = compiled_peer(make) if impl == "torch-compile" else make(impl)
             if fn is None:
                 print(f"{name:<16} {impl} unsupported")
                 continue
