@@ -166,7 +166,7 @@ static void emit_transpose_blocks(Cg *c, const LfNest *n, NestCtx *x, int i, int
 /* ---- streaming stores ---------------------------------------------------
  * An elementwise nest whose innermost loop stores unit-stride writes its
  * output around the caches (non-temporal stores) when the whole output
- * is at least tdsl_stream_min_bytes() (runtime/cache.c: half the
+ * is at least tdsl_stream_min_bytes() (runtime/stream.c: half the
  * last-level cache), decided at run time: a store that misses the cache
  * first reads the line it overwrites, a third of a one-input elementwise
  * op's memory traffic, and an output that large is evicted before anyone

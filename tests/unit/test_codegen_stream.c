@@ -1,5 +1,5 @@
 /* test_codegen_stream.c — streaming (non-temporal) stores of elementwise
- * nests (cpu/vloops.c, runtime/cache.c): with TDSL_STREAM_MIN_BYTES=0
+ * nests (cpu/vloops.c, runtime/stream.c): with TDSL_STREAM_MIN_BYTES=0
  * every eligible nest streams, so small tensors exercise the path: the
  * code holds non-temporal stores, results equal the interpreter's for
  * outputs of each element size (bool, f16, f32, f64, i64), lengths around

@@ -92,7 +92,7 @@ void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
  * runtime, and never from inside a body. */
 void tdsl_shutdown(void);
 
-/* ---- Streaming stores (cache.c) -------------------------------------- */
+/* ---- Streaming stores (stream.c) -------------------------------------- */
 
 /* The size in bytes from which a compiled elementwise nest writes its
  * output with non-temporal stores: $TDSL_STREAM_MIN_BYTES when it is a

@@ -1,4 +1,4 @@
-/* cache.c — the size of this machine's last-level cache, read once, and
+/* stream.c — the size of this machine's last-level cache, read once, and
  * what compiled kernels derive from it: the output size from which an
  * elementwise nest writes with non-temporal (streaming) stores
  * (tdsl_stream_min_bytes).
@@ -10,8 +10,10 @@
  * op.  A smaller output is written through the cache, where its reader
  * finds it.  The cache size comes from Linux's sysfs
  * (/sys/devices/system/cpu/cpu0/cache/indexN: the highest level's data or
- * unified cache; that of the core complex where the chip has several);
- * where it cannot be read, nothing streams.
+ * unified cache; that of the core complex where the chip has several:
+ * glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) gives the whole chip's on AMD,
+ * 256 MB on the Zen 3 development machine against the 32 MB a core
+ * shares); where it cannot be read, nothing streams.
  *
  * Needs: libc, pthreads.  Used by: the CPU backend's elementwise nests
  * (cpu/vloops.c). */
