@@ -14,7 +14,8 @@ of every input read and every output written once, as bench.c counts
 them) or GFLOP/s.
 
 Each peer gets its fastest honest variant: torch-compile is Inductor
-(torch.compile, default mode) of the eager computation writing into an
+(torch.compile, default mode, fullgraph, static shapes) of the eager
+computation writing into an
 output allocated once (`out.copy_(f())` inside the compiled function,
 which Inductor turns into kernels storing straight into `out`); its
 compile time is excluded. jax is jax.jit with inputs on the device and
@@ -90,7 +91,7 @@ def torch_compiled(eager):
 
     def into_out():
         return out.copy_(eager())
-    fn = torch.compile(into_out)
+    fn = torch.compile(into_out, fullgraph=True, dynamic=False)
     fn()
     return fn
 

@@ -3,7 +3,8 @@
  *   tdslc FILE.tdsl [-o OUT] [--emit=LIST] [--target=T] [-O0..-O3]
  *         [--kernel=NAME]... [--report[=PATH]] [--report-format=text|json]
  *         [--dump-after=PASS] [--disable-pass=PASS]... [--time-passes]
- *         [--layout=nchw|nhwc|auto]
+ *         [--layout=nchw|nhwc|auto] [--costs=FILE]
+ *   tdslc --calibrate[=quick] [-o FILE] [--target=T] [-O1..-O3]
  *   tdslc run FILE.tdsl --kernel=NAME [--input NAME=X]... [--output NAME=Y]...
  *   tdslc --version | --help
  *
@@ -16,10 +17,13 @@
  * (the optimized IR), `loops` (the loop form, loops/print.c) and the
  * reports (text, JSON, HTML, the last with each kernel's loop form) here,
  * obj/header/llvm/asm through codegen.h, so through codegen.h and the
- * link step (link.c).
+ * link step (link.c).  The passes weigh with the target's built-in cost
+ * row, or with the row of a cost file (--costs=FILE, else the environment
+ * variable TDSL_COSTS when its family is the target's; passes/
+ * costs_file.c) that --calibrate (calibrate.c) measured on this machine.
  * Needs: the whole front end (ast.h), ir.h, run.h, link.h, passes/passes.h,
  * loops/loops.h (lf_lower and lf_print for the loop form, lf_stats for
- * the report's totals), codegen/codegen.h. */
+ * the report's totals), codegen/codegen.h, calibrate.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -33,6 +37,7 @@
 #include "../ir/ir.h"
 #include "../loops/loops.h"
 #include "../passes/passes.h"
+#include "calibrate.h"
 #include "link.h"
 #include "run.h"
 
@@ -83,6 +88,8 @@ typedef struct Options {
   int ndisabled;
   bool time_passes;
   LayoutPolicy layout;    /* --layout */
+  const char *costs;      /* --costs=FILE, or NULL */
+  bool calibrate, calibrate_quick; /* --calibrate[=quick] */
   const char *inputs[MAX_LIST];
   int ninputs;
   const char *outputs[MAX_LIST];
@@ -107,6 +114,7 @@ static void print_help(void) {
       "usage: tdslc FILE.tdsl [options]       compile a tdsl file\n"
       "       tdslc run FILE.tdsl --kernel=NAME [--input NAME=X]... "
       "[--output NAME=Y]...\n"
+      "       tdslc --calibrate[=quick] [-o FILE]   measure the cost model\n"
       "       tdslc --version | --help\n"
       "\n"
       "options:\n"
@@ -133,6 +141,12 @@ static void print_help(void) {
       "  --dump-after=PASS      print the IR after PASS to stderr\n"
       "  --disable-pass=PASS    skip PASS (repeatable)\n"
       "  --layout=L             conv/pool storage: nchw, nhwc or auto (default)\n"
+      "  --costs=FILE           weigh the passes' choices with the cost file FILE\n"
+      "                         (written by --calibrate; default: $TDSL_COSTS if it\n"
+      "                         is for the target's family, else the built-in row)\n"
+      "  --calibrate[=quick]    measure this machine's cost model and write it as\n"
+      "                         a cost file to -o FILE (default stdout); quick:\n"
+      "                         small problems, rough numbers\n"
       "  --time-passes          print the time of each phase to stderr\n"
       "  --input NAME=X         run: a parameter's .npy file or scalar value\n"
       "  --output NAME=Y        run: where result NAME (out0, out1, ...) "
@@ -213,6 +227,11 @@ static int long_with_value(Options *o, const char *name, const char *v) {
     o->report_json = !strcmp(v, "json");
     return 0;
   }
+  if (!strcmp(name, "costs")) {
+    if (!*v) return usage_error("--costs needs a file name");
+    o->costs = v;
+    return 0;
+  }
   if (!strcmp(name, "layout")) { /* choose-layout's policy */
     if (!strcmp(v, "auto")) o->layout = LAYOUT_POLICY_AUTO;
     else if (!strcmp(v, "nchw")) o->layout = LAYOUT_POLICY_NCHW;
@@ -231,7 +250,7 @@ static int long_with_value(Options *o, const char *name, const char *v) {
 static bool takes_value(const char *name) {
   static const char *const names[] = {"emit", "target", "kernel", "input",
                                       "output", "report-format",
-                                      "dump-after", "disable-pass", "layout"};
+                                      "dump-after", "disable-pass", "layout", "costs"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(name, names[i])) return true;
   return false;
@@ -251,6 +270,13 @@ static int long_option(Options *o, int argc, char **argv, int *i) {
     o->compile_opt = argv[*i];
   if (!strcmp(name, "report")) {
     o->report_path = v ? v : "";
+    return 0;
+  }
+  if (!strcmp(name, "calibrate")) {
+    if (v && strcmp(v, "quick"))
+      return usage_error("--calibrate: expected nothing or =quick, got '%s'", v);
+    o->calibrate = true;
+    o->calibrate_quick = v != NULL;
     return 0;
   }
   if (!strcmp(name, "time-passes") && !v) {
@@ -516,9 +542,10 @@ static bool wants_report(const Options *o) {
 
 /* Runs the pass pipeline over m, decisions going to r.  When a report is
  * written, also estimates each kernel's traffic and loop nests at -O0
- * before the passes and at the chosen level after them.  Returns 0, or 3
+ * before the passes and at the chosen level after them.  costs: a cost
+ * file's row, or NULL for the target's built-in one.  Returns 0, or 3
  * after an internal error. */
-static int optimize(const Options *o, IrModule *m, Report *r) {
+static int optimize(const Options *o, IrModule *m, Report *r, const PassCosts *costs) {
   size_t n = (size_t)m->nkernels + 1;
   int *nests0 = arena_alloc(m->arena, sizeof *nests0 * n);
   const Sym **bytes0 = arena_alloc(m->arena, sizeof *bytes0 * n), *scratch;
@@ -528,7 +555,8 @@ static int optimize(const Options *o, IrModule *m, Report *r) {
   PassOptions po = {.opt_level = o->opt_level, .layout = o->layout,
                     .disabled = o->disabled, .ndisabled = o->ndisabled,
                     .dump_after = o->dump_after, .dump = stderr,
-                    .time_passes = o->time_passes, .target = o->target};
+                    .time_passes = o->time_passes, .target = o->target,
+                    .costs = costs};
   int status = pipeline_run(m, &po, r);
   for (int i = 0; !status && totals && i < m->nkernels; i++) {
     int nests1;
@@ -628,7 +656,7 @@ static int write_so(const Options *o, IrModule *m, const char *stem) {
   return status;
 }
 
-static int emit_all(const Options *o, IrModule *m, const char *src) {
+static int emit_all(const Options *o, IrModule *m, const char *src, const PassCosts *costs) {
   for (int e = 0; e < EM_COUNT; e++)
     if ((o->emit >> e & 1) && emits[e].missing) {
       fprintf(stderr, "tdslc: error: --emit=%s: %s\n", emits[e].name,
@@ -641,7 +669,7 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   Report *rep = report_new(m->arena, o->file, o->target);
   report_set_isa(rep, cg_isa_variants(o->target));
   double t = now_ms();
-  int status = optimize(o, sel, rep);
+  int status = optimize(o, sel, rep, costs);
   phase_time(o, "optimize", &t);
   if (status) return status;
   char *stem = output_stem(o);
@@ -665,26 +693,83 @@ static int emit_all(const Options *o, IrModule *m, const char *src) {
   return status;
 }
 
+/* The cost row the passes weigh with (*out): the file of --costs, else
+ * that of TDSL_COSTS when it is for the target's family (a file for
+ * another family is not used: the target's built-in row is), else NULL
+ * (the built-in row).  Returns 0, or 1 after a message (an unreadable or
+ * malformed file, or --costs for another family than the target's). */
+static int load_costs(const Options *o, Arena *a, const PassCosts **out) {
+  *out = NULL;
+  const char *path = o->costs, *env = getenv("TDSL_COSTS");
+  bool from_env = !path && env && *env;
+  if (from_env) path = env;
+  if (!path) return 0;
+  PassCosts *pc = arena_alloc(a, sizeof *pc);
+  if (!pass_costs_load(a, path, pc, stderr)) {
+    if (from_env)
+      fprintf(stderr, "tdslc: note: the environment variable TDSL_COSTS names '%s'\n", path);
+    return 1;
+  }
+  const char *family = pass_costs_family(o->target);
+  if (strcmp(pc->name, family)) {
+    if (from_env) return 0;
+    fprintf(stderr, "tdslc: error: --costs: '%s' holds costs for the %s family, but "
+            "--target=%s is weighed with the %s family's\n", path, pc->name, o->target,
+            family);
+    return 1;
+  }
+  *out = pc;
+  return 0;
+}
+
 static int compile_or_run(const Options *o) {
-  char *src = read_source(o->file);
-  if (!src) return 1;
   Arena *a = arena_new();
+  const PassCosts *costs = NULL;
+  if (!o->run && load_costs(o, a, &costs)) {
+    arena_free(a);
+    return 1;
+  }
+  char *src = read_source(o->file);
+  if (!src) {
+    arena_free(a);
+    return 1;
+  }
   IrModule *m = front_end(o, a, src);
   int status = 1;
   if (m && o->run)
     status = tdsl_run(m, o->kernels[0], o->ninputs, o->inputs, o->noutputs,
                       o->outputs, stderr);
   else if (m)
-    status = emit_all(o, m, src);
+    status = emit_all(o, m, src, costs);
   arena_free(a);
   free(src);
   return status;
+}
+
+/* tdslc --calibrate[=quick] [-o FILE] [--target=T] [-On]: only these. */
+static int run_calibrate(const Options *o) {
+  if (o->run) return usage_error("--calibrate cannot be used with tdslc run");
+  if (o->file)
+    return usage_error("--calibrate takes no input file (it compiles its own kernels), "
+                       "got '%s'", o->file);
+  if (o->emit || o->nkernels || o->report_path || o->dump_after || o->ndisabled ||
+      o->costs || o->layout != LAYOUT_POLICY_AUTO || o->ninputs || o->noutputs)
+    return usage_error("--calibrate takes only -o FILE, --target and -O1..-O3");
+  if (strcmp(pass_costs_family(o->target), "cpu"))
+    return usage_error("--calibrate measures the CPU: --target=%s is not a CPU target",
+                       o->target);
+  if (o->opt_level == 0)
+    return usage_error("--calibrate measures optimized code: -O0 is not allowed");
+  CalibrateOptions c = {.target = o->target, .opt_level = o->opt_level,
+                        .quick = o->calibrate_quick, .out = o->out};
+  return calibrate(&c);
 }
 
 int main(int argc, char **argv) {
   static Options o = {.opt_level = 2, .target = "host"};
   int s = parse_args(&o, argc, argv);
   if (s) return s < 0 ? 0 : s;
+  if (o.calibrate) return run_calibrate(&o);
   if (!o.file) return usage_error(o.run ? "tdslc run needs a .tdsl file"
                                         : "no input file");
   s = o.run ? check_run_options(&o) : check_compile_options(&o);

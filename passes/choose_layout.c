@@ -31,11 +31,17 @@
  *          byte of its im2col matrix (the conv packs from any strides).
  * The cheaper time wins (ties: keep PyTorch's layout); --layout=nchw or
  * nhwc (PassOptions.layout) forces one.  One "layout" decision per group
- * with both estimates and the cost model's row ("cost model cpu: 22 GB/s,
- * 55 GFLOP/s").  bw_gbs, gflops and the rest come from the target's row
- * of the cost table (costs.c): --target=cuda* weighs with the GPU's.
+ * with both estimates and the cost model's row ("cost model cpu
+ * (built-in): 22 GB/s, 55 GFLOP/s", or "cost model cpu from FILE: ..."
+ * for a calibrated row); its JSON object also carries both estimates,
+ * the choice and the row as members (estimates, chose, cost_model).
+ * bw_gbs, gflops and the rest come from the target's row of the cost
+ * table (costs.c): --target=cuda* weighs with the GPU's, --costs=FILE
+ * with a row tdslc --calibrate measured (costs_file.c).
  *
  * Needs: passes.h, ir.h, geometry.h.  Produces: rewritten strides. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/geometry.h"
@@ -262,16 +268,35 @@ static const char *tm(char *buf, size_t n, double ms) {
   return buf;
 }
 
+/* The decision's JSON members: both estimates, the choice and the cost
+ * model's row with where it came from. */
+static void report_group_json(Ctx *x, Est cl, Est nchw, Lay chose) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  if (!f) ICE("out of memory");
+  fprintf(f, "\"estimates\": {\"channels_last\": {\"bytes\": %.0f, \"ms\": %.6g}, "
+             "\"nchw\": {\"bytes\": %.0f, \"ms\": %.6g}}, \"chose\": \"%s\", "
+             "\"cost_model\": {\"row\": ",
+          cl.bytes, cl.ms, nchw.bytes, nchw.ms, chose == LAY_CL ? "channels_last" : "nchw");
+  report_json_string(f, x->pc->name);
+  fputs(", \"source\": ", f);
+  if (x->pc->source) report_json_string(f, x->pc->source);
+  else fputs("\"built-in\"", f);
+  fprintf(f, ", \"bw_gbs\": %.6g, \"gflops\": %.6g}", x->pc->bw_gbs, x->pc->gflops);
+  fclose(f);
+  report_decision_json(x->c->r, buf);
+  free(buf);
+}
+
 static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay chose,
                          const char *why) {
   const IrValue *v = ir_val(x->k, first);
-  const IrValue *in = ir_val(x->k, v->args[0]);
-  char a[32], b[32], ta[32], tb[32];
+  char a[32], b[32], ta[32], tb[32], row[512];
   Lay lin = layout_of(x->k, v->args[0]);
   const char *inl = lin == LAY_CL     ? "channels_last"
                     : lin == LAY_NCHW ? "NCHW"
                                       : "read the same either way";
-  (void)in;
   Est got = chose == LAY_CL ? cl : nchw, other = chose == LAY_CL ? nchw : cl;
   report_decision(x->c->r, PASS, "layout", v->loc, (int64_t)(other.bytes - got.bytes),
                   "%s at %d:%d (%d value%s): channels-last %s moved, est. %s; NCHW %s, "
@@ -279,8 +304,9 @@ static void report_group(Ctx *x, IrRef first, int members, Est cl, Est nchw, Lay
                   op_name(v->op), v->loc.line, v->loc.col, members, members == 1 ? "" : "s",
                   mb(a, sizeof a, cl.bytes), tm(ta, sizeof ta, cl.ms),
                   mb(b, sizeof b, nchw.bytes), tm(tb, sizeof tb, nchw.ms), inl,
-                  chose == LAY_CL ? "channels-last" : "NCHW", why, x->pc->name,
-                  x->pc->bw_gbs, x->pc->gflops);
+                  chose == LAY_CL ? "channels-last" : "NCHW", why,
+                  pass_costs_label(x->pc, row, sizeof row), x->pc->bw_gbs, x->pc->gflops);
+  report_group_json(x, cl, nchw, chose);
 }
 
 /* Decides and applies group g (anchored at `first`). */

@@ -3,11 +3,15 @@
  * cuda and cuda:sm_NN.  pipeline_run picks the row from
  * PassOptions.target (pass_costs) and hands it to every pass in
  * PassCtx.costs; choose-layout weighs layouts with it and names it in
- * its decisions ("cost model cuda: 3000 GB/s, 50000 GFLOP/s"), fuse takes
- * its recompute budget from it.  A new target family adds a row here and
- * a case in pass_costs.
+ * its decisions ("cost model cuda (built-in): 3000 GB/s, 50000 GFLOP/s"),
+ * fuse takes its recompute budget from it.  A row measured on the machine
+ * itself (tdslc --calibrate, driver/calibrate.c) comes from a cost file
+ * (costs_file.c) and replaces the built-in row of its family when
+ * PassOptions.costs points to it.  A new target family adds a row here
+ * and a case in pass_costs_family.
  *
  * Needs: passes.h.  Used by: pipeline.c, choose_layout.c, fuse.c. */
+#include <stdio.h>
 #include <string.h>
 
 #include "passes.h"
@@ -80,9 +84,18 @@ static const PassCosts rows[] = {
      .fuse_multi_use_budget = 24},
 };
 
+const char *pass_costs_family(const char *target) {
+  return target && !strncmp(target, "cuda", 4) ? "cuda" : "cpu";
+}
+
 const PassCosts *pass_costs(const char *target) {
-  const char *family = target && !strncmp(target, "cuda", 4) ? "cuda" : "cpu";
-  return pass_costs_row(family);
+  return pass_costs_row(pass_costs_family(target));
+}
+
+const char *pass_costs_label(const PassCosts *pc, char *buf, size_t n) {
+  if (pc->source) snprintf(buf, n, "%s from %s", pc->name, pc->source);
+  else snprintf(buf, n, "%s (built-in)", pc->name);
+  return buf;
 }
 
 const PassCosts *pass_costs_row(const char *name) {
@@ -93,5 +106,6 @@ const PassCosts *pass_costs_row(const char *name) {
 
 const PassCosts *pass_ctx_costs(const PassCtx *c) {
   if (c->costs) return c->costs;
+  if (c->opt && c->opt->costs) return c->opt->costs;
   return pass_costs(c->opt ? c->opt->target : NULL);
 }

@@ -13,7 +13,8 @@
  *
  * The cost models' numbers (bandwidth, FLOP rate, conv efficiencies,
  * the fusion budget) are one row per target family in costs.c, picked
- * from PassOptions.target by pipeline_run.
+ * from PassOptions.target by pipeline_run, or read from a cost file that
+ * tdslc --calibrate wrote (costs_file.c, PassOptions.costs).
  *
  * A pass rewrites or annotates one kernel of the IR and records every
  * decision it takes in the report (report.c), with the source location
@@ -48,6 +49,9 @@ typedef struct PassOptions {
   const char *target;       /* --target: picks the cost model's row
                                (pass_costs; NULL: cpu) and names the
                                target in the report */
+  const struct PassCosts *costs; /* --costs / TDSL_COSTS: a calibrated row
+                               (costs_file.c) used instead of the
+                               target's built-in one; NULL: built-in */
 } PassOptions;
 
 /* ---- costs.c: the cost models' numbers, one row per target family ---- */
@@ -60,6 +64,9 @@ typedef struct PassOptions {
  * each row's numbers come from. */
 typedef struct PassCosts {
   const char *name;         /* the target family: "cpu", "cuda" */
+  const char *source;       /* NULL: the built-in row; else the cost file
+                               it was read from (costs_file.c), which
+                               the report names */
   double gflops;            /* f32 conv throughput at efficiency 1, GFLOP/s */
   double bw_gbs;            /* dense copy bandwidth, GB/s (read + written) */
   double f_strided;         /* cost factor of a read walking the other layout */
@@ -81,6 +88,27 @@ typedef struct PassCosts {
 const PassCosts *pass_costs(const char *target);
 /* The row named `family` (an internal compiler error if there is none). */
 const PassCosts *pass_costs_row(const char *family);
+/* The family of --target: "cuda" or "cpu". */
+const char *pass_costs_family(const char *target);
+/* "cpu (built-in)" or "cpu from FILE": how decisions name the row. */
+const char *pass_costs_label(const PassCosts *pc, char *buf, size_t n);
+
+/* ---- costs_file.c: cost files (tdslc --calibrate writes them, --costs
+ * and TDSL_COSTS read them; the format is in costs_file.c and
+ * docs/architecture.md) ---- */
+/* The version of the format pass_costs_write writes and parse accepts. */
+#define PASS_COSTS_VERSION 1
+/* Parses `text` (the contents of `path`, used in messages) into *out:
+ * the built-in row of the file's family with the file's values over it,
+ * source = a copy of path in arena a.  Every problem is printed to err
+ * as "path:line: error: ..." (at most a few); returns false then. */
+bool pass_costs_parse(Arena *a, const char *path, const char *text, PassCosts *out,
+                      FILE *err);
+/* Reads and parses the file at path (a read error is "path: error: ..."). */
+bool pass_costs_load(Arena *a, const char *path, PassCosts *out, FILE *err);
+/* Writes c as a cost file; machine and date (NULL: left out) go into its
+ * header lines. */
+void pass_costs_write(FILE *f, const PassCosts *c, const char *machine, const char *date);
 
 typedef struct Report Report;
 
@@ -151,6 +179,12 @@ void report_decision(Report *r, const char *pass, const char *kind, Loc loc,
 void report_decision_sym(Report *r, const char *pass, const char *kind,
                          Loc loc, const Sym *bytes, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* Attaches more members to the JSON object of the decision recorded
+ * last (spec §11's "..."): `members` is JSON text such as
+ * "\"estimates\": {...}, \"cost_model\": {...}" (copied). */
+void report_decision_json(Report *r, const char *members);
+/* s as a JSON string literal, quotes included. */
+void report_json_string(FILE *f, const char *s);
 void report_pass_time(Report *r, const char *pass, double ms, bool changed);
 /* Estimates filled in after lowering: bytes read + written by all loop
  * nests at -O0 and as compiled, loop nests at -O0 and as compiled, and

@@ -8,7 +8,8 @@
  * --dump-after=PASS prints the kernel's IR at PASS's place in the
  * pipeline (whether or not it ran); --time-passes prints a table of
  * per-pass times to stderr after the last kernel.  Every pass gets the
- * cost model's row of PassOptions.target (costs.c) in PassCtx.costs.
+ * cost model's row of PassOptions.target (costs.c), or PassOptions.costs
+ * (a calibrated row, costs_file.c) when set, in PassCtx.costs.
  *
  * Needs: passes.h, ir.h.  Produces: a rewritten module and the report. */
 #include <string.h>
@@ -83,7 +84,7 @@ static int run_one(PassCtx *c, int i, PassTotals *t) {
 
 static int run_kernel(IrModule *m, IrKernel *k, const PassOptions *o,
                       Report *r, PassTotals *t) {
-  PassCtx c = {.m = m, .k = k, .opt = o, .r = r, .costs = pass_costs(o->target)};
+  PassCtx c = {.m = m, .k = k, .opt = o, .r = r, .costs = o->costs ? o->costs : pass_costs(o->target)};
   if (r) report_kernel(r, k);
   for (int i = 0; i < pass_count; i++) {
     const char *name = pass_table[i].name;

@@ -92,6 +92,12 @@ void report_decision_sym(Report *r, const char *pass, const char *kind,
   va_end(ap);
 }
 
+void report_decision_json(Report *r, const char *members) {
+  KReport *kr = current(r);
+  if (!kr->ndec) ICE("report: JSON members before any decision");
+  kr->dec[kr->ndec - 1].json = arena_strdup(r->a, members);
+}
+
 void report_pass_time(Report *r, const char *pass, double ms, bool changed) {
   KReport *kr = current(r);
   if (kr->ntimes == kr->timecap)
@@ -237,7 +243,7 @@ void report_write_text(const Report *r, FILE *f) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s) {
+void report_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
@@ -269,27 +275,28 @@ static void json_sym(FILE *f, const Sym *s) {
     if (!m) ICE("out of memory");
     sym_print(m, s);
     fclose(m);
-    json_str(f, buf);
+    report_json_string(f, buf);
     free(buf);
   }
 }
 
 static void json_decision(FILE *f, const Decision *d) {
   fputs("{\"pass\": ", f);
-  json_str(f, d->pass);
+  report_json_string(f, d->pass);
   fputs(", \"kind\": ", f);
-  json_str(f, d->kind);
+  report_json_string(f, d->kind);
   fprintf(f, ", \"line\": %d, \"col\": %d, \"message\": ", d->loc.line, d->loc.col);
-  json_str(f, d->msg);
+  report_json_string(f, d->msg);
   fputs(", \"bytes\": ", f);
   if (d->sbytes) json_sym(f, d->sbytes);
   else fprintf(f, "%lld", (long long)d->bytes);
+  if (d->json) fprintf(f, ", %s", d->json);
   fputc('}', f);
 }
 
 static void json_kernel(FILE *f, const KReport *kr) {
   fputs("    {\"name\": ", f);
-  json_str(f, kr->name);
+  report_json_string(f, kr->name);
   fputs(",\n     \"decisions\": [", f);
   for (int j = 0; j < kr->ndec; j++) {
     fputs(j ? ",\n       " : "\n       ", f);
@@ -308,7 +315,7 @@ static void json_kernel(FILE *f, const KReport *kr) {
   for (int j = 0; j < kr->ntimes; j++) {
     fputs(j ? ", " : "", f);
     fputs("{\"name\": ", f);
-    json_str(f, kr->times[j].name);
+    report_json_string(f, kr->times[j].name);
     fprintf(f, ", \"ms\": %.3f, \"changed\": %s}", kr->times[j].ms,
             kr->times[j].changed ? "true" : "false");
   }
@@ -317,9 +324,9 @@ static void json_kernel(FILE *f, const KReport *kr) {
 
 void report_write_json(const Report *r, FILE *f) {
   fputs("{\"file\": ", f);
-  json_str(f, r->file);
+  report_json_string(f, r->file);
   fputs(", \"target\": ", f);
-  json_str(f, r->target);
+  report_json_string(f, r->target);
   if (multi_isa(r)) {
     fputs(", \"isa_variants\": [", f);
     const char *p = r->isa;

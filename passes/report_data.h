@@ -16,6 +16,7 @@ typedef struct Decision {
   Loc loc;           /* of the op the decision is about */
   int64_t bytes;     /* when sbytes is NULL */
   const Sym *sbytes; /* symbolic bytes, or NULL */
+  const char *json;  /* more JSON members ("\"a\": 1, \"b\": 2"), or NULL */
 } Decision;
 
 typedef struct PassTime {

@@ -86,6 +86,13 @@ def cache_key(source, tdslc, target, opt, kernels):
     parts = ["tdsl-cache", CACHE_VERSION, compiler_version(tdslc), ident[0],
              str(ident[1]), str(ident[2]), target, str(opt),
              ",".join(sorted(kernels or []))]
+    costs = os.environ.get("TDSL_COSTS")  # tdslc weighs its passes with it
+    if costs:
+        try:
+            with open(costs, "rb") as f:
+                parts += ["costs", costs, hashlib.sha256(f.read()).hexdigest()]
+        except OSError:  # tdslc will say so
+            parts += ["costs", costs, "unreadable"]
     for p in parts:
         h.update(p.encode() + b"\0")
     h.update(source)

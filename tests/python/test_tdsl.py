@@ -352,6 +352,24 @@ def test_disk_cache(tmp_path, tdslc, monkeypatch, cache):
     assert f.path.startswith(str(tmp_path / "xdg" / "tdsl"))
 
 
+def test_cache_key_follows_the_cost_file(tmp_path, tdslc, monkeypatch, cache):
+    # TDSL_COSTS steers tdslc's passes: a library compiled under one cost
+    # file is not reused under another (or none), and the report names it.
+    w, log = _counting_tdslc(tmp_path, tdslc)
+    monkeypatch.setenv("TDSLC", str(w))
+    monkeypatch.delenv("TDSL_COSTS", raising=False)
+    a = tdsl.compile(SRC)
+    costs = tmp_path / "m.costs"
+    costs.write_text("tdsl-costs 1\nfamily cpu\nbw_gbs 11\n")
+    monkeypatch.setenv("TDSL_COSTS", str(costs))
+    b = tdsl.compile(SRC)
+    assert not b.from_cache and b.path != a.path
+    assert tdsl.compile(SRC).from_cache
+    costs.write_text("tdsl-costs 1\nfamily cpu\nbw_gbs 12\n")
+    assert not tdsl.compile(SRC).from_cache
+    assert log.read_text().count("\n") == 3
+
+
 def test_info_report_source(m):
     info = m.act.info
     assert info["name"] == "act" and info["symbols"] == ["N"]

@@ -242,14 +242,14 @@ START_TEST(layout_names_cost_model) {
   const char *src = conv_src("contiguous", "contiguous", 3);
   Prog p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "host");
   char *text = report_text(&p);
-  ck_assert_msg(strstr(text, "; cost model cpu: 22 GB/s, 55 GFLOP/s"), "%s", text);
+  ck_assert_msg(strstr(text, "; cost model cpu (built-in): 22 GB/s, 55 GFLOP/s"), "%s", text);
   ck_assert_ptr_null(strstr(text, "cost model cuda"));
   free(text);
   arena_free(p.a);
   p = compile_for(src, 2, LAYOUT_POLICY_AUTO, NULL, "cuda");
   ck_assert_int_eq(report_count(p.r, "c", "choose-layout", "layout"), 1);
   text = report_text(&p);
-  ck_assert_msg(strstr(text, "; cost model cuda: 3000 GB/s, 50000 GFLOP/s"), "%s", text);
+  ck_assert_msg(strstr(text, "; cost model cuda (built-in): 3000 GB/s, 50000 GFLOP/s"), "%s", text);
   ck_assert_ptr_null(strstr(text, "cost model cpu"));
   free(text);
   arena_free(p.a);

@@ -16,7 +16,9 @@
  *      for files, as test_random) and at other symbol values >= 2 that
  *      satisfy the kernel's entry checks;
  *  (c) the JSON is valid (a strict RFC 8259 parser below) and has exactly
- *      §11's fields with the right types; its totals are lf_stats';
+ *      §11's fields with the right types (a choose-layout `layout`
+ *      decision also exactly its estimates, chose and cost_model, as
+ *      docs/report.md says); its totals are lf_stats';
  *  (d) every decision's line:col lies inside the source, on a token (not
  *      blank, not a comment), and is the location of an IR value the
  *      decision can be about: an implicit expand (fold-views broadcast), a
@@ -471,6 +473,30 @@ static const char *const top_keys[] = {"file", "target", "kernels", NULL};
 static const char *const kernel_keys[] = {"name", "decisions", "bytes_moved", "loop_nests",
                                           "scratch_bytes", "passes", NULL};
 static const char *const dec_keys[] = {"pass", "kind", "line", "col", "message", "bytes", NULL};
+static const char *const layout_keys[] = {"pass", "kind", "line", "col", "message", "bytes",
+                                          "estimates", "chose", "cost_model", NULL};
+static const char *const est_keys[] = {"channels_last", "nchw", NULL};
+static const char *const bms_keys[] = {"bytes", "ms", NULL};
+static const char *const row_keys[] = {"row", "source", "bw_gbs", "gflops", NULL};
+
+/* The members a layout decision adds (docs/report.md); NULL or what is
+ * wrong. */
+static const char *layout_shape(const JVal *d) {
+  const JVal *e = jget(d, "estimates"), *c = jget(d, "chose"), *m = jget(d, "cost_model");
+  if (!j_keys(e, est_keys)) return "layout estimates";
+  for (int i = 0; est_keys[i]; i++) {
+    const JVal *v = jget(e, est_keys[i]);
+    if (!j_keys(v, bms_keys) || jget(v, "bytes")->t != J_NUM || jget(v, "ms")->t != J_NUM ||
+        jget(v, "ms")->num < 0 || jget(v, "bytes")->num < 0)
+      return "layout estimate";
+  }
+  if (c->t != J_STR || (strcmp(c->s, "channels_last") && strcmp(c->s, "nchw")))
+    return "layout chose";
+  if (!j_keys(m, row_keys) || jget(m, "row")->t != J_STR || jget(m, "source")->t != J_STR ||
+      jget(m, "bw_gbs")->t != J_NUM || jget(m, "gflops")->t != J_NUM)
+    return "layout cost_model";
+  return NULL;
+}
 static const char *const ba_keys[] = {"before", "after", NULL};
 static const char *const time_keys[] = {"name", "ms", "changed", NULL};
 
@@ -483,7 +509,11 @@ static const char *kernel_shape(const JVal *kj) {
   if (ds->t != J_ARR || ps->t != J_ARR) return "decisions/passes not arrays";
   for (int i = 0; i < ds->n; i++) {
     const JVal *d = ds->item[i];
-    if (!j_keys(d, dec_keys)) return "decision keys";
+    const JVal *kind = jget(d, "kind");
+    bool layout = kind && kind->t == J_STR && !strcmp(kind->s, "layout");
+    if (!j_keys(d, layout ? layout_keys : dec_keys)) return "decision keys";
+    const char *bad = layout ? layout_shape(d) : NULL;
+    if (bad) return bad;
     if (jget(d, "pass")->t != J_STR || jget(d, "kind")->t != J_STR ||
         jget(d, "message")->t != J_STR || !jget(d, "message")->s[0])
       return "decision pass/kind/message";

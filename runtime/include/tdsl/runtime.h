@@ -113,6 +113,15 @@ int64_t tdsl_cpu_cache_bytes(int level);
  * runtime, and never from inside a body. */
 void tdsl_shutdown(void);
 
+/* ---- Streaming stores (stream.c) -------------------------------------- */
+
+/* The size in bytes from which a compiled elementwise nest writes its
+ * output with non-temporal stores: $TDSL_STREAM_MIN_BYTES when it is a
+ * non-negative integer (0: always), else half the last-level cache
+ * (Linux sysfs), else INT64_MAX (never).  Read at first use.  For
+ * generated code. */
+int64_t tdsl_stream_min_bytes(void);
+
 /* ---- Host allocation (alloc.c) --------------------------------------- */
 
 /* align == 0 means 64; align must be a power of two. Returns NULL and sets

@@ -1,0 +1,180 @@
+/* test_codegen_stream.c — streaming (non-temporal) stores of elementwise
+ * nests (cpu/vloops.c, runtime/stream.c): with TDSL_STREAM_MIN_BYTES=0
+ * every eligible nest streams, so small tensors exercise the path: the
+ * code holds non-temporal stores, results equal the interpreter's for
+ * outputs of each element size (bool, f16, f32, f64, i64), lengths around
+ * the chunk and vector sizes, and outputs not aligned to 32 bytes, are the
+ * same at 1, 2 and 3 threads, and are bitwise the results of the same
+ * kernels with streaming off (TDSL_STREAM_MIN_BYTES huge).
+ * Needs: codegen_util.h (tdslc, a C compiler, the runtime sources). */
+#include "codegen_util.h"
+
+static const char src[] =
+    "kernel chain(x: f32[N, C, H, W], a: f32[C], b: f32[C]) -> f32[N, C, H, W] {\n"
+    "  av = a.view(1, C, 1, 1)\n"
+    "  bv = b.view(1, C, 1, 1)\n"
+    "  return relu((x * av + bv) * 0.5 - bv) / av\n"
+    "}\n"
+    "kernel dbl(x: f64[N]) -> f64[N] {\n"
+    "  return x * 2.0 + 1.0\n"
+    "}\n"
+    "kernel pos(x: f32[N, M]) -> bool[N, M] {\n"
+    "  return x > 0.0\n"
+    "}\n"
+    "kernel half(x: f32[N, M]) -> f16[N, M] {\n"
+    "  return (x * 3.0).to(f16)\n"
+    "}\n"
+    "kernel wide(x: i32[N]) -> i64[N] {\n"
+    "  return x.to(i64) * 3\n"
+    "}\n";
+
+/* An output of dtype d at element offset off (off = 0: as malloc aligns),
+ * filled with 0x5A. */
+static void out_at(Ten *o, DType d, int rank, const int64_t *shape, int64_t off) {
+  ten(o, d, rank, shape, NULL, off, false);
+  memset(o->store, 0x5A, o->bytes);
+}
+
+START_TEST(code_streams) {
+  /* The compiled code holds non-temporal stores (else the other tests
+   * would test the plain path only). */
+  char cmd[1024], path[] = "/tmp/tdsl_stream_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(path));
+  char file[128];
+  snprintf(file, sizeof file, "%s/s.tdsl", path);
+  write_text(file, src);
+  snprintf(cmd, sizeof cmd, "%s %s --emit=asm -o - | grep -c movnt > %s/n.txt", TDSL_TDSLC,
+           file, path);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(file, sizeof file, "%s/n.txt", path);
+  FILE *f = fopen(file, "r");
+  int n = 0;
+  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+  fclose(f);
+  ck_assert_int_ge(n, 5); /* each kernel's output */
+  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
+  sh(cmd);
+}
+END_TEST
+
+START_TEST(streamed_equals_interpreter) {
+  Lib L;
+  build(&L, src, "chain");
+  /* W*H from 1 to past a few chunks (64 f32), output offsets that leave
+   * it unaligned */
+  const int64_t hw[][2] = {{1, 1}, {1, 7}, {3, 11}, {8, 8}, {9, 15}, {17, 31}};
+  for (size_t i = 0; i < sizeof hw / sizeof *hw; i++)
+    for (int64_t off = 0; off < 3; off++) {
+      int64_t xs[4] = {2, 3, hw[i][0], hw[i][1]}, cs[1] = {3};
+      Ten in[3], out;
+      ten(&in[0], DT_F32, 4, xs, NULL, 0, false);
+      ten(&in[1], DT_F32, 1, cs, NULL, 0, false);
+      ten(&in[2], DT_F32, 1, cs, NULL, 0, false);
+      for (int c = 0; c < 3; c++) /* a divisor away from 0 */
+        ((float *)in[1].store)[c] = 0.5f + (float)c;
+      out_at(&out, DT_F32, 4, xs, off);
+      threads_and_reference(&L, "chain", in, 3, &out, 1, false);
+      for (int k = 0; k < 3; k++) ten_free(&in[k]);
+      ten_free(&out);
+    }
+  const int64_t lens[] = {1, 3, 31, 32, 33, 127, 129, 1000, 4099};
+  struct {
+    const char *name;
+    DType in, out;
+  } k1[] = {{"dbl", DT_F64, DT_F64}, {"wide", DT_I32, DT_I64}};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++)
+      for (int64_t off = 0; off < 4; off += 3) {
+        Ten in, out;
+        ten(&in, k1[k].in, 1, &lens[i], NULL, 0, false);
+        out_at(&out, k1[k].out, 1, &lens[i], off);
+        threads_and_reference(&L, k1[k].name, &in, 1, &out, 1, false);
+        ten_free(&in), ten_free(&out);
+      }
+  const char *k2[] = {"pos", "half"};
+  DType d2[] = {DT_BOOL, DT_F16};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++)
+      for (int64_t off = 0; off < 32; off += 13) {
+        int64_t s[2] = {2, lens[i]};
+        Ten in, out;
+        ten(&in, DT_F32, 2, s, NULL, 0, false);
+        out_at(&out, d2[k], 2, s, off);
+        threads_and_reference(&L, k2[k], &in, 1, &out, 1, false);
+        ten_free(&in), ten_free(&out);
+      }
+  unbuild_pool(&L);
+}
+END_TEST
+
+START_TEST(streamed_equals_plain) {
+  /* The same kernels with streaming off (a library whose runtime read
+   * TDSL_STREAM_MIN_BYTES huge at its first call): bitwise the same. */
+  Lib S, P;
+  build(&S, src, "chain");
+  build(&P, src, "chain");
+  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
+  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(&P, "tdsl_stream_min_bytes");
+  ck_assert(plain_min() == 999999999999999);
+  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
+  int64_t (*stream_min)(void) = (int64_t(*)(void))sym(&S, "tdsl_stream_min_bytes");
+  ck_assert(stream_min() == 0);
+  int64_t xs[4] = {3, 5, 13, 29}, cs[1] = {5};
+  Ten in[3], o1, o2;
+  ten(&in[0], DT_F32, 4, xs, NULL, 0, false);
+  ten(&in[1], DT_F32, 1, cs, NULL, 0, false);
+  ten(&in[2], DT_F32, 1, cs, NULL, 0, false);
+  out_at(&o1, DT_F32, 4, xs, 1);
+  out_at(&o2, DT_F32, 4, xs, 1);
+  call_ok(&S, "chain", in, 3, &o1, 1);
+  call_ok(&P, "chain", in, 3, &o2, 1);
+  ck_assert(same_bytes(&o1, &o2));
+  for (int k = 0; k < 3; k++) ten_free(&in[k]);
+  ten_free(&o1), ten_free(&o2);
+  unbuild_pool(&S);
+  unbuild_pool(&P);
+}
+END_TEST
+
+START_TEST(threshold_from_the_cache) {
+  /* Without the variable: half the last-level cache sysfs gives, or
+   * never (INT64_MAX) where it gives none. */
+  Lib L;
+  unsetenv("TDSL_STREAM_MIN_BYTES");
+  build(&L, src, "chain");
+  int64_t (*min)(void) = (int64_t(*)(void))sym(&L, "tdsl_stream_min_bytes");
+  int64_t v = min();
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+  if (f && access("/sys/devices/system/cpu/cpu0/cache/index4", F_OK) == 0) fclose(f), f = NULL;
+  if (f) {
+    long long kb = 0;
+    char unit = 0;
+    if (fscanf(f, "%lld%c", &kb, &unit) == 2 && unit == 'K') ck_assert(v == kb * 1024 / 2);
+    fclose(f);
+  }
+  ck_assert(v > 0);
+  unbuild(&L);
+  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
+}
+END_TEST
+
+static Suite *stream_suite(void) {
+  Suite *s = suite_create("codegen_stream");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 180);
+  tcase_add_test(tc, code_streams);
+  tcase_add_test(tc, streamed_equals_interpreter);
+  tcase_add_test(tc, streamed_equals_plain);
+  tcase_add_test(tc, threshold_from_the_cache);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  setenv("TDSL_STREAM_MIN_BYTES", "0", 1); /* every eligible nest streams */
+  SRunner *sr = srunner_create(stream_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
