@@ -391,7 +391,8 @@ static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, L
   LLVMValueRef rows_ok = LLVMBuildICmp(g->b, LLVMIntSGE, panels, mul(g, T, k64(g, 2)), "");
   LLVMValueRef fewrb = LLVMBuildSelect(g->b, rows_ok, T, rb, "");
   *nrb = LLVMBuildSelect(g->b, few, fewrb, up, "");
-  LLVMValueRef ch = imin(g, cdiv(g, T, rb), cdiv(g, nc, k64(g, g->nr)));
+  LLVMValueRef rb1 = LLVMBuildSelect(g->b, lt(g, rb, one), one, rb, ""); /* M = 0: no rows */
+  LLVMValueRef ch = imin(g, cdiv(g, T, rb1), cdiv(g, nc, k64(g, g->nr)));
   LLVMValueRef chunks = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, few, LLVMBuildNot(g->b, rows_ok, ""), ""),
                                      lt(g, one, ch), "");
   *nch = LLVMBuildSelect(g->b, chunks, ch, one, "");
