@@ -8,6 +8,11 @@
  *     one work item per thread (work_split: row blocks, or column chunks
  *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ * MC, KC and NC come from the cache sizes the runtime reads at the first
+ * call (blocking), MR and NV from the target's vector width and the
+ * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B
+ * as many columns, runs gemm_small.c's path instead when its big operand
+ * is contiguous along a dim (chosen at run time per batch item).
  * The micro-kernel keeps MR x (NV vectors of VW lanes) accumulators in
  * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
  * panels.  Packing absorbs strides (transposes, broadcasts of stride 0,
