@@ -8,6 +8,11 @@
  *     one work item per thread (work_split: row blocks, or column chunks
  *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ * MC, KC and NC come from the cache sizes the runtime reads at the first
+ * call (blocking), MR and NV from the target's vector width and the
+ * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B
+ * as many columns, runs gemm_small.c's path instead when its big operand
+ * is contiguous along a dim (chosen at run time per batch item).
  * The micro-kernel keeps MR x (NV vectors of VW lanes) accumulators in
  * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
  * panels.  Packing absorbs strides (transposes, broadcasts of stride 0,
@@ -397,7 +402,8 @@ static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, L
   LLVMValueRef rows_ok = LLVMBuildICmp(g->b, LLVMIntSGE, panels, mul(g, T, k64(g, 2)), "");
   LLVMValueRef fewrb = LLVMBuildSelect(g->b, rows_ok, T, rb, "");
   *nrb = LLVMBuildSelect(g->b, few, fewrb, up, "");
-  LLVMValueRef ch = imin(g, cdiv(g, T, rb), cdiv(g, nc, k64(g, g->nr)));
+  LLVMValueRef rb1 = LLVMBuildSelect(g->b, lt(g, rb, one), one, rb, ""); /* M = 0: no rows */
+  LLVMValueRef ch = imin(g, cdiv(g, T, rb1), cdiv(g, nc, k64(g, g->nr)));
   LLVMValueRef chunks = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, few, LLVMBuildNot(g->b, rows_ok, ""), ""),
                                      lt(g, one, ch), "");
   *nch = LLVMBuildSelect(g->b, chunks, ch, one, "");

@@ -7,7 +7,9 @@
  * the builder's position; the emitted code packs operand panels into
  * scratch (any strides, dtype converted to the compute type), runs a
  * register-blocked micro-kernel and writes the output through its strides,
- * in parallel over row blocks (tdsl_parallel_for).  Accumulation: f32 for
+ * in parallel over row blocks (tdsl_parallel_for); a matmul with at most
+ * 32 rows of A or columns of B streams the other operand unpacked
+ * instead (gemm_small.c), split over its long dim.  Accumulation: f32 for
  * f32/f16/bf16, f64 for f64, i32 (wrapping) for integer outputs of at most
  * 32 bits, i64 (wrapping) for i64: PyTorch's results, which wrap in the
  * output's width (sums mod 2^32 agree mod 2^8 and 2^16).  With GemmEmit.isa's
@@ -15,7 +17,7 @@
  * (gemm_lowp.c).
  *
  * Needs: llvm-c (LLVM 19), dtype.h, the runtime's tdsl_alloc, tdsl_free,
- * tdsl_parallel_for.  Produces: IR at the builder's position, which it
+ * tdsl_parallel_for, tdsl_get_num_threads, tdsl_cpu_cache_bytes.  Produces: IR at the builder's position, which it
  * leaves at the end of the emitted code. */
 #ifndef TDSL_GEMM_H
 #define TDSL_GEMM_H

@@ -2,7 +2,8 @@
  * into NR-wide panels of the compute type, from any strides (MAT), from
  * the conv input with its zero padding (IM2COL: masked vector loads for
  * B, channel runs for A) or from the conv weight (WEIGHT), or evaluating
- * a prologue's expression per element (emit_pack_pro).
+ * a prologue's expression per element (emit_pack_pro); the full panels
+ * of a MAT B with contiguous rows as vectors (pack_b_rows).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>

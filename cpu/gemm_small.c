@@ -293,14 +293,11 @@ static void dot_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef tile, LLVMVal
   gemm_loop_close(g, &lg);
 }
 
-/* The lane tile width: axpy form (X_VL == 1): X_TW (gemm_small_run);
- * dot form: NR of the row group. */
-static LLVMValueRef tile_width(G *g, LLVMValueRef cx) {
-  LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
-  LLVMValueRef four = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_MG4), k64(g, 0), "");
-  LLVMValueRef dw = LLVMBuildSelect(g->b, four, k64(g, dot_nr(g, 1)), k64(g, dot_nr(g, 0)), "");
-  return LLVMBuildSelect(g->b, axpy, get(g, cx, X_TW), dw, "");
-}
+/* The lane tile width (gemm_small_run sets X_TW): axpy form (X_VL ==
+ * 1) whole vectors of lanes; dot form at most NR of the row group (fewer
+ * when the lanes are too few for every thread to get a tile: dot_tile
+ * then repeats the last lane, which reads no more of V). */
+static LLVMValueRef tile_width(G *g, LLVMValueRef cx) { return get(g, cx, X_TW); }
 
 /* After a body's lanes [l0, l1) are final: the epilogue hook on them
  * (rows and columns as the caller's C: swapped back when S is B). */
@@ -384,7 +381,8 @@ static LLVMValueRef streamable(G *g, LLVMValueRef vl, LLVMValueRef vk) {
 
 LLVMValueRef gemm_small_select(G *g, LLVMValueRef cx) {
   LLVMValueRef M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K), lim = k64(g, GEMM_SMALL_MAX);
-  LLVMValueRef kok = lt(g, k64(g, 0), K);
+  LLVMValueRef kok = LLVMBuildAnd(g->b, lt(g, k64(g, 0), K),
+                                  LLVMBuildAnd(g->b, lt(g, k64(g, 0), M), lt(g, k64(g, 0), N), ""), "");
   /* S = A: M short, B streamable */
   LLVMValueRef a_ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, M, lim, ""),
                                    streamable(g, get(g, cx, X_BI), get(g, cx, X_BP)), "");
@@ -417,7 +415,10 @@ void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body)
   LLVMValueRef tw = mul(g, cdiv(g, cdiv(g, get(g, cx, X_VN), T), k64(g, g->vw)), k64(g, g->vw));
   LLVMValueRef most = sdiv(g, k64(g, AXPY_ACC_BYTES / dtype_size(g->cd)), get(g, cx, X_QP));
   most = mul(g, sdiv(g, most, k64(g, g->vw)), k64(g, g->vw));
-  set(g, cx, X_TW, imin(g, tw, most));
+  LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
+  LLVMValueRef nr = LLVMBuildSelect(g->b, four, k64(g, dot_nr(g, 1)), k64(g, dot_nr(g, 0)), "");
+  LLVMValueRef dw = imin(g, nr, cdiv(g, get(g, cx, X_VN), T));
+  set(g, cx, X_TW, LLVMBuildSelect(g->b, axpy, imin(g, tw, most), dw, ""));
   LLVMValueRef tiles = cdiv(g, get(g, cx, X_VN), tile_width(g, cx));
   LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
   LLVMValueRef a[4] = {tiles, k64(g, 1), body, cx};
