@@ -60,7 +60,8 @@ static LLVMTypeRef vec(G *g, LLVMTypeRef t) { return LLVMVectorType(t, (unsigned
 
 LLVMValueRef cv_splat(G *g, LLVMValueRef s) {
   LLVMTypeRef vt = vec(g, LLVMTypeOf(s));
-  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), s, LLVMConstInt(g->i32, 0, 0), "");
+  LLVMValueRef v =
+      LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), s, LLVMConstInt(g->i32, 0, 0), "");
   return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt), LLVMConstNull(vec(g, g->i32)), "");
 }
 
@@ -79,9 +80,12 @@ static LLVMValueRef vconv_in(G *g, LLVMValueRef v, DType t) {
     w = LLVMBuildBitCast(g->b, w, vec(g, g->f32), "");
     return cf ? LLVMBuildFPCast(g->b, w, g->vt, "") : LLVMBuildFPToSI(g->b, w, g->vt, "");
   }
-  case DT_F16: case DT_F32: case DT_F64:
+  case DT_F16:
+  case DT_F32:
+  case DT_F64:
     return cf ? LLVMBuildFPCast(g->b, v, g->vt, "") : LLVMBuildFPToSI(g->b, v, g->vt, "");
-  case DT_BOOL: case DT_U8:
+  case DT_BOOL:
+  case DT_U8:
     return cf ? LLVMBuildUIToFP(g->b, v, g->vt, "") : LLVMBuildIntCast2(g->b, v, g->vt, 0, "");
   default:
     return cf ? LLVMBuildSIToFP(g->b, v, g->vt, "") : LLVMBuildIntCast2(g->b, v, g->vt, 1, "");
@@ -96,7 +100,8 @@ static LLVMValueRef vconv_out(G *g, LLVMValueRef x, DType t) {
   case DT_BF16: {
     LLVMTypeRef v32 = vec(g, g->i32);
     LLVMValueRef f = LLVMBuildFPCast(g->b, x, vec(g, g->f32), "");
-    LLVMValueRef u = LLVMBuildBitCast(g->b, f, v32, ""), k16 = cv_splat(g, LLVMConstInt(g->i32, 16, 0));
+    LLVMValueRef u = LLVMBuildBitCast(g->b, f, v32, ""),
+                 k16 = cv_splat(g, LLVMConstInt(g->i32, 16, 0));
     LLVMValueRef hi = LLVMBuildLShr(g->b, u, k16, "");
     LLVMValueRef lsb = LLVMBuildAnd(g->b, hi, cv_splat(g, LLVMConstInt(g->i32, 1, 0)), "");
     LLVMValueRef r = cv_vadd(g, u, cv_vadd(g, lsb, cv_splat(g, LLVMConstInt(g->i32, 0x7FFF, 0))));
@@ -105,15 +110,19 @@ static LLVMValueRef vconv_out(G *g, LLVMValueRef x, DType t) {
                                  cv_splat(g, LLVMConstInt(g->i16, 0x40, 0)), "");
     return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, f, f, ""), q, r, "");
   }
-  case DT_F16: case DT_F32: case DT_F64:
+  case DT_F16:
+  case DT_F32:
+  case DT_F64:
     return g->cd != DT_I64 ? LLVMBuildFPCast(g->b, x, st, "") : LLVMBuildSIToFP(g->b, x, st, "");
   case DT_BOOL: {
-    LLVMValueRef nz = g->cd != DT_I64 ? LLVMBuildFCmp(g->b, LLVMRealUNE, x, LLVMConstNull(g->vt), "")
-                                      : LLVMBuildICmp(g->b, LLVMIntNE, x, LLVMConstNull(g->vt), "");
+    LLVMValueRef nz = g->cd != DT_I64
+                          ? LLVMBuildFCmp(g->b, LLVMRealUNE, x, LLVMConstNull(g->vt), "")
+                          : LLVMBuildICmp(g->b, LLVMIntNE, x, LLVMConstNull(g->vt), "");
     return LLVMBuildZExt(g->b, nz, st, "");
   }
   default:
-    return g->cd != DT_I64 ? LLVMBuildFPToSI(g->b, x, st, "") : LLVMBuildIntCast2(g->b, x, st, 1, "");
+    return g->cd != DT_I64 ? LLVMBuildFPToSI(g->b, x, st, "")
+                           : LLVMBuildIntCast2(g->b, x, st, 1, "");
   }
 }
 
@@ -203,8 +212,9 @@ LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
     static const char *const kv[2] = {"min-legal-vector-width", "prefer-vector-width"};
     for (int i = 0; i < 2; i++)
-      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                              LLVMCreateStringAttribute(g->ctx, kv[i], (unsigned)strlen(kv[i]), "512", 3));
+      LLVMAddAttributeAtIndex(
+          f, LLVMAttributeFunctionIndex,
+          LLVMCreateStringAttribute(g->ctx, kv[i], (unsigned)strlen(kv[i]), "512", 3));
   }
   g->fn = f;
   g->b = LLVMCreateBuilderInContext(g->ctx);

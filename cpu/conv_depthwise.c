@@ -47,8 +47,9 @@ static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   }
   LLVMValueRef cidx = NULL; /* gathered: each lane's input channel offset */
   if (!d->contig)
-    cidx = cv_vmul(g, LLVMBuildSDiv(g->b, cv_vadd(g, cv_splat(g, c), d->lanes), cv_splat(g, v[V_M]), ""),
-                cv_splat(g, v[V_XSC]));
+    cidx = cv_vmul(
+        g, LLVMBuildSDiv(g->b, cv_vadd(g, cv_splat(g, c), d->lanes), cv_splat(g, v[V_M]), ""),
+        cv_splat(g, v[V_XSC]));
   GLoop ly, lx;
   LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
   LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
@@ -61,8 +62,10 @@ static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     ix = add(g, ix, mul(g, kx, v[V_DW]));
     LLVMBasicBlockRef skip = checked ? cv_open_inside(g, ix, v[V_W]) : NULL;
     LLVMValueRef off = add(g, xr, mul(g, ix, v[V_XSW])), xv;
-    if (d->contig) xv = cv_vload(g, d->xd, v[V_X], add(g, off, c), NULL, mask);
-    else xv = cv_vload(g, d->xd, v[V_X], NULL, cv_vadd(g, cv_splat(g, off), cidx), mask);
+    if (d->contig)
+      xv = cv_vload(g, d->xd, v[V_X], add(g, off, c), NULL, mask);
+    else
+      xv = cv_vload(g, d->xd, v[V_X], NULL, cv_vadd(g, cv_splat(g, off), cidx), mask);
     LLVMBuildStore(g->b, gemm_fma(g, xv, wv, acc_get(g, acc[p])), acc[p]);
     if (skip) cv_close_inside(g, skip);
   }
@@ -107,7 +110,8 @@ static void cl_row(Cv *d, LLVMValueRef t) {
   LLVMValueRef ox = gemm_loop_open(g, &l, k64(g, 0), lo, k64(g, 1));
   cl_pixels(d, xb, iy0, ob, ox, 1, true);
   gemm_loop_close(g, &l);
-  LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)), mid = add(g, lo, mul(g, nb, k64(g, d->px)));
+  LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)),
+               mid = add(g, lo, mul(g, nb, k64(g, d->px)));
   ox = gemm_loop_open(g, &l, lo, mid, k64(g, d->px));
   cl_pixels(d, xb, iy0, ob, ox, d->px, false);
   gemm_loop_close(g, &l);
@@ -156,17 +160,22 @@ static void nchw_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef or
     LLVMValueRef mask = NULL;
     if (checked) {
       LLVMValueRef ix = cv_vadd(g, cv_vmul(g, cols, cv_splat(g, v[V_SW])), cv_splat(g, koff));
-      mask = LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+      mask = LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""),
+                          "");
     }
-    if (d->contig) xv = cv_vload(g, d->xd, v[V_X], off, NULL, mask);
-    else xv = cv_vload(g, d->xd, v[V_X], NULL, cv_vadd(g, cv_splat(g, off), cv_vmul(g, d->lanes, cv_splat(g, step))), mask);
+    if (d->contig)
+      xv = cv_vload(g, d->xd, v[V_X], off, NULL, mask);
+    else
+      xv = cv_vload(g, d->xd, v[V_X], NULL,
+                    cv_vadd(g, cv_splat(g, off), cv_vmul(g, d->lanes, cv_splat(g, step))), mask);
     LLVMBuildStore(g->b, gemm_fma(g, xv, wv, acc_get(g, acc[p])), acc[p]);
   }
   gemm_loop_close(g, &lx);
   cv_close_inside(g, rowskip);
   gemm_loop_close(g, &ly);
   for (int p = 0; p < np; p++)
-    cv_vstore(g, g->od, acc_get(g, acc[p]), v[V_OUT], add(g, orow, add(g, ox, k64(g, p * vw))), valid);
+    cv_vstore(g, g->od, acc_get(g, acc[p]), v[V_OUT], add(g, orow, add(g, ox, k64(g, p * vw))),
+              valid);
 }
 
 /* Output plane t = image * O + channel. */
@@ -178,8 +187,8 @@ static void nchw_plane(Cv *d, LLVMValueRef t) {
   LLVMValueRef xb = add(g, add(g, v[V_XOFF], mul(g, n, v[V_XSN])), mul(g, ci, v[V_XSC]));
   LLVMValueRef ob = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, o, v[V_OSC]));
   LLVMValueRef wrow = mul(g, o, khkw(d));
-  LLVMValueRef b = LLVMBuildLoad2(g->b, g->ct,
-                                  gep(g, g->ct, v[V_WP], add(g, mul(g, khkw(d), v[V_OPAD]), o)), "");
+  LLVMValueRef b = LLVMBuildLoad2(
+      g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, mul(g, khkw(d), v[V_OPAD]), o)), "");
   LLVMValueRef lo, hi;
   cv_interior(d, &lo, &hi);
   GLoop ly;
@@ -218,7 +227,7 @@ static void nchw_plane(Cv *d, LLVMValueRef t) {
   gemm_loop_close(g, &ly);
   if (d->epi)
     cv_call_epi(d, mul(g, n, v[V_GROUPS]), o, add(g, o, k64(g, 1)), k64(g, 0),
-             mul(g, v[V_OH], v[V_OW]));
+                mul(g, v[V_OH], v[V_OW]));
 }
 
 /* ---- the driver in the kernel ---------------------------------------------- */
@@ -236,7 +245,9 @@ static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
   LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), ld, zero);
   LLVMPositionBuilderAtEnd(g->b, ld);
   LLVMValueRef src = add(g, w->offset, mul(g, o, w->stride[0]));
-  src = add(g, src, add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
+  src = add(
+      g, src,
+      add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
   LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), gep(g, g->ct, wp, dst));
   LLVMBuildBr(g->b, next);
   LLVMPositionBuilderAtEnd(g->b, zero);
@@ -292,12 +303,15 @@ LLVMValueRef cg_emit_conv_depthwise(const GemmEmit *e, const GemmTensor *x, cons
   k[V_C] = k64(g, 1);
   k[V_M] = mult ? mult : sdiv(g, w->shape[0], attr[6]);
   k[V_OPAD] = opad_of(g, w->shape[0], d.cl);
-  d.contig = d.cl ? cv_is_one(k[V_M]) && cv_is_one(k[V_XSC]) : cv_is_one(k[V_SW]) && cv_is_one(k[V_XSW]);
+  d.contig =
+      d.cl ? cv_is_one(k[V_M]) && cv_is_one(k[V_XSC]) : cv_is_one(k[V_SW]) && cv_is_one(k[V_XSW]);
   pack(&d, w, bias);
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.dw", &l);
-  if (d.cl) cl_row(&d, t);
-  else nchw_plane(&d, t);
+  if (d.cl)
+    cl_row(&d, t);
+  else
+    nchw_plane(&d, t);
   LLVMValueRef body = cv_body_close(&d, &l);
   return cv_launch(&d, e, body, !d.cl);
 }

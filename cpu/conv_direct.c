@@ -46,7 +46,8 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   for (int j = 0; j < nob; j++) {
     LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
     if (tail)
-      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT, cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
+      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
+                              cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
                               cv_splat(g, v[V_O]), "");
     for (int p = 0; p < np; p++) {
       acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
@@ -86,7 +87,8 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   gemm_loop_close(g, &ly);
   for (int p = 0; p < np; p++)
     for (int j = 0; j < nob; j++) {
-      LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), add(g, oc, k64(g, j * vw)));
+      LLVMValueRef o =
+          add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), add(g, oc, k64(g, j * vw)));
       cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT], o, mask[j]);
     }
 }
@@ -99,7 +101,8 @@ static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, L
   LLVMValueRef ox = gemm_loop_open(g, &l, k64(g, 0), lo, k64(g, 1));
   dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
   gemm_loop_close(g, &l);
-  LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)), mid = add(g, lo, mul(g, nb, k64(g, d->px)));
+  LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)),
+               mid = add(g, lo, mul(g, nb, k64(g, d->px)));
   ox = gemm_loop_open(g, &l, lo, mid, k64(g, d->px));
   dr_block(d, xb, iy0, ob, ox, oc, d->px, false, tail);
   gemm_loop_close(g, &l);
@@ -155,7 +158,8 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
   LLVMValueRef cols = cv_vadd(g, cv_splat(g, ox), d->lanes), valid = NULL;
   if (checked) valid = LLVMBuildICmp(g->b, LLVMIntSLT, cols, cv_splat(g, v[V_OW]), "");
   for (int p = 0; p < po; p++) {
-    LLVMValueRef b = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
+    LLVMValueRef b = cv_splat(
+        g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
     for (int j = 0; j < nvec; j++) {
       acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
       LLVMBuildStore(g->b, b, acc[p][j]);
@@ -172,7 +176,8 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
   LLVMValueRef koff = sub(g, mul(g, kx, v[V_DW]), v[V_PW]), mask = NULL;
   if (checked) { /* input column ox + lane + koff inside [0, W) */
     LLVMValueRef ix = cv_vadd(g, cols, cv_splat(g, koff));
-    mask = LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+    mask =
+        LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
   }
   LLVMValueRef x0 = add(g, xr, add(g, ox, koff)); /* column stride 1 */
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
@@ -180,7 +185,8 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
   for (int j = 0; j < nvec; j++)
     xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask);
   for (int p = 0; p < po; p++) {
-    LLVMValueRef ws = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
+    LLVMValueRef ws =
+        cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
     for (int j = 0; j < nvec; j++) {
       LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
       LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
@@ -282,7 +288,9 @@ static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
   LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), ld, zero);
   LLVMPositionBuilderAtEnd(g->b, ld);
   LLVMValueRef src = add(g, add(g, w->offset, mul(g, o, w->stride[0])), mul(g, c, w->stride[1]));
-  src = add(g, src, add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
+  src = add(
+      g, src,
+      add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
   LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), gep(g, g->ct, wp, dst));
   LLVMBuildBr(g->b, next);
   LLVMPositionBuilderAtEnd(g->b, zero);
@@ -339,8 +347,10 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   pack(&d, w, bias);
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
-  if (d.cl) dr_row(&d, t);
-  else dn_row(&d, t);
+  if (d.cl)
+    dr_row(&d, t);
+  else
+    dn_row(&d, t);
   LLVMValueRef body = cv_body_close(&d, &l);
   return cv_launch(&d, e, body, false);
 }

@@ -6,7 +6,8 @@
  *   vloops.c     the loops of a nest as its schedule (loops/schedule.c) says;
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
- *   gemm_nest.c  matmul/conv2d nests through gemm.h;
+ *   gemm_nest.c  matmul/conv2d nests through gemm.h (and conv.h: the
+ *                depthwise and direct conv kernels, loops/conv_algo.c);
  *   isa.c        ISA variants, their dispatch and K_isa;
  *   split.c      a module's functions split into parts for threads;
  *   machine.c    target machine, optimization, output.
