@@ -387,52 +387,57 @@ static LLVMValueRef vec_to_out(G *g, LLVMValueRef x) {
   return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), q, r, "");
 }
 
-void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
-                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
-  LLVMValueRef c = getp(g, cx, X_C), coff = get(g, cx, X_COFF), cm = get(g, cx, X_CM),
-               cn = get(g, cx, X_CN), s = getp(g, cx, X_CSCR);
-  LLVMValueRef first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
-  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
-  LLVMValueRef w = scratch_width(g, get(g, cx, X_N)), jb = sub(g, j, get(g, cx, X_JC));
-  LLVMBasicBlockRef slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
-  /* vectors for full tiles of a later K block (no bias to add) */
-  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
-                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
-  full = LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, first, ""), "");
-  LLVMBasicBlockRef fast = blk(g, "ptile_fast"), to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out");
-  LLVMBasicBlockRef to_cv = blk(g, "ptile_outv");
-  LLVMBuildCondBr(g->b, full, fast, slow);
-  LLVMPositionBuilderAtEnd(g->b, fast);
+/* Where store_tile's tile goes: C (base, offset, strides), the scratch
+ * and its row width, the tile's column within the column block, whether
+ * this is the first / last K block. */
+typedef struct PTile {
+  LLVMValueRef c, coff, cm, cn, s, w, jb, first, last;
+} PTile;
+
+/* &scratch[i + r][jb + q] */
+static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef i, LLVMValueRef q) {
+  return gep(g, g->ct, t->s, add(g, mul(g, i, t->w), add(g, t->jb, q)));
+}
+
+/* A full tile of a later K block, as vectors: the partial sums plus acc
+ * back to the scratch, or (last block, C's columns contiguous) rounded
+ * into C; other C strides branch to `slow`. */
+static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
+                          LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
+  LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
   LLVMValueRef x[16][4];
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
-      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, p, "");
+      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw)), "");
       LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
       x[r][v] = gemm_cadd(g, old, acc[r][v]);
     }
-  LLVMBuildCondBr(g->b, last, to_c, to_s);
+  LLVMBuildCondBr(g->b, t->last, to_c, to_s);
   LLVMPositionBuilderAtEnd(g->b, to_s);
   for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef p = gep(g, g->ct, s, add(g, mul(g, add(g, i, k64(g, r)), w), add(g, jb, k64(g, v * g->vw))));
-      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], p), (unsigned)dtype_size(g->cd));
-    }
+    for (int v = 0; v < g->nv; v++)
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw))),
+                       (unsigned)dtype_size(g->cd));
   LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, to_c); /* C's columns contiguous: vector stores */
-  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, cn, k64(g, 1), ""), to_cv, slow);
+  LLVMPositionBuilderAtEnd(g->b, to_c);
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t->cn, k64(g, 1), ""), to_cv, slow);
   LLVMPositionBuilderAtEnd(g->b, to_cv);
   LLVMTypeRef st = gemm_storage(g, g->od);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef p = gep(g, st, c, add(g, add(g, coff, mul(g, add(g, i, k64(g, r)), cm)),
-                                         add(g, j, k64(g, v * g->vw))));
+      LLVMValueRef p = gep(g, st, t->c, add(g, add(g, t->coff, mul(g, add(g, i, k64(g, r)), t->cm)),
+                                            add(g, j, k64(g, v * g->vw))));
       LLVMSetAlignment(LLVMBuildStore(g->b, vec_to_out(g, x[r][v]), p), (unsigned)dtype_size(g->od));
     }
   LLVMBuildBr(g->b, done);
-  /* elementwise through the spilled tile: edges, the first K block (with
-   * a bias), C's other strides */
-  LLVMPositionBuilderAtEnd(g->b, slow);
+}
+
+/* Element by element through the spilled tile (edges, the first K block
+ * with its bias, C's other strides): start from the bias or zero (first
+ * block) or the partial sum, add, and keep the sum or round it into C. */
+static void ptile_elements(G *g, const PTile *t, LLVMValueRef cx, LLVMValueRef acc[][4],
+                           LLVMValueRef tile, LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr,
+                           LLVMValueRef nr) {
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++)
       LLVMSetAlignment(LLVMBuildStore(g->b, acc[r][v], gep(g, g->ct, tile, k64(g, r * g->nr + v * g->vw))),
@@ -440,17 +445,16 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   GLoop lr, lq;
   LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
   LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
-  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q);
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q), sp = scr_at(g, t, ri, q);
   LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
-  LLVMValueRef sp = gep(g, g->ct, s, add(g, mul(g, ri, w), add(g, jb, q)));
   LLVMValueRef init = gemm_czero(g);
   if (g->bias)
     init = gemm_load_c(g, getp(g, cx, X_BIAS),
                        add(g, get(g, cx, X_SOFF), add(g, mul(g, ri, get(g, cx, X_SM)),
                                                       mul(g, qj, get(g, cx, X_SN)))), g->sd);
-  /* the scratch is read only after a first block wrote it */
+  /* the scratch is read only after an earlier block wrote it */
   LLVMBasicBlockRef rd = blk(g, "ptile_rd"), got = blk(g, "ptile_got"), here = LLVMGetInsertBlock(g->b);
-  LLVMBuildCondBr(g->b, first, got, rd);
+  LLVMBuildCondBr(g->b, t->first, got, rd);
   LLVMPositionBuilderAtEnd(g->b, rd);
   LLVMValueRef old = LLVMBuildLoad2(g->b, g->ct, sp, "");
   LLVMBuildBr(g->b, got);
@@ -461,9 +465,9 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   LLVMAddIncoming(prev, vals, bbs, 2);
   v = gemm_cadd(g, prev, v);
   LLVMBasicBlockRef out = blk(g, "ptile_c"), keep = blk(g, "ptile_s"), next = blk(g, "ptile_next");
-  LLVMBuildCondBr(g->b, last, out, keep);
+  LLVMBuildCondBr(g->b, t->last, out, keep);
   LLVMPositionBuilderAtEnd(g->b, out);
-  gemm_store_c(g, v, c, add(g, coff, add(g, mul(g, ri, cm), mul(g, qj, cn))), g->od);
+  gemm_store_c(g, v, t->c, add(g, t->coff, add(g, mul(g, ri, t->cm), mul(g, qj, t->cn))), g->od);
   LLVMBuildBr(g->b, next);
   LLVMPositionBuilderAtEnd(g->b, keep);
   LLVMBuildStore(g->b, v, sp);
@@ -471,6 +475,23 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   LLVMPositionBuilderAtEnd(g->b, next);
   gemm_loop_close(g, &lq);
   gemm_loop_close(g, &lr);
+}
+
+void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
+                          LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
+  PTile t = {.c = getp(g, cx, X_C), .coff = get(g, cx, X_COFF), .cm = get(g, cx, X_CM),
+             .cn = get(g, cx, X_CN), .s = getp(g, cx, X_CSCR),
+             .w = scratch_width(g, get(g, cx, X_N)), .jb = sub(g, j, get(g, cx, X_JC))};
+  t.first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
+  t.last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
+  LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
+  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+  LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, t.first, ""), ""), fast, slow);
+  LLVMPositionBuilderAtEnd(g->b, fast);
+  ptile_vectors(g, &t, acc, i, j, slow, done);
+  LLVMPositionBuilderAtEnd(g->b, slow);
+  ptile_elements(g, &t, cx, acc, tile, i, j, mr, nr);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
 }

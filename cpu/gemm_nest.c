@@ -64,8 +64,8 @@ static const LfExpr *gemm_widened(Cg *c, const LfNest *n, int j) {
       c->lk->bufs[l->acc.buf].kind == LFB_SCALAR)
     return NULL;
   DType s = l->dtype, d = e->dtype;
-  bool ints = !dtype_is_float(s) && !dtype_is_float(d) && d != DT_BOOL &&
-              dtype_size(d) > dtype_size(s);
+  bool ints = !dtype_is_float(s) && !dtype_is_float(d) && s != DT_BOOL && d != DT_BOOL &&
+              dtype_size(d) > dtype_size(s); /* (a bool converts as != 0, not as its byte) */
   bool halves = (s == DT_F16 || s == DT_BF16) && d == DT_F32;
   return ints || halves ? l : NULL;
 }

@@ -7,7 +7,8 @@
  * equal) and exactly equal to the reference interpreter; f16, bf16 and
  * i8 outputs whose sums span several K blocks (partial sums in scratch).
  * The assembly:
- * vpmaddwd for x86-64-v3 and -v4 (zmm), vcvtph2ps (F16C) and no libcall
+ * vpmaddwd for x86-64-v3 and -v4 (zmm), the host's choice as its features
+ * say (here vpmaddwd), vcvtph2ps (F16C) and no libcall
  * for f16 on x86-64-v3; and, through the GEMM emitter's API (gemm.h) for
  * CPUs this machine need not have, vpdpwssd with AVX512-VNNI (zmm) and
  * AVX-VNNI ({vex} ymm), vdpbf16ps with AVX512-BF16.
@@ -155,6 +156,17 @@ START_TEST(asm_levels) {
   s = asm_of(i8, "--target=x86-64");
   ck_assert_msg(strstr(s, "pmaddwd"), "no SSE2 pmaddwd");
   free(s);
+  /* the host: whatever this CPU has decides (the generic vpmaddwd on the
+   * 2-core development machine, VNNI where the CPU has it) */
+  unsigned host = cg_gemm_isa("host");
+  if (host & GEMM_ISA_X86) {
+    s = asm_of(i8, "");
+    bool vnni = cg_gemm_vec_bits("host") == 512 ? (host & GEMM_ISA_VNNI) != 0
+                                                : (host & GEMM_ISA_AVXVNNI) != 0;
+    ck_assert_msg(!strstr(s, "vpdpwssd") == !vnni, "host VNNI %d, asm disagrees", (int)vnni);
+    ck_assert_msg(vnni || strstr(s, "pmaddwd"), "host without VNNI: no pmaddwd");
+    free(s);
+  }
   s = asm_of(f16, "--target=x86-64-v3");
   ck_assert_msg(strstr(s, "vcvtph2ps"), "no F16C conversion");
   ck_assert_ptr_null(strstr(s, "__extendhfsf2"));
