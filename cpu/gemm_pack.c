@@ -377,14 +377,15 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
 }
 
 /* packb_body(ctx, begin, end): B panels [begin, end) of the current block
- * (pack_b_rows for the full panels of a MAT B with contiguous lanes). */
+ * (pack_b_rows for the full panels of a MAT B with contiguous lanes,
+ * unless gemm_lowp.c packs B: K pairs, or half-precision rows). */
 LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "packb_body", ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   LLVMValueRef jc = get(g, cx, X_JC), nc = get(g, cx, X_NC), kc = get(g, cx, X_KC);
   LLVMValueRef bp = getp(g, cx, X_BPACK), begin = LLVMGetParam(f, 1);
-  if (g->kb == GK_MAT && !g->pb) {
+  if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
     LLVMValueRef tf = imin(g, LLVMGetParam(f, 2), sdiv(g, nc, k64(g, g->nr)));
     LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
                                     lt(g, begin, tf), "");
