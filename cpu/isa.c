@@ -43,7 +43,8 @@ static int level_of(const CgIsa *isa) {
     char *fs = strdup(levels[l].features);
     bool all = fs != NULL;
     for (char *save, *t = strtok_r(fs, ",", &save); all && t; t = strtok_r(NULL, ",", &save))
-      all = cg_isa_has(isa, t + 1);
+      /* x87 and cx8 are every x86-64's; LLVM's host features leave them out */
+      all = !strcmp(t, "+x87") || !strcmp(t, "+cx8") || cg_isa_has(isa, t + 1);
     free(fs);
     if (!all) break;
     lv = l + 1;
