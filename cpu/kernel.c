@@ -80,10 +80,10 @@ static bool cpu_accepts(const char *target) { return strncmp(target, "cuda", 4) 
 
 /* One LLVM module of the object: kernels [k0, k1) at variants [v0, v1)
  * of the target's, and their entry points (K_info, K_isa, a multi-variant
- * K) when entry.  An object is one unit, or (split) one unit per kernel
- * and variant plus, with several variants, one per kernel for its entry
- * points: each in its own LLVMContext, optimized and compiled on its own
- * thread, the objects merged (CgOptions.merge_objects). */
+ * K) when entry.  An object is one unit, or (split) one unit per variant
+ * plus one for the entry points, or parts of units split by functions
+ * (split.c): each in its own LLVMContext, optimized and compiled on its
+ * own thread, the objects merged (CgOptions.merge_objects). */
 typedef struct Unit {
   int k0, k1, v0, v1;
   bool entry;
@@ -228,23 +228,22 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   const CgIsa *v[4];
   int nv = cpu_isa_variants(o->target, v);
   int nk = m->nkernels;
-  /* Split across threads: an object alone, several units, a merger. */
-  int nsplit = nk * nv + (nv > 1 ? nk : 0), nt = thread_count(64);
+  /* Split across threads (an object alone, a merger, cores): a unit per
+   * variant with every kernel (their GEMM helpers stay shared) and one
+   * for the entry points; then by functions while units are fewer than
+   * threads. */
+  int nt = thread_count(64);
   bool threads = o->merge_objects && (o->emit & CG_OBJ) && !(o->emit & (CG_ASM | CG_LLVM)) &&
                  nt > 1;
-  bool split = threads && nsplit > 1;
-  int n = split ? nsplit : 1;
+  bool split = threads && nv > 1;
+  int n = split ? nv + 1 : 1;
   Unit *u = calloc((size_t)n, sizeof *u);
   if (!u) ICE("out of memory");
   if (!split) {
     u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
   } else {
-    int j = 0;
-    for (int i = 0; i < nk; i++) {
-      for (int l = 0; l < nv; l++)
-        u[j++] = (Unit){.k0 = i, .k1 = i + 1, .v0 = l, .v1 = l + 1, .entry = nv == 1};
-      if (nv > 1) u[j++] = (Unit){.k0 = i, .k1 = i + 1, .entry = true};
-    }
+    for (int l = 0; l < nv; l++) u[l] = (Unit){.k0 = 0, .k1 = nk, .v0 = l, .v1 = l + 1};
+    u[nv] = (Unit){.k0 = 0, .k1 = nk, .entry = true};
   }
   for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, split, &u[i]);
   cg_phase_ms(o, "llvm-build", &t);

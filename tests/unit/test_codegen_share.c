@@ -58,7 +58,7 @@ START_TEST(one_set_per_configuration) {
   snprintf(dir, sizeof dir, "/tmp/tdsl_share_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   /* -O0: the helpers stay separate functions (no inlining) */
-  const char *targets[2] = {"-O0", "-O0 --target=x86-64"};
+  const char *targets[2] = {"-O0", "-O0 --target=x86-64-v2"};
   for (int t = 0; t < 2; t++) {
     char *ir = emit_llvm(dir, SRC, targets[t]);
     /* three f32 matmuls share one set, the f64 matmul has its own */
