@@ -42,7 +42,7 @@ static int dot_nr(const G *g, int four) {
   return g->nregs >= 32 ? 4 : 2;
 }
 
-static bool isf(const G *g) { return g->cd != DT_I64; }
+static bool isf(const G *g) { return dtype_is_float(g->cd); }
 
 /* Bytes of the packed S: GEMM_SMALL_MAX rows (padded to 4) of K padded
  * to whole vectors, in either layout. */
