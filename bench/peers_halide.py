@@ -109,15 +109,23 @@ def _norm(rng, hand_rms=False):
     return f, [(x, xa), (g, ga), (b, ba)], np.empty_like(xa)
 
 
-def _matmul(rng, bias=False, prologue=False):
-    aa, ba = _f32(rng, (1024, 1024)), _f32(rng, (1024, 1024))
+def _matmul(rng, bias=False, prologue=False, m=1024, k=1024, n=1024, nt=False):
+    """a [m, k] @ b, b [k, n], or b [n, k] transposed when nt (a Linear's
+    weight); n == 0: b is a vector [k] (a matrix-vector product)."""
+    aa = _f32(rng, (m, k))
+    ba = _f32(rng, (k,) if n == 0 else (n, k) if nt else (k, n))
     a, b = _param(aa, "a"), _param(ba, "b")
     j, i = _vars(2)
-    r = hl.RDom([(0, 1024)])
+    r = hl.RDom([(0, k)])
     mm, f = hl.Func("mm"), hl.Func("matmul")
     av = hl.max(a[r.x, i], 0.0) if prologue else a[r.x, i]
+    if n == 0:
+        mm[i] = 0.0
+        mm[i] += av * b[r.x]
+        f[i] = mm[i]
+        return f, [(a, aa), (b, ba)], np.empty((m,), np.float32)
     mm[j, i] = 0.0
-    mm[j, i] += av * b[j, r.x]
+    mm[j, i] += av * (b[r.x, j] if nt else b[j, r.x])
     ins = [(a, aa), (b, ba)]
     if bias:
         ca = _f32(rng, (1024,))
@@ -126,7 +134,7 @@ def _matmul(rng, bias=False, prologue=False):
         ins.append((c, ca))
     else:
         f[j, i] = mm[j, i]
-    return f, ins, np.empty((1024, 1024), np.float32)
+    return f, ins, np.empty((m, n), np.float32)
 
 
 def _conv(x_shape, w_shape, stride, pad, nhwc, bias_relu=False):
@@ -203,6 +211,14 @@ PIPELINES = {
     "rmsnorm_hand": lambda rng: _norm(rng, hand_rms=True),
     "layernorm_hand": _norm,
     "softmax_hand": _softmax,
+    "gemm_m1_4k": lambda rng: _matmul(rng, m=1, k=4096, n=4096),
+    "linear_m1_4k": lambda rng: _matmul(rng, m=1, k=4096, n=4096, nt=True),
+    "matvec_4k": lambda rng: _matmul(rng, m=4096, k=4096, n=0),
+    "gemm_m8_768": lambda rng: _matmul(rng, m=8, k=768, n=3072),
+    "linear_m8_3072": lambda rng: _matmul(rng, m=8, k=3072, n=768, nt=True),
+    "gemm_m128_4k": lambda rng: _matmul(rng, m=128, k=4096, n=4096),
+    "linear_m128_768": lambda rng: _matmul(rng, m=128, k=768, n=3072, nt=True),
+    "gemm_m1024_3072": lambda rng: _matmul(rng, m=1024, k=3072, n=768),
 }
 
 

@@ -58,7 +58,39 @@ def _workloads():
             return [x, _f32(rng, w_shape)]
         return inputs, lambda x, w: _conv(x, w, stride, pad, nhwc)
 
+    def gemm(m, k, n, nt):  # x [m, k] @ w, w [k, n] or [n, k] transposed
+        return (lambda r: [_f32(r, (m, k)), _f32(r, (n, k) if nt else (k, n))],
+                (lambda x, w: x @ w.T) if nt else (lambda x, w: x @ w))
+
+    def lowp(m, k, n, bf16):
+        if bf16:
+            return (lambda r: [_f32(r, (m, k)).astype(jnp.bfloat16),
+                               _f32(r, (k, n)).astype(jnp.bfloat16)],
+                    lambda a, b: a @ b)
+        return (lambda r: [r.integers(-128, 128, (m, k), dtype=np.int8),
+                           r.integers(-128, 128, (k, n), dtype=np.int8)],
+                lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32))
+
     return {
+        "gemm_m1_4k": gemm(1, 4096, 4096, False),
+        "linear_m1_4k": gemm(1, 4096, 4096, True),
+        "matvec_4k": (lambda r: [_f32(r, (4096, 4096)), _f32(r, (4096,))],
+                      lambda a, v: a @ v),
+        "gemm_m8_768": gemm(8, 768, 3072, False),
+        "linear_m8_3072": gemm(8, 3072, 768, True),
+        "gemm_m128_4k": gemm(128, 4096, 4096, False),
+        "linear_m128_768": gemm(128, 768, 3072, True),
+        "gemm_m1024_3072": gemm(1024, 3072, 768, False),
+        "conv_dw3x3_nhwc": (
+            lambda r: [np.ascontiguousarray(_f32(r, (8, 96, 56, 56)).transpose(0, 2, 3, 1)),
+                       _f32(r, (96, 1, 3, 3))],
+            lambda x, w: lax.conv_general_dilated(
+                x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NHWC", "OIHW", "NHWC"),
+                feature_group_count=96)),
+        "matmul_bf16": lowp(1024, 1024, 1024, True),
+        "matmul_i8": lowp(1024, 1024, 1024, False),
+        "matmul_bf16_layer": lowp(128, 3072, 3072, True),
+        "matmul_i8_layer": lowp(128, 3072, 3072, False),
         "ew_chain": (
             lambda r: [_f32(r, ew), _f32(r, (64,), True), _f32(r, (64,))],
             lambda x, a, b: jnp.maximum(

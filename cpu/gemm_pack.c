@@ -3,7 +3,9 @@
  * the conv input with its zero padding (IM2COL: masked vector loads for
  * B, channel runs for A) or from the conv weight (WEIGHT), or evaluating
  * a prologue's expression per element (emit_pack_pro); the full panels
- * of a MAT B with contiguous rows as vectors (pack_b_rows).
+ * of a MAT B as vectors: with contiguous rows (pack_b_rows) or with
+ * lanes contiguous along K, as in x @ w.T, through VW x VW in-register
+ * transposes (pack_b_kmajor).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +231,59 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
   return f;
 }
 
+/* Transposes n vectors of n lanes in place (v[j] becomes column j):
+ * log2(n) rounds of interleaving v[i] with v[i + n/2]. */
+static void transpose(G *g, LLVMValueRef *v, int n) {
+  LLVMValueRef out[64], lo[64], hi[64];
+  for (int i = 0; i < n / 2; i++) {
+    lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
+    hi[2 * i] = LLVMConstInt(g->i32, (unsigned)(n / 2 + i), 0);
+    hi[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + n / 2 + i), 0);
+  }
+  LLVMValueRef ml = LLVMConstVector(lo, (unsigned)n), mh = LLVMConstVector(hi, (unsigned)n);
+  for (int r = 1; r < n; r *= 2) {
+    for (int i = 0; i < n / 2; i++) {
+      out[2 * i] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], ml, "");
+      out[2 * i + 1] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], mh, "");
+    }
+    for (int i = 0; i < n; i++) v[i] = out[i];
+  }
+}
+
+/* A full B panel (nvalid == NR) whose lanes run along K (X_BP == 1: the
+ * [N, K] weight of x @ w.T): VW x VW blocks loaded as VW runs of K,
+ * transposed in registers and stored as VW panel rows.  Returns the K
+ * index where the caller's scalar loop goes on (the K tail, or 0 when
+ * this path does not apply). */
+static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef i0,
+                                  LLVMValueRef nvalid, LLVMValueRef kc) {
+  int n = g->vw;
+  LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BP), k64(g, 1), ""),
+                                 LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, g->nr), ""), "");
+  LLVMValueRef pend = LLVMBuildSelect(g->b, ok, sub(g, kc, srem(g, kc, k64(g, n))), k64(g, 0), "");
+  LLVMValueRef base = getp(g, cx, X_B), si = get(g, cx, X_BI);
+  LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), get(g, cx, X_PC)), mul(g, i0, si));
+  LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, n);
+  GLoop lp;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef r[64];
+    for (int i = 0; i < n; i++) {
+      LLVMValueRef at = add(g, add(g, src0, p), mul(g, k64(g, v * n + i), si));
+      r[i] = LLVMBuildLoad2(g->b, sv, gep(g, st, base, at), "");
+      LLVMSetAlignment(r[i], (unsigned)dtype_size(g->bd));
+      r[i] = vconv(g, r[i], g->bd);
+    }
+    transpose(g, r, n);
+    for (int j = 0; j < n; j++) {
+      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->nr)), k64(g, v * n)));
+      LLVMSetAlignment(LLVMBuildStore(g->b, r[j], d), (unsigned)(n * dtype_size(g->cd)));
+    }
+  }
+  gemm_loop_close(g, &lp);
+  return pend;
+}
+
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
  * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
  * MAT and WEIGHT operands here, IM2COL ones above. */
@@ -247,11 +302,12 @@ LLVMValueRef gemm_emit_pack(G *g, int which) {
   int R = which ? g->nr : g->mr;
   LLVMValueRef base = getp(g, cx, which ? X_B : X_A), off = get(g, cx, which ? X_BOFF : X_AOFF);
   LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
-  LLVMValueRef pc = get(g, cx, X_PC);
+  LLVMValueRef pc = get(g, cx, X_PC), p0 = k64(g, 0);
+  if (kind == GK_MAT && which) p0 = pack_b_kmajor(g, cx, dst, i0, nvalid, kc);
   GLoop lp, ll;
   LLVMValueRef kst[3], kv[3], pofs;
   if (kind == GK_WEIGHT) gemm_kwalk_init(g, cx, pc, kst);
-  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+  LLVMValueRef p = gemm_loop_open(g, &lp, p0, kc, k64(g, 1));
   if (kind == GK_MAT) {
     pofs = add(g, off, mul(g, add(g, pc, p), sp));
   } else {

@@ -167,7 +167,9 @@ END_TEST
  * (its K contiguous: a @ w.T, w @ v), with an epilogue, strided and
  * sliced operands, 1-D operands; shapes around the thresholds (32 / 33)
  * and not multiples of the vector width, tile or row group; the same bits
- * at 1 to 3 threads (the split over lanes depends on the thread count). */
+ * at 1 to 3 threads (the split over lanes depends on the thread count).
+ * The last two shapes run the packed GEMM, a @ w.T packing w's panels by
+ * in-register transposes (gemm_pack.c pack_b_kmajor) with K tails. */
 static const char *MMS =
     "kernel sp(a: f32[M, K], b: f32[K, N], w: f32[N, K], v: f32[K], c: f32[N], e: f32[K, M]) -> "
     "(f32[M, N], f32[M, N], f32[N], f32[M, N], f32[M, N], f32[M, N], f32[M]) {\n"
@@ -210,7 +212,7 @@ START_TEST(matmul_small_path) {
   static const int64_t sz[][3] = {{1, 300, 77},  {2, 37, 1001}, {3, 64, 100}, {5, 513, 40},
                                   {8, 1, 9},     {13, 70, 33},  {32, 100, 50}, {33, 64, 70},
                                   {100, 70, 1},  {200, 65, 5},  {40, 9, 32},  {1, 1, 1},
-                                  {1, 2000, 3}, {4, 130, 600}};
+                                  {1, 2000, 3}, {4, 130, 600}, {40, 37, 50}, {50, 300, 40}};
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MMS, "sp", TARGETS[t]);
