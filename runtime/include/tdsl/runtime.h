@@ -104,8 +104,8 @@ typedef void (*tdsl_body_fn)(void *ctx, int64_t begin, int64_t end);
 void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
                        void *ctx);
 /* Size in bytes of the CPU's level-1 data, level-2 or level-3 cache
- * (level 1, 2 or 3) as the OS reports it for CPU 0 (sysconf, else
- * /sys/devices/system/cpu/cpu0/cache), read once; 0 when unknown or for
+ * (level 1, 2 or 3) as the OS reports it for CPU 0 (Linux sysfs,
+ * /sys/devices/system/cpu/cpu0/cache, else sysconf), read once; 0 when unknown or for
  * another level. Generated GEMMs size their blocks from it (cache.c). */
 int64_t tdsl_cpu_cache_bytes(int level);
 /* Stops and joins the pool's workers (the next parallel call starts new
