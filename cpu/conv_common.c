@@ -251,3 +251,20 @@ LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes)
   call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);
   return LLVMConstInt(g->i32, 0, 0);
 }
+
+void cv_pack_elem(G *g, const GemmTensor *t, LLVMValueRef src, LLVMValueRef o,
+                  LLVMValueRef limit, LLVMValueRef p) {
+  if (!t) {
+    LLVMBuildStore(g->b, gemm_czero(g), p);
+    return;
+  }
+  LLVMBasicBlockRef bl = blk(g, "cv_load"), bz = blk(g, "cv_zero"), bn = blk(g, "cv_next");
+  LLVMBuildCondBr(g->b, lt(g, o, limit), bl, bz);
+  LLVMPositionBuilderAtEnd(g->b, bl);
+  LLVMBuildStore(g->b, gemm_load_c(g, t->base, src, t->dtype), p);
+  LLVMBuildBr(g->b, bn);
+  LLVMPositionBuilderAtEnd(g->b, bz);
+  LLVMBuildStore(g->b, gemm_czero(g), p);
+  LLVMBuildBr(g->b, bn);
+  LLVMPositionBuilderAtEnd(g->b, bn);
+}

@@ -241,35 +241,15 @@ static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
   LLVMValueRef o = gemm_loop_open(g, &lo, k64(g, 0), opad, k64(g, 1));
   LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
   LLVMValueRef dst = d->cl ? add(g, mul(g, t, opad), o) : add(g, mul(g, o, kk), t);
-  LLVMBasicBlockRef ld = blk(g, "dw_wload"), zero = blk(g, "dw_wzero"), next = blk(g, "dw_wnext");
-  LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), ld, zero);
-  LLVMPositionBuilderAtEnd(g->b, ld);
   LLVMValueRef src = add(g, w->offset, mul(g, o, w->stride[0]));
   src = add(
       g, src,
       add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
-  LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), gep(g, g->ct, wp, dst));
-  LLVMBuildBr(g->b, next);
-  LLVMPositionBuilderAtEnd(g->b, zero);
-  LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, dst));
-  LLVMBuildBr(g->b, next);
-  LLVMPositionBuilderAtEnd(g->b, next);
+  cv_pack_elem(g, w, src, o, k[V_O], gep(g, g->ct, wp, dst));
   gemm_loop_close(g, &lt_);
   LLVMValueRef bdst = add(g, mul(g, kk, opad), o);
-  if (bias) {
-    LLVMBasicBlockRef bl = blk(g, "dw_bload"), bz = blk(g, "dw_bzero"), bn = blk(g, "dw_bnext");
-    LLVMBuildCondBr(g->b, lt(g, o, k[V_O]), bl, bz);
-    LLVMPositionBuilderAtEnd(g->b, bl);
-    LLVMValueRef bsrc = add(g, bias->offset, mul(g, o, bias->stride[0]));
-    LLVMBuildStore(g->b, gemm_load_c(g, bias->base, bsrc, bias->dtype), gep(g, g->ct, wp, bdst));
-    LLVMBuildBr(g->b, bn);
-    LLVMPositionBuilderAtEnd(g->b, bz);
-    LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, bdst));
-    LLVMBuildBr(g->b, bn);
-    LLVMPositionBuilderAtEnd(g->b, bn);
-  } else {
-    LLVMBuildStore(g->b, gemm_czero(g), gep(g, g->ct, wp, bdst));
-  }
+  LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o, bias->stride[0])) : NULL;
+  cv_pack_elem(g, bias, bsrc, o, k[V_O], gep(g, g->ct, wp, bdst));
   gemm_loop_close(g, &lo);
 }
 

@@ -40,6 +40,11 @@ void cv_setup(Cv *d, const GemmEmit *e, DType xd, DType od);
  * k[V_OPAD], k[V_C], k[V_M] are the caller's). */
 void cv_operands(Cv *d, const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                  const GemmTensor *out, LLVMValueRef attr[7]);
+/* One element of the packed weights (or their bias slot) at p: t's
+ * element at offset src in the compute type for output channel o < limit
+ * (a real channel), zero for padding channels and when t is NULL. */
+void cv_pack_elem(G *g, const GemmTensor *t, LLVMValueRef src, LLVMValueRef o,
+                  LLVMValueRef limit, LLVMValueRef p);
 LLVMValueRef cv_splat(G *g, LLVMValueRef s);
 LLVMValueRef cv_vadd(G *g, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cv_vmul(G *g, LLVMValueRef a, LLVMValueRef b);

@@ -34,28 +34,6 @@ static void cl_ten(Ten *x, DType d, int rank, const int64_t *s, bool out) {
   if (out) reset_out(x);
 }
 
-/* Runs `name` at 1, 3 and 2 threads: every output bitwise equal to the
- * 1-thread run (rows and planes are split, never sums). */
-static void same_at_threads(Lib *L, const char *name, Ten *ins, int nin, Ten *outs, int nout) {
-  Ten one[8];
-  ck_assert_int_le(nout, 8);
-  set_threads(L, 1);
-  call_ok(L, name, ins, nin, outs, nout);
-  for (int i = 0; i < nout; i++) {
-    one[i] = outs[i];
-    one[i].store = malloc(outs[i].bytes);
-    memcpy(one[i].store, outs[i].store, outs[i].bytes);
-  }
-  for (int th = 3; th >= 2; th--) {
-    set_threads(L, th);
-    for (int i = 0; i < nout; i++) reset_out(&outs[i]);
-    call_ok(L, name, ins, nin, outs, nout);
-    for (int i = 0; i < nout; i++)
-      ck_assert_msg(same_bytes(&outs[i], &one[i]), "%s out%d differs at %d threads", name, i, th);
-  }
-  for (int i = 0; i < nout; i++) free(one[i].store);
-}
-
 /* ---- channels-last -------------------------------------------------------- */
 
 static const char *DW_CL =
