@@ -4,6 +4,7 @@
  *   reduce.c     reductions;
  *   scan.c       scans;
  *   vloops.c     the loops of a nest as its schedule (loops/schedule.c) says;
+ *   transpose.c  transposing copies in register blocks;
  *   outline.c    outlined functions and their packed context;
  *   parallel.c   parallel nests and row groups;
  *   gemm_nest.c  matmul/conv2d nests through gemm.h (and conv.h: the
@@ -68,6 +69,23 @@ void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p);
  * form the flattened index. */
 void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
                          LLVMValueRef lo, LLVMValueRef hi, int p);
+
+/* ---- transpose.c ---------------------------------------------------------- */
+
+/* The tile along j (the tile loop; i: the innermost outer loop) of a
+ * blocked tiled nest n whose schedule says `tile`: larger for the copies
+ * that run as register blocks. */
+int cpu_transpose_tile(const LfNest *n, int i, int j, int tile);
+/* Whether n, planned as vl with p parallel loops, runs as register blocks. */
+bool cpu_transpose_blocks(Cg *c, const LfNest *n, const VLoops *vl, int p);
+/* Whether the blocks of n store non-temporally, as an i1 computed at the
+ * builder's position (once per call, before the loops); NULL: never. */
+LLVMValueRef cpu_transpose_stream(Cg *c, const LfNest *n);
+/* The innermost loop i over [0, iub) and the tile loop j over [t0, t1)
+ * of n in register blocks, the outer loop variables already set; stream:
+ * cpu_transpose_stream's value or NULL. */
+void cpu_emit_transpose(Cg *c, const LfNest *n, NestCtx *x, int i, int j, LLVMValueRef iub,
+                        LLVMValueRef t0, LLVMValueRef t1, LLVMValueRef stream);
 
 /* ---- outline.c ------------------------------------------------------------ */
 

@@ -1,8 +1,8 @@
 /* vloops.c — the CPU loops of one nest, as its schedule (loops.h
  * lf_schedule) says: collapsed loops' extents, tiles, odometer stepping
- * of a flattened range, 8 x 8 register-block transposes, streaming
- * stores of large elementwise outputs, and the loops over a range of
- * outer iterations (cpu_emit_nest_range).
+ * of a flattened range, streaming stores of large elementwise outputs,
+ * and the loops over a range of outer iterations (cpu_emit_nest_range;
+ * transposing copies run as transpose.c's register blocks).
  * Needs: cpu.h, the runtime's tdsl_stream_min_bytes.  Used by: parallel.c. */
 #include <string.h>
 
@@ -37,11 +37,11 @@ void cpu_plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
   int k = s.tile_k;
   v->tile_ub = v->ub[k];
   v->blocked = s.blocked;
-  v->tile = s.tile;
+  v->tile = v->blocked ? cpu_transpose_tile(n, v->var[v->nouter - 1], s.tile_var, s.tile) : s.tile;
   if (v->blocked) {
     v->var[k] = VL_BLOCK;
-    v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, s.tile - 1), ""),
-                             i64c(c, s.tile), "");
+    v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, v->tile - 1), ""),
+                             i64c(c, v->tile), "");
   } else {
     for (int m = k; m + 1 < v->n; m++) v->var[m] = v->var[m + 1], v->ub[m] = v->ub[m + 1];
     v->n--, v->nouter--;
@@ -61,106 +61,6 @@ void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p) {
     LLVMBuildStore(c->b, sel(c, wrap, i64c(c, 0), nv), idx[j]);
     carry = LLVMBuildZExt(c->b, wrap, c->i64, "");
   }
-}
-
-/* ---- transposing copies in 8 x 8 register blocks ----------------------------
- * A tiled nest (plan_tile) whose value is a plain load of its own dtype
- * is a transpose: along the innermost loop i the store is unit-stride and
- * the load strided; along the tile loop j the load is unit-stride.  It
- * runs as 8 x 8 blocks: eight vector loads along j (rows i0..i0+7),
- * a transpose in registers (three rounds of shuffles), eight vector
- * stores along i; the edges of i and of the tile go element by element. */
-#define TB 8
-
-/* Whether n, planned as vl with p parallel loops, takes the block path. */
-static bool transpose_blocks(const LfNest *n, const VLoops *vl, int p) {
-  if (vl->tile_var < 0 || p >= vl->nouter || vl->var[vl->nouter - 1] < 0) return false;
-  const LfExpr *e = n->value;
-  if (n->reduce != OP_COUNT || e->kind != LFE_LOAD || e->dtype != n->dtype || e->acc.lin_rank ||
-      e->acc.rt_strides || e->acc.ndyn || n->store.rt_strides || n->store.lin_rank)
-    return false;
-  int i = vl->var[vl->nouter - 1], j = vl->tile_var;
-  int64_t ext;
-  if (!vl->blocked && (!LLVMIsConstant(vl->tile_ub) ||
-                       (ext = LLVMConstIntGetSExtValue(vl->tile_ub)) < TB))
-    return false;
-  return sym_is(n->store.stride[i], 1) && sym_is(e->acc.stride[j], 1);
-}
-
-static LLVMValueRef shuffle8(Cg *c, LLVMValueRef a, LLVMValueRef b, const int *m) {
-  LLVMValueRef mask[8];
-  for (int k = 0; k < 8; k++) mask[k] = i32c(c, m[k]);
-  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(mask, 8), "");
-}
-
-/* r[0..7] = the columns of the 8 x 8 block whose rows are r[0..7]. */
-static void transpose8(Cg *c, LLVMValueRef *r) {
-  static const int lo[8] = {0, 8, 1, 9, 4, 12, 5, 13}, hi[8] = {2, 10, 3, 11, 6, 14, 7, 15};
-  static const int q0[8] = {0, 1, 8, 9, 4, 5, 12, 13}, q1[8] = {2, 3, 10, 11, 6, 7, 14, 15};
-  static const int h0[8] = {0, 1, 2, 3, 8, 9, 10, 11}, h1[8] = {4, 5, 6, 7, 12, 13, 14, 15};
-  LLVMValueRef t[8], u[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = shuffle8(c, r[k], r[k + 1], lo);
-    t[k + 1] = shuffle8(c, r[k], r[k + 1], hi);
-  }
-  for (int k = 0; k < 8; k += 4) {
-    u[k] = shuffle8(c, t[k], t[k + 2], q0);
-    u[k + 1] = shuffle8(c, t[k], t[k + 2], q1);
-    u[k + 2] = shuffle8(c, t[k + 1], t[k + 3], q0);
-    u[k + 3] = shuffle8(c, t[k + 1], t[k + 3], q1);
-  }
-  for (int k = 0; k < 4; k++) {
-    r[k] = shuffle8(c, u[k], u[k + 4], h0);
-    r[k + 4] = shuffle8(c, u[k], u[k + 4], h1);
-  }
-}
-
-/* One element at the current loop variables (the scalar edges). */
-static void copy_element(Cg *c, NestCtx *x, const LfNest *n) {
-  LLVMValueRef v = cg_eval(c, x, n->value);
-  cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
-}
-
-/* The innermost loop i over [0, iub) and the tile loop j over [t0, t1),
- * in blocks (transpose_blocks), the outer loop variables already set. */
-static void emit_transpose_blocks(Cg *c, const LfNest *n, NestCtx *x, int i, int j,
-                                  LLVMValueRef iub, LLVMValueRef t0, LLVMValueRef t1) {
-  LLVMTypeRef et = cg_storage_type(c, n->dtype), vt = LLVMVectorType(et, TB);
-  unsigned align = (unsigned)dtype_size(n->dtype);
-  x->iv[i] = x->iv[j] = i64c(c, 0);
-  LLVMValueRef src = cg_address(c, x, &n->value->acc, n->dtype, n->rank);
-  LLVMValueRef dst = cg_address(c, x, &n->store, n->dtype, n->rank);
-  LLVMValueRef si = cg_sym_val(c, n->value->acc.stride[i]), sj = cg_sym_val(c, n->store.stride[j]);
-  LLVMValueRef k8 = i64c(c, TB), ifull = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, iub, k8, ""), k8, "");
-  LLVMValueRef jn = LLVMBuildSub(c->b, t1, t0, "");
-  LLVMValueRef jfull = LLVMBuildAdd(c->b, t0, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, jn, k8, ""), k8, ""), "");
-  LLVMValueRef i0 = LLVMBuildMul(c->b, cg_open_loop(c, LLVMBuildSDiv(c->b, iub, k8, "")), k8, "");
-  LLVMValueRef j0 = LLVMBuildAdd(c->b, t0, LLVMBuildMul(c->b, cg_open_loop(c, LLVMBuildSDiv(c->b, jn, k8, "")), k8, ""), "");
-  LLVMValueRef r[TB];
-  for (int k = 0; k < TB; k++) {
-    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, i0, i64c(c, k), ""), si, ""), j0, "");
-    r[k] = LLVMBuildLoad2(c->b, vt, LLVMBuildGEP2(c->b, et, src, &off, 1, ""), "");
-    LLVMSetAlignment(r[k], align);
-  }
-  transpose8(c, r);
-  for (int k = 0; k < TB; k++) {
-    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, j0, i64c(c, k), ""), sj, ""), i0, "");
-    LLVMSetAlignment(LLVMBuildStore(c->b, r[k], LLVMBuildGEP2(c->b, et, dst, &off, 1, "")), align);
-  }
-  cg_close_loop(c);
-  /* the tile's last columns for these eight rows */
-  x->iv[j] = cg_open_loop_from(c, jfull, t1);
-  x->iv[i] = cg_open_loop_from(c, i0, LLVMBuildAdd(c->b, i0, k8, ""));
-  copy_element(c, x, n);
-  cg_close_loop(c);
-  cg_close_loop(c);
-  cg_close_loop(c);
-  /* the last rows */
-  x->iv[i] = cg_open_loop_from(c, ifull, iub);
-  x->iv[j] = cg_open_loop_from(c, t0, t1);
-  copy_element(c, x, n);
-  cg_close_loop(c);
-  cg_close_loop(c);
 }
 
 /* ---- streaming stores ---------------------------------------------------
@@ -286,9 +186,10 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     cpu_emit_scan_columns(c, x, vl->var[p - 1], lo, hi);
     return;
   }
-  bool blocks = transpose_blocks(n, vl, p);
+  bool blocks = cpu_transpose_blocks(c, n, vl, p);
   LLVMValueRef stream = NULL; /* decided once per call, before the loops */
-  if (!blocks && !cols && stream_eligible(n, vl, p, vl->nouter)) stream = stream_wanted(c, n, vl);
+  if (blocks) stream = cpu_transpose_stream(c, n);
+  else if (!cols && stream_eligible(n, vl, p, vl->nouter)) stream = stream_wanted(c, n, vl);
   if (p == 1) {
     LLVMValueRef iv = cg_open_loop_from(c, lo, hi);
     if (vl->var[0] == VL_BLOCK) blk = iv;
@@ -309,7 +210,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     }
   }
   int nopen = blocks || cols ? vl->nouter - 1 : vl->nouter; /* blocks, cols: i is theirs */
-  if (stream) nopen--; /* the innermost loop is emit_inner_streaming's */
+  if (stream && !blocks) nopen--; /* the innermost loop is emit_inner_streaming's */
   for (int i = p; i < nopen; i++) {
     LLVMValueRef iv = cg_open_loop(c, vl->ub[i]);
     if (vl->var[i] == VL_BLOCK) blk = iv;
@@ -321,8 +222,8 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     t1 = cg_smin(c, LLVMBuildAdd(c->b, t0, i64c(c, vl->tile), ""), vl->tile_ub, false);
   }
   if (blocks) {
-    emit_transpose_blocks(c, n, x, vl->var[vl->nouter - 1], vl->tile_var,
-                          vl->ub[vl->nouter - 1], t0, t1);
+    cpu_emit_transpose(c, n, x, vl->var[vl->nouter - 1], vl->tile_var, vl->ub[vl->nouter - 1],
+                       t0, t1, stream);
   } else if (cols) {
     cpu_emit_scan_columns(c, x, vl->var[vl->nouter - 1], i64c(c, 0), vl->ub[vl->nouter - 1]);
   } else if (stream) {
