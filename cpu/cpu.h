@@ -72,10 +72,6 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
 
 /* ---- transpose.c ---------------------------------------------------------- */
 
-/* The tile along j (the tile loop; i: the innermost outer loop) of a
- * blocked tiled nest n whose schedule says `tile`: larger for the copies
- * that run as register blocks. */
-int cpu_transpose_tile(const LfNest *n, int i, int j, int tile);
 /* Whether n, planned as vl with p parallel loops, runs as register blocks. */
 bool cpu_transpose_blocks(Cg *c, const LfNest *n, const VLoops *vl, int p);
 /* Whether the blocks of n store non-temporally, as an i1 computed at the

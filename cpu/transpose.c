@@ -14,11 +14,11 @@
  * the stores of TB output rows advance together and complete their cache
  * lines one after another (the writes are sequential per row), while the
  * loads of a j-block touch one line per input row of the i range, which
- * the next j-block reads again from L1.  A blocked tile is TRANSPOSE_TILE
- * elements of j (cpu_transpose_tile): consecutive tiles of one thread
- * continue the same input rows, and larger tiles cut the per-tile cost of
- * reopening the loops; the parallel range is over tiles (and the outer
- * loops), both threads get whole tiles.
+ * the next j-block reads again from L1.  A blocked tile is the target
+ * row's tile_copy elements of j (loops/schedule.c: 256 on the CPU);
+ * consecutive tiles of one thread continue the same input rows; the
+ * parallel range is over tiles (and the outer loops): every thread gets
+ * whole tiles.
  *
  * Streaming: when the whole output is at least tdsl_stream_min_bytes()
  * (runtime/stream.c, as for elementwise nests in vloops.c), decided once
@@ -34,10 +34,6 @@
 
 #include "cpu.h"
 
-/* Elements of j per blocked tile: with the walk above an input row's run
- * per tile is TRANSPOSE_TILE elements (1 KB of f32) and the lines in
- * flight stay within L1 (32 KB on the targets' CPUs). */
-#define TRANSPOSE_TILE 256
 #define TB_MAX 8
 #define LINE_BYTES 64
 
@@ -60,10 +56,6 @@ static bool plain_copy(const LfNest *n) {
 static bool transposes(const LfNest *n, int i, int j) {
   return i >= 0 && plain_copy(n) && sym_is(n->store.stride[i], 1) &&
          sym_is(n->value->acc.stride[j], 1);
-}
-
-int cpu_transpose_tile(const LfNest *n, int i, int j, int tile) {
-  return transposes(n, i, j) ? TRANSPOSE_TILE : tile;
 }
 
 bool cpu_transpose_blocks(Cg *c, const LfNest *n, const VLoops *vl, int p) {

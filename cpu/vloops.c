@@ -37,7 +37,7 @@ void cpu_plan_vloops(Cg *c, const LfNest *n, NestCtx *x, VLoops *v) {
   int k = s.tile_k;
   v->tile_ub = v->ub[k];
   v->blocked = s.blocked;
-  v->tile = v->blocked ? cpu_transpose_tile(n, v->var[v->nouter - 1], s.tile_var, s.tile) : s.tile;
+  v->tile = s.tile;
   if (v->blocked) {
     v->var[k] = VL_BLOCK;
     v->ub[k] = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, v->ub[k], i64c(c, v->tile - 1), ""),

@@ -363,7 +363,9 @@ const Sym *lf_scratch_total(SymTab *st, const LfKernel *lk);
  * loop instead of short rows.  A transposing nest has a tile loop: outer
  * loop tile_var runs innermost, over tiles of `tile` iterations; its
  * virtual loop tile_k then runs over the tiles (blocked) or, when its
- * extent is a constant <= tile, disappears (one tile covers it). */
+ * extent is a constant <= tile, disappears (one tile covers it).  A
+ * blocked plain copy (the value a load of the nest's dtype, the store
+ * unit-stride along the innermost loop) tiles by tile_copy instead. */
 #define LF_MAXL (2 * TDSL_MAX_RANK)
 
 /* A target's scheduling parameters (schedule.c's table). */
@@ -374,6 +376,8 @@ typedef struct LfTarget {
                             thread per outer iteration: cuda/nest.c); else
                             all but the innermost, which a CPU vectorizes */
   int tile;              /* tile of transposing nests */
+  int tile_copy;         /* a blocked tile of a transposing plain copy
+                            (cpu/transpose.c's register blocks); 0: tile */
   /* GEMM blocking (cpu/gemm.c): micro-kernel rows MR (with 512-bit
    * vectors: gemm_mr_512) by gemm_nv vectors; row blocks of
    * gemm_mc_panels MR panels, K blocks of gemm_kc and column blocks of

@@ -12,7 +12,11 @@
 
 /* The parameter table: one row per target. */
 static const LfTarget targets[] = {
-  {.name = "cpu", .par_min_elems = 32768, .tile = 32,
+  /* tile_copy: cpu/transpose.c's register blocks walk a tile of a
+   * transposing copy one output cache line at a time; a tile of 256 keeps
+   * each input row's run per tile at 1 KB of f32 while the lines in
+   * flight stay in L1 */
+  {.name = "cpu", .par_min_elems = 32768, .tile = 32, .tile_copy = 256,
    .gemm_mr = 6, .gemm_mr_512 = 12, .gemm_nv = 2, .gemm_mc_panels = 16, .gemm_kc = 256,
    .gemm_nc = 4096},
   /* CUDA (cuda/): the schedule's collapsed loops and memory order give
@@ -86,6 +90,14 @@ static bool transposing_load(const LfExpr *e, int j, int i) {
   return false;
 }
 
+/* Whether n stores a load of its own dtype, unit-stride along loop i
+ * (a transposing copy runs as register blocks: cpu/transpose.c). */
+static bool plain_copy(const LfNest *n, int i) {
+  const LfExpr *e = n->value;
+  return e->kind == LFE_LOAD && e->dtype == n->dtype && !e->acc.lin_rank && !e->acc.rt_strides &&
+         !e->acc.ndyn && !n->store.ndyn && sym_is(n->store.stride[i], 1) && n->nred == 0 && !n->post;
+}
+
 /* Transposes (a permute copy, NHWC -> NCHW preprocessing): the innermost
  * loop i stores with unit stride but a load is unit-stride along another
  * outer loop j.  Loop j then moves innermost, over tiles of t->tile (a
@@ -117,6 +129,7 @@ static void plan_tile(const LfNest *n, const LfTarget *t, LfSchedule *s) {
       else known = false;
     }
     s->blocked = !(known && (int64_t)ext <= t->tile);
+    if (s->blocked && t->tile_copy > 0 && plain_copy(n, i)) s->tile = t->tile_copy;
     return;
   }
 }
