@@ -98,6 +98,9 @@ void cpu_emit_nest_parallel(Cg *c, const LfNest *n) {
  *     members and what they read apart).
  *     Always-inlined into
  *   K.nestI.body(ptr ctx, i64 begin, i64 end), the tdsl_parallel_for body.
+ * The group's last nest streams its stores past the cache when it writes
+ * a large output no nest of the group reads back (cpu_group_stream,
+ * vloops.c): K.nestI then ends with an sfence.
  * Chunks split shared iterations only (>= par_min_elems (loops/schedule.c) elements of work
  * of all nests per chunk); each row is reduced by one thread in a fixed
  * order, so results do not depend on the thread count. */
@@ -115,13 +118,19 @@ static LLVMValueRef group_row_work(Cg *c, const LfNest *g) {
   return cg_smin(c, sum, i64c(c, 1), true);
 }
 
-/* One nest of a group at the current shared index (x->iv[0..s-1] set). */
-static void emit_group_member(Cg *c, NestCtx *x, int s) {
+/* One nest of a group at the current shared index (x->iv[0..s-1] set);
+ * stream: cpu_group_stream's i1 for the group's last nest, else NULL. */
+static void emit_group_member(Cg *c, NestCtx *x, int s, LLVMValueRef stream) {
   const LfNest *n = x->n;
-  for (int l = s; l < n->rank; l++) x->iv[l] = cg_open_loop(c, x->ub[l]);
-  LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, x, n->value) : cpu_emit_reduce(c, x);
-  cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
-  for (int l = s; l < n->rank; l++) cg_close_loop(c);
+  int open = stream ? n->rank - 1 : n->rank;
+  for (int l = s; l < open; l++) x->iv[l] = cg_open_loop(c, x->ub[l]);
+  if (stream) {
+    cpu_emit_inner_streaming(c, n, x, open, x->ub[open], stream);
+  } else {
+    LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, x, n->value) : cpu_emit_reduce(c, x);
+    cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  }
+  for (int l = s; l < open; l++) cg_close_loop(c);
 }
 
 /* The loops of K.nestI for shared iterations [lo, hi); rt: the first
@@ -144,14 +153,17 @@ static void emit_group_range(Cg *c, const LfNest *g, LLVMValueRef lo, LLVMValueR
     LLVMBuildStore(c->b, j ? LLVMBuildURem(c->b, rest, sh.ub[j], "") : rest, idx[j]);
     if (j) rest = LLVMBuildUDiv(c->b, rest, sh.ub[j], "");
   }
+  LLVMValueRef stream = cpu_group_stream(c, g); /* once per call, before the loops */
   cg_open_loop_from(c, lo, hi);
   for (int j = 0; j < s; j++) {
     LLVMValueRef iv = LLVMBuildLoad2(c->b, c->i64, idx[j], "");
     for (int k = 0; k < g->group; k++) x[k].iv[j] = iv;
   }
-  for (int k = 0; k < g->group; k++) emit_group_member(c, &x[k], s);
+  for (int k = 0; k < g->group; k++)
+    emit_group_member(c, &x[k], s, k == g->group - 1 ? stream : NULL);
   cpu_odometer_step(c, &sh, idx, s);
   cg_close_loop(c);
+  if (stream) cg_intrinsic(c, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
 }
 
 /* Whether group g holds a float sum or mean of an IR reduction (pass

@@ -84,9 +84,20 @@ void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p) {
  * The values, and so the results, are the plain loop's.
  * The nest function ends with an sfence, so the stores are visible before
  * its chunk of the parallel loop counts as done.  x86 only (the CPU
- * backend's targets). */
+ * backend's targets).  A row group (parallel.c) streams its last nest
+ * the same way (cpu_group_stream) when that nest writes a buffer no nest
+ * of the group reads again: layer_norm's result, not softmax's (its last
+ * nest scales the row in place, in cache). */
 #define STREAM_CHUNK_BYTES 256
 #define STREAM_VEC_BYTES 32
+
+/* Whether e loads from buffer buf. */
+static bool reads_buffer(const LfExpr *e, int buf) {
+  if (e->kind == LFE_LOAD && e->acc.buf == buf) return true;
+  for (int a = 0; a < e->nargs; a++)
+    if (reads_buffer(e->args[a], buf)) return true;
+  return false;
+}
 
 /* Whether n's innermost loop (virtual loop nopen - 1 of vl, p of them
  * parallel) may stream. */
@@ -111,6 +122,23 @@ static LLVMValueRef stream_wanted(Cg *c, const LfNest *n, const VLoops *vl) {
   return LLVMBuildICmp(c->b, LLVMIntSGE, bytes, min, "");
 }
 
+LLVMValueRef cpu_group_stream(Cg *c, const LfNest *g) {
+  const LfNest *n = &g[g->group - 1];
+  int last = n->rank - 1;
+  if (g->group < 2 || n->reduce != OP_COUNT || lf_is_scan(n) || last < g->shared ||
+      n->store.rt_strides || n->store.lin_rank || n->store.ndyn ||
+      !sym_is(n->store.stride[last], 1) || reads_buffer(n->value, n->store.buf))
+    return NULL;
+  char *t = LLVMGetDefaultTargetTriple(); /* "host" may be another ISA: sfence is x86's */
+  bool x86 = !strncmp(t, "x86_64", 6);
+  LLVMDisposeMessage(t);
+  if (!x86) return NULL;
+  LLVMValueRef bytes = i64c(c, (long long)dtype_size(n->dtype));
+  for (int l = 0; l < n->rank; l++) bytes = LLVMBuildMul(c->b, bytes, cg_sym_val(c, n->shape[l]), "");
+  LLVMValueRef min = call(c, cg_fdecl(c, "tdsl_stream_min_bytes", c->i64, NULL, 0, 0), NULL, 0);
+  return LLVMBuildICmp(c->b, LLVMIntSGE, bytes, min, "");
+}
+
 /* A plain loop of n's innermost loop var over [lo, hi). */
 static void emit_inner_plain(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef lo,
                              LLVMValueRef hi) {
@@ -125,8 +153,8 @@ static void emit_inner_plain(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMVa
  * then chunks of STREAM_CHUNK values computed into a stack buffer and
  * copied out with aligned non-temporal vector stores, the rest plain;
  * else plain throughout. */
-static void emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef ub,
-                                 LLVMValueRef stream) {
+void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef ub,
+                              LLVMValueRef stream) {
   LLVMBasicBlockRef yes = block(c, "stream"), no = block(c, "plain"), join = block(c, "joined");
   LLVMBuildCondBr(c->b, stream, yes, no);
   LLVMPositionBuilderAtEnd(c->b, yes);
@@ -210,7 +238,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     }
   }
   int nopen = blocks || cols ? vl->nouter - 1 : vl->nouter; /* blocks, cols: i is theirs */
-  if (stream && !blocks) nopen--; /* the innermost loop is emit_inner_streaming's */
+  if (stream && !blocks) nopen--; /* the innermost loop is cpu_emit_inner_streaming's */
   for (int i = p; i < nopen; i++) {
     LLVMValueRef iv = cg_open_loop(c, vl->ub[i]);
     if (vl->var[i] == VL_BLOCK) blk = iv;
@@ -227,7 +255,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
   } else if (cols) {
     cpu_emit_scan_columns(c, x, vl->var[vl->nouter - 1], i64c(c, 0), vl->ub[vl->nouter - 1]);
   } else if (stream) {
-    emit_inner_streaming(c, n, x, vl->var[nopen], vl->ub[nopen], stream);
+    cpu_emit_inner_streaming(c, n, x, vl->var[nopen], vl->ub[nopen], stream);
   } else if (lf_is_scan(n)) {
     cpu_emit_scan(c, x);
   } else {

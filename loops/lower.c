@@ -513,7 +513,11 @@ static void lower_softmax(Lower *L, IrRef r) {
                     finite_max(L, stats_load(L, bmax, smax, R, id, R)));
     final_nest(L, r, op2(L, OP_EXP, ad, t, NULL));
     int bsum = stats_nest(L, r, red, map, OP_SUM, load(L, r, map, R), ad, ssum);
-    final_nest(L, r, op2(L, OP_DIV, ad, load(L, r, id, R), stats_load(L, bsum, ssum, R, id, R)));
+    /* scaled by the sum's reciprocal, as PyTorch's CPU kernel does
+     * (_vec_softmax_lastdim: tmp_sum = 1 / tmp_sum, then a multiply): a
+     * multiply per element instead of a division */
+    LfExpr *rs = op2(L, OP_DIV, ad, fconst(L, 1, ad), stats_load(L, bsum, ssum, R, id, R));
+    final_nest(L, r, op2(L, OP_MUL, ad, load(L, r, id, R), rs));
     row_group(L, first, R > 0 ? (int)(dim < 0 ? dim + R : dim) : 0);
     return;
   }
