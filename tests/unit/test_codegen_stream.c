@@ -5,7 +5,9 @@
  * outputs of each element size (bool, f16, f32, f64, i64), lengths around
  * the chunk and vector sizes, and outputs not aligned to 32 bytes, are the
  * same at 1, 2 and 3 threads, and are bitwise the results of the same
- * kernels with streaming off (TDSL_STREAM_MIN_BYTES huge).
+ * kernels with streaming off (TDSL_STREAM_MIN_BYTES huge).  The same for
+ * the last nest of a row group (cpu_group_stream: layer_norm's result, a
+ * hand-written RMSNorm's), and softmax's group, which does not stream.
  * Needs: codegen_util.h (tdslc, a C compiler, the runtime sources). */
 #include "codegen_util.h"
 
@@ -158,6 +160,73 @@ START_TEST(threshold_from_the_cache) {
 }
 END_TEST
 
+static const char rows[] =
+    "kernel ln(x: f32[M, K], g: f32[K], b: f32[K]) -> f32[M, K] {\n"
+    "  return layer_norm(x, [K], g, b)\n"
+    "}\n"
+    "kernel rms(x: f32[M, K], w: f32[K]) -> f32[M, K] {\n"
+    "  return x * rsqrt((x * x).mean(-1, keepdim=true) + 1e-6) * w\n"
+    "}\n"
+    "kernel sm(x: f32[M, K]) -> f32[M, K] {\n"
+    "  return softmax(x, dim=-1)\n"
+    "}\n";
+
+/* Occurrences of "movnt" in tdslc's assembly of kernel k of rows. */
+static int row_movnt(const char *k) {
+  char cmd[1024], path[] = "/tmp/tdsl_stream_XXXXXX", file[128];
+  ck_assert_ptr_nonnull(mkdtemp(path));
+  snprintf(file, sizeof file, "%s/s.tdsl", path);
+  write_text(file, rows);
+  snprintf(cmd, sizeof cmd, "%s %s --kernel=%s --emit=asm -o - | grep -c movnt > %s/n.txt",
+           TDSL_TDSLC, file, k, path);
+  sh(cmd); /* grep -c exits 1 when it counts 0 */
+  snprintf(file, sizeof file, "%s/n.txt", path);
+  FILE *f = fopen(file, "r");
+  int n = -1;
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
+  sh(cmd);
+  return n;
+}
+
+START_TEST(row_groups_stream) {
+  ck_assert_int_ge(row_movnt("ln"), 1);
+  ck_assert_int_ge(row_movnt("rms"), 1);
+  ck_assert_int_eq(row_movnt("sm"), 0); /* its last nest scales the row in place */
+  Lib S, P;
+  build(&S, rows, "ln");
+  build(&P, rows, "ln");
+  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
+  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(&P, "tdsl_stream_min_bytes");
+  ck_assert(plain_min() == 999999999999999);
+  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
+  const int64_t ks[] = {1, 7, 64, 100, 300};
+  for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+    for (int64_t off = 0; off < 3; off += 2) {
+      int64_t xs[2] = {37, ks[i]}, ws[1] = {ks[i]};
+      Ten in[3], o1, o2;
+      ten(&in[0], DT_F32, 2, xs, NULL, 0, false);
+      ten(&in[1], DT_F32, 1, ws, NULL, 0, false);
+      ten(&in[2], DT_F32, 1, ws, NULL, 0, false);
+      out_at(&o1, DT_F32, 2, xs, off);
+      out_at(&o2, DT_F32, 2, xs, off);
+      threads_and_reference(&S, "ln", in, 3, &o1, 1, true);
+      call_ok(&P, "ln", in, 3, &o2, 1);
+      ck_assert(same_bytes(&o1, &o2));
+      threads_and_reference(&S, "rms", in, 2, &o1, 1, true);
+      call_ok(&P, "rms", in, 2, &o2, 1);
+      ck_assert(same_bytes(&o1, &o2));
+      threads_and_reference(&S, "sm", in, 1, &o1, 1, true);
+      for (int k = 0; k < 3; k++) ten_free(&in[k]);
+      ten_free(&o1), ten_free(&o2);
+    }
+  unbuild_pool(&S);
+  unbuild_pool(&P);
+}
+END_TEST
+
 static Suite *stream_suite(void) {
   Suite *s = suite_create("codegen_stream");
   TCase *tc = tcase_create("core");
@@ -165,6 +234,7 @@ static Suite *stream_suite(void) {
   tcase_add_test(tc, code_streams);
   tcase_add_test(tc, streamed_equals_interpreter);
   tcase_add_test(tc, streamed_equals_plain);
+  tcase_add_test(tc, row_groups_stream);
   tcase_add_test(tc, threshold_from_the_cache);
   suite_add_tcase(s, tc);
   return s;
