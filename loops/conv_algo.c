@@ -56,10 +56,13 @@ static bool sym_is_product(const Sym *s, const Sym *a, const Sym *b) {
   return true;
 }
 
-/* A 1x1 conv that is a plain GEMM per image (cpu/conv_1x1.c): one
- * group, stride 1, no padding, the pixels of the input and the output
- * one dim each (row stride = width * column stride), and a bias only
- * where it can be added to f32/f64 outputs after the sum. */
+/* A 1x1 conv that is a plain GEMM per image (cpu/conv_1x1.c): an NCHW
+ * output, one group, stride 1, no padding, the pixels of the input and
+ * the output one dim each (row stride = width * column stride), and a
+ * bias only where it can be added to f32/f64 outputs after the sum.  A
+ * channels-last output stays the implicit GEMM: there the pixels are A,
+ * whose im2col packing copies runs of channels, and the plain GEMM's
+ * per-element packing of A measured slower (bench/README.md). */
 static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, int unit) {
   const IrValue *x = ir_val(k, v->args[0]), *w = ir_val(k, v->args[1]);
   const LfAccess *xa = &n->opnd[0], *o = &n->cstore;
@@ -73,7 +76,7 @@ static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, in
       !sym_is_product(o->stride[R - 2], n->shape[R - 1], o->stride[R - 1]))
     return false;
   bool f = n->cdtype == DT_F32 || n->cdtype == DT_F64;
-  return unit && (!(v->flags & IRF_BIAS) || (f && ir_val(k, v->args[2])->dtype == n->cdtype));
+  return unit == 2 && (!(v->flags & IRF_BIAS) || (f && ir_val(k, v->args[2])->dtype == n->cdtype));
 }
 
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
