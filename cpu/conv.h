@@ -4,7 +4,10 @@
  *                     LF_CONV_DEPTHWISE), any channel multiplier;
  *   conv_direct.c     one group (LF_CONV_DIRECT), channels-last or NCHW
  *                     output: register-blocked over output channels and
- *                     pixels, no im2col buffer.
+ *                     pixels, no im2col buffer;
+ *   conv_1x1.c        a 1x1 conv at stride 1 with an NCHW output
+ *                     (LF_CONV_1X1) as a matmul per image through
+ *                     cg_emit_matmul (its pool).
  * Each takes the same run-time descriptions as the GEMM (GemmTensor, the
  * seven conv attributes), packs its weights (and bias) once per call in
  * the memory the kernel allocated at entry (GemmEmit.pool, sized by the
@@ -47,5 +50,18 @@ LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
 LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
                                  const GemmTensor *bias, const GemmTensor *out,
                                  LLVMValueRef attr[7], bool channels_last);
+
+/* The 1x1 conv's packing memory: the matmul's (cg_matmul_pool_bytes). */
+LLVMValueRef cg_conv_1x1_pool_bytes(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                                    const GemmTensor *out, LLVMValueRef *threads);
+
+/* out = conv2d(x, w, bias) for a conv lf_conv_algo made LF_CONV_1X1
+ * (1x1 weights, stride 1, no padding, one group, an NCHW output, the
+ * pixels of x and out one dim each, a bias only for f32/f64 outputs),
+ * as cg_emit_conv2d;
+ * prologues (GemmEmit.pro) are not taken.  Returns cg_emit_matmul's
+ * i32. */
+LLVMValueRef cg_emit_conv_1x1(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
+                              const GemmTensor *bias, const GemmTensor *out);
 
 #endif

@@ -109,6 +109,8 @@ void cpu_setup_gemm_pools(Cg *c) {
       bytes = cg_conv_dw_pool_bytes(&e, &t[1], &out, gemm_cl(n), &nt);
     else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DIRECT)
       bytes = cg_conv_direct_pool_bytes(&e, &t[1], &out, gemm_cl(n), &nt);
+    else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_1X1)
+      bytes = cg_conv_1x1_pool_bytes(&e, &t[0], &t[1], &out, &nt);
     else bytes = cg_conv2d_pool_bytes(&e, &t[0], &t[1], &out, attr, gemm_cl(n), &nt);
     LLVMTypeRef ps[2] = {c->i64, c->i64};
     LLVMValueRef a[2] = {bytes, i64c(c, 64)};
@@ -146,6 +148,8 @@ void cpu_emit_gemm_nest(Cg *c, const LfNest *n) {
     rc = cg_emit_conv_depthwise(&e, &t[0], &t[1], bias, &out, attr, conv_mult(c, n), gemm_cl(n));
   else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_DIRECT)
     rc = cg_emit_conv_direct(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
+  else if (lf_conv_algo(c->k, n, c->target) == LF_CONV_1X1)
+    rc = cg_emit_conv_1x1(&e, &t[0], &t[1], bias, &out);
   else
     rc = cg_emit_conv2d(&e, &t[0], &t[1], bias, &out, attr, gemm_cl(n));
   cg_check_rc(c, rc);

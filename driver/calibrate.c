@@ -59,25 +59,35 @@
 #define MAX_ROUNDS 15
 
 /* The conv kernels of layout `suffix` (nchw, nhwc: each module's kernels
- * have their own names), the 7x7/2 one over hw7 x hw7 images; inputs and
- * results are strided: the caller passes either layout.  Malloc'd. */
+ * have their own names), the 7x7/2 one over hw7 x hw7 images, one per
+ * input layout (`_nchw`, `_nhwc` after the conv's name): x and the result
+ * declared dense in their layouts (the result in the conv's), so each
+ * kernel runs the algorithm (loops/conv_algo.c) a program with those
+ * layouts gets; declared strided, the NCHW 3x3 and 1x1 convs would run
+ * the implicit GEMM instead of the direct kernel and the plain 1x1 GEMM.
+ * Malloc'd. */
 static char *conv_source(const char *suffix, long long hw7) {
   char *s = NULL;
   size_t n = 0;
   FILE *f = open_memstream(&s, &n);
   if (!f) ICE("out of memory");
-  fprintf(f,
-          "# tdslc --calibrate: convolutions (driver/calibrate.c)\n"
-          "kernel conv3_%s(x: f32[N, C, H, W] strided, w: f32[O, C, 3, 3]) "
-          "-> f32[N, O, H, W] strided {\n"
-          "  return conv2d(x, w, padding=1)\n}\n"
-          "kernel conv1_%s(x: f32[N, C, H, W] strided, w: f32[O, C, 1, 1]) "
-          "-> f32[N, O, H, W] strided {\n"
-          "  return conv2d(x, w)\n}\n"
-          "kernel conv7_%s(x: f32[N, 3, %lld, %lld] strided, w: f32[O, 3, 7, 7]) "
-          "-> f32[N, O, %lld, %lld] strided {\n"
-          "  return conv2d(x, w, stride=2, padding=3)\n}\n",
-          suffix, suffix, suffix, hw7, hw7, (hw7 + 1) / 2, (hw7 + 1) / 2);
+  const char *out = strcmp(suffix, "nhwc") ? "" : " channels_last";
+  fprintf(f, "# tdslc --calibrate: convolutions (driver/calibrate.c)\n");
+  for (int i = 0; i < 2; i++) {
+    const char *in = i ? "nhwc" : "nchw", *inl = i ? " channels_last" : "";
+    fprintf(f,
+            "kernel conv3_%s_%s(x: f32[N, C, H, W]%s, w: f32[O, C, 3, 3]) "
+            "-> f32[N, O, H, W]%s {\n"
+            "  return conv2d(x, w, padding=1)\n}\n"
+            "kernel conv1_%s_%s(x: f32[N, C, H, W]%s, w: f32[O, C, 1, 1]) "
+            "-> f32[N, O, H, W]%s {\n"
+            "  return conv2d(x, w)\n}\n"
+            "kernel conv7_%s_%s(x: f32[N, 3, %lld, %lld]%s, w: f32[O, 3, 7, 7]) "
+            "-> f32[N, O, %lld, %lld]%s {\n"
+            "  return conv2d(x, w, stride=2, padding=3)\n}\n",
+            suffix, in, inl, out, suffix, in, inl, out, suffix, in, hw7, hw7, inl,
+            (hw7 + 1) / 2, (hw7 + 1) / 2, out);
+  }
   if (fclose(f)) ICE("out of memory");
   return s;
 }
@@ -317,7 +327,8 @@ static void conv_free(Conv *v) {
 static void conv_case(Conv *v, Lib libs[2], int L, int I, Case *cs, int *n, char *names,
                       size_t namelen) {
   char sym_name[32];
-  snprintf(sym_name, sizeof sym_name, "%s_%s", v->name, L == CL ? "nhwc" : "nchw");
+  snprintf(sym_name, sizeof sym_name, "%s_%s_%s", v->name, L == CL ? "nhwc" : "nchw",
+           I == CL ? "nhwc" : "nchw");
   char *what = names + (size_t)*n * namelen;
   snprintf(what, namelen, "%s %s conv, %s input", v->name, L == CL ? "channels-last" : "NCHW",
            I == CL ? "channels_last" : "NCHW");

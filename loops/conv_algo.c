@@ -1,6 +1,6 @@
 /* conv_algo.c — which algorithm a target's code runs for a conv2d nest
- * (loops.h lf_conv_algo): the implicit GEMM, the depthwise kernel or the
- * direct kernel.  The choice is made from the nest's static facts alone
+ * (loops.h lf_conv_algo): the implicit GEMM, the depthwise kernel, the
+ * direct kernel or the 1x1 conv as a plain GEMM.  The choice is made from the nest's static facts alone
  * (weight shape, groups, output strides, prologues), so the loop form's
  * printer (print.c, the report) and the CPU backend (cpu/gemm_nest.c)
  * always agree on it.
@@ -19,10 +19,71 @@ static int out_unit(const LfNest *n) {
   return 0;
 }
 
+/* s as one monomial coef * atoms[0..*n) (a constant, an atom such as a
+ * symbol or a `//`, or a one-term polynomial), at most 8 atoms. */
+static bool monomial(const Sym *s, int64_t *coef, const Sym **atoms, int *n) {
+  int64_t c0 = 0;
+  int nt = 0;
+  const Sym *const *at;
+  switch (sym_form(s, &c0, NULL, NULL, NULL, &nt)) {
+  case SYMF_CONST: *coef = c0, *n = 0; return true;
+  case SYMF_POLY:
+    if (c0 || nt != 1) return false;
+    sym_term(s, 0, coef, n, &at);
+    if (*n > 8) return false;
+    for (int i = 0; i < *n; i++) atoms[i] = at[i];
+    return true;
+  case SYMF_ADD: case SYMF_MUL: return false;
+  default: *coef = 1, *n = 1, atoms[0] = s; return true;
+  }
+}
+
+/* Whether s == a * b, for monomials (canonical forms compared as a
+ * coefficient and a multiset of atoms; false when not sure). */
+static bool sym_is_product(const Sym *s, const Sym *a, const Sym *b) {
+  int64_t cs, ca, cb;
+  const Sym *as[8], *aa[16];
+  int ns, na, nb;
+  if (!monomial(s, &cs, as, &ns) || !monomial(a, &ca, aa, &na) || !monomial(b, &cb, aa + na, &nb) ||
+      ca * cb != cs || na + nb != ns)
+    return false;
+  for (int i = 0; i < ns; i++) { /* each atom of s takes one equal atom of a * b */
+    int j = 0;
+    while (j < na + nb && aa[j] != as[i]) j++;
+    if (j == na + nb) return false;
+    aa[j] = NULL;
+  }
+  return true;
+}
+
+/* A 1x1 conv that is a plain GEMM per image (cpu/conv_1x1.c): an NCHW
+ * output, one group, stride 1, no padding, the pixels of the input and
+ * the output one dim each (row stride = width * column stride), and a
+ * bias only where it can be added to f32/f64 outputs after the sum.  A
+ * channels-last output stays the implicit GEMM: there the pixels are A,
+ * whose im2col packing copies runs of channels, and the plain GEMM's
+ * per-element packing of A measured slower (bench/README.md). */
+static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, int unit) {
+  const IrValue *x = ir_val(k, v->args[0]), *w = ir_val(k, v->args[1]);
+  const LfAccess *xa = &n->opnd[0], *o = &n->cstore;
+  int R = n->rank;
+  for (int i = 0; i < 4; i++)
+    if (!sym_is(v->attrs[i], i < 2)) return false;
+  if (!sym_is(v->attrs[6], 1) || !sym_is(w->shape[2], 1) || !sym_is(w->shape[3], 1) ||
+      xa->rt_strides || xa->buf < 0)
+    return false;
+  if (!sym_is_product(xa->stride[R - 2], x->shape[R - 1], xa->stride[R - 1]) ||
+      !sym_is_product(o->stride[R - 2], n->shape[R - 1], o->stride[R - 1]))
+    return false;
+  bool f = n->cdtype == DT_F32 || n->cdtype == DT_F64;
+  return unit == 2 && (!(v->flags & IRF_BIAS) || (f && ir_val(k, v->args[2])->dtype == n->cdtype));
+}
+
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   if (n->reduce != OP_CONV2D || strcmp(t->name, "cpu") != 0) return LF_CONV_GEMM;
   const IrValue *v = ir_val(k, n->gemm), *w = ir_val(k, v->args[1]);
   if (n->pro[0] || n->pro[1] || !out_unit(n)) return LF_CONV_GEMM;
+  if (is_gemm_1x1(k, n, v, out_unit(n))) return LF_CONV_1X1;
   /* depthwise: one input channel per group, more than one group (one
    * group with one input channel is a GEMM with K = KH * KW) */
   if (sym_is(w->shape[1], 1) && !sym_is(v->attrs[6], 1)) return LF_CONV_DEPTHWISE;
@@ -52,6 +113,7 @@ const char *lf_conv_algo_name(LfConvAlgo a) {
   switch (a) {
   case LF_CONV_DEPTHWISE: return "depthwise";
   case LF_CONV_DIRECT: return "direct";
+  case LF_CONV_1X1: return "GEMM (1x1, no im2col)";
   default: return "implicit GEMM";
   }
 }

@@ -412,10 +412,11 @@ bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int
 
 /* The algorithm a target's code runs for conv2d nest n (conv_algo.c):
  * the implicit GEMM (every conv, and every nest of a non-CPU target), a
- * depthwise kernel (one input channel per group, several groups) or a
- * direct kernel; from static facts only, so the loop form and the
+ * depthwise kernel (one input channel per group, several groups), a
+ * direct kernel, or a plain GEMM per image for a 1x1 conv at stride 1
+ * with an NCHW output (no im2col); from static facts only, so the loop form and the
  * backend agree. */
-typedef enum LfConvAlgo { LF_CONV_GEMM, LF_CONV_DEPTHWISE, LF_CONV_DIRECT } LfConvAlgo;
+typedef enum LfConvAlgo { LF_CONV_GEMM, LF_CONV_DEPTHWISE, LF_CONV_DIRECT, LF_CONV_1X1 } LfConvAlgo;
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t);
 const char *lf_conv_algo_name(LfConvAlgo a);
 

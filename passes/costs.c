@@ -47,10 +47,31 @@ static const PassCosts rows[] = {
      * the same copy into a channels_last output in 3.84 ms (f_strided
      * 6.7).  The fusion budget: exp(x) (cost 9) read twice is cheaper
      * recomputed, exp(exp(x)) (17) stored (tests/unit/test_passes_opt.c
-     * fuse_multi_use_budget). */
+     * fuse_multi_use_budget).
+     * Re-derived later for the kernels that replaced the implicit GEMM
+     * (on the 2-core AMD EPYC Zen 3 VM, AVX2, loaded by other builds, so
+     * as ratios measured side by side):
+     *   3x3 over 64 channels runs the direct kernel (cpu/conv_direct.c)
+     *     in both layouts: tdslc --calibrate (driver/calibrate.c, whose
+     *     kernels then ran the same algorithms as dense programs), five
+     *     runs, per-run NCHW rate / channels-last rate 0.70, 0.39, 0.35,
+     *     0.57, 0.72: median 0.57, so conv_eff_nchw_kxk 0.57 against
+     *     channels-last's 1.00.  bench/run.sh's layout table agrees in
+     *     kind (conv3x3_nchw: the --layout=nhwc build, transposes
+     *     included, 49.3 ms against 63.9 NCHW); with this row
+     *     choose-layout gives that kernel channels-last (NCHW wins only
+     *     above an efficiency of about 0.89).
+     *   1x1 with an NCHW output is a plain GEMM per image
+     *     (cpu/conv_1x1.c); bench's conv1x1 [32,64,56,56], 3 interleaved
+     *     rounds, medians: --layout=nchw 29.4 ms, --layout=nhwc (the
+     *     channels-last implicit GEMM, unchanged) 53.2 ms, so
+     *     conv_eff_nchw_1x1 = 0.375 * 53.2 / 29.4 = 0.68.  (--calibrate's
+     *     1x1 case, 4 images that stay in the L3 cache, is not this
+     *     shape's: its channels-last times were 2.0-2.2 ms against NCHW
+     *     2.5-4.6, while out of cache the NCHW GEMM is 1.8x faster.) */
     {.name = "cpu", .gflops = 55.0, .bw_gbs = 22.0, .f_strided = 6.7,
-     .conv_eff_nchw_1x1 = 0.52, .conv_eff_nhwc_1x1 = 0.375,
-     .conv_eff_nchw_kxk = 1.00, .conv_eff_nhwc_kxk = 1.00,
+     .conv_eff_nchw_1x1 = 0.68, .conv_eff_nhwc_1x1 = 0.375,
+     .conv_eff_nchw_kxk = 0.57, .conv_eff_nhwc_kxk = 1.00,
      .conv_eff_nchw_fewc = 0.665, .conv_eff_nhwc_fewc = 0.244, .few_channels = 16,
      .ns_gather_kxk = 0.55, .ns_gather_1x1 = 0.18, .ns_runs_kxk = 0.04, .ns_runs_1x1 = 0.16,
      .fuse_multi_use_budget = 12},

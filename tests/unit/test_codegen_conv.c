@@ -14,6 +14,13 @@
  * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32, for
  * channels-last and for NCHW outputs (vectors of output columns, the
  * border vectors masked); and
+ * 1x1 convs at stride 1 with NCHW outputs as a plain GEMM per image
+ * (cpu/conv_1x1.c): inputs in either layout, odd channel counts (13 of
+ * 7, 37 of 9), batch 3 and unbatched, 3 output channels (the small-M
+ * path), a bias with relu after it, an epilogue without bias, f64 and
+ * i32, and the fallbacks (a sliced input whose rows are not one dim with
+ * its columns, stride 2, an f16 bias) that stay implicit GEMMs; the same
+ * 1x1 convs with channels-last outputs (implicit GEMMs);
  * the loop form naming the algorithm (loops/conv_algo.c).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
@@ -294,6 +301,114 @@ START_TEST(direct_nchw) {
 }
 END_TEST
 
+/* ---- 1x1: a plain GEMM (NCHW outputs) ------------------------------------------ */
+
+static const char *G1_NCHW =
+    "kernel g1n(x: f32[3, 7, 9, 11], w: f32[13, 7, 1, 1], b: f32[13], y: f32[9, 5, 8], "
+    "wy: f32[37, 9, 1, 1], by: f32[37], wz: f32[3, 7, 1, 1], "
+    "xc: f32[3, 7, 9, 11] channels_last) -> "
+    "(f32[3, 13, 9, 11], f32[37, 5, 8], f32[3, 13, 9, 11], f32[3, 3, 9, 11], f32[3, 13, 9, 10], "
+    "f32[3, 13, 5, 6], f32[3, 13, 9, 11]) {\n"
+    "  return relu(conv2d(x, w, b)), conv2d(y, wy, by), "
+    "hardswish(conv2d(x, w) * 2.5 + 0.5), conv2d(x, wz), "
+    "conv2d(x[:, :, :, 1:], w, b), conv2d(x, w, None, 2), relu(conv2d(xc, w, b))\n}\n"
+    "kernel g1d(a: f64[2, 9, 4, 5], wa: f64[6, 9, 1, 1], ba: f64[6], i: i32[2, 8, 3, 7], "
+    "wi: i32[5, 8, 1, 1], h: f16[1, 8, 3, 5], wh: f16[4, 8, 1, 1], bh: f16[4]) -> "
+    "(f64[2, 6, 4, 5], i32[2, 5, 3, 7], f16[1, 4, 3, 5]) {\n"
+    "  return conv2d(a, wa, ba), conv2d(i, wi), conv2d(h, wh, bh)\n}\n";
+
+static const char *G1_CL =
+    "kernel g1c(x: f32[3, 7, 9, 11] channels_last, w: f32[13, 7, 1, 1], b: f32[13], "
+    "y: f32[1, 9, 5, 8] channels_last, wy: f32[37, 9, 1, 1], by: f32[37], wz: f32[3, 7, 1, 1], "
+    "xn: f32[3, 7, 9, 11]) -> "
+    "(f32[3, 13, 9, 11] channels_last, f32[1, 37, 5, 8] channels_last, "
+    "f32[3, 3, 9, 11] channels_last, f32[3, 13, 9, 11] channels_last, "
+    "f32[3, 13, 9, 10] channels_last) {\n"
+    "  return relu(conv2d(x, w, b)), conv2d(y, wy, by), conv2d(x, wz), relu(conv2d(xn, w, b)), "
+    "conv2d(x[:, :, :, 1:], w, b)\n}\n"
+    "kernel g1e(a: f64[2, 9, 4, 5] channels_last, wa: f64[6, 9, 1, 1], ba: f64[6], "
+    "i: i32[2, 8, 3, 7] channels_last, wi: i32[5, 8, 1, 1]) -> "
+    "(f64[2, 6, 4, 5] channels_last, i32[2, 5, 3, 7] channels_last) {\n"
+    "  return conv2d(a, wa, ba), conv2d(i, wi)\n}\n";
+
+START_TEST(gemm_1x1_nchw) {
+  static const int64_t si[8][4] = {{3, 7, 9, 11}, {13, 7, 1, 1}, {13}, {9, 5, 8}, {37, 9, 1, 1},
+                                   {37}, {3, 7, 1, 1}, {3, 7, 9, 11}};
+  static const int rk[8] = {4, 4, 1, 3, 4, 1, 4, 4};
+  static const int64_t so[7][4] = {{3, 13, 9, 11}, {37, 5, 8}, {3, 13, 9, 11}, {3, 3, 9, 11},
+                                   {3, 13, 9, 10}, {3, 13, 5, 6}, {3, 13, 9, 11}};
+  static const int ro[7] = {4, 3, 4, 4, 4, 4, 4};
+  static const int64_t sd[8][4] = {{2, 9, 4, 5}, {6, 9, 1, 1}, {6}, {2, 8, 3, 7}, {5, 8, 1, 1},
+                                   {1, 8, 3, 5}, {4, 8, 1, 1}, {4}};
+  static const int rd[8] = {4, 4, 1, 4, 4, 4, 4, 1};
+  static const DType dd[8] = {DT_F64, DT_F64, DT_F64, DT_I32, DT_I32, DT_F16, DT_F16, DT_F16};
+  static const int64_t sdo[3][4] = {{2, 6, 4, 5}, {2, 5, 3, 7}, {1, 4, 3, 5}};
+  static const DType ddo[3] = {DT_F64, DT_I32, DT_F16};
+  static const char *const flags[3] = {"--layout=nchw", "--target=x86-64 --layout=nchw",
+                                       "-O0 --layout=nchw"};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, G1_NCHW, "g1n", flags[t]);
+    Ten in[8], out[7];
+    for (int i = 0; i < 8; i++) {
+      if (i == 7) cl_ten(&in[i], DT_F32, 4, si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 7; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
+    run_and_compare_k(&L, "g1n", in, 8, out, 7, false, 9);
+    if (t == 0) same_at_threads(&L, "g1n", in, 8, out, 7);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 7; i++) ten_free(&out[i]);
+    for (int i = 0; i < 8; i++) ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
+    for (int i = 0; i < 3; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
+    run_and_compare_k(&L, "g1d", in, 8, out, 3, false, 9);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 3; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+START_TEST(conv_1x1_channels_last) {
+  static const int64_t si[8][4] = {{3, 7, 9, 11}, {13, 7, 1, 1}, {13}, {1, 9, 5, 8},
+                                   {37, 9, 1, 1}, {37}, {3, 7, 1, 1}, {3, 7, 9, 11}};
+  static const int rk[8] = {4, 4, 1, 4, 4, 1, 4, 4};
+  static const int64_t so[5][4] = {{3, 13, 9, 11}, {1, 37, 5, 8}, {3, 3, 9, 11}, {3, 13, 9, 11},
+                                   {3, 13, 9, 10}};
+  static const int ro[5] = {4, 4, 4, 4, 4};
+  static const int64_t sd[5][4] = {{2, 9, 4, 5}, {6, 9, 1, 1}, {6}, {2, 8, 3, 7}, {5, 8, 1, 1}};
+  static const int rd[5] = {4, 4, 1, 4, 4};
+  static const DType dd[5] = {DT_F64, DT_F64, DT_F64, DT_I32, DT_I32};
+  static const int64_t sdo[2][4] = {{2, 6, 4, 5}, {2, 5, 3, 7}};
+  static const DType ddo[2] = {DT_F64, DT_I32};
+  static const char *const flags[3] = {"--layout=nhwc", "--target=x86-64 --layout=nhwc",
+                                       "-O0 --layout=nhwc"};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, G1_CL, "g1c", flags[t]);
+    Ten in[8], out[5];
+    for (int i = 0; i < 8; i++) {
+      if (i == 0 || i == 3) cl_ten(&in[i], DT_F32, rk[i], si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 5; i++) cl_ten(&out[i], DT_F32, ro[i], so[i], true);
+    run_and_compare_k(&L, "g1c", in, 8, out, 5, false, 9);
+    if (t == 0) same_at_threads(&L, "g1c", in, 8, out, 5);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
+    for (int i = 0; i < 5; i++) {
+      if (i == 0 || i == 3) cl_ten(&in[i], dd[i], rd[i], sd[i], false);
+      else ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
+    }
+    for (int i = 0; i < 2; i++) cl_ten(&out[i], ddo[i], 4, sdo[i], true);
+    run_and_compare_k(&L, "g1e", in, 5, out, 2, false, 9);
+    for (int i = 0; i < 5; i++) ten_free(&in[i]);
+    for (int i = 0; i < 2; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- the loop form names the algorithm ------------------------------------ */
 
 static int loops_count(const char *src, const char *flags, const char *what) {
@@ -325,13 +440,19 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
   ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
-  /* 1x1, 3 input channels and NCHW outputs at stride 2 stay GEMMs */
+  /* 3 input channels and NCHW outputs at stride 2 stay implicit GEMMs;
+   * the 1x1 with an NCHW output is a plain one */
   static const char *gemms =
       "kernel k(x: f32[1, 8, 8, 8] channels_last, w: f32[6, 8, 1, 1], y: f32[1, 3, 8, 8] channels_last, "
       "w3: f32[6, 3, 3, 3], w8: f32[6, 8, 3, 3]) -> (f32[1, 6, 8, 8] channels_last, "
       "f32[1, 6, 6, 6] channels_last, f32[1, 6, 3, 3]) {\n"
       "  return conv2d(x, w), conv2d(y, w3), conv2d(x, w8, None, 2)\n}\n";
-  ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: implicit GEMM"), 3);
+  ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: implicit GEMM"), 2);
+  ck_assert_int_eq(loops_count(gemms, "--layout=nchw", "algorithm: GEMM (1x1, no im2col)"), 1);
+  /* sliced rows, stride 2 and the f16 bias stay implicit GEMMs */
+  ck_assert_int_eq(loops_count(G1_NCHW, "--layout=nchw", "algorithm: GEMM (1x1, no im2col)"), 7);
+  ck_assert_int_eq(loops_count(G1_NCHW, "--layout=nchw", "algorithm: implicit GEMM"), 3);
+  ck_assert_int_eq(loops_count(G1_CL, "--layout=nhwc", "algorithm: implicit GEMM"), 7);
 }
 END_TEST
 
@@ -345,6 +466,8 @@ static Suite *suite(void) {
   tcase_add_test(t, direct_channels_last);
   tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, direct_nchw);
+  tcase_add_test(t, gemm_1x1_nchw);
+  tcase_add_test(t, conv_1x1_channels_last);
   tcase_add_test(t, loop_form_algorithm);
   suite_add_tcase(s, t);
   return s;
