@@ -284,6 +284,54 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   return pend;
 }
 
+/* An A panel whose rows run along K (X_AP == 1: a row-major A), as
+ * vectors: for each VW K indices, the panel's rows in groups of VW are
+ * loaded as runs of K (rows past nvalid repeat the last valid row and
+ * become zeros), transposed in registers (transpose) and stored as VW
+ * panel rows of the group's lanes (a <rows x T> store each).  Returns
+ * the K index where the caller's scalar loop goes on (the K tail, or 0
+ * when this path does not apply). */
+static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef i0,
+                                LLVMValueRef nvalid, LLVMValueRef kc) {
+  int n = g->vw;
+  LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_AP), k64(g, 1), "");
+  LLVMValueRef pend = LLVMBuildSelect(g->b, ok, sub(g, kc, srem(g, kc, k64(g, n))), k64(g, 0), "");
+  LLVMValueRef base = getp(g, cx, X_A), si = get(g, cx, X_AI);
+  LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), get(g, cx, X_PC)), last = sub(g, nvalid, k64(g, 1));
+  LLVMTypeRef st = gemm_storage(g, g->ad), sv = vec_of(st, n);
+  LLVMValueRef rowo[64], live[64];
+  for (int r = 0; r < g->mr; r++) { /* each lane's row offset, clamped to the last valid row */
+    LLVMValueRef rr = imin(g, k64(g, r), last);
+    rowo[r] = add(g, src0, mul(g, add(g, i0, rr), si));
+    live[r] = lt(g, k64(g, r), nvalid);
+  }
+  GLoop lp;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
+  for (int r0 = 0; r0 < g->mr; r0 += n) {
+    int rows = g->mr - r0 < n ? g->mr - r0 : n;
+    LLVMValueRef v[64], idx[64];
+    for (int i = 0; i < n; i++) {
+      if (i >= rows) {
+        v[i] = LLVMGetUndef(g->vt);
+        continue;
+      }
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, rowo[r0 + i], p)), "");
+      LLVMSetAlignment(x, (unsigned)dtype_size(g->ad));
+      v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
+    }
+    transpose(g, v, n);
+    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
+    for (int j = 0; j < n; j++) {
+      LLVMValueRef x = rows == n ? v[j] : LLVMBuildShuffleVector(g->b, v[j], LLVMGetUndef(g->vt), mask, "");
+      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0)));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x, d), (unsigned)dtype_size(g->cd));
+    }
+  }
+  gemm_loop_close(g, &lp);
+  return pend;
+}
+
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
  * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
  * MAT and WEIGHT operands here, IM2COL ones above. */
@@ -304,6 +352,7 @@ LLVMValueRef gemm_emit_pack(G *g, int which) {
   LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
   LLVMValueRef pc = get(g, cx, X_PC), p0 = k64(g, 0);
   if (kind == GK_MAT && which) p0 = pack_b_kmajor(g, cx, dst, i0, nvalid, kc);
+  if (kind == GK_MAT && !which) p0 = pack_a_rows(g, cx, dst, i0, nvalid, kc);
   GLoop lp, ll;
   LLVMValueRef kst[3], kv[3], pofs;
   if (kind == GK_WEIGHT) gemm_kwalk_init(g, cx, pc, kst);
