@@ -481,6 +481,49 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
   gemm_loop_close(g, &lg);
 }
 
+/* At the builder (block_body's fused packing, work_split): the B panel
+ * at column j of the current block into dst.  A full panel of a MAT B
+ * with contiguous lanes (X_BI == 1) is copied row by row as vectors,
+ * each row's run two panels on prefetched (the next panels read the
+ * same rows of B: one new line per row and panel, which the hardware
+ * prefetchers do not follow); any other panel goes through pack_b. */
+void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j) {
+  LLVMValueRef kc = get(g, cx, X_KC), jc = get(g, cx, X_JC);
+  LLVMValueRef nvalid = imin(g, k64(g, g->nr), sub(g, get(g, cx, X_NC), j));
+  LLVMBasicBlockRef bc = blk(g, "bpanel_call"), done = blk(g, "bpanel_done");
+  if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
+    LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                    LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, g->nr), ""), "");
+    LLVMBasicBlockRef bv = blk(g, "bpanel_vec");
+    LLVMBuildCondBr(g->b, vec, bv, bc);
+    LLVMPositionBuilderAtEnd(g->b, bv);
+    LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+    LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)), add(g, jc, j));
+    LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
+    GLoop lp;
+    LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, src, k64(g, 2 * g->nr))), LLVMConstInt(g->i32, 0, 0),
+                          LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
+      LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
+      LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, row, k64(g, v * g->vw)));
+      LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
+    }
+    gemm_loop_close(g, &lp);
+    LLVMBuildBr(g->b, done);
+  } else {
+    LLVMBuildBr(g->b, bc);
+  }
+  LLVMPositionBuilderAtEnd(g->b, bc);
+  LLVMValueRef a[5] = {cx, dst, add(g, jc, j), nvalid, kc};
+  call(g, pack_b, a, 5);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+}
+
 /* packb_body(ctx, begin, end): B panels [begin, end) of the current block
  * (pack_b_rows for the full panels of a MAT B with contiguous lanes,
  * unless gemm_lowp.c packs B: K pairs, or half-precision rows). */
