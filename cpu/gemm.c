@@ -8,6 +8,10 @@
  *     one work item per thread (work_split: row blocks, or column chunks
  *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ *   A skinny product (all of M in one row block, N >= 2 M: x @ W with
+ *   up to a few hundred rows) skips the shared B packing: each column
+ *   chunk packs every B panel itself right before its micro-kernels,
+ *   into one slot that stays in L1 (work_split, X_BFUSE).
  * MC, KC and NC come from the cache sizes the runtime reads at the first
  * call (blocking), MR and NV from the target's vector width and the
  * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B

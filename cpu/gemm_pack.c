@@ -5,7 +5,10 @@
  * a prologue's expression per element (emit_pack_pro); the full panels
  * of a MAT B as vectors: with contiguous rows (pack_b_rows) or with
  * lanes contiguous along K, as in x @ w.T, through VW x VW in-register
- * transposes (pack_b_kmajor).
+ * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
+ * along K (a row-major A) through the same transposes (pack_a_rows);
+ * one B panel at a time for block_body's fused packing
+ * (gemm_pack_b_panel).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>
