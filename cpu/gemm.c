@@ -8,6 +8,10 @@
  *     one work item per thread (work_split: row blocks, or column chunks
  *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ *   A skinny product (all of M in one row block, N >= 2 M: x @ W with
+ *   up to a few hundred rows) skips the shared B packing: each column
+ *   chunk packs every B panel itself right before its micro-kernels,
+ *   into one slot that stays in L1 (work_split, X_BFUSE).
  * MC, KC and NC come from the cache sizes the runtime reads at the first
  * call (blocking), MR and NV from the target's vector width and the
  * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B
@@ -361,7 +365,7 @@ static Run make_fns(G *g, const GemmEmit *e) {
   if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
     LLVMValueRef pa = gemm_emit_pack(g, 0), pb = gemm_emit_pack(g, 1);
     r.pack_body = gemm_emit_packb_body(g, pb);
-    r.block_body = gemm_emit_block_body(g, pa);
+    r.block_body = gemm_emit_block_body(g, pa, pb);
   }
   if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
   LLVMDisposeBuilder(g->b);
@@ -379,6 +383,13 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
 
 /* The work items for T threads (M rows, nc columns), every row block
  * at most MC rows (the packed-A buffer's size):
+ *   all of M in one row block, and B's block at least twice A's (nc >=
+ *     2 M: a skinny product, x @ W with a few hundred tokens): *nrb = 1,
+ *     *nch = T column chunks (at most one per NR panel), and *fuse: each
+ *     chunk packs every B panel itself right before its micro-kernels
+ *     (block_body), so the panel is used from L1 and B is read once from
+ *     memory, no separate packing pass; each chunk packs all of A (the
+ *     small operand);
  *   at least T blocks of MC rows: *nrb = their count rounded up to a
  *     multiple of T (at most one per MR panel; even_part makes them as
  *     large as can be), *nch = 1, so each A block is packed once per K
@@ -391,8 +402,10 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
  *     T items; each chunk repacks its A block, which is small.
  * tdsl_parallel_for gives each thread a contiguous run of items, so an
  * item count that is a multiple of T balances.  Only the split of the
- * work depends on T: every tile sums the same products in the same order. */
-static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb, LLVMValueRef *nch) {
+ * work depends on T: every tile sums the same products in the same order
+ * (and every packed panel holds the same values). */
+static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb,
+                       LLVMValueRef *nch, LLVMValueRef *fuse) {
   LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                                  g->i64, "");
   T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
@@ -403,10 +416,15 @@ static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, L
   LLVMValueRef fewrb = LLVMBuildSelect(g->b, rows_ok, T, rb, "");
   *nrb = LLVMBuildSelect(g->b, few, fewrb, up, "");
   LLVMValueRef rb1 = LLVMBuildSelect(g->b, lt(g, rb, one), one, rb, ""); /* M = 0: no rows */
-  LLVMValueRef ch = imin(g, cdiv(g, T, rb1), cdiv(g, nc, k64(g, g->nr)));
+  LLVMValueRef bpan = cdiv(g, nc, k64(g, g->nr));
+  LLVMValueRef ch = imin(g, cdiv(g, T, rb1), bpan);
   LLVMValueRef chunks = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, few, LLVMBuildNot(g->b, rows_ok, ""), ""),
                                      lt(g, one, ch), "");
   *nch = LLVMBuildSelect(g->b, chunks, ch, one, "");
+  *fuse = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, rb, one, ""),
+                       LLVMBuildICmp(g->b, LLVMIntSGE, nc, mul(g, M, k64(g, 2)), ""), "");
+  *nrb = LLVMBuildSelect(g->b, *fuse, one, *nrb, "");
+  *nch = LLVMBuildSelect(g->b, *fuse, imin(g, T, bpan), *nch, "");
 }
 
 /* One C = A x B with the batch offsets already in the context: the jc /
@@ -426,9 +444,10 @@ static void run_gemm(G *g, Run *r) {
   set(g, cx, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, k64(g, 0), ""), g->i64, ""));
   LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
   set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
-  par_for(g, cdiv(g, nc, k64(g, g->nr)), r->pack_body, cx);
-  LLVMValueRef nrb, nch;
-  work_split(g, cx, M, nc, &nrb, &nch);
+  LLVMValueRef nrb, nch, fuse;
+  work_split(g, cx, M, nc, &nrb, &nch, &fuse);
+  set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
+  par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
   par_for(g, mul(g, nrb, nch), r->block_body, cx);

@@ -47,6 +47,8 @@ enum {
   X_QB, X_QOFF, X_QR, X_QK, X_VB, X_VOFF, X_VL, X_VK, X_CR, X_CL, X_QN, X_VN,
   X_SPACK, X_QP, X_KP, X_SWAP, X_MG4, X_TW,
   X_CSCR, /* partial sums of C in the compute type (G.cscr, gemm_lowp.c) */
+  X_BFUSE, /* 1: block_body packs each B panel itself, just before its use, into its
+            * chunk's first panel slot (work_split) */
   X_COUNT
 };
 
@@ -156,6 +158,8 @@ LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
 LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n);
 LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n);
 LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
+/* At the builder: B's panel at column j of the block into dst (block_body's fused packing). */
+void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j);
 
 /* ---- gemm_lowp.c ------------------------------------------------------- */
 
@@ -190,7 +194,8 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 
-LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a);
+/* block_body; pack_b (gemm_emit_pack's) packs B panels when X_BFUSE. */
+LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b);
 
 /* ---- gemm_small.c ------------------------------------------------------ */
 

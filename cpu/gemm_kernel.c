@@ -251,7 +251,7 @@ static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j)
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A blocks are packed into the call's packed-A buffer
  * (take_apack); a failed fallback allocation sets X_ERR. */
-LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a) {
+LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "block_body", ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
@@ -277,11 +277,23 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a) {
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
   call(g, pack_a, pa, 5);
   gemm_loop_close(g, &lpa);
+  /* work_split's fused B packing: each panel packed just before its
+   * micro-kernels into one slot (the chunk's first panel's: no other
+   * item uses it), so it is used from L1 */
+  LLVMValueRef fuse = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BFUSE), k64(g, 0), "");
+  LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, kc));
   LLVMValueRef j = gemm_loop_open(g, &lj, j0, j1, k64(g, g->nr));
+  LLVMBasicBlockRef bpk = blk(g, "bpack"), bgo = blk(g, "bpacked");
+  LLVMBuildCondBr(g->b, fuse, bpk, bgo);
+  LLVMPositionBuilderAtEnd(g->b, bpk);
+  gemm_pack_b_panel(g, cx, pack_b, slot, j);
+  LLVMBuildBr(g->b, bgo);
+  LLVMPositionBuilderAtEnd(g->b, bgo);
+  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, slot, gep(g, g->ct, bp, mul(g, j, kc)), "");
   LLVMValueRef i = gemm_loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
-  micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), gep(g, g->ct, bp, mul(g, j, kc)), kc, acc);
+  micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), bpan, kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));
   gemm_loop_close(g, &li);

@@ -5,7 +5,10 @@
  * a prologue's expression per element (emit_pack_pro); the full panels
  * of a MAT B as vectors: with contiguous rows (pack_b_rows) or with
  * lanes contiguous along K, as in x @ w.T, through VW x VW in-register
- * transposes (pack_b_kmajor).
+ * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
+ * along K (a row-major A) through the same transposes (pack_a_rows);
+ * one B panel at a time for block_body's fused packing
+ * (gemm_pack_b_panel).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +287,54 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   return pend;
 }
 
+/* An A panel whose rows run along K (X_AP == 1: a row-major A), as
+ * vectors: for each VW K indices, the panel's rows in groups of VW are
+ * loaded as runs of K (rows past nvalid repeat the last valid row and
+ * become zeros), transposed in registers (transpose) and stored as VW
+ * panel rows of the group's lanes (a <rows x T> store each).  Returns
+ * the K index where the caller's scalar loop goes on (the K tail, or 0
+ * when this path does not apply). */
+static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef i0,
+                                LLVMValueRef nvalid, LLVMValueRef kc) {
+  int n = g->vw;
+  LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_AP), k64(g, 1), "");
+  LLVMValueRef pend = LLVMBuildSelect(g->b, ok, sub(g, kc, srem(g, kc, k64(g, n))), k64(g, 0), "");
+  LLVMValueRef base = getp(g, cx, X_A), si = get(g, cx, X_AI);
+  LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), get(g, cx, X_PC)), last = sub(g, nvalid, k64(g, 1));
+  LLVMTypeRef st = gemm_storage(g, g->ad), sv = vec_of(st, n);
+  LLVMValueRef rowo[64], live[64];
+  for (int r = 0; r < g->mr; r++) { /* each lane's row offset, clamped to the last valid row */
+    LLVMValueRef rr = imin(g, k64(g, r), last);
+    rowo[r] = add(g, src0, mul(g, add(g, i0, rr), si));
+    live[r] = lt(g, k64(g, r), nvalid);
+  }
+  GLoop lp;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
+  for (int r0 = 0; r0 < g->mr; r0 += n) {
+    int rows = g->mr - r0 < n ? g->mr - r0 : n;
+    LLVMValueRef v[64], idx[64];
+    for (int i = 0; i < n; i++) {
+      if (i >= rows) {
+        v[i] = LLVMGetUndef(g->vt);
+        continue;
+      }
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, rowo[r0 + i], p)), "");
+      LLVMSetAlignment(x, (unsigned)dtype_size(g->ad));
+      v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
+    }
+    transpose(g, v, n);
+    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
+    for (int j = 0; j < n; j++) {
+      LLVMValueRef x = rows == n ? v[j] : LLVMBuildShuffleVector(g->b, v[j], LLVMGetUndef(g->vt), mask, "");
+      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0)));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x, d), (unsigned)dtype_size(g->cd));
+    }
+  }
+  gemm_loop_close(g, &lp);
+  return pend;
+}
+
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
  * for p < kc, lane < R (0 for lane >= nvalid).  which: 0 = A, 1 = B.
  * MAT and WEIGHT operands here, IM2COL ones above. */
@@ -304,6 +355,7 @@ LLVMValueRef gemm_emit_pack(G *g, int which) {
   LLVMValueRef si = get(g, cx, which ? X_BI : X_AI), sp = get(g, cx, which ? X_BP : X_AP);
   LLVMValueRef pc = get(g, cx, X_PC), p0 = k64(g, 0);
   if (kind == GK_MAT && which) p0 = pack_b_kmajor(g, cx, dst, i0, nvalid, kc);
+  if (kind == GK_MAT && !which) p0 = pack_a_rows(g, cx, dst, i0, nvalid, kc);
   GLoop lp, ll;
   LLVMValueRef kst[3], kv[3], pofs;
   if (kind == GK_WEIGHT) gemm_kwalk_init(g, cx, pc, kst);
@@ -430,6 +482,49 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
   gemm_loop_close(g, &lp);
   gemm_loop_close(g, &lt);
   gemm_loop_close(g, &lg);
+}
+
+/* At the builder (block_body's fused packing, work_split): the B panel
+ * at column j of the current block into dst.  A full panel of a MAT B
+ * with contiguous lanes (X_BI == 1) is copied row by row as vectors,
+ * each row's run two panels on prefetched (the next panels read the
+ * same rows of B: one new line per row and panel, which the hardware
+ * prefetchers do not follow); any other panel goes through pack_b. */
+void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j) {
+  LLVMValueRef kc = get(g, cx, X_KC), jc = get(g, cx, X_JC);
+  LLVMValueRef nvalid = imin(g, k64(g, g->nr), sub(g, get(g, cx, X_NC), j));
+  LLVMBasicBlockRef bc = blk(g, "bpanel_call"), done = blk(g, "bpanel_done");
+  if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
+    LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                    LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, g->nr), ""), "");
+    LLVMBasicBlockRef bv = blk(g, "bpanel_vec");
+    LLVMBuildCondBr(g->b, vec, bv, bc);
+    LLVMPositionBuilderAtEnd(g->b, bv);
+    LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+    LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)), add(g, jc, j));
+    LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
+    GLoop lp;
+    LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, src, k64(g, 2 * g->nr))), LLVMConstInt(g->i32, 0, 0),
+                          LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
+      LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
+      LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, row, k64(g, v * g->vw)));
+      LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
+    }
+    gemm_loop_close(g, &lp);
+    LLVMBuildBr(g->b, done);
+  } else {
+    LLVMBuildBr(g->b, bc);
+  }
+  LLVMPositionBuilderAtEnd(g->b, bc);
+  LLVMValueRef a[5] = {cx, dst, add(g, jc, j), nvalid, kc};
+  call(g, pack_b, a, 5);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
 }
 
 /* packb_body(ctx, begin, end): B panels [begin, end) of the current block

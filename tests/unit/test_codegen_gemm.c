@@ -85,6 +85,48 @@ START_TEST(matmul_work_split) {
 }
 END_TEST
 
+/* A packing (cpu/gemm_pack.c pack_a_rows: row-major rows of A loaded as
+ * K vectors and transposed in registers; MR > VW for f64 under AVX2;
+ * rows past M zeroed) at M, K remainders of every kind: full and
+ * partial MR panels, K below, at and above the vector width and the K
+ * block; A with padded rows (a strided view, K stride 1), and A
+ * transposed (the scalar path).  N >= 2 M takes work_split's fused B
+ * packing (each column chunk packs its B panels itself), N < 2 M the
+ * shared packed B; the bits must not depend on the thread count. */
+static const char *MMP =
+    "kernel pk(a: f32[M, K] strided, b: f32[K, N], c: f64[M, K], d: f64[K, N], "
+    "e: i32[M, K], f: i32[K, N], t: f32[K, M]) -> (f32[M, N], f64[M, N], i32[M, N], f32[M, N]) {\n"
+    "  return a @ b, c @ d, e @ f, t.T @ b\n}\n";
+
+START_TEST(matmul_pack_paths) {
+  static const int64_t sz[][3] = {{37, 7, 100}, {40, 17, 100}, {66, 9, 150}, {33, 300, 70},
+                                  {37, 8, 40}, {61, 513, 64}};
+  static const DType dt[3] = {DT_F32, DT_F64, DT_I32};
+  for (int tg = 0; tg < 2; tg++) {
+    Lib L;
+    build_flags(&L, MMP, "pk", TARGETS[tg]);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+      int64_t M = sz[i][0], K = sz[i][1], N = sz[i][2];
+      int64_t sa[2] = {M, K}, sb[2] = {K, N}, so[2] = {M, N}, st[2] = {K, M}, pad[2] = {K + 3, 1};
+      Ten in[7], out[4];
+      ten(&in[0], DT_F32, 2, sa, pad, 2, false);
+      for (int d = 0; d < 3; d++) {
+        if (d) ten(&in[2 * d], dt[d], 2, sa, NULL, 0, false);
+        ten(&in[2 * d + 1], dt[d], 2, sb, NULL, 0, false);
+        out_ten(&out[d], dt[d], 2, so);
+      }
+      ten(&in[6], DT_F32, 2, st, NULL, 1, false);
+      out_ten(&out[3], DT_F32, 2, so);
+      same_at_threads(&L, "pk", in, 7, out, 4);
+      run_and_compare_k(&L, "pk", in, 7, out, 4, false, K);
+      for (int j = 0; j < 7; j++) ten_free(&in[j]);
+      for (int j = 0; j < 4; j++) ten_free(&out[j]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 static const char *MMD =
     "kernel md(a: f64[M, K], b: f64[K, N], c: f16[M, K], d: f16[K, N], e: bf16[M, K], "
     "f: bf16[K, N], g: i32[M, K], h: i32[K, N], i: i64[M, K], j: i64[K, N]) -> "
@@ -421,6 +463,7 @@ static Suite *suite(void) {
   tcase_add_test(t, matmul_f32_sizes);
   tcase_add_test(t, matmul_work_split);
   tcase_add_test(t, matmul_dtypes);
+  tcase_add_test(t, matmul_pack_paths);
   tcase_add_test(t, matmul_views_and_broadcast);
   tcase_add_test(t, matmul_small_path);
   tcase_add_test(t, matmul_small_dtypes);
