@@ -208,7 +208,11 @@ static int compile_split(Unit *u, int n, const CgOptions *o, double *t) {
   cg_phase_ms(o, "llvm-threads", t); /* wall time; then each step's CPU time over the units */
   if (o->time_passes) {
     static const char *const step[3] = {"read", "llvm-opt", "llvm-codegen"};
-    fprintf(stderr, "tdslc:   %d modules on %d threads, CPU time summed:\n", n, started + 1);
+    double most = 0; /* the module that bounds the wall time on idle cores */
+    for (int i = 0; i < n; i++)
+      if (u[i].ms[0] + u[i].ms[1] + u[i].ms[2] > most) most = u[i].ms[0] + u[i].ms[1] + u[i].ms[2];
+    fprintf(stderr, "tdslc:   %d modules on %d threads (largest %.3f ms), CPU time summed:\n", n,
+            started + 1, most);
     for (int s = 0; s < 3; s++) {
       double sum = 0;
       for (int i = 0; i < n; i++) sum += u[i].ms[s];
