@@ -56,18 +56,17 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
   return s;
 }
 
-/* -O2's pipeline: LLVM 19's default<O2> for the generated code, less
- *  - what does nothing here (coroutines, OpenMP, expect intrinsics,
- *    annotations, call-graph profiles, lookup tables, libcall shrink-wrap,
- *    speculative execution for divergent targets, auto-init), and
- *  - loop-unroll's runtime unrolling (loops whose trip count is known at
- *    run time only, unrolled with a remainder loop): our codegen unrolls
- *    the loops that matter itself (GEMM and conv micro-kernels, vector
- *    elementwise bodies), and LLVM's runtime unrolling of the rest (edge,
- *    packing and tail loops) was a third of the object code and of the
- *    code generation time for run times within noise (docs/architecture.md).
- * Full unrolling of constant trip counts, partial unrolling, both
- * vectorizers and the rest of default<O2> stay, in its order. */
+/* -O2's pipeline: LLVM 19's default<O2> in its order, less what does
+ * nothing for the generated IR (coroutines, OpenMP, expect intrinsics,
+ * annotations, call-graph profiles, lookup tables, libcall shrink-wrap,
+ * speculative execution for divergent targets, auto-init) and what
+ * leaves the object code of every kernel in bench/ and examples/ byte
+ * for byte unchanged (two of the inliner walk's simplifycfg runs, the
+ * instcombine after loop-load-elim).  Runtime unrolling stays: without
+ * it (loop-unroll<O2;no-runtime>) the objects were a third smaller and
+ * code generation a quarter faster, but the direct conv's channel loop
+ * and the GEMM's packing loops lost their unrolled copies and
+ * conv3x3_nchw ran slower (docs/architecture.md). */
 static const char o2_passes[] =
     "inferattrs,function<eager-inv>(simplifycfg,sroa<modify-cfg>,early-cse),ipsccp,"
     "called-value-propagation,globalopt,"
@@ -90,7 +89,7 @@ static const char o2_passes[] =
     "loop-distribute,inject-tli-mappings,loop-vectorize,infer-alignment,loop-load-elim,"
     "simplifycfg<forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
     "hoist-common-insts;sink-common-insts>,"
-    "slp-vectorizer,vector-combine,instcombine<no-verify-fixpoint>,loop-unroll<O2;no-runtime>,"
+    "slp-vectorizer,vector-combine,instcombine<no-verify-fixpoint>,loop-unroll<O2>,"
     "sroa<preserve-cfg>,infer-alignment,instcombine<no-verify-fixpoint>,"
     "loop-mssa(licm<allowspeculation>),alignment-from-assumptions,loop-sink,instsimplify,"
     "div-rem-pairs,tailcallelim,simplifycfg<switch-range-to-icmp;speculate-unpredictables>),"
