@@ -188,8 +188,13 @@ int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
 /* LLVM's native target, initialized once (before threads start). */
 void cpu_init_llvm(void);
 /* Verifies and optimizes mod and emits its object into *obj; prints no
- * phase times.  Safe on several threads at once, each module in its own
- * LLVMContext.  Returns 0 or 2 (no target). */
-int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj);
+ * phase times but adds the calling thread's CPU milliseconds spent in
+ * the pass pipeline and in code generation to ms[0] and ms[1].  Safe on
+ * several threads at once, each module in its own LLVMContext.  Returns
+ * 0 or 2 (no target). */
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj,
+                          double ms[2]);
+/* The calling thread's CPU time in milliseconds. */
+double cpu_thread_ms(void);
 
 #endif

@@ -91,6 +91,7 @@ typedef struct Unit {
   LLVMModuleRef mod;
   LLVMMemoryBufferRef obj;
   int status;
+  double ms[3]; /* thread CPU ms: reading a part, pass pipeline, codegen */
   /* A part of a module split by functions (split.c): the module's
    * bitcode and its functions' parts (shared by the parts; the first
    * part owns them); the thread reads its part into ctx/mod. */
@@ -147,10 +148,12 @@ static void *compile_units(void *arg) {
   for (int i; (i = atomic_fetch_add(&us->next, 1)) < us->n;) {
     Unit *u = &us->u[i];
     if (u->bc) {
+      double t = cpu_thread_ms();
       u->ctx = LLVMContextCreate();
       u->mod = cpu_split_part(u->ctx, u->bc, u->owner, u->part);
+      u->ms[0] = cpu_thread_ms() - t;
     }
-    u->status = cpu_compile_to_memory(u->mod, us->o, &u->obj);
+    u->status = cpu_compile_to_memory(u->mod, us->o, &u->obj, &u->ms[1]);
   }
   return NULL;
 }
@@ -190,7 +193,7 @@ static int thread_count(int n) {
 /* The split build: compiles the units on threads, merges their objects
  * into one and writes it.  -1 when the merge failed (the caller builds
  * the object as one module instead), else cg_emit's status. */
-static int compile_split(Unit *u, int n, const CgOptions *o) {
+static int compile_split(Unit *u, int n, const CgOptions *o, double *t) {
   Units us = {.u = u, .n = n, .o = o};
   atomic_init(&us.next, 0);
   int nt = thread_count(n);
@@ -202,6 +205,20 @@ static int compile_split(Unit *u, int n, const CgOptions *o) {
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
   int status = 0;
   for (int i = 0; i < n; i++) status |= u[i].status;
+  cg_phase_ms(o, "llvm-threads", t); /* wall time; then each step's CPU time over the units */
+  if (o->time_passes) {
+    static const char *const step[3] = {"read", "llvm-opt", "llvm-codegen"};
+    double most = 0; /* the module that bounds the wall time on idle cores */
+    for (int i = 0; i < n; i++)
+      if (u[i].ms[0] + u[i].ms[1] + u[i].ms[2] > most) most = u[i].ms[0] + u[i].ms[1] + u[i].ms[2];
+    fprintf(stderr, "tdslc:   %d modules on %d threads (largest %.3f ms), CPU time summed:\n", n,
+            started + 1, most);
+    for (int s = 0; s < 3; s++) {
+      double sum = 0;
+      for (int i = 0; i < n; i++) sum += u[i].ms[s];
+      fprintf(stderr, "tdslc:   %-12s %8.3f ms\n", step[s], sum);
+    }
+  }
   if (status) return status;
   const char **data = malloc(sizeof *data * (size_t)n);
   size_t *size = malloc(sizeof *size * (size_t)n);
@@ -216,8 +233,10 @@ static int compile_split(Unit *u, int n, const CgOptions *o) {
   free(data);
   free(size);
   if (rc) return -1;
+  cg_phase_ms(o, "merge", t);
   status = cg_write_file(o, ".o", merged, msize);
   free(merged);
+  cg_phase_ms(o, "write", t);
   return status;
 }
 
@@ -254,8 +273,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   }
   int s;
   if (split) {
-    s = compile_split(u, n, o);
-    cg_phase_ms(o, "llvm-threads", &t);
+    s = compile_split(u, n, o, &t);
     if (s < 0) { /* no merger: one module after all */
       for (int i = n - 1; i >= 0; i--) dispose_unit(&u[i]); /* parts: part 0 last */
       u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};

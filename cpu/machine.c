@@ -1,10 +1,13 @@
 /* machine.c — the CPU target machine (host or an x86-64 level), the
- * module's verification, the "default<On>" pipeline and the textual IR,
+ * module's verification, the LLVM pass pipeline (llvm_passes: -O2's is
+ * our own, the others LLVM's "default<On>") and the textual IR,
  * assembly or object written through it, or an object in memory (one
  * module of a build split across threads, kernel.c).
  * Needs: cpu.h, llvm-c's target machine and pass builder. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
@@ -53,6 +56,56 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
   return s;
 }
 
+/* -O2's pipeline: LLVM 19's default<O2> in its order, less what does
+ * nothing for the generated IR (coroutines, OpenMP, expect intrinsics,
+ * annotations, call-graph profiles, lookup tables, libcall shrink-wrap,
+ * speculative execution for divergent targets, auto-init) and what
+ * leaves the object code of every kernel in bench/ and examples/ byte
+ * for byte unchanged (two of the inliner walk's simplifycfg runs, the
+ * instcombine after loop-load-elim).  Runtime unrolling stays: without
+ * it (loop-unroll<O2;no-runtime>) the objects were a third smaller and
+ * code generation a quarter faster, but the direct conv's channel loop
+ * and the GEMM's packing loops lost their unrolled copies and
+ * conv3x3_nchw ran slower (docs/architecture.md). */
+static const char o2_passes[] =
+    "inferattrs,function<eager-inv>(simplifycfg,sroa<modify-cfg>,early-cse),ipsccp,"
+    "called-value-propagation,globalopt,"
+    "function<eager-inv>(mem2reg,instcombine<no-verify-fixpoint>,simplifycfg<switch-range-to-icmp>),"
+    "always-inline,require<globals-aa>,function(invalidate<aa>),"
+    "cgscc(devirt<4>(inline,function-attrs<skip-non-recursive-function-attrs>,"
+    "function<eager-inv;no-rerun>(sroa<modify-cfg>,early-cse<memssa>,jump-threading,"
+    "correlated-propagation,instcombine<no-verify-fixpoint>,aggressive-instcombine,tailcallelim,"
+    "reassociate,"
+    "constraint-elimination,loop-mssa(loop-instsimplify,loop-simplifycfg,licm<no-allowspeculation>,"
+    "loop-rotate,licm<allowspeculation>,simple-loop-unswitch),simplifycfg<switch-range-to-icmp>,"
+    "instcombine<no-verify-fixpoint>,"
+    "loop(loop-idiom,indvars,simple-loop-unswitch,loop-deletion,loop-unroll-full),"
+    "sroa<modify-cfg>,vector-combine,mldst-motion,gvn,sccp,bdce,instcombine<no-verify-fixpoint>,"
+    "jump-threading,correlated-propagation,adce,memcpyopt,dse,loop-mssa(licm<allowspeculation>),"
+    "simplifycfg<switch-range-to-icmp;hoist-common-insts;sink-common-insts>,"
+    "instcombine<no-verify-fixpoint>),function-attrs)),"
+    "deadargelim,globalopt,globaldce,rpo-function-attrs,recompute-globalsaa,"
+    "function<eager-inv>(float2int,lower-constant-intrinsics,loop(loop-rotate,loop-deletion),"
+    "loop-distribute,inject-tli-mappings,loop-vectorize,infer-alignment,loop-load-elim,"
+    "simplifycfg<forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
+    "hoist-common-insts;sink-common-insts>,"
+    "slp-vectorizer,vector-combine,instcombine<no-verify-fixpoint>,loop-unroll<O2>,"
+    "sroa<preserve-cfg>,infer-alignment,instcombine<no-verify-fixpoint>,"
+    "loop-mssa(licm<allowspeculation>),alignment-from-assumptions,loop-sink,instsimplify,"
+    "div-rem-pairs,tailcallelim,simplifycfg<switch-range-to-icmp;speculate-unpredictables>),"
+    "globaldce,constmerge";
+
+/* The pass pipeline for o's level: $TDSL_LLVM_PASSES when set (any
+ * pipeline LLVM's pass builder parses, "default<O2>" for LLVM's own), else
+ * o2_passes at -O2 and "default<On>" at the other levels (into buf). */
+static const char *llvm_passes(const CgOptions *o, char *buf, size_t cap) {
+  const char *env = getenv("TDSL_LLVM_PASSES");
+  if (env && *env) return env;
+  if (o->opt_level == 2) return o2_passes;
+  snprintf(buf, cap, "default<O%d>", o->opt_level);
+  return buf;
+}
+
 /* Verifies and optimizes mod for tm; quiet: no phase times (threads). */
 static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *triple,
                      const CgOptions *o, bool quiet) {
@@ -66,13 +119,17 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &err))
     ICE("generated LLVM IR is invalid: %s", err);
   LLVMDisposeMessage(err);
-  char passes[32];
-  snprintf(passes, sizeof passes, "default<O%d>", o->opt_level);
+  char buf[32];
+  const char *passes = llvm_passes(o, buf, sizeof buf);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   if (!quiet) cg_phase_ms(o, "llvm-verify", &t);
   LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
   if (e) {
     char *msg = LLVMGetErrorMessage(e);
+    if (passes != o2_passes && passes != buf) { /* the user's pipeline: a usage error */
+      fprintf(stderr, "tdslc: error: TDSL_LLVM_PASSES='%s': %s\n", passes, msg);
+      exit(2);
+    }
     ICE("LLVM passes failed: %s", msg);
   }
   LLVMDisposePassBuilderOptions(po);
@@ -84,13 +141,24 @@ void cpu_init_llvm(void) {
   LLVMInitializeNativeAsmPrinter();
 }
 
-int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj) {
+double cpu_thread_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj,
+                          double ms[2]) {
   char *triple = NULL, *err = NULL;
+  double t0 = cpu_thread_ms();
   LLVMTargetMachineRef tm = target_machine(o, &triple);
   if (!tm) return 2;
   optimize(mod, tm, triple, o, true);
+  double t1 = cpu_thread_ms();
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &err, obj))
     ICE("LLVM code emission failed: %s", err);
+  ms[0] += t1 - t0;
+  ms[1] += cpu_thread_ms() - t1;
   LLVMDisposeTargetMachine(tm);
   LLVMDisposeMessage(triple);
   return 0;

@@ -22,8 +22,9 @@
  * prefix (spec §10), BIN/runtime/libtdsl_runtime.a in the build tree.
  *
  * link_relocatable merges the objects of a build split across threads
- * (cpu/kernel.c) into one with `cc -r -nostdlib`, quietly: when that
- * fails the backend builds the object as one module.
+ * (cpu/kernel.c) into one with `ld -r` (with $CC set, or when ld fails:
+ * `$CC -r -nostdlib`), quietly: when that fails the backend builds the
+ * object as one module.
  * Needs: POSIX (posix_spawnp, mkdtemp). */
 #include "link.h"
 
@@ -228,6 +229,22 @@ static int get_file(const char *path, char **out, size_t *n) {
   return 0;
 }
 
+/* Runs argv quietly (stdout and stderr to /dev/null); 0 when it ran and
+ * exited 0. */
+static int spawn_quiet(char **argv) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int st = 0;
+  int status = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0;
+  while (!status && waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) status = 1;
+  posix_spawn_file_actions_destroy(&fa);
+  return status || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
 int link_relocatable(const char *const *data, const size_t *size, int n, char **out,
                      size_t *outsize) {
   const char *tmp = getenv("TMPDIR");
@@ -237,38 +254,38 @@ int link_relocatable(const char *const *data, const size_t *size, int n, char **
     return 1;
   }
   const char *cc_env = getenv("CC");
-  char *cc = dup_str(cc_env && *cc_env ? cc_env : "cc");
+  int own_cc = cc_env && *cc_env;
+  char *cc = dup_str(own_cc ? cc_env : "cc");
   char **argv = malloc(sizeof *argv * (size_t)(MAX_ARGS + n + 8));
   char **paths = calloc((size_t)n + 1, sizeof *paths);
   char *merged = join(dir, "/merged.o");
-  int argc = 0, status = argv && paths ? 0 : 1;
-  for (char *w = strtok(cc, " \t"); w && argc < MAX_ARGS; w = strtok(NULL, " \t"))
-    argv[argc++] = w;
-  if (!argc) argv[argc++] = "cc";
-  argv[argc++] = "-r";
-  argv[argc++] = "-nostdlib";
-  argv[argc++] = "-o";
-  argv[argc++] = merged;
+  int status = argv && paths ? 0 : 1;
   for (int i = 0; !status && i < n; i++) {
     char name[32];
     snprintf(name, sizeof name, "/u%d.o", i);
     paths[i] = join(dir, name);
     status = put_file(paths[i], data[i], size[i]);
-    argv[argc++] = paths[i];
   }
-  argv[argc] = NULL;
-  if (!status) { /* quiet: a failure only means one module instead */
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int st = 0;
-    status = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0;
-    while (!status && waitpid(pid, &st, 0) < 0)
-      if (errno != EINTR) status = 1;
-    posix_spawn_file_actions_destroy(&fa);
-    if (!status) status = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+  /* Quiet: a failure only means one module instead.  Without $CC, `ld -r`
+   * first (the compiler driver would start two more processes to run
+   * it), then `cc -r -nostdlib`. */
+  for (int pass = own_cc; !status && pass < 2; pass++) {
+    int argc = 0;
+    if (pass == 0) {
+      argv[argc++] = "ld";
+    } else {
+      for (char *w = strtok(cc, " \t"); w && argc < MAX_ARGS; w = strtok(NULL, " \t"))
+        argv[argc++] = w;
+      if (!argc) argv[argc++] = "cc";
+      argv[argc++] = "-nostdlib";
+    }
+    argv[argc++] = "-r";
+    argv[argc++] = "-o";
+    argv[argc++] = merged;
+    for (int i = 0; i < n; i++) argv[argc++] = paths[i];
+    argv[argc] = NULL;
+    if (!spawn_quiet(argv)) break;
+    if (pass == 1) status = 1;
   }
   if (!status) status = get_file(merged, out, outsize) != 0;
   for (int i = 0; paths && i < n; i++)

@@ -6,7 +6,8 @@
  * too): inputs written with npy_write, results read back with npy_read
  * and compared with values worked out by hand, plus the input errors of
  * spec §8 (status 1); --emit=so built, dlopened and called, and its link
- * errors.  Each test works in a fresh temporary directory, which is also the current directory of tdslc. */
+ * errors; --time-passes' LLVM phases at one and two threads, and
+ * TDSL_LLVM_PASSES.  Each test works in a fresh temporary directory, which is also the current directory of tdslc. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -537,6 +538,44 @@ START_TEST(emit_so_errors) {
 }
 END_TEST
 
+/* --time-passes (spec §8): the LLVM phases after the front end's; a
+ * build split across threads (TDSL_JOBS=2) reports its wall time, each
+ * step's CPU time summed over the modules, and the merge.
+ * TDSL_LLVM_PASSES replaces -O2's pipeline; one LLVM cannot parse is a
+ * one-line usage error. */
+START_TEST(time_passes_and_pipeline) {
+  static const char mm[] = "kernel mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N] {\n"
+                           "  return a @ b\n}\n";
+  write_text("mm.tdsl", mm, sizeof mm - 1);
+  ck_assert_int_eq(setenv("TDSL_JOBS", "1", 1), 0);
+  ck_assert_int_eq(tdslc("mm.tdsl --time-passes"), 0);
+  static const char *const one[] = {"tdslc: parse ", "tdslc: lower ", "tdslc: llvm-build ",
+                                    "tdslc: llvm-opt ", "tdslc: llvm-codegen "};
+  for (size_t i = 0; i < sizeof one / sizeof *one; i++)
+    ck_assert_msg(strstr(err_text, one[i]), "'%s' not in: %s", one[i], err_text);
+  ck_assert_ptr_null(strstr(err_text, "merge"));
+  ck_assert_int_eq(setenv("TDSL_JOBS", "2", 1), 0);
+  ck_assert_int_eq(tdslc("mm.tdsl --time-passes -o mm2.o"), 0);
+  static const char *const two[] = {"tdslc: llvm-split ", "tdslc: llvm-threads ",
+                                    " modules on 2 threads (largest ", "tdslc:   llvm-opt ",
+                                    "tdslc:   llvm-codegen ", "tdslc: merge "};
+  for (size_t i = 0; i < sizeof two / sizeof *two; i++)
+    ck_assert_msg(strstr(err_text, two[i]), "'%s' not in: %s", two[i], err_text);
+  ck_assert_int_eq(access(path_in("mm2.o"), F_OK), 0);
+  ck_assert_int_eq(setenv("TDSL_LLVM_PASSES", "default<O2>", 1), 0);
+  ck_assert_int_eq(tdslc("mm.tdsl -o mm3.o"), 0);
+  ck_assert_int_eq(access(path_in("mm3.o"), F_OK), 0);
+  ck_assert_int_eq(setenv("TDSL_LLVM_PASSES", "no-such-pass", 1), 0);
+  int rc = tdslc("mm.tdsl -o mm4.o");
+  unsetenv("TDSL_LLVM_PASSES");
+  unsetenv("TDSL_JOBS");
+  ck_assert_int_eq(rc, 2);
+  ck_assert_msg(count_lines(err_text) == 1 &&
+                    strstr(err_text, "tdslc: error: TDSL_LLVM_PASSES='no-such-pass': "),
+                "got: %s", err_text);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("usage");
@@ -557,6 +596,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(run, run_as_strided_bound);
   tcase_add_test(run, emit_so);
   tcase_add_test(run, emit_so_errors);
+  tcase_add_test(run, time_passes_and_pipeline);
   suite_add_tcase(s, run);
   return s;
 }
