@@ -23,7 +23,8 @@
  * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
  * once per (tap, c); the border vectors masked against the input's
  * columns.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
- * wrapping i64), the bias first, products summed in (ky, kx, c) order,
+ * wrapping i32 for integer outputs of at most 32 bits, else i64), the
+ * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
  * each finished row (conv.h).
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
