@@ -40,6 +40,10 @@ int cv_lowp_choose(Cv *d, DType wd) {
     d->split = !(g->vec_bits == 512 && (g->isa & GEMM_ISA_BF16));
     g->pairs = GP_BF16;
   }
+  /* the split pairs keep both halves of NOB weight vectors: fewer pixels
+   * so that accumulators, weights and the input fit the registers */
+  int regs = g->vec_bits >= 512 ? 32 : 16, px = (regs - 2 - 2 * d->nob) / d->nob;
+  if (d->split && d->px > px) d->px = px;
   return g->pairs;
 }
 
@@ -85,12 +89,15 @@ static LLVMValueRef x_pair(Cv *d, LLVMValueRef i, bool hi) {
   } else if (st == g->i16) { /* i16, bf16: the two as one i32 */
     s = LLVMBuildLoad2(g->b, g->i32, gep(g, st, d->v[V_X], i), "");
     LLVMSetAlignment(s, 2);
-  } else { /* i8, u8: two bytes widened to two i16 */
-    LLVMTypeRef v2 = LLVMVectorType(st, 2), h2 = LLVMVectorType(g->i16, 2);
-    LLVMValueRef e = LLVMBuildLoad2(g->b, v2, gep(g, st, d->v[V_X], i), "");
+  } else { /* i8, u8: the two bytes repeated, then widened (vpmovsxbw) */
+    int n = 2 * g->vw;
+    LLVMTypeRef v2 = LLVMVectorType(st, 2), hn = LLVMVectorType(g->i16, (unsigned)n);
+    LLVMValueRef e = LLVMBuildLoad2(g->b, v2, gep(g, st, d->v[V_X], i), ""), m[64];
     LLVMSetAlignment(e, 1);
-    e = t == DT_U8 ? LLVMBuildZExt(g->b, e, h2, "") : LLVMBuildSExt(g->b, e, h2, "");
-    s = LLVMBuildBitCast(g->b, e, g->i32, "");
+    for (int q = 0; q < n; q++) m[q] = LLVMConstInt(g->i32, (unsigned)(q & 1), 0);
+    e = LLVMBuildShuffleVector(g->b, e, LLVMGetUndef(v2), LLVMConstVector(m, (unsigned)n), "");
+    e = t == DT_U8 ? LLVMBuildZExt(g->b, e, hn, "") : LLVMBuildSExt(g->b, e, hn, "");
+    return LLVMBuildBitCast(g->b, e, vi, "");
   }
   LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), s, LLVMConstInt(g->i32, 0, 0), "");
   return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vi), LLVMConstNull(vi), "");
