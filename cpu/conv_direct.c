@@ -330,7 +330,7 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_C] = w->shape[1];
   k[V_M] = k64(g, 1);
   k[V_OPAD] = opad_of(&d, w->shape[0]);
-  if (cv_lowp_choose(&d, w->dtype)) cv_lowp_pack(&d, w, bias, nb_of(&d));
+  if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
   else pack(&d, w, bias);
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);

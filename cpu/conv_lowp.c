@@ -10,15 +10,18 @@
  *            output's width, PyTorch's) are exact.
  *   GP_BF16  bf16 input and weight, f32 accumulators: vdpbf16ps where the
  *            target has AVX512-BF16 (its numerics: gemm_lowp.c); else
- *            (split) each pair is taken apart into two f32 vectors (bf16
- *            is the high half of an f32: a shift, a mask) and multiplied
- *            by two FMAs in channel order, the generic kernel's values
- *            bit for bit, with one broadcast load per two channels.
+ *            (split) the input pair is taken apart into two f32 vectors
+ *            (bf16 is the high half of an f32: a shift, a mask) and
+ *            multiplied by two FMAs in channel order against
+ *            conv_direct.c's f32 weight rows, the generic kernel's
+ *            values bit for bit, with one broadcast per two channels.
  *
  * The weights are packed once per call as [O / NB][KH][KW][ceil(C / 2)][NB]
  * i32 pairs (channel 2p in the low half, 2p + 1 in the high half, zero
  * past C and past O), the bias (or zeros) after them in the compute type,
- * in the space conv_direct.c sizes for its own layout (never more).  For
+ * in the space conv_direct.c sizes for its own layout (never more); the
+ * split bf16 path reads conv_direct.c's own f32 packing instead, and
+ * blocks 4 pixels on 256-bit vectors (6 spilled registers).  For
  * each pixel of a block and pair of channels, one 32-bit broadcast of
  * (x[2p], x[2p + 1]) (an i8/u8 pair loaded as two bytes and widened to
  * two i16), then NOB dot products; an odd C's last channel pairs with a
@@ -40,10 +43,10 @@ int cv_lowp_choose(Cv *d, DType wd) {
     d->split = !(g->vec_bits == 512 && (g->isa & GEMM_ISA_BF16));
     g->pairs = GP_BF16;
   }
-  /* the split pairs keep both halves of NOB weight vectors: fewer pixels
-   * so that accumulators, weights and the input fit the registers */
-  int regs = g->vec_bits >= 512 ? 32 : 16, px = (regs - 2 - 2 * d->nob) / d->nob;
-  if (d->split && d->px > px) d->px = px;
+  /* split: both halves of each pixel's pair stay live until its second
+   * FMA; fewer pixels per block keep them and the accumulators in
+   * registers (measured on AVX2: 6 spilled) */
+  if (d->split && g->vec_bits < 512 && d->px > 4) d->px = 4;
   return g->pairs;
 }
 
@@ -126,7 +129,8 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
   LLVMValueRef *v = d->v, acc[16][4], mask[4] = {NULL, NULL, NULL, NULL};
   LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)g->vw);
   int nob = d->nob, vw = g->vw;
-  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), P = npairs(g, v[V_C]);
+  /* weight rows per tap: pairs, or (split) conv_direct.c's f32 rows */
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), P = d->split ? v[V_C] : npairs(g, v[V_C]);
   LLVMValueRef pkn = mul(g, P, k64(g, nb));
   LLVMValueRef boff = add(g, mul(g, mul(g, kk, P), v[V_OPAD]), oc);
   for (int j = 0; j < nob; j++) {
@@ -170,11 +174,16 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
       LLVMBuildCondBr(g->b, lt(g, mul(g, full, k64(g, 2)), v[V_C]), odd, after);
       LLVMPositionBuilderAtEnd(g->b, odd);
     }
-    LLVMValueRef wc = add(g, wt, mul(g, q, k64(g, nb))), wv[4], wl[4] = {0}, wh[4] = {0};
+    LLVMValueRef wc = add(g, wt, mul(g, q, k64(g, d->split ? 2 * nb : nb)));
+    LLVMValueRef wv[4] = {0}, wl[4] = {0}, wh[4] = {0};
     for (int j = 0; j < nob; j++) {
+      if (d->split) { /* channels 2q and 2q + 1 as f32 rows */
+        wl[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
+        if (part == 0) wh[j] = cv_wvec(d, add(g, wc, k64(g, nb + j * vw)));
+        continue;
+      }
       wv[j] = LLVMBuildLoad2(g->b, vi, gep(g, g->i32, v[V_WP], add(g, wc, k64(g, j * vw))), "");
       LLVMSetAlignment(wv[j], 4);
-      if (d->split) wl[j] = half_of(g, wv[j], 0), wh[j] = half_of(g, wv[j], 1);
     }
     for (int p = 0; p < np; p++) {
       LLVMValueRef xp = x_pair(d, add(g, xo[p], mul(g, q, k64(g, 2))), part == 0);
