@@ -166,6 +166,18 @@ static int call_matmul_i8_layer(DLTensor *t) { return matmul_i8_layer(&t[0], &t[
 #else
 #define CALL_matmul_i8_layer NULL, BENCH_WHY_matmul_i8_layer
 #endif
+#ifdef BENCH_HAVE_conv3x3_bf16_nhwc
+static int call_conv3x3_bf16_nhwc(DLTensor *t) { return conv3x3_bf16_nhwc(&t[0], &t[1], &t[2]); }
+#define CALL_conv3x3_bf16_nhwc call_conv3x3_bf16_nhwc, NULL
+#else
+#define CALL_conv3x3_bf16_nhwc NULL, BENCH_WHY_conv3x3_bf16_nhwc
+#endif
+#ifdef BENCH_HAVE_conv3x3_i8_nhwc
+static int call_conv3x3_i8_nhwc(DLTensor *t) { return conv3x3_i8_nhwc(&t[0], &t[1], &t[2]); }
+#define CALL_conv3x3_i8_nhwc call_conv3x3_i8_nhwc, NULL
+#else
+#define CALL_conv3x3_i8_nhwc NULL, BENCH_WHY_conv3x3_i8_nhwc
+#endif
 #ifdef BENCH_HAVE_conv_bias_relu
 static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
 #define CALL_conv_bias_relu call_conv_bias_relu, NULL
@@ -346,6 +358,14 @@ static const workload k_workloads[] = {
      2.0 * 128 * 3072 * 3072, CALL_matmul_bf16_layer},
     {"matmul_i8_layer", 2, 1, {I8M(128, 3072), I8M(3072, 3072), I32M(128, 3072)},
      2.0 * 128 * 3072 * 3072, CALL_matmul_i8_layer},
+    {"conv3x3_bf16_nhwc", 2, 1,
+     {{EL_BF16, 4, {32, 64, 56, 56}, 1, FILL_SIGNED}, {EL_BF16, 4, {64, 64, 3, 3}, 0, FILL_SIGNED},
+      {EL_BF16, 4, {32, 64, 56, 56}, 1, FILL_SIGNED}},
+     CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv3x3_bf16_nhwc},
+    {"conv3x3_i8_nhwc", 2, 1,
+     {{EL_I8, 4, {32, 64, 56, 56}, 1, FILL_BYTES}, {EL_I8, 4, {64, 64, 3, 3}, 0, FILL_BYTES},
+      {EL_I32, 4, {32, 64, 56, 56}, 1, FILL_BYTES}},
+     CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv3x3_i8_nhwc},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

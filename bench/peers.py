@@ -432,6 +432,32 @@ def workloads(rng):
             return lambda: torch._int_mm(a, b)
         return make
 
+    def conv_lowp(bf16):
+        """conv3x3_nhwc's layer in low precision, channels-last: bf16
+        (F.conv2d on bf16 tensors: oneDNN, f32 accumulation; on CPUs
+        without AVX512-BF16 a slow reference path) and torch-f32, the same
+        through an f32 conv, (x.float() conv w.float()).bfloat16() (a raw
+        line, not in the table); int8: F.conv2d(x.to(int32),
+        w.to(int32)), the kernel's own definition (PyTorch has no int8 x
+        int8 -> int32 conv but its quantized engines, whose requantized
+        u8 results are another computation).  numpy has neither."""
+        def make(impl):
+            if impl not in ("torch", "torch-f32") or (impl == "torch-f32" and not bf16):
+                return None
+            cl = torch.channels_last
+            if bf16:
+                x = torch.from_numpy(rand_f32(rng, (32, 64, 56, 56))).to(torch.bfloat16)
+                w = torch.from_numpy(rand_f32(rng, (64, 64, 3, 3))).to(torch.bfloat16)
+                x = x.contiguous(memory_format=cl)
+                if impl == "torch-f32":
+                    return lambda: F.conv2d(x.float(), w.float(), padding=1).bfloat16()
+                return lambda: F.conv2d(x, w, padding=1)
+            x = torch.from_numpy(rng.integers(-128, 128, (32, 64, 56, 56), dtype=np.int8))
+            w = torch.from_numpy(rng.integers(-128, 128, (64, 64, 3, 3), dtype=np.int8))
+            x = x.contiguous(memory_format=cl)
+            return lambda: F.conv2d(x.to(torch.int32), w.to(torch.int32), padding=1)
+        return make
+
     conv_bytes = (2 * ew_n + 64 * 64 * 9) * f32
     return [
         ("ew_chain", (2 * ew_n + 128) * f32, 0, ew),
@@ -482,6 +508,10 @@ def workloads(rng):
          matmul_lowp(128, 3072, 3072, True)),
         ("matmul_i8_layer", 128 * 3072 * 5 + 3072 * 3072, 2.0 * 128 * 3072 * 3072,
          matmul_lowp(128, 3072, 3072, False)),
+        ("conv3x3_bf16_nhwc", (2 * ew_n + 64 * 64 * 9) * 2, conv_flops(32, 64, 56, 56, 64, 3, 3),
+         conv_lowp(True)),
+        ("conv3x3_i8_nhwc", ew_n * 5 + 64 * 64 * 9, conv_flops(32, 64, 56, 56, 64, 3, 3),
+         conv_lowp(False)),
     ]
 
 
@@ -541,6 +571,7 @@ def check_refs():
                                                       groups=w.shape[0])),
         "matmul_i8": lambda a, b: a @ b,  # exact in float64 (|sums| < 2^53)
         "matmul_i8_layer": lambda a, b: a @ b,
+        "conv3x3_i8_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),  # exact
     }
 
 
@@ -589,7 +620,7 @@ def main():
         impls = list(IMPLS)
         if name.startswith("conv"):  # the layout table's torch columns
             impls += ["torch-nchw", "torch-nhwc"]
-        if name.startswith("matmul_bf16"):  # bf16 through an f32 matmul
+        if name.startswith(("matmul_bf16", "conv3x3_bf16")):  # bf16 through f32
             impls += ["torch-f32"]
         for impl in impls:
             if impl.startswith("torch") and torch is None:

@@ -131,6 +131,17 @@ def _workloads():
             lambda r: [_f32(r, (8192, 1024)), _f32(r, (1024,), True), _f32(r, (1024,))],
             _layer_norm),
         "softmax_hand": (lambda r: [_f32(r, (4096, 1024))], _softmax),
+        "conv3x3_bf16_nhwc": (
+            lambda r: [np.ascontiguousarray(_f32(r, ew).transpose(0, 2, 3, 1)).astype(jnp.bfloat16),
+                       _f32(r, (64, 64, 3, 3)).astype(jnp.bfloat16)],
+            lambda x, w: lax.conv_general_dilated(
+                x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NHWC", "OIHW", "NHWC"))),
+        "conv3x3_i8_nhwc": (
+            lambda r: [r.integers(-128, 128, (32, 56, 56, 64), dtype=np.int8),
+                       r.integers(-128, 128, (64, 64, 3, 3), dtype=np.int8)],
+            lambda x, w: lax.conv_general_dilated(
+                x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NHWC", "OIHW", "NHWC"),
+                preferred_element_type=jnp.int32)),
     }
 
 

@@ -23,8 +23,12 @@ void cv_setup(Cv *d, const GemmEmit *e, DType xd, DType od) {
   g->ptr = LLVMPointerTypeInContext(e->ctx, 0);
   g->vd = LLVMVoidTypeInContext(e->ctx);
   g->ad = xd, g->od = od;
-  g->cd = od == DT_F64 ? DT_F64 : dtype_is_float(od) ? DT_F32 : DT_I64;
-  g->ct = g->cd == DT_F32 ? g->f32 : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx) : g->i64;
+  g->cd = gemm_lowp_compute_dtype(od); /* as the GEMM's: i32 for ints of <= 32 bits */
+  g->ct = g->cd == DT_F32   ? g->f32
+          : g->cd == DT_F64 ? LLVMDoubleTypeInContext(e->ctx)
+          : g->cd == DT_I32 ? g->i32
+                            : g->i64;
+  g->isa = e->isa;
   g->vec_bits = e->vec_bits;
   g->vw = e->vec_bits / (8 * dtype_size(g->cd));
   g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
@@ -72,7 +76,7 @@ static LLVMValueRef i32c(G *g, int v) { return LLVMConstInt(g->i32, (unsigned lo
 
 /* A vector of storage elements (dtype t) as compute-type lanes. */
 static LLVMValueRef vconv_in(G *g, LLVMValueRef v, DType t) {
-  bool cf = g->cd != DT_I64;
+  bool cf = dtype_is_float(g->cd);
   switch (t) {
   case DT_BF16: {
     LLVMValueRef w = LLVMBuildZExt(g->b, v, vec(g, g->i32), "");
@@ -113,15 +117,15 @@ static LLVMValueRef vconv_out(G *g, LLVMValueRef x, DType t) {
   case DT_F16:
   case DT_F32:
   case DT_F64:
-    return g->cd != DT_I64 ? LLVMBuildFPCast(g->b, x, st, "") : LLVMBuildSIToFP(g->b, x, st, "");
+    return dtype_is_float(g->cd) ? LLVMBuildFPCast(g->b, x, st, "") : LLVMBuildSIToFP(g->b, x, st, "");
   case DT_BOOL: {
-    LLVMValueRef nz = g->cd != DT_I64
+    LLVMValueRef nz = dtype_is_float(g->cd)
                           ? LLVMBuildFCmp(g->b, LLVMRealUNE, x, LLVMConstNull(g->vt), "")
                           : LLVMBuildICmp(g->b, LLVMIntNE, x, LLVMConstNull(g->vt), "");
     return LLVMBuildZExt(g->b, nz, st, "");
   }
   default:
-    return g->cd != DT_I64 ? LLVMBuildFPToSI(g->b, x, st, "")
+    return dtype_is_float(g->cd) ? LLVMBuildFPToSI(g->b, x, st, "")
                            : LLVMBuildIntCast2(g->b, x, st, 1, "");
   }
 }

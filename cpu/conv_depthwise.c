@@ -20,7 +20,8 @@
  * (computed per call) run without checks; the border columns check each
  * tap (branch per column in channels-last, lane masks in NCHW), and rows
  * of taps outside the input are skipped.  Accumulation in the GEMM's
- * compute type (f32 for f32/f16/bf16, f64, wrapping i64), one rounding to
+ * compute type (f32 for f32/f16/bf16, f64, wrapping i32 for integers of
+ * at most 32 bits, else i64), one rounding to
  * the output dtype, the bias first (PyTorch adds it to the sum; every
  * output element is summed in tap order, ky then kx).
  * Values the body needs are constants where the kernel's shapes are

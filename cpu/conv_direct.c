@@ -23,9 +23,11 @@
  * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
  * once per (tap, c); the border vectors masked against the input's
  * columns.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
- * wrapping i64), the bias first, products summed in (ky, kx, c) order,
+ * wrapping i32 for integer outputs of at most 32 bits, else i64), the
+ * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
- * each finished row (conv.h).
+ * each finished row (conv.h).  Low-precision channels-last inputs
+ * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include "conv_impl.h"
 
@@ -39,6 +41,10 @@ static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
 static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
                      LLVMValueRef oc, int np, bool checked, bool tail) {
   G *g = &d->g;
+  if (g->pairs) { /* low precision, two channels at a time (conv_lowp.c) */
+    cv_lowp_block(d, xb, iy0, ob, ox, oc, np, checked, tail, nb_of(d));
+    return;
+  }
   LLVMValueRef *v = d->v, acc[16][4], mask[4] = {NULL, NULL, NULL, NULL};
   int nob = d->nob, vw = g->vw, nb = nb_of(d);
   LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, nb));
@@ -324,7 +330,8 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_C] = w->shape[1];
   k[V_M] = k64(g, 1);
   k[V_OPAD] = opad_of(&d, w->shape[0]);
-  pack(&d, w, bias);
+  if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
+  else pack(&d, w, bias);
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
   if (d.cl)

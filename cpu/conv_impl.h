@@ -6,7 +6,8 @@
  * call, the parallel body's frame and its launch from the kernel.
  *   conv_common.c    the shared pieces;
  *   conv_depthwise.c one input channel per group;
- *   conv_direct.c    channels-last, groups = 1, register-blocked.
+ *   conv_direct.c    channels-last, groups = 1, register-blocked;
+ *   conv_lowp.c      its K-pair path for low-precision inputs.
  * Needs: conv.h, gemm_impl.h. */
 #ifndef TDSL_CPU_CONV_IMPL_H
 #define TDSL_CPU_CONV_IMPL_H
@@ -29,6 +30,7 @@ typedef struct Cv {
   bool contig;       /* input vectors are contiguous (the kernel's comment) */
   int px, nob;       /* pixels (or vectors) per block; output vectors per block */
   DType xd;
+  bool split;        /* conv_lowp.c: bf16 pairs taken apart into f32 FMAs */
   LLVMValueRef k[V_COUNT]; /* in the kernel */
   LLVMValueRef v[V_COUNT]; /* in the body: constants, or loads from the context */
   LLVMValueRef lanes;      /* <0, 1, .. VW-1> of i64 */
@@ -75,5 +77,18 @@ LLVMValueRef cv_body_close(Cv *d, GLoop *l);
  * body in parallel over N * OH output rows (planes: N * O output planes);
  * returns the i32 0. */
 LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes);
+
+/* ---- conv_lowp.c: the direct kernel's K-pair path ---- */
+
+/* The pair path (gemm_impl.h GP_I16, GP_BF16; g.pairs set) for a
+ * channels-last direct conv of input d->xd and weight dtype wd, or
+ * GP_NONE (after cv_operands). */
+int cv_lowp_choose(Cv *d, DType wd);
+/* The weights as pairs [O / NB][KH][KW][ceil(C / 2)][NB], then the bias. */
+void cv_lowp_pack(Cv *d, const GemmTensor *w, const GemmTensor *bias, int nb);
+/* conv_direct.c's block (np pixels from ox, channels oc .. oc + nb) on
+ * the pairs. */
+void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
+                   LLVMValueRef oc, int np, bool checked, bool tail, int nb);
 
 #endif

@@ -188,6 +188,15 @@ LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N);
  * after the last K block. */
 void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
                           LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr);
+/* The i32 holding (k, k + 1) of an operand as two 16-bit values (low
+ * half first): elements at pofs + k * sp + lane_ofs, zero past kc or
+ * when !ok (the address clamped to k < kc; lane_ofs must be valid). */
+LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                               LLVMValueRef sp, LLVMValueRef lane_ofs, LLVMValueRef k,
+                               LLVMValueRef kc, LLVMValueRef ok);
+/* acc + the pairwise dot product of a and b (<vw x i32>, each lane two
+ * 16-bit values) for g->pairs and g->isa (vpmaddwd, vpdpwssd, vdpbf16ps). */
+LLVMValueRef gemm_lowp_dot(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
 /* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
 void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]);

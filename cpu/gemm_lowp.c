@@ -37,6 +37,7 @@
  * sums in scratch (store_tile, below).
  * Needs: gemm_impl.h, llvm-c's target machine (host features).
  * Used by: gemm.c (compute dtype, choice), gemm_pack.c (pack),
+ * conv_lowp.c (the pair and the dot product of the K-pair direct conv),
  * gemm_kernel.c (micro-kernel), gemm_nest.c (cg_gemm_isa_features of the variant
  * being emitted, Cg.isa). */
 #include <stdlib.h>
@@ -111,9 +112,9 @@ static LLVMValueRef load16(G *g, LLVMValueRef base, LLVMValueRef idx, DType dt) 
 
 /* The pair (k, k + 1) of lane `lane`, zero past kc or nvalid: the
  * addresses are clamped inside the operand, the values selected. */
-static LLVMValueRef pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
-                            LLVMValueRef sp, LLVMValueRef lane_ofs, LLVMValueRef k,
-                            LLVMValueRef kc, LLVMValueRef ok) {
+LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                               LLVMValueRef sp, LLVMValueRef lane_ofs, LLVMValueRef k,
+                               LLVMValueRef kc, LLVMValueRef ok) {
   LLVMValueRef z16 = LLVMConstInt(g->i16, 0, 0), h[2];
   for (int t = 0; t < 2; t++) {
     LLVMValueRef kt = add(g, k, k64(g, t));
@@ -243,7 +244,7 @@ LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
   LLVMValueRef k = mul(g, p, k64(g, 2)), row = gep(g, g->i32, dst, mul(g, p, k64(g, R)));
   LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
   LLVMValueRef cl = imin(g, lane, sub(g, nvalid, k64(g, 1)));
-  LLVMValueRef v = pair_at(g, base, dt, pofs, sp, mul(g, add(g, i0, cl), si), k, kc,
+  LLVMValueRef v = gemm_lowp_pair_at(g, base, dt, pofs, sp, mul(g, add(g, i0, cl), si), k, kc,
                            lt(g, lane, nvalid));
   LLVMBuildStore(g->b, v, gep(g, g->i32, row, lane));
   gemm_loop_close(g, &ll);
@@ -258,7 +259,7 @@ LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
 
 /* acc + the pairwise dot product of a and b (<vw x i32> each holding
  * 2 * vw 16-bit values). */
-static LLVMValueRef dot_pairs(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b) {
+LLVMValueRef gemm_lowp_dot(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b) {
   int n = g->vw;
   LLVMTypeRef h = LLVMVectorType(g->pairs == GP_BF16 ? LLVMBFloatTypeInContext(g->ctx) : g->i16,
                                  (unsigned)(2 * n));
@@ -306,7 +307,7 @@ static void pair_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p,
     LLVMValueRef a = LLVMBuildInsertElement(g->b, LLVMGetUndef(vi), s, LLVMConstInt(g->i32, 0, 0), "");
     a = LLVMBuildShuffleVector(g->b, a, LLVMGetUndef(vi),
                                LLVMConstNull(LLVMVectorType(g->i32, (unsigned)g->vw)), "");
-    for (int v = 0; v < g->nv; v++) nx[r][v] = dot_pairs(g, cur[r][v], a, bv[v]);
+    for (int v = 0; v < g->nv; v++) nx[r][v] = gemm_lowp_dot(g, cur[r][v], a, bv[v]);
   }
 }
 

@@ -57,17 +57,7 @@ static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j);
  * the narrow operand itself, converting as it packs (the same values),
  * and can multiply 8/16-bit values as such (gemm_lowp.c). */
 static const LfExpr *gemm_widened(Cg *c, const LfNest *n, int j) {
-  const LfExpr *e = n->pro[j];
-  if (!e || e->kind != LFE_CAST || e->args[0]->kind != LFE_LOAD) return NULL;
-  const LfExpr *l = e->args[0];
-  if (l->acc.ndyn || l->acc.lin_rank || l->acc.buf < 0 ||
-      c->lk->bufs[l->acc.buf].kind == LFB_SCALAR)
-    return NULL;
-  DType s = l->dtype, d = e->dtype;
-  bool ints = !dtype_is_float(s) && !dtype_is_float(d) && s != DT_BOOL && d != DT_BOOL &&
-              dtype_size(d) > dtype_size(s); /* (a bool converts as != 0, not as its byte) */
-  bool halves = (s == DT_F16 || s == DT_BF16) && d == DT_F32;
-  return ints || halves ? l : NULL;
+  return lf_pro_widened(c->k, n, j);
 }
 
 /* The run-time operands (t), result and conv attributes of gemm nest n

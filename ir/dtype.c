@@ -48,6 +48,11 @@ bool dtype_is_int(DType t) {
 /* As torch.is_signed: signed integers and every float type. */
 bool dtype_is_signed(DType t) { return dtype_is_float(t) || (dtype_is_int(t) && t != DT_U8); }
 
+bool dtype_widens(DType from, DType to) {
+  if (dtype_is_int(from) && dtype_is_int(to)) return dtype_size(to) > dtype_size(from);
+  return (from == DT_F16 || from == DT_BF16) && to == DT_F32;
+}
+
 /* ---- promotion ---- */
 
 static DType promote_ints(DType a, DType b) {

@@ -32,6 +32,10 @@ int dtype_size(DType t);              /* bytes */
 bool dtype_is_float(DType t);
 bool dtype_is_int(DType t); /* integral, excluding bool */
 bool dtype_is_signed(DType t);
+/* Whether converting from -> to keeps every value and only widens it:
+ * an integer to a wider integer, f16/bf16 to f32 (a GEMM or conv operand
+ * so converted is read narrow and converted while packing). */
+bool dtype_widens(DType from, DType to);
 /* torch.promote_types */
 DType dtype_promote(DType a, DType b);
 

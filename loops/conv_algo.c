@@ -77,13 +77,26 @@ static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, in
     return false;
   bool f = n->cdtype == DT_F32 || n->cdtype == DT_F64;
   return unit == 2 && (!(v->flags & IRF_BIAS) || (f && ir_val(k, v->args[2])->dtype == n->cdtype));
+const LfExpr *lf_pro_widened(const IrKernel *k, const LfNest *n, int j) {
+  const LfExpr *e = n->pro[j];
+  if (!e || e->kind != LFE_CAST || e->args[0]->kind != LFE_LOAD) return NULL;
+  const LfExpr *l = e->args[0];
+  if (l->acc.ndyn || l->acc.lin_rank || l->acc.buf < 0 || !dtype_widens(l->dtype, e->dtype))
+    return NULL;
+  /* a tensor's memory: a scalar parameter (rank 0, passed by value) has none */
+  const IrValue *cast = ir_val(k, ir_storage_root(k, ir_val(k, n->gemm)->args[j]));
+  if (cast->op != OP_CAST || ir_val(k, ir_storage_root(k, cast->args[0]))->rank == 0) return NULL;
+  return l;
 }
 
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   if (n->reduce != OP_CONV2D || strcmp(t->name, "cpu") != 0) return LF_CONV_GEMM;
   const IrValue *v = ir_val(k, n->gemm), *w = ir_val(k, v->args[1]);
-  if (n->pro[0] || n->pro[1] || !out_unit(n)) return LF_CONV_GEMM;
-  if (is_gemm_1x1(k, n, v, out_unit(n))) return LF_CONV_1X1;
+  /* prologues that only widen (x.to(i32) of i8) read the narrow operand */
+  for (int j = 0; j < 2; j++)
+    if (n->pro[j] && !lf_pro_widened(k, n, j)) return LF_CONV_GEMM;
+  if (!out_unit(n)) return LF_CONV_GEMM;
+  if (!n->pro[0] && !n->pro[1] && is_gemm_1x1(k, n, v, out_unit(n))) return LF_CONV_1X1;
   /* depthwise: one input channel per group, more than one group (one
    * group with one input channel is a GEMM with K = KH * KW) */
   if (sym_is(w->shape[1], 1) && !sym_is(v->attrs[6], 1)) return LF_CONV_DEPTHWISE;
@@ -103,7 +116,7 @@ LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   if (!sym_is(v->attrs[6], 1) || one_tap || few || big) return LF_CONV_GEMM;
   if (out_unit(n) == 1) return LF_CONV_DIRECT;
   /* NCHW: vectors of output columns read input columns at stride 1 */
-  const LfAccess *x = &n->opnd[0];
+  const LfAccess *x = n->pro[0] ? &lf_pro_widened(k, n, 0)->acc : &n->opnd[0];
   if (sym_is(v->attrs[1], 1) && !x->rt_strides && sym_is(x->stride[n->rank - 1], 1))
     return LF_CONV_DIRECT;
   return LF_CONV_GEMM;

@@ -419,6 +419,12 @@ bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int
 typedef enum LfConvAlgo { LF_CONV_GEMM, LF_CONV_DEPTHWISE, LF_CONV_DIRECT, LF_CONV_1X1 } LfConvAlgo;
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t);
 const char *lf_conv_algo_name(LfConvAlgo a);
+/* The load under gemm nest n's prologue j when the prologue only widens
+ * a tensor's elements (ir/dtype.h dtype_widens; `x.to(i32)` of an i8
+ * tensor): the GEMM and the conv kernels read that narrow operand and
+ * convert while packing, as if there were no prologue (conv_algo.c);
+ * else NULL. */
+const LfExpr *lf_pro_widened(const IrKernel *k, const LfNest *n, int j);
 
 /* Prints the loop form as text, one section per kernel (the format:
  * print.c), each nest with its schedule for target t; opt_level is only

@@ -39,7 +39,8 @@
  * the budget (packing evaluates an element several times: A
  * panels are packed once per column chunk) is flagged IRF_INLINE: the
  * GEMM's packing evaluates it instead of reading it from memory.  A conv
- * input only when the kernel is 1 x 1 (one_tap).
+ * input only when the kernel is 1 x 1 (one_tap) or the value only widens
+ * a tensor in memory (widens_memory: read narrow, no cost per tap).
  *
  * Indexing by tensors (INDEX/GATHER, loops/loops.h): a candidate like an
  * elementwise value (read inline, its load of the input carries the
@@ -206,7 +207,8 @@ static const char *block_reason(PassCtx *c, const Uses *u, int cost) {
     return arena_printf(m->arena, "an operand of %s, which packs its operands from "
                         "memory anyway: no prologue (read %d time%s%s, cost %d, budget %d; "
                         "a conv bias, the input of a conv with more than one tap "
-                        "or a view that does not compose is never one)",
+                        "unless it only widens a tensor, or a view that does not "
+                        "compose is never one)",
                         who(m, c->k, u->via), u->n, u->n == 1 ? "" : "s",
                         u->bcast ? ", through a broadcast" : "", cost, budget(c));
   case BLK_WHOLE:
@@ -406,6 +408,17 @@ static bool one_tap(const IrKernel *k, const IrValue *g) {
   return w->rank == 4 && sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
 }
 
+/* Whether r only widens a tensor held in memory (`x.to(i32)` of an i8
+ * input, ir/dtype.h dtype_widens): the conv kernels then read the narrow
+ * input itself (loops.h lf_pro_widened), at no cost per tap. */
+static bool widens_memory(const IrKernel *k, IrRef r) {
+  const IrValue *v = ir_val(k, r);
+  if (v->op != OP_CAST) return false;
+  const IrValue *src = ir_val(k, ir_storage_root(k, v->args[0]));
+  return !(src->flags & IRF_INLINE) && src->rank > 0 &&
+         dtype_widens(ir_val(k, v->args[0])->dtype, v->dtype);
+}
+
 /* Whether candidate r, blocked only by its one reader being a GEMM
  * (u->via), can be that GEMM's prologue (see the header). */
 static bool prologue_ok(PassCtx *c, IrRef r, const Uses *u, int cost) {
@@ -418,7 +431,7 @@ static bool prologue_ok(PassCtx *c, IrRef r, const Uses *u, int cost) {
   int found = -1;
   for (int j = 0; j < g->nargs; j++)
     if (ir_storage_root(c->k, g->args[j]) == r) found = j;
-  if (kd == IRK_CONV && found == 0 && !one_tap(c->k, g)) return false;
+  if (kd == IRK_CONV && found == 0 && !one_tap(c->k, g) && !widens_memory(c->k, r)) return false;
   return found >= 0 && found < 2 && view_ok(c->m, c->k, g->args[found]);
 }
 

@@ -12,6 +12,12 @@
  * for f16 on x86-64-v3; and, through the GEMM emitter's API (gemm.h) for
  * CPUs this machine need not have, vpdpwssd with AVX512-VNNI (zmm) and
  * AVX-VNNI ({vex} ymm), vdpbf16ps with AVX512-BF16.
+ * The direct conv's K-pair path (cpu/conv_lowp.c): i8/u8/i16 and bf16
+ * channels-last convs at odd and even channel counts, output channels
+ * past the register block, stride, padding, bias, wrapping i16, exactly
+ * as the interpreter (integers) at 1 to 3 threads; its instructions
+ * (vpmaddwd on x86-64-v3; vpdpwssd, {vex} vpdpwssd and vdpbf16ps through
+ * conv.h for CPUs with VNNI and BF16).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources), the CPU
  * backend's gemm.h, LLVM's target machine. */
 #include "codegen_util.h"
@@ -20,6 +26,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "cpu/conv.h"
 #include "cpu/gemm.h"
 #include "loops/loops.h"
 
@@ -180,34 +187,73 @@ START_TEST(asm_levels) {
 }
 END_TEST
 
+/* ---- the direct conv's K pairs (conv_lowp.c) ------------------------------ */
+
+static const char *CONV =
+    "kernel qc(x: i8[2, C, 7, 9] channels_last, w: i8[O, C, 3, 3], b: i32[O]) -> i32[2, O, 7, 9] channels_last {\n"
+    "  return conv2d(x.to(i32), w.to(i32), b, padding=1)\n}\n"
+    "kernel qs(x: i16[2, C, 7, 9] channels_last, w: i16[O, C, 3, 3]) -> i16[2, O, 4, 4] channels_last {\n"
+    "  return conv2d(x, w, None, 2, [1, 0])\n}\n"
+    "kernel qu(x: u8[2, C, 7, 9] channels_last, w: u8[O, C, 3, 3]) -> u8[2, O, 7, 9] channels_last {\n"
+    "  return conv2d(x, w, None, 1, 1)\n}\n"
+    "kernel bc(x: bf16[2, C, 7, 9] channels_last, w: bf16[O, C, 3, 3], b: bf16[O]) -> bf16[2, O, 7, 9] channels_last {\n"
+    "  return conv2d(x, w, b, padding=1)\n}\n";
+
+/* Row-major strides of a channels-last [n, c, h, w] tensor. */
+static void cl_strides(const int64_t *s, int64_t *st) {
+  st[1] = 1, st[3] = s[1], st[2] = s[1] * s[3], st[0] = s[1] * s[2] * s[3];
+}
+
+START_TEST(conv_pairs_match_interpreter) {
+  static const int64_t co[][2] = {{8, 5}, {9, 16}, {19, 33}, {64, 17}};
+  static const struct { const char *k; DType d, o; int oh, ow; bool bias; } ks[] = {
+      {"qc", DT_I8, DT_I32, 7, 9, true}, {"qs", DT_I16, DT_I16, 4, 4, false},
+      {"qu", DT_U8, DT_U8, 7, 9, false}, {"bc", DT_BF16, DT_BF16, 7, 9, true}};
+  for (int t = 0; t < 3; t++) { /* C and O symbols: the kernel's run-time channel counts */
+    Lib L;
+    build_flags(&L, CONV, "qc", TARGETS[t]);
+    for (size_t i = 0; i < sizeof co / sizeof co[0]; i++) {
+      for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+        int64_t xs[4] = {2, co[i][0], 7, 9}, ws[4] = {co[i][1], co[i][0], 3, 3}, bs[1] = {co[i][1]};
+        int64_t os[4] = {2, co[i][1], ks[k].oh, ks[k].ow}, xst[4], ost[4];
+        cl_strides(xs, xst), cl_strides(os, ost);
+        Ten in[3], out[1];
+        ten(&in[0], ks[k].d, 4, xs, xst, 0, false);
+        ten(&in[1], ks[k].d, 4, ws, NULL, 0, false);
+        if (ks[k].d == DT_I16) full_range_i16(&in[0]), full_range_i16(&in[1]);
+        if (ks[k].bias) ten(&in[2], ks[k].o, 1, bs, NULL, 0, false);
+        ten(&out[0], ks[k].o, 4, os, ost, 0, false);
+        reset_out(&out[0]);
+        int nin = ks[k].bias ? 3 : 2;
+        threads_and_reference(&L, ks[k].k, in, nin, out, 1, true);
+        for (int q = 0; q < nin; q++) ten_free(&in[q]);
+        ten_free(&out[0]);
+      }
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- instruction selection for CPUs with VNNI and BF16 ------------------ */
 
-/* void f(ptr a, ptr b, ptr c, ptr pool): c[64, 48] = a[64, 96] @ b[96, 48]
- * of dtypes ad (both operands) and od, emitted with gemm.h for vec_bits
- * and isa, then compiled for `cpu`; returns the assembly. */
-static char *gemm_asm(DType ad, DType od, int vec_bits, unsigned isa, const char *cpu) {
+/* The assembly of a module of one function f(ptr a, ptr b, ptr c, ptr
+ * pool) whose body emit() writes with e (vec_bits, isa; the dtypes its
+ * own), compiled for `cpu`. */
+static char *emit_asm(void (*emit)(GemmEmit *e, LLVMValueRef fn, const DType *dt),
+                      const DType *dt, int vec_bits, unsigned isa, const char *cpu) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("lowp", ctx);
-  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), i64 = LLVMInt64TypeInContext(ctx);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
   LLVMTypeRef ps[4] = {ptr, ptr, ptr, ptr};
   LLVMValueRef fn = LLVMAddFunction(mod, "f", LLVMFunctionType(LLVMVoidTypeInContext(ctx), ps, 4, 0));
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-  static const long long shape[3][2] = {{64, 96}, {96, 48}, {64, 48}};
-  GemmTensor t[3];
-  DType dt[3] = {ad, ad, od};
-  for (int i = 0; i < 3; i++) {
-    t[i] = (GemmTensor){.base = LLVMGetParam(fn, (unsigned)i), .offset = LLVMConstInt(i64, 0, 0),
-                        .rank = 2, .dtype = dt[i]};
-    for (int d = 0; d < 2; d++) t[i].shape[d] = LLVMConstInt(i64, (unsigned long long)shape[i][d], 0);
-    t[i].stride[0] = t[i].shape[1];
-    t[i].stride[1] = LLVMConstInt(i64, 1, 0);
-  }
   GemmEmit e = {.ctx = ctx, .mod = mod, .b = b, .fn = fn, .vec_bits = vec_bits, .isa = isa,
                 .params = lf_target_params("cpu"), .pool = LLVMGetParam(fn, 3)};
-  cg_emit_matmul(&e, &t[0], &t[1], &t[2]);
+  emit(&e, fn, dt);
   LLVMBuildRetVoid(b);
   char *err = NULL;
   ck_assert_msg(!LLVMVerifyModule(mod, LLVMReturnStatusAction, &err), "invalid IR: %s", err);
@@ -232,6 +278,53 @@ static char *gemm_asm(DType ad, DType od, int vec_bits, unsigned isa, const char
   return s;
 }
 
+/* Parameter i of fn as a tensor of dtype d, shape s, strides st (NULL:
+ * row-major). */
+static GemmTensor param_tensor(GemmEmit *e, LLVMValueRef fn, int i, DType d, int rank,
+                               const long long *s, const long long *st) {
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(e->ctx);
+  GemmTensor t = {.base = LLVMGetParam(fn, (unsigned)i), .offset = LLVMConstInt(i64, 0, 0),
+                  .rank = rank, .dtype = d};
+  long long r = 1;
+  for (int k = rank - 1; k >= 0; k--) {
+    t.shape[k] = LLVMConstInt(i64, (unsigned long long)s[k], 0);
+    t.stride[k] = LLVMConstInt(i64, (unsigned long long)(st ? st[k] : r), 0);
+    r *= s[k];
+  }
+  return t;
+}
+
+/* c[64, 48] = a[64, 96] @ b[96, 48] of dtypes dt[0] (both operands), dt[1]. */
+static void emit_matmul(GemmEmit *e, LLVMValueRef fn, const DType *dt) {
+  static const long long shape[3][2] = {{64, 96}, {96, 48}, {64, 48}};
+  GemmTensor t[3];
+  for (int i = 0; i < 3; i++) t[i] = param_tensor(e, fn, i, dt[i == 2], 2, shape[i], NULL);
+  cg_emit_matmul(e, &t[0], &t[1], &t[2]);
+}
+
+static char *gemm_asm(DType ad, DType od, int vec_bits, unsigned isa, const char *cpu) {
+  DType dt[2] = {ad, od};
+  return emit_asm(emit_matmul, dt, vec_bits, isa, cpu);
+}
+
+/* c[2, 40, 8, 8] = conv2d(a[2, 32, 8, 8], b[40, 32, 3, 3], padding 1),
+ * a and c channels-last: the direct kernel (conv.h). */
+static void emit_conv(GemmEmit *e, LLVMValueRef fn, const DType *dt) {
+  static const long long xs[4] = {2, 32, 8, 8}, xst[4] = {2048, 1, 256, 32};
+  static const long long ws[4] = {40, 32, 3, 3}, os[4] = {2, 40, 8, 8}, ost[4] = {2560, 1, 320, 40};
+  GemmTensor x = param_tensor(e, fn, 0, dt[0], 4, xs, xst), w = param_tensor(e, fn, 1, dt[0], 4, ws, NULL);
+  GemmTensor o = param_tensor(e, fn, 2, dt[1], 4, os, ost);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(e->ctx);
+  LLVMValueRef attr[7];
+  for (int i = 0; i < 7; i++) attr[i] = LLVMConstInt(i64, 1, 0);
+  cg_emit_conv_direct(e, &x, &w, NULL, &o, attr, true);
+}
+
+static char *conv_asm(DType xd, DType od, int vec_bits, unsigned isa, const char *cpu) {
+  DType dt[2] = {xd, od};
+  return emit_asm(emit_conv, dt, vec_bits, isa, cpu);
+}
+
 START_TEST(asm_vnni_bf16) {
   unsigned spr = cg_gemm_isa_features("+avx512f,+avx512bw,+avx512vl,+avx512vnni,+avx512bf16,+f16c");
   ck_assert_uint_eq(spr, GEMM_ISA_X86 | GEMM_ISA_F16C | GEMM_ISA_AVX512BW | GEMM_ISA_VNNI |
@@ -253,6 +346,22 @@ START_TEST(asm_vnni_bf16) {
   s = gemm_asm(DT_I16, DT_I32, 512, spr & ~(unsigned)GEMM_ISA_VNNI, "skylake-avx512");
   ck_assert_msg(strstr(s, "vpmaddwd") && !strstr(s, "vpdpwssd"), "VNNI without the feature");
   free(s);
+  /* the direct conv's pairs (conv_lowp.c) */
+  s = conv_asm(DT_I8, DT_I32, 512, spr, "sapphirerapids");
+  ck_assert_msg(strstr(s, "vpdpwssd\t%zmm") || strstr(s, "vpdpwssd\t(%"), "conv: no zmm vpdpwssd");
+  free(s);
+  s = conv_asm(DT_U8, DT_I32, 256, GEMM_ISA_X86 | GEMM_ISA_AVXVNNI, "alderlake");
+  ck_assert_msg(strstr(s, "{vex}\tvpdpwssd"), "conv: no AVX-VNNI vpdpwssd");
+  free(s);
+  s = conv_asm(DT_I16, DT_I16, 256, GEMM_ISA_X86, "haswell");
+  ck_assert_msg(strstr(s, "vpmaddwd") && !strstr(s, "vpdpwssd"), "conv: no vpmaddwd");
+  free(s);
+  s = conv_asm(DT_BF16, DT_BF16, 512, spr, "sapphirerapids");
+  ck_assert_msg(strstr(s, "vdpbf16ps\t%zmm") || strstr(s, "vdpbf16ps\t(%"), "conv: no vdpbf16ps");
+  free(s);
+  s = conv_asm(DT_BF16, DT_F32, 256, GEMM_ISA_X86 | GEMM_ISA_F16C, "haswell");
+  ck_assert_msg(!strstr(s, "vdpbf16ps") && strstr(s, "vfmadd"), "conv: bf16 split into FMAs");
+  free(s);
 }
 END_TEST
 
@@ -264,6 +373,7 @@ int main(void) {
   tcase_add_test(tc, narrow_outputs);
   tcase_add_test(tc, asm_levels);
   tcase_add_test(tc, asm_vnni_bf16);
+  tcase_add_test(tc, conv_pairs_match_interpreter);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);

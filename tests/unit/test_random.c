@@ -21,6 +21,13 @@
  * A second test runs the tests/random/regress files (bugs found
  * this way) through the same comparison.
  *
+ * TDSL_RANDOM_TARGET=x86-64 (ctest's test_random_isa, a smaller count of
+ * other seeds): each program is built once at -O2 as an object carrying
+ * a variant per ISA level (cpu/isa.c) and run at every level this CPU
+ * has, forced through TDSL_ISA (a fresh copy of the shared object per
+ * level: the variant is chosen at the first call), both storages, and
+ * K_isa() must name the forced variant.
+ *
  * Thousands locally:
  *   TDSL_RANDOM_COUNT=3000 TDSL_RANDOM_SEED=1000 CK_DEFAULT_TIMEOUT=0 build/tests/test_random
  * (TDSL_RANDOM_JOBS=J runs J at a time; TDSL_TDSLC=PATH uses another tdslc,
@@ -59,6 +66,8 @@ enum { R_PASS = 0, R_FAIL = 1, R_GENBUG = 3 };
 
 static char g_work[64]; /* per-run scratch: rt/ holds the runtime objects */
 static const char *g_tdslc = TDSL_TDSLC; /* env TDSL_TDSLC overrides (a snapshot) */
+static const char *g_target;               /* TDSL_RANDOM_TARGET, or NULL: the host */
+static int g_level;                        /* g_target: the CPU's x86-64 level */
 
 /* ---- messages ------------------------------------------------------------- */
 
@@ -236,8 +245,11 @@ static void write_shim(Case *c, int opt) {
   char s[4096], name[32];
   size_t at = (size_t)snprintf(s, sizeof s,
       "#include <stdbool.h>\n#include <stdint.h>\n#include \"k%d.h\"\n"
+      "const char *tdsl_exec_isa(void);\n"
+      "const char *tdsl_exec_isa(void) { return %s%s; }\n"
       "int tdsl_exec_call(void *const *a);\nint tdsl_exec_call(void *const *a) {\n"
-      "  return %s(", opt, c->k->name);
+      "  return %s(", opt, g_target ? c->k->name : "\"host\"", g_target ? "_isa()" : "",
+      c->k->name);
   int n = 0;
   for (int i = 0; i < c->k->nparams; i++, n++) {
     const IrParam *p = &c->k->params[i];
@@ -255,8 +267,9 @@ static void write_shim(Case *c, int opt) {
 static int build_opt(Case *c, int opt) {
   char cmd[2048];
   write_shim(c, opt);
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' k.tdsl -O%d -o k%d.o --emit=obj,header 2> tdslc%d.err",
-           c->dir, g_tdslc, opt, opt, opt);
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && '%s' k.tdsl -O%d%s%s -o k%d.o --emit=obj,header 2> tdslc%d.err", c->dir,
+           g_tdslc, opt, g_target ? " --target=" : "", g_target ? g_target : "", opt, opt);
   int rc = sh(cmd);
   if (rc) {
     char name[32];
@@ -319,17 +332,20 @@ static bool same(Case *c, const HostTensor *got, const HostTensor *ref, int r, c
   return true;
 }
 
-/* Runs k<opt>.so on one storage variant and compares with ref. */
-static int run_compiled(Case *c, int opt, bool variant, HostTensor *ref) {
-  char path[256], run[64];
-  snprintf(run, sizeof run, "-O%d%s", opt, variant ? " (offsets, strided params transposed)" : "");
-  snprintf(path, sizeof path, "%s/k%d.so", c->dir, opt);
+/* Runs k<opt>.so (level lv > 0: its copy kv<lv>.so, TDSL_ISA set) on
+ * one storage variant and compares with ref. */
+static int run_compiled(Case *c, int opt, int lv, bool variant, HostTensor *ref) {
+  char path[256], run[96], want[24];
+  snprintf(run, sizeof run, "-O%d%s%s", opt, variant ? " (offsets, strided params transposed)" : "",
+           lv ? " x86-64, TDSL_ISA forcing its variant" : "");
+  snprintf(path, sizeof path, lv ? "%s/kv%d.so" : "%s/k%d.so", c->dir, lv ? lv : opt);
   void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!so) {
     say(c->msg, "dlopen: %s\n", dlerror());
     print_failure(c, "dlopen failed");
     return R_FAIL;
   }
+  snprintf(want, sizeof want, "x86-64-v%d", lv);
   int (*call)(void *const *);
   const char *(*last)(void);
   *(void **)&call = dlsym(so, "tdsl_exec_call");
@@ -364,6 +380,14 @@ static int run_compiled(Case *c, int opt, bool variant, HostTensor *ref) {
   if (rc) {
     char why[400];
     snprintf(why, sizeof why, "%s: the kernel returned %d: %s", run, rc, last());
+    print_failure(c, why);
+    res = R_FAIL;
+  }
+  const char *(*isa)(void);
+  *(void **)&isa = dlsym(so, "tdsl_exec_isa");
+  if (!res && lv && strcmp(isa(), want)) {
+    char why[160];
+    snprintf(why, sizeof why, "TDSL_ISA=v%d: K_isa() is %s", lv, isa());
     print_failure(c, why);
     res = R_FAIL;
   }
@@ -436,13 +460,25 @@ static int run_case(Case *c) {
       return R_FAIL;
     }
   int other = c->seed % 2 ? 1 : 3; /* -O1 and -O3 on alternate seeds */
-  res = build_opt(c, 0);
-  if (!res) res = build_opt(c, 2);
-  if (!res) res = build_opt(c, other);
-  if (!res) res = run_compiled(c, 0, false, ref);
-  if (!res) res = run_compiled(c, 2, false, ref);
-  if (!res) res = run_compiled(c, 2, true, ref);
-  if (!res) res = run_compiled(c, other, true, ref);
+  if (g_target) { /* one x86-64 object, every level this CPU has */
+    res = build_opt(c, 2);
+    for (int lv = 2; lv <= g_level && !res; lv++) {
+      char v[16], big[600];
+      snprintf(v, sizeof v, "v%d", lv);
+      snprintf(big, sizeof big, "cp '%s/k2.so' '%s/kv%d.so'", c->dir, c->dir, lv);
+      if (sh(big) || setenv("TDSL_ISA", v, 1)) res = R_FAIL;
+      if (!res) res = run_compiled(c, 2, lv, false, ref);
+      if (!res) res = run_compiled(c, 2, lv, true, ref);
+    }
+    other = -1;
+  }
+  if (other >= 0) res = build_opt(c, 0);
+  if (!res && other >= 0) res = build_opt(c, 2);
+  if (!res && other >= 0) res = build_opt(c, other);
+  if (!res && other >= 0) res = run_compiled(c, 0, 0, false, ref);
+  if (!res && other >= 0) res = run_compiled(c, 2, 0, false, ref);
+  if (!res && other >= 0) res = run_compiled(c, 2, 0, true, ref);
+  if (!res && other >= 0) res = run_compiled(c, other, 0, true, ref);
   if (res != R_FAIL) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
     sh(cmd);
@@ -650,6 +686,16 @@ int main(void) {
   TCase *tc = tcase_create("differential");
   long n = env_long("TDSL_RANDOM_COUNT", 40);
   if (getenv("TDSL_TDSLC") && *getenv("TDSL_TDSLC")) g_tdslc = getenv("TDSL_TDSLC");
+  if (getenv("TDSL_RANDOM_TARGET") && *getenv("TDSL_RANDOM_TARGET")) {
+    g_target = getenv("TDSL_RANDOM_TARGET");
+    unsetenv("TDSL_ISA");
+    g_level = strcmp(g_target, "x86-64") ? 0 : tdsl_cpu_level();
+    if (!g_level) { /* another target: built and run as the host's objects are */
+      fprintf(stderr, "TDSL_RANDOM_TARGET=%s: only x86-64 runs per level\n", g_target);
+      return EXIT_FAILURE;
+    }
+    fprintf(stderr, "x86-64 objects: each program at x86-64-v2 .. v%d\n", g_level);
+  }
   tcase_set_timeout(tc, (double)(120 + 2 * n));
   tcase_add_test(tc, regressions_agree);
   tcase_add_test(tc, random_programs_agree);
