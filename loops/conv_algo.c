@@ -77,6 +77,8 @@ static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, in
     return false;
   bool f = n->cdtype == DT_F32 || n->cdtype == DT_F64;
   return unit == 2 && (!(v->flags & IRF_BIAS) || (f && ir_val(k, v->args[2])->dtype == n->cdtype));
+}
+
 const LfExpr *lf_pro_widened(const IrKernel *k, const LfNest *n, int j) {
   const LfExpr *e = n->pro[j];
   if (!e || e->kind != LFE_CAST || e->args[0]->kind != LFE_LOAD) return NULL;
