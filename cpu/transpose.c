@@ -10,11 +10,12 @@
  * register per row (8 x 8 f32, 4 x 4 f64 with AVX2), 1- and 2-byte
  * elements use 8-element rows.
  *
- * Walk: within a tile of j, blocks run j-block outer, i-block inner, so
- * the stores of TB output rows advance together and complete their cache
- * lines one after another (the writes are sequential per row), while the
- * loads of a j-block touch one line per input row of the i range, which
- * the next j-block reads again from L1.  A blocked tile is the target
+ * Walk: within a tile of j, the i-blocks go in groups that fill one
+ * cache line of an output row (2 blocks of 8 x 8 f32), each group over
+ * the tile's j-blocks: a group reads its 16 input rows (f32) as
+ * sequential runs along j, and writes TB output rows a whole line each,
+ * the stores of one line adjacent (the group's blocks are transposed
+ * first, then stored row by row).  A blocked tile is the target
  * row's tile_copy elements of j (loops/schedule.c: 256 on the CPU);
  * consecutive tiles of one thread continue the same input rows; the
  * parallel range is over tiles (and the outer loops): every thread gets
@@ -130,23 +131,42 @@ static void copy_element(Cg *c, NestCtx *x, const LfNest *n) {
   cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
 }
 
-/* One tb x tb block at rows i0 (of the load) and j0 (of the store); src,
- * dst: the addresses at i = j = 0; si, sj: the strided loop's strides;
- * nt: non-temporal stores aligned to the block row's size. */
-static void emit_block(Cg *c, const LfNest *n, int tb, LLVMValueRef src, LLVMValueRef dst,
-                       LLVMValueRef si, LLVMValueRef sj, LLVMValueRef i0, LLVMValueRef j0,
-                       bool nt) {
+/* The tb x tb block at rows i0 (of the load) and j0 (of the store),
+ * transposed into r[0..tb-1] (r[k]: output row j0 + k); src: the load's
+ * address at i = j = 0, si its stride along i. */
+static void load_block(Cg *c, const LfNest *n, int tb, LLVMValueRef src, LLVMValueRef si,
+                       LLVMValueRef i0, LLVMValueRef j0, LLVMValueRef *r) {
   LLVMTypeRef et = cg_storage_type(c, n->dtype), vt = LLVMVectorType(et, (unsigned)tb);
-  unsigned es = (unsigned)dtype_size(n->dtype);
-  LLVMValueRef r[TB_MAX];
   for (int k = 0; k < tb; k++) {
     LLVMValueRef off = LLVMBuildAdd(
         c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, i0, i64c(c, k), ""), si, ""), j0, "");
     r[k] = LLVMBuildLoad2(c->b, vt, LLVMBuildGEP2(c->b, et, src, &off, 1, ""), "");
-    LLVMSetAlignment(r[k], es);
+    LLVMSetAlignment(r[k], (unsigned)dtype_size(n->dtype));
   }
   if (tb == 8) transpose8(c, r);
   else transpose_small(c, r, tb);
+}
+
+/* The tile's whole blocks: i-blocks [ib0, ib1) in groups of g whose
+ * blocks fill whole cache lines of tb output rows, each group over the
+ * j-blocks [0, njb) from t0.  A group's blocks are loaded and transposed
+ * first, then stored row by row, so the stores that fill one output line
+ * are adjacent (non-temporal stores, nt, then leave the write-combining
+ * buffers as whole lines).  dst: the store's address at i = j = 0, sj its
+ * stride along j; nt stores are aligned to the block row's size. */
+static void emit_block_range(Cg *c, const LfNest *n, int tb, int g, LLVMValueRef src,
+                             LLVMValueRef dst, LLVMValueRef si, LLVMValueRef sj, LLVMValueRef t0,
+                             LLVMValueRef njb, LLVMValueRef ib0, LLVMValueRef ngroups, bool nt) {
+  LLVMTypeRef et = cg_storage_type(c, n->dtype);
+  unsigned es = (unsigned)dtype_size(n->dtype);
+  LLVMValueRef ktb = i64c(c, tb);
+  LLVMValueRef ig = LLVMBuildAdd(c->b, ib0, LLVMBuildMul(c->b, cg_open_loop(c, ngroups), i64c(c, g), ""), "");
+  LLVMValueRef j0 = LLVMBuildAdd(c->b, t0, LLVMBuildMul(c->b, cg_open_loop(c, njb), ktb, ""), "");
+  LLVMValueRef r[LINE_BYTES / 8][TB_MAX], i0[LINE_BYTES / 8];
+  for (int b = 0; b < g; b++) {
+    i0[b] = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, ig, i64c(c, b), ""), ktb, "");
+    load_block(c, n, tb, src, si, i0[b], j0, r[b]);
+  }
   LLVMValueRef md = NULL;
   unsigned nt_kind = 0;
   if (nt) {
@@ -155,25 +175,14 @@ static void emit_block(Cg *c, const LfNest *n, int tb, LLVMValueRef src, LLVMVal
     nt_kind = LLVMGetMDKindIDInContext(c->ctx, "nontemporal", 11);
   }
   for (int k = 0; k < tb; k++) {
-    LLVMValueRef off = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, j0, i64c(c, k), ""), sj, ""), i0, "");
-    LLVMValueRef st = LLVMBuildStore(c->b, r[k], LLVMBuildGEP2(c->b, et, dst, &off, 1, ""));
-    LLVMSetAlignment(st, nt ? es * (unsigned)tb : es);
-    if (nt) LLVMSetMetadata(st, nt_kind, md);
+    LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, j0, i64c(c, k), ""), sj, "");
+    for (int b = 0; b < g; b++) {
+      LLVMValueRef off = LLVMBuildAdd(c->b, row, i0[b], "");
+      LLVMValueRef st = LLVMBuildStore(c->b, r[b][k], LLVMBuildGEP2(c->b, et, dst, &off, 1, ""));
+      LLVMSetAlignment(st, nt ? es * (unsigned)tb : es);
+      if (nt) LLVMSetMetadata(st, nt_kind, md);
+    }
   }
-}
-
-/* The tile's whole blocks: i-blocks [ib0, ib1) in groups of g (the
- * blocks of one group fill whole cache lines of TB output rows), each
- * group over the j-blocks [0, njb) from t0; see emit_block. */
-static void emit_block_range(Cg *c, const LfNest *n, int tb, int g, LLVMValueRef src,
-                             LLVMValueRef dst, LLVMValueRef si, LLVMValueRef sj, LLVMValueRef t0,
-                             LLVMValueRef njb, LLVMValueRef ib0, LLVMValueRef ngroups, bool nt) {
-  LLVMValueRef ktb = i64c(c, tb);
-  LLVMValueRef ig = LLVMBuildAdd(c->b, ib0, LLVMBuildMul(c->b, cg_open_loop(c, ngroups), i64c(c, g), ""), "");
-  LLVMValueRef j0 = LLVMBuildAdd(c->b, t0, LLVMBuildMul(c->b, cg_open_loop(c, njb), ktb, ""), "");
-  for (int k = 0; k < g; k++)
-    emit_block(c, n, tb, src, dst, si, sj, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, ig, i64c(c, k), ""), ktb, ""), j0, nt);
   cg_close_loop(c);
   cg_close_loop(c);
 }
