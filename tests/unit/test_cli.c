@@ -544,29 +544,27 @@ END_TEST
  * TDSL_LLVM_PASSES replaces -O2's pipeline; one LLVM cannot parse is a
  * one-line usage error. */
 START_TEST(time_passes_and_pipeline) {
-  static const char mm[] = "kernel mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N] {\n"
-                           "  return a @ b\n}\n";
-  write_text("mm.tdsl", mm, sizeof mm - 1);
+  write_program(); /* five kernels: split in two at two threads */
   ck_assert_int_eq(setenv("TDSL_JOBS", "1", 1), 0);
-  ck_assert_int_eq(tdslc("mm.tdsl --time-passes"), 0);
+  ck_assert_int_eq(tdslc("k.tdsl --time-passes"), 0);
   static const char *const one[] = {"tdslc: parse ", "tdslc: lower ", "tdslc: llvm-build ",
                                     "tdslc: llvm-opt ", "tdslc: llvm-codegen "};
   for (size_t i = 0; i < sizeof one / sizeof *one; i++)
     ck_assert_msg(strstr(err_text, one[i]), "'%s' not in: %s", one[i], err_text);
   ck_assert_ptr_null(strstr(err_text, "merge"));
   ck_assert_int_eq(setenv("TDSL_JOBS", "2", 1), 0);
-  ck_assert_int_eq(tdslc("mm.tdsl --time-passes -o mm2.o"), 0);
+  ck_assert_int_eq(tdslc("k.tdsl --time-passes -o k2.o"), 0);
   static const char *const two[] = {"tdslc: llvm-split ", "tdslc: llvm-threads ",
                                     " modules on 2 threads (largest ", "tdslc:   llvm-opt ",
                                     "tdslc:   llvm-codegen ", "tdslc: merge "};
   for (size_t i = 0; i < sizeof two / sizeof *two; i++)
     ck_assert_msg(strstr(err_text, two[i]), "'%s' not in: %s", two[i], err_text);
-  ck_assert_int_eq(access(path_in("mm2.o"), F_OK), 0);
+  ck_assert_int_eq(access(path_in("k2.o"), F_OK), 0);
   ck_assert_int_eq(setenv("TDSL_LLVM_PASSES", "default<O2>", 1), 0);
-  ck_assert_int_eq(tdslc("mm.tdsl -o mm3.o"), 0);
-  ck_assert_int_eq(access(path_in("mm3.o"), F_OK), 0);
+  ck_assert_int_eq(tdslc("k.tdsl -o k3.o"), 0);
+  ck_assert_int_eq(access(path_in("k3.o"), F_OK), 0);
   ck_assert_int_eq(setenv("TDSL_LLVM_PASSES", "no-such-pass", 1), 0);
-  int rc = tdslc("mm.tdsl -o mm4.o");
+  int rc = tdslc("k.tdsl -o k4.o");
   unsetenv("TDSL_LLVM_PASSES");
   unsetenv("TDSL_JOBS");
   ck_assert_int_eq(rc, 2);
