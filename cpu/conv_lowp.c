@@ -21,9 +21,9 @@
  * past C and past O), the bias (or zeros) after them in the compute type,
  * in the space conv_direct.c sizes for its own layout (never more); the
  * split bf16 path reads conv_direct.c's own f32 packing instead, and
- * blocks 4 pixels on 256-bit vectors (6 spilled registers).  For
+ * blocks 4 pixels on 256-bit vectors (with 6, registers spilled).  For
  * each pixel of a block and pair of channels, one 32-bit broadcast of
- * (x[2p], x[2p + 1]) (an i8/u8 pair loaded as two bytes and widened to
+ * (x[2p], x[2p + 1]) (an i8/u8 pair repeated across the lanes and widened to
  * two i16), then NOB dot products; an odd C's last channel pairs with a
  * zero.  Chosen only where the input's channels are contiguous (a
  * constant channel stride of 1): other inputs take the generic kernel.

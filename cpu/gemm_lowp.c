@@ -27,9 +27,10 @@
  * memory and panel offsets are unchanged.  B panels from a row-major
  * operand pack two K rows at a time as vectors, interleaved.
  *
- * Only matmul operands read from memory take the pair path (conv2d and
- * operands with prologues use the generic one, which accumulates
- * integers in i32 too).  On the generic path, a matmul's f16/bf16 B is
+ * Only matmul operands read from memory take the pair path (the implicit
+ * GEMM's conv2d and operands with prologues use the generic one, which
+ * accumulates integers in i32 too; the direct conv's pairs are
+ * conv_lowp.c's, on gemm_lowp_pair_at and gemm_lowp_dot).  On the generic path, a matmul's f16/bf16 B is
  * packed here too: a K row of contiguous lanes is converted to f32 as
  * one vector (vcvtph2ps with F16C).
  *
