@@ -136,6 +136,24 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
   if (!quiet) cg_phase_ms(o, "llvm-opt", &t);
 }
 
+void cpu_check_llvm_passes(void) {
+  const char *env = getenv("TDSL_LLVM_PASSES");
+  if (!env || !*env) return;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("tdsl.passes", ctx);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(mod, env, NULL, po);
+  LLVMDisposePassBuilderOptions(po);
+  LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+  if (e) {
+    char *msg = LLVMGetErrorMessage(e);
+    fprintf(stderr, "tdslc: error: TDSL_LLVM_PASSES='%s': %s\n", env, msg);
+    LLVMDisposeErrorMessage(msg);
+    exit(2);
+  }
+}
+
 void cpu_init_llvm(void) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
