@@ -5,10 +5,11 @@
  * loops over the taps of an output row, the direct channels-last kernel's
  * register block (accumulators from the bias, tap loops, each pixel's
  * input offsets, the stores; conv_direct.c and conv_lowp.c add the
- * channels), and the parallel body's frame: values that are LLVM
- * constants in the kernel (static shapes) are used as constants in the
- * body, so LLVM unrolls and folds with them; the others travel through a
- * context of 8-byte slots.
+ * channels), a generated function's frame (also conv_1x1.c's bias
+ * hook), and the parallel body's: values that are LLVM constants in the
+ * kernel (static shapes) are used as constants in the body, so LLVM
+ * unrolls and folds with them; the others travel through a context of
+ * 8-byte slots.
  * Needs: conv_impl.h.
  * Used by: conv_depthwise.c, conv_direct.c, conv_lowp.c, conv_1x1.c. */
 #include <stdlib.h>
@@ -283,10 +284,8 @@ bool cv_is_one(LLVMValueRef v) { return LLVMIsAConstantInt(v) && LLVMConstIntGet
 
 /* ---- the parallel body ---------------------------------------------------- */
 
-LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
-  G *g = &d->g;
-  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
-  LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 3, 0));
+LLVMValueRef cv_fn_open(G *g, const char *name, LLVMTypeRef *ps, unsigned n) {
+  LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
     static const char *const kv[2] = {"min-legal-vector-width", "prefer-vector-width"};
@@ -298,15 +297,27 @@ LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
   g->fn = f;
   g->b = LLVMCreateBuilderInContext(g->ctx);
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));
+  return f;
+}
+
+LLVMValueRef cv_lanes(G *g) {
+  LLVMValueRef *lv = malloc(sizeof *lv * (size_t)g->vw);
+  for (int i = 0; i < g->vw; i++) lv[i] = k64(g, i);
+  LLVMValueRef lanes = LLVMConstVector(lv, (unsigned)g->vw);
+  free(lv);
+  return lanes;
+}
+
+LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
+  G *g = &d->g;
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = cv_fn_open(g, name, ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   for (int i = 0; i < V_COUNT; i++)
     d->v[i] = !d->k[i] || LLVMIsConstant(d->k[i])
                   ? d->k[i]
                   : LLVMBuildLoad2(g->b, i < V_NPTR ? g->ptr : g->i64, slot_ptr(g, cx, i), "");
-  LLVMValueRef *lv = malloc(sizeof *lv * (size_t)g->vw);
-  for (int i = 0; i < g->vw; i++) lv[i] = k64(g, i);
-  d->lanes = LLVMConstVector(lv, (unsigned)g->vw);
-  free(lv);
+  d->lanes = cv_lanes(g);
   return gemm_loop_open(g, l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
 }
 

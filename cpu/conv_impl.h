@@ -3,8 +3,9 @@
  * parallel body reads), and the pieces they share (conv_common.c):
  * vector loads and stores with dtype conversion, masks and gathers, the
  * run of output columns whose taps need no checks, the tap loops, the
- * direct channels-last register block, the epilogue hook call, the
- * parallel body's frame and its launch from the kernel.
+ * direct channels-last register block, the epilogue hook call, a
+ * generated function's frame, the parallel body's and its launch from
+ * the kernel.
  *   conv_common.c    the shared pieces;
  *   conv_depthwise.c one input channel per group;
  *   conv_direct.c    groups = 1, register-blocked;
@@ -110,6 +111,12 @@ void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMV
 /* The output columns [*lo, *hi) whose taps all fall inside the input. */
 void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi);
 bool cv_is_one(LLVMValueRef v);
+/* A private function `name`(ps[0 .. n)) returning void, with the 512-bit
+ * vector attributes when g's vectors are that wide: g->fn, and a new
+ * builder g->b at its entry block (the caller disposes of it). */
+LLVMValueRef cv_fn_open(G *g, const char *name, LLVMTypeRef *ps, unsigned n);
+/* <0, 1, .. VW-1> of i64. */
+LLVMValueRef cv_lanes(G *g);
 /* Opens body `name`(ctx, begin, end) with v[] bound, the builder inside
  * its loop over items; returns the item index.  cv_body_close ends it. */
 LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l);
