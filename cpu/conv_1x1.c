@@ -12,11 +12,9 @@
  * group).  A bias is added by a hook of this file wrapped around the
  * kernel's (f32/f64 outputs only, lf_conv_algo), vectorized along C's
  * unit-stride columns; the PyTorch reference adds it after the sum too.
- * Needs: conv_impl.h (Cv, vector loads and stores), gemm.h.
+ * Needs: conv_impl.h (Cv, vector loads and stores, cv_fn_open), gemm.h.
  * Used by: gemm_nest.c. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "conv_impl.h"
 
@@ -98,28 +96,14 @@ static LLVMValueRef bias_hook(const GemmEmit *e, DType od) {
   cv_setup(&d, e, od, od);
   G *g = &d.g;
   LLVMTypeRef ps[6] = {g->ptr, g->i64, g->i64, g->i64, g->i64, g->i64};
-  f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 6, 0));
-  LLVMSetLinkage(f, LLVMPrivateLinkage);
-  if (g->vec_bits >= 512) {
-    static const char *const kv[2] = {"min-legal-vector-width", "prefer-vector-width"};
-    for (int i = 0; i < 2; i++)
-      LLVMAddAttributeAtIndex(
-          f, LLVMAttributeFunctionIndex,
-          LLVMCreateStringAttribute(g->ctx, kv[i], (unsigned)strlen(kv[i]), "512", 3));
-  }
-  g->fn = f;
-  g->b = LLVMCreateBuilderInContext(g->ctx);
-  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));
+  f = cv_fn_open(g, name, ps, 6);
   LLVMValueRef cx = LLVMGetParam(f, 0), bt = LLVMGetParam(f, 1);
   LLVMValueRef i0 = LLVMGetParam(f, 2), i1 = LLVMGetParam(f, 3);
   LLVMValueRef j0 = LLVMGetParam(f, 4), j1 = LLVMGetParam(f, 5);
   LLVMValueRef out = getp(g, cx, B_OUT), bias = getp(g, cx, B_BIAS);
   LLVMValueRef off = add(g, get(g, cx, B_OFF), mul(g, bt, get(g, cx, B_SBT)));
   LLVMValueRef cm = get(g, cx, B_CM), boff = get(g, cx, B_BOFF), bs = get(g, cx, B_BS);
-  LLVMValueRef *lv = malloc(sizeof *lv * (size_t)g->vw);
-  for (int i = 0; i < g->vw; i++) lv[i] = k64(g, i);
-  LLVMValueRef lanes = LLVMConstVector(lv, (unsigned)g->vw);
-  free(lv);
+  LLVMValueRef lanes = cv_lanes(g);
   /* full vectors of columns, then the masked rest */
   LLVMValueRef nfull = mul(g, sdiv(g, sub(g, j1, j0), k64(g, g->vw)), k64(g, g->vw));
   LLVMValueRef jm = add(g, j0, nfull);

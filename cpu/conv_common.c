@@ -1,11 +1,17 @@
 /* conv_common.c — the pieces the convolution kernels of conv.h share
  * (conv_impl.h): setup, vector loads and stores converting between
  * storage dtypes and the compute type (masked, or gathered for strided
- * lanes), the epilogue hook call, the interior run of output columns, and
- * the parallel body's frame: values that are LLVM constants in the kernel
- * (static shapes) are used as constants in the body, so LLVM unrolls and
- * folds with them; the others travel through a context of 8-byte slots.
- * Needs: conv_impl.h.  Used by: conv_depthwise.c, conv_direct.c. */
+ * lanes), the epilogue hook call, the interior run of output columns, the
+ * loops over the taps of an output row, the direct channels-last kernel's
+ * register block (accumulators from the bias, tap loops, each pixel's
+ * input offsets, the stores; conv_direct.c and conv_lowp.c add the
+ * channels), a generated function's frame (also conv_1x1.c's bias
+ * hook), and the parallel body's: values that are LLVM constants in the
+ * kernel (static shapes) are used as constants in the body, so LLVM
+ * unrolls and folds with them; the others travel through a context of
+ * 8-byte slots.
+ * Needs: conv_impl.h.
+ * Used by: conv_depthwise.c, conv_direct.c, conv_lowp.c, conv_1x1.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +190,76 @@ void cv_close_inside(G *g, LLVMBasicBlockRef after) {
   LLVMPositionBuilderAtEnd(g->b, after);
 }
 
+/* ---- the taps and the register block --------------------------------------- */
+
+void cv_taps_open(Cv *d, CvTaps *t, LLVMValueRef xb, LLVMValueRef iy0) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  t->ky = gemm_loop_open(g, &t->ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef iy = add(g, iy0, mul(g, t->ky, v[V_DH]));
+  t->rowskip = cv_open_inside(g, iy, v[V_H]);
+  t->xr = add(g, xb, mul(g, iy, v[V_XSH]));
+  t->kx = gemm_loop_open(g, &t->lx, k64(g, 0), v[V_KW], k64(g, 1));
+}
+
+void cv_taps_close(Cv *d, CvTaps *t) {
+  G *g = &d->g;
+  gemm_loop_close(g, &t->lx);
+  cv_close_inside(g, t->rowskip);
+  gemm_loop_close(g, &t->ly);
+}
+
+LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool checked,
+                        LLVMBasicBlockRef *skip) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
+  ix = add(g, ix, mul(g, t->kx, v[V_DW]));
+  if (checked) *skip = cv_open_inside(g, ix, v[V_W]);
+  return add(g, t->xr, mul(g, ix, v[V_XSW]));
+}
+
+void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ox,
+                   LLVMValueRef oc, int np, bool checked, bool tail, int nb, LLVMValueRef rows) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int nob = d->nob, vw = g->vw;
+  b->ox = ox, b->oc = oc, b->np = np, b->skip = NULL;
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), rkn = mul(g, rows, k64(g, nb));
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, rows), v[V_OPAD]), oc);
+  for (int j = 0; j < nob; j++) {
+    LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
+    b->mask[j] = NULL;
+    if (tail)
+      b->mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
+                                 cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
+                                 cv_splat(g, v[V_O]), "");
+    for (int p = 0; p < np; p++) {
+      b->acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, bj, b->acc[p][j]);
+    }
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), rows);
+  cv_taps_open(d, &b->t, xb, iy0);
+  b->wt = add(g, wblk, mul(g, add(g, mul(g, b->t.ky, v[V_KW]), b->t.kx), rkn));
+  for (int p = 0; p < np; p++) /* checked: np == 1 */
+    b->xo[p] = cv_tap_col(d, &b->t, ox, p, checked, &b->skip);
+}
+
+void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw;
+  if (b->skip) cv_close_inside(g, b->skip);
+  cv_taps_close(d, &b->t);
+  for (int p = 0; p < b->np; p++)
+    for (int j = 0; j < d->nob; j++) {
+      LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, b->ox, k64(g, p)), v[V_OSW])),
+                           add(g, b->oc, k64(g, j * vw)));
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, b->acc[p][j], ""), v[V_OUT], o, b->mask[j]);
+    }
+}
+
 void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0,
                  LLVMValueRef j1) {
   G *g = &d->g;
@@ -208,10 +284,8 @@ bool cv_is_one(LLVMValueRef v) { return LLVMIsAConstantInt(v) && LLVMConstIntGet
 
 /* ---- the parallel body ---------------------------------------------------- */
 
-LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
-  G *g = &d->g;
-  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
-  LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, 3, 0));
+LLVMValueRef cv_fn_open(G *g, const char *name, LLVMTypeRef *ps, unsigned n) {
+  LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
     static const char *const kv[2] = {"min-legal-vector-width", "prefer-vector-width"};
@@ -223,15 +297,27 @@ LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
   g->fn = f;
   g->b = LLVMCreateBuilderInContext(g->ctx);
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));
+  return f;
+}
+
+LLVMValueRef cv_lanes(G *g) {
+  LLVMValueRef *lv = malloc(sizeof *lv * (size_t)g->vw);
+  for (int i = 0; i < g->vw; i++) lv[i] = k64(g, i);
+  LLVMValueRef lanes = LLVMConstVector(lv, (unsigned)g->vw);
+  free(lv);
+  return lanes;
+}
+
+LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l) {
+  G *g = &d->g;
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = cv_fn_open(g, name, ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   for (int i = 0; i < V_COUNT; i++)
     d->v[i] = !d->k[i] || LLVMIsConstant(d->k[i])
                   ? d->k[i]
                   : LLVMBuildLoad2(g->b, i < V_NPTR ? g->ptr : g->i64, slot_ptr(g, cx, i), "");
-  LLVMValueRef *lv = malloc(sizeof *lv * (size_t)g->vw);
-  for (int i = 0; i < g->vw; i++) lv[i] = k64(g, i);
-  d->lanes = LLVMConstVector(lv, (unsigned)g->vw);
-  free(lv);
+  d->lanes = cv_lanes(g);
   return gemm_loop_open(g, l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
 }
 

@@ -51,18 +51,13 @@ static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     cidx = cv_vmul(
         g, LLVMBuildSDiv(g->b, cv_vadd(g, cv_splat(g, c), d->lanes), cv_splat(g, v[V_M]), ""),
         cv_splat(g, v[V_XSC]));
-  GLoop ly, lx;
-  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
-  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
-  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
-  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
-  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
-  LLVMValueRef wv = cv_wvec(d, add(g, mul(g, add(g, mul(g, ky, v[V_KW]), kx), v[V_OPAD]), c));
+  CvTaps tp;
+  cv_taps_open(d, &tp, xb, iy0);
+  LLVMValueRef wv =
+      cv_wvec(d, add(g, mul(g, add(g, mul(g, tp.ky, v[V_KW]), tp.kx), v[V_OPAD]), c));
   for (int p = 0; p < np; p++) {
-    LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
-    ix = add(g, ix, mul(g, kx, v[V_DW]));
-    LLVMBasicBlockRef skip = checked ? cv_open_inside(g, ix, v[V_W]) : NULL;
-    LLVMValueRef off = add(g, xr, mul(g, ix, v[V_XSW])), xv;
+    LLVMBasicBlockRef skip = NULL;
+    LLVMValueRef off = cv_tap_col(d, &tp, ox, p, checked, &skip), xv;
     if (d->contig)
       xv = cv_vload(g, d->xd, v[V_X], add(g, off, c), NULL, mask);
     else
@@ -70,9 +65,7 @@ static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     LLVMBuildStore(g->b, gemm_fma(g, xv, wv, acc_get(g, acc[p])), acc[p]);
     if (skip) cv_close_inside(g, skip);
   }
-  gemm_loop_close(g, &lx);
-  cv_close_inside(g, rowskip);
-  gemm_loop_close(g, &ly);
+  cv_taps_close(d, &tp);
   for (int p = 0; p < np; p++) {
     LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), c);
     cv_vstore(g, g->od, acc_get(g, acc[p]), v[V_OUT], o, mask);
@@ -146,18 +139,15 @@ static void nchw_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef or
   LLVMValueRef cols = cv_vadd(g, cv_splat(g, ox), d->lanes), valid = NULL;
   if (checked) valid = LLVMBuildICmp(g->b, LLVMIntSLT, cols, cv_splat(g, v[V_OW]), "");
   LLVMValueRef step = mul(g, v[V_SW], v[V_XSW]); /* input elements between lanes */
-  GLoop ly, lx;
-  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
-  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
-  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
-  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
-  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
-  LLVMValueRef wi = add(g, wrow, add(g, mul(g, ky, v[V_KW]), kx));
+  CvTaps tp;
+  cv_taps_open(d, &tp, xb, iy0);
+  LLVMValueRef wi = add(g, wrow, add(g, mul(g, tp.ky, v[V_KW]), tp.kx));
   LLVMValueRef wv = cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], wi), ""));
-  LLVMValueRef koff = sub(g, mul(g, kx, v[V_DW]), v[V_PW]);
+  LLVMValueRef koff = sub(g, mul(g, tp.kx, v[V_DW]), v[V_PW]);
   for (int p = 0; p < np; p++) {
     LLVMValueRef ox0 = add(g, ox, k64(g, p * vw)), xv;
-    LLVMValueRef ix0 = add(g, mul(g, ox0, v[V_SW]), koff), off = add(g, xr, mul(g, ix0, v[V_XSW]));
+    LLVMValueRef ix0 = add(g, mul(g, ox0, v[V_SW]), koff);
+    LLVMValueRef off = add(g, tp.xr, mul(g, ix0, v[V_XSW]));
     LLVMValueRef mask = NULL;
     if (checked) {
       LLVMValueRef ix = cv_vadd(g, cv_vmul(g, cols, cv_splat(g, v[V_SW])), cv_splat(g, koff));
@@ -171,9 +161,7 @@ static void nchw_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef or
                     cv_vadd(g, cv_splat(g, off), cv_vmul(g, d->lanes, cv_splat(g, step))), mask);
     LLVMBuildStore(g->b, gemm_fma(g, xv, wv, acc_get(g, acc[p])), acc[p]);
   }
-  gemm_loop_close(g, &lx);
-  cv_close_inside(g, rowskip);
-  gemm_loop_close(g, &ly);
+  cv_taps_close(d, &tp);
   for (int p = 0; p < np; p++)
     cv_vstore(g, g->od, acc_get(g, acc[p]), v[V_OUT], add(g, orow, add(g, ox, k64(g, p * vw))),
               valid);

@@ -37,7 +37,8 @@ static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
 
 /* np pixels from column ox, output channels oc .. oc + NB (tail: masked
  * against O), of the row at input offset xb, first tap row iy0, output
- * offset ob. */
+ * offset ob (cv_block_open): for each tap and input channel c, NOB
+ * weight vectors by each pixel's broadcast x[c]. */
 static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
                      LLVMValueRef oc, int np, bool checked, bool tail) {
   G *g = &d->g;
@@ -45,58 +46,23 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     cv_lowp_block(d, xb, iy0, ob, ox, oc, np, checked, tail, nb_of(d));
     return;
   }
-  LLVMValueRef *v = d->v, acc[16][4], mask[4] = {NULL, NULL, NULL, NULL};
+  LLVMValueRef *v = d->v;
   int nob = d->nob, vw = g->vw, nb = nb_of(d);
-  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, nb));
-  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
-  for (int j = 0; j < nob; j++) {
-    LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
-    if (tail)
-      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
-                              cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
-                              cv_splat(g, v[V_O]), "");
-    for (int p = 0; p < np; p++) {
-      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
-      LLVMBuildStore(g->b, bj, acc[p][j]);
-    }
-  }
-  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
-  GLoop ly, lx, lc;
-  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
-  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
-  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
-  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
-  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
-  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
-  LLVMValueRef xo[16];
-  LLVMBasicBlockRef skip = NULL;
-  for (int p = 0; p < np; p++) {
-    LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
-    ix = add(g, ix, mul(g, kx, v[V_DW]));
-    if (checked) skip = cv_open_inside(g, ix, v[V_W]); /* np == 1 */
-    xo[p] = add(g, xr, mul(g, ix, v[V_XSW]));
-  }
+  CvBlock bk;
+  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
+  GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
-  LLVMValueRef wc = add(g, wt, mul(g, c, k64(g, nb))), wv[4], xc = mul(g, c, v[V_XSC]);
+  LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[4], xc = mul(g, c, v[V_XSC]);
   for (int j = 0; j < nob; j++) wv[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
   for (int p = 0; p < np; p++) {
-    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, xo[p], xc), d->xd));
+    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, bk.xo[p], xc), d->xd));
     for (int j = 0; j < nob; j++) {
-      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
-      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), acc[p][j]);
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk.acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), bk.acc[p][j]);
     }
   }
   gemm_loop_close(g, &lc);
-  if (skip) cv_close_inside(g, skip);
-  gemm_loop_close(g, &lx);
-  cv_close_inside(g, rowskip);
-  gemm_loop_close(g, &ly);
-  for (int p = 0; p < np; p++)
-    for (int j = 0; j < nob; j++) {
-      LLVMValueRef o =
-          add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), add(g, oc, k64(g, j * vw)));
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT], o, mask[j]);
-    }
+  cv_block_close(d, &bk, ob);
 }
 
 /* Every column of the row for the channel block at oc. */
@@ -172,20 +138,17 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
     }
   }
   LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
-  GLoop ly, lx, lc;
-  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
-  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
-  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
-  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
-  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
-  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
-  LLVMValueRef koff = sub(g, mul(g, kx, v[V_DW]), v[V_PW]), mask = NULL;
+  CvTaps tp;
+  cv_taps_open(d, &tp, xb, iy0);
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, tp.ky, v[V_KW]), tp.kx), ckn));
+  LLVMValueRef koff = sub(g, mul(g, tp.kx, v[V_DW]), v[V_PW]), mask = NULL;
   if (checked) { /* input column ox + lane + koff inside [0, W) */
     LLVMValueRef ix = cv_vadd(g, cols, cv_splat(g, koff));
     mask =
         LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
   }
-  LLVMValueRef x0 = add(g, xr, add(g, ox, koff)); /* column stride 1 */
+  LLVMValueRef x0 = add(g, tp.xr, add(g, ox, koff)); /* column stride 1 */
+  GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
   LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
   for (int j = 0; j < nvec; j++)
@@ -199,9 +162,7 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
     }
   }
   gemm_loop_close(g, &lc);
-  gemm_loop_close(g, &lx);
-  cv_close_inside(g, rowskip);
-  gemm_loop_close(g, &ly);
+  cv_taps_close(d, &tp);
   for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
     LLVMValueRef o = add(g, oc, k64(g, p));
     LLVMBasicBlockRef skip = cv_open_inside(g, o, v[V_O]);

@@ -2,12 +2,15 @@
  * emission state Cv (the GEMM's G for its helpers, plus the values the
  * parallel body reads), and the pieces they share (conv_common.c):
  * vector loads and stores with dtype conversion, masks and gathers, the
- * run of output columns whose taps need no checks, the epilogue hook
- * call, the parallel body's frame and its launch from the kernel.
+ * run of output columns whose taps need no checks, the tap loops, the
+ * direct channels-last register block, the epilogue hook call, a
+ * generated function's frame, the parallel body's and its launch from
+ * the kernel.
  *   conv_common.c    the shared pieces;
  *   conv_depthwise.c one input channel per group;
- *   conv_direct.c    channels-last, groups = 1, register-blocked;
- *   conv_lowp.c      its K-pair path for low-precision inputs.
+ *   conv_direct.c    groups = 1, register-blocked;
+ *   conv_lowp.c      its K-pair path for low-precision inputs;
+ *   conv_1x1.c       a 1x1 conv as a matmul per image.
  * Needs: conv.h, gemm_impl.h. */
 #ifndef TDSL_CPU_CONV_IMPL_H
 #define TDSL_CPU_CONV_IMPL_H
@@ -63,12 +66,57 @@ LLVMValueRef cv_wvec(Cv *d, LLVMValueRef i);
 /* `if (0 <= i < n)` (unsigned compare): opens it, returns the block after. */
 LLVMBasicBlockRef cv_open_inside(G *g, LLVMValueRef i, LLVMValueRef n);
 void cv_close_inside(G *g, LLVMBasicBlockRef after);
+
+/* The loops over the taps of an output row: ky (rows of taps outside the
+ * input skipped), then kx, the builder inside. */
+typedef struct CvTaps {
+  GLoop ly, lx;
+  LLVMBasicBlockRef rowskip;
+  LLVMValueRef ky, kx; /* the tap */
+  LLVMValueRef xr;     /* the input row's offset (input offset xb + iy * XSH) */
+} CvTaps;
+/* Opens them for the output row whose first tap row is iy0 (input offset
+ * xb of its image); cv_taps_close ends them. */
+void cv_taps_open(Cv *d, CvTaps *t, LLVMValueRef xb, LLVMValueRef iy0);
+void cv_taps_close(Cv *d, CvTaps *t);
+/* The input offset of output column ox + p at tap t (channel 0); checked:
+ * opens `if` the input column is inside, its block after in *skip. */
+LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool checked,
+                        LLVMBasicBlockRef *skip);
+
+/* conv_direct.c's channels-last register block, also conv_lowp.c's: np
+ * pixels from column ox by the output channels oc .. oc + NB (NOB
+ * vectors; tail: masked against O), their accumulators starting at the
+ * bias, inside the tap loops; the caller adds each tap's channels. */
+typedef struct CvBlock {
+  CvTaps t;
+  LLVMValueRef acc[16][4]; /* [pixel][vector]: allocas of the compute vectors */
+  LLVMValueRef mask[4];    /* tail: each vector's lanes below O, else NULL */
+  LLVMValueRef xo[16];     /* each pixel's input offset at this tap */
+  LLVMValueRef wt;         /* this tap's first weight row in wp */
+  LLVMValueRef ox, oc;
+  LLVMBasicBlockRef skip; /* checked (np == 1): the column check's block after */
+  int np;
+} CvBlock;
+/* Opens the block for weights packed [O / NB][KH][KW][rows][NB] (rows:
+ * C, or conv_lowp.c's pairs), the bias after them (at KH * KW * rows *
+ * OPAD); cv_block_close closes the loops and stores the block at output
+ * offset ob (the row's). */
+void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ox,
+                   LLVMValueRef oc, int np, bool checked, bool tail, int nb, LLVMValueRef rows);
+void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob);
 /* The epilogue hook (gemm.h) on rows [i0, i1) x columns [j0, j1). */
 void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0,
                  LLVMValueRef j1);
 /* The output columns [*lo, *hi) whose taps all fall inside the input. */
 void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi);
 bool cv_is_one(LLVMValueRef v);
+/* A private function `name`(ps[0 .. n)) returning void, with the 512-bit
+ * vector attributes when g's vectors are that wide: g->fn, and a new
+ * builder g->b at its entry block (the caller disposes of it). */
+LLVMValueRef cv_fn_open(G *g, const char *name, LLVMTypeRef *ps, unsigned n);
+/* <0, 1, .. VW-1> of i64. */
+LLVMValueRef cv_lanes(G *g);
 /* Opens body `name`(ctx, begin, end) with v[] bound, the builder inside
  * its loop over items; returns the item index.  cv_body_close ends it. */
 LLVMValueRef cv_body_open(Cv *d, const char *name, GLoop *l);
@@ -86,8 +134,8 @@ LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes)
 int cv_lowp_choose(Cv *d, DType wd);
 /* The weights as pairs [O / NB][KH][KW][ceil(C / 2)][NB], then the bias. */
 void cv_lowp_pack(Cv *d, const GemmTensor *w, const GemmTensor *bias, int nb);
-/* conv_direct.c's block (np pixels from ox, channels oc .. oc + nb) on
- * the pairs. */
+/* conv_direct.c's block (cv_block_open's: np pixels from ox, channels
+ * oc .. oc + nb) on the pairs. */
 void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
                    LLVMValueRef oc, int np, bool checked, bool tail, int nb);
 

@@ -126,42 +126,15 @@ static LLVMValueRef step(Cv *d, LLVMValueRef acc, LLVMValueRef xp, LLVMValueRef 
 void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
                    LLVMValueRef oc, int np, bool checked, bool tail, int nb) {
   G *g = &d->g;
-  LLVMValueRef *v = d->v, acc[16][4], mask[4] = {NULL, NULL, NULL, NULL};
+  LLVMValueRef *v = d->v;
   LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)g->vw);
   int nob = d->nob, vw = g->vw;
-  /* weight rows per tap: pairs, or (split) conv_direct.c's f32 rows */
-  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), P = d->split ? v[V_C] : npairs(g, v[V_C]);
-  LLVMValueRef pkn = mul(g, P, k64(g, nb));
-  LLVMValueRef boff = add(g, mul(g, mul(g, kk, P), v[V_OPAD]), oc);
-  for (int j = 0; j < nob; j++) {
-    LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
-    if (tail)
-      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
-                              cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
-                              cv_splat(g, v[V_O]), "");
-    for (int p = 0; p < np; p++) {
-      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
-      LLVMBuildStore(g->b, bj, acc[p][j]);
-    }
-  }
-  LLVMValueRef wblk = mul(g, mul(g, oc, kk), P);
-  GLoop ly, lx, lc;
-  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
-  LLVMValueRef iy = add(g, iy0, mul(g, ky, v[V_DH]));
-  LLVMBasicBlockRef rowskip = cv_open_inside(g, iy, v[V_H]);
-  LLVMValueRef xr = add(g, xb, mul(g, iy, v[V_XSH]));
-  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
-  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), pkn));
-  LLVMValueRef xo[16];
-  LLVMBasicBlockRef skip = NULL;
-  for (int p = 0; p < np; p++) {
-    LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
-    ix = add(g, ix, mul(g, kx, v[V_DW]));
-    if (checked) skip = cv_open_inside(g, ix, v[V_W]); /* np == 1 */
-    xo[p] = add(g, xr, mul(g, ix, v[V_XSW]));
-  }
+  CvBlock bk; /* weight rows per tap: pairs, or (split) conv_direct.c's f32 rows */
+  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb,
+                d->split ? v[V_C] : npairs(g, v[V_C]));
   /* full pairs, then an odd C's last channel (channel stride 1) */
   LLVMValueRef full = sdiv(g, v[V_C], k64(g, 2));
+  GLoop lc;
   for (int part = 0; part < 2; part++) {
     LLVMValueRef q;
     LLVMBasicBlockRef after = NULL;
@@ -174,7 +147,7 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
       LLVMBuildCondBr(g->b, lt(g, mul(g, full, k64(g, 2)), v[V_C]), odd, after);
       LLVMPositionBuilderAtEnd(g->b, odd);
     }
-    LLVMValueRef wc = add(g, wt, mul(g, q, k64(g, d->split ? 2 * nb : nb)));
+    LLVMValueRef wc = add(g, bk.wt, mul(g, q, k64(g, d->split ? 2 * nb : nb)));
     LLVMValueRef wv[4] = {0}, wl[4] = {0}, wh[4] = {0};
     for (int j = 0; j < nob; j++) {
       if (d->split) { /* channels 2q and 2q + 1 as f32 rows */
@@ -186,23 +159,14 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
       LLVMSetAlignment(wv[j], 4);
     }
     for (int p = 0; p < np; p++) {
-      LLVMValueRef xp = x_pair(d, add(g, xo[p], mul(g, q, k64(g, 2))), part == 0);
+      LLVMValueRef xp = x_pair(d, add(g, bk.xo[p], mul(g, q, k64(g, 2))), part == 0);
       for (int j = 0; j < nob; j++) {
-        LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
-        LLVMBuildStore(g->b, step(d, a, xp, wv[j], wl[j], wh[j], part == 0), acc[p][j]);
+        LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk.acc[p][j], "");
+        LLVMBuildStore(g->b, step(d, a, xp, wv[j], wl[j], wh[j], part == 0), bk.acc[p][j]);
       }
     }
     if (part == 0) gemm_loop_close(g, &lc);
     else cv_close_inside(g, after);
   }
-  if (skip) cv_close_inside(g, skip);
-  gemm_loop_close(g, &lx);
-  cv_close_inside(g, rowskip);
-  gemm_loop_close(g, &ly);
-  for (int p = 0; p < np; p++)
-    for (int j = 0; j < nob; j++) {
-      LLVMValueRef o =
-          add(g, add(g, ob, mul(g, add(g, ox, k64(g, p)), v[V_OSW])), add(g, oc, k64(g, j * vw)));
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT], o, mask[j]);
-    }
+  cv_block_close(d, &bk, ob);
 }

@@ -2,9 +2,10 @@
  * a .tdsl source with tdslc (--emit=obj,header), link the object with the
  * runtime sources into a shared object, dlopen it, call kernels on random
  * tensors with real strides and byte offsets, and compare every output
- * with the reference interpreter (interp_run) under spec §9's tolerances.
- * (Shared as static inline functions so that a test uses only what it
- * needs.)
+ * with the reference interpreter (interp_run) under spec §9's tolerances;
+ * count lines of tdslc's assembly, build a streaming and a plain copy of a
+ * library.  (Shared as static inline functions so that a test uses only
+ * what it needs.)
  * Needs: check.h, dlfcn.h, <tdsl/runtime.h>, the front end and
  * interpreter, TDSL_TDSLC, TDSL_CC, TDSL_SOURCE_DIR. */
 #ifndef TDSL_TEST_CODEGEN_UTIL_H
@@ -396,6 +397,44 @@ static inline int report_lines(const char *src, const char *what) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   ck_assert_int_eq(sh(cmd), 0);
   return n;
+}
+
+/* ---- assembly and streaming stores --------------------------------------- */
+
+/* Occurrences of `what` (a grep pattern) in the assembly tdslc writes for
+ * src with the extra tdslc flags ("" for none). */
+static inline int asm_count(const char *src, const char *flags, const char *what) {
+  char cmd[1024], path[] = "/tmp/tdsl_asm_XXXXXX", file[128];
+  ck_assert_ptr_nonnull(mkdtemp(path));
+  snprintf(file, sizeof file, "%s/k.tdsl", path);
+  write_text(file, src);
+  snprintf(cmd, sizeof cmd, "%s %s %s --emit=asm -o - | grep -c '%s' > %s/n.txt", TDSL_TDSLC,
+           file, flags, what, path);
+  sh(cmd); /* grep -c exits 1 when it counts 0; the count says it */
+  snprintf(file, sizeof file, "%s/n.txt", path);
+  FILE *f = fopen(file, "r");
+  int n = -1;
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
+  sh(cmd);
+  return n;
+}
+
+/* Two builds of src (build(): header checked through kernel) whose
+ * runtimes read TDSL_STREAM_MIN_BYTES at their first call: *S with it 0
+ * (every eligible output streams), *P with it huge (none does); the
+ * variable is 0 afterwards. */
+static inline void build_stream_pair(Lib *S, Lib *P, const char *src, const char *kernel) {
+  build(S, src, kernel);
+  build(P, src, kernel);
+  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
+  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(P, "tdsl_stream_min_bytes");
+  ck_assert(plain_min() == 999999999999999);
+  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
+  int64_t (*stream_min)(void) = (int64_t(*)(void))sym(S, "tdsl_stream_min_bytes");
+  ck_assert(stream_min() == 0);
 }
 
 #endif

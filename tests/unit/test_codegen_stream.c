@@ -40,22 +40,7 @@ static void out_at(Ten *o, DType d, int rank, const int64_t *shape, int64_t off)
 START_TEST(code_streams) {
   /* The compiled code holds non-temporal stores (else the other tests
    * would test the plain path only). */
-  char cmd[1024], path[] = "/tmp/tdsl_stream_XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(path));
-  char file[128];
-  snprintf(file, sizeof file, "%s/s.tdsl", path);
-  write_text(file, src);
-  snprintf(cmd, sizeof cmd, "%s %s --emit=asm -o - | grep -c movnt > %s/n.txt", TDSL_TDSLC,
-           file, path);
-  ck_assert_int_eq(sh(cmd), 0);
-  snprintf(file, sizeof file, "%s/n.txt", path);
-  FILE *f = fopen(file, "r");
-  int n = 0;
-  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
-  fclose(f);
-  ck_assert_int_ge(n, 5); /* each kernel's output */
-  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
-  sh(cmd);
+  ck_assert_int_ge(asm_count(src, "", "movnt"), 5); /* each kernel's output */
 }
 END_TEST
 
@@ -113,14 +98,7 @@ START_TEST(streamed_equals_plain) {
   /* The same kernels with streaming off (a library whose runtime read
    * TDSL_STREAM_MIN_BYTES huge at its first call): bitwise the same. */
   Lib S, P;
-  build(&S, src, "chain");
-  build(&P, src, "chain");
-  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
-  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(&P, "tdsl_stream_min_bytes");
-  ck_assert(plain_min() == 999999999999999);
-  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
-  int64_t (*stream_min)(void) = (int64_t(*)(void))sym(&S, "tdsl_stream_min_bytes");
-  ck_assert(stream_min() == 0);
+  build_stream_pair(&S, &P, src, "chain");
   int64_t xs[4] = {3, 5, 13, 29}, cs[1] = {5};
   Ten in[3], o1, o2;
   ten(&in[0], DT_F32, 4, xs, NULL, 0, false);
@@ -171,37 +149,13 @@ static const char rows[] =
     "  return softmax(x, dim=-1)\n"
     "}\n";
 
-/* Occurrences of "movnt" in tdslc's assembly of kernel k of rows. */
-static int row_movnt(const char *k) {
-  char cmd[1024], path[] = "/tmp/tdsl_stream_XXXXXX", file[128];
-  ck_assert_ptr_nonnull(mkdtemp(path));
-  snprintf(file, sizeof file, "%s/s.tdsl", path);
-  write_text(file, rows);
-  snprintf(cmd, sizeof cmd, "%s %s --kernel=%s --emit=asm -o - | grep -c movnt > %s/n.txt",
-           TDSL_TDSLC, file, k, path);
-  sh(cmd); /* grep -c exits 1 when it counts 0 */
-  snprintf(file, sizeof file, "%s/n.txt", path);
-  FILE *f = fopen(file, "r");
-  int n = -1;
-  ck_assert_ptr_nonnull(f);
-  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
-  sh(cmd);
-  return n;
-}
-
 START_TEST(row_groups_stream) {
-  ck_assert_int_ge(row_movnt("ln"), 1);
-  ck_assert_int_ge(row_movnt("rms"), 1);
-  ck_assert_int_eq(row_movnt("sm"), 0); /* its last nest scales the row in place */
+  ck_assert_int_ge(asm_count(rows, "--kernel=ln", "movnt"), 1);
+  ck_assert_int_ge(asm_count(rows, "--kernel=rms", "movnt"), 1);
+  /* softmax's last nest scales the row in place */
+  ck_assert_int_eq(asm_count(rows, "--kernel=sm", "movnt"), 0);
   Lib S, P;
-  build(&S, rows, "ln");
-  build(&P, rows, "ln");
-  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
-  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(&P, "tdsl_stream_min_bytes");
-  ck_assert(plain_min() == 999999999999999);
-  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
+  build_stream_pair(&S, &P, rows, "ln");
   const int64_t ks[] = {1, 7, 64, 100, 300};
   for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
     for (int64_t off = 0; off < 3; off += 2) {

@@ -137,29 +137,12 @@ static void check_all(Lib *L) {
   ten_free(&in), ten_free(&out[0]), ten_free(&out[1]);
 }
 
-/* Occurrences of `what` in the assembly tdslc writes for src with flags. */
-static int asm_count(const char *flags, const char *what) {
-  char cmd[1024], path[] = "/tmp/tdsl_tr_XXXXXX", file[128];
-  ck_assert_ptr_nonnull(mkdtemp(path));
-  snprintf(file, sizeof file, "%s/t.tdsl", path);
-  write_text(file, src);
-  snprintf(cmd, sizeof cmd, "%s %s %s --kernel=t2_f32 --kernel=t2_f64 --emit=asm -o - | grep -c '%s' > %s/n.txt",
-           TDSL_TDSLC, file, flags, what, path);
-  sh(cmd); /* grep -c exits 1 on no match; the count says it */
-  snprintf(file, sizeof file, "%s/n.txt", path);
-  FILE *f = fopen(file, "r");
-  int n = -1;
-  ck_assert_ptr_nonnull(f);
-  ck_assert_int_eq(fscanf(f, "%d", &n), 1);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", path);
-  sh(cmd);
-  return n;
-}
-
 START_TEST(code_streams) {
-  ck_assert_int_ge(asm_count("", "movnt"), 2);
-  ck_assert_int_ge(asm_count("--target=x86-64-v2", "movnt"), 2);
+  const char *k = "--kernel=t2_f32 --kernel=t2_f64";
+  char v2[64];
+  snprintf(v2, sizeof v2, "--target=x86-64-v2 %s", k);
+  ck_assert_int_ge(asm_count(src, k, "movnt"), 2);
+  ck_assert_int_ge(asm_count(src, v2, "movnt"), 2);
 }
 END_TEST
 
@@ -183,14 +166,7 @@ START_TEST(streamed_equals_plain) {
   /* The same kernels with streaming off (a library whose runtime read
    * TDSL_STREAM_MIN_BYTES huge at its first call): bitwise the same. */
   Lib S, P;
-  build(&S, src, "t2_f32");
-  build(&P, src, "t2_f32");
-  setenv("TDSL_STREAM_MIN_BYTES", "999999999999999", 1);
-  int64_t (*plain_min)(void) = (int64_t(*)(void))sym(&P, "tdsl_stream_min_bytes");
-  ck_assert(plain_min() == 999999999999999);
-  setenv("TDSL_STREAM_MIN_BYTES", "0", 1);
-  int64_t (*stream_min)(void) = (int64_t(*)(void))sym(&S, "tdsl_stream_min_bytes");
-  ck_assert(stream_min() == 0);
+  build_stream_pair(&S, &P, src, "t2_f32");
   for (size_t k = 0; k < sizeof t2 / sizeof *t2; k++) {
     int64_t is[2] = {67, 600}, os[2] = {600, 67};
     Ten in, o1, o2;
