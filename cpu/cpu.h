@@ -185,12 +185,8 @@ LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const i
 
 /* Verifies, optimizes and writes the module; returns cg_emit's status. */
 int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
-/* A pipeline in $TDSL_LLVM_PASSES that LLVM's pass builder cannot parse
- * is a usage error: one message, exit 2, checked on an empty module
- * before any module is optimized (on threads, where each would report
- * it and exit under the others). */
-void cpu_check_llvm_passes(void);
-/* LLVM's native target, initialized once (before threads start). */
+/* LLVM's native target, initialized once (before threads start), and
+ * $TDSL_LLVM_PASSES checked: one that LLVM cannot parse exits 2. */
 void cpu_init_llvm(void);
 /* Verifies and optimizes mod and emits its object into *obj; prints no
  * phase times but adds the calling thread's CPU milliseconds spent in

@@ -453,6 +453,18 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
   return f;
 }
 
+/* One panel row of a MAT B with contiguous lanes: NR elements of B from
+ * element src of base, converted, into the packed row dst (NV vectors). */
+static void copy_b_row(G *g, LLVMValueRef base, LLVMValueRef src, LLVMValueRef dst) {
+  LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
+  for (int v = 0; v < g->nv; v++) {
+    LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
+    LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
+    LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, dst, k64(g, v * g->vw)));
+    LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
+  }
+}
+
 /* Full panels [t0, t1) of a MAT B whose lanes are contiguous (X_BI ==
  * 1), vectorized: in groups of 8 K rows, for each panel, each row's NV
  * vectors are loaded from B, converted and stored into the panel.  Each
@@ -464,7 +476,6 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
   LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), get(g, cx, X_BP))),
                           get(g, cx, X_JC));
   LLVMValueRef sp = get(g, cx, X_BP);
-  LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
   GLoop lg, lt, lp;
   LLVMValueRef p0 = gemm_loop_open(g, &lg, k64(g, 0), kc, k64(g, 8));
   LLVMValueRef p1 = imin(g, add(g, p0, k64(g, 8)), kc);
@@ -473,12 +484,7 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
   LLVMValueRef p = gemm_loop_open(g, &lp, p0, p1, k64(g, 1));
   LLVMValueRef src = add(g, add(g, src0, mul(g, p, sp)), mul(g, t, k64(g, g->nr)));
   LLVMValueRef dst = gep(g, g->ct, panel, mul(g, p, k64(g, g->nr)));
-  for (int v = 0; v < g->nv; v++) {
-    LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
-    LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
-    LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, dst, k64(g, v * g->vw)));
-    LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
-  }
+  copy_b_row(g, base, src, dst);
   gemm_loop_close(g, &lp);
   gemm_loop_close(g, &lt);
   gemm_loop_close(g, &lg);
@@ -502,19 +508,14 @@ void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef 
     LLVMPositionBuilderAtEnd(g->b, bv);
     LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
     LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)), add(g, jc, j));
-    LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, g->vw);
+    LLVMTypeRef st = gemm_storage(g, g->bd);
     GLoop lp;
     LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
     LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
     LLVMValueRef pf[4] = {gep(g, st, base, add(g, src, k64(g, 2 * g->nr))), LLVMConstInt(g->i32, 0, 0),
                           LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
     gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-    for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, src, k64(g, v * g->vw))), "");
-      LLVMSetAlignment(x, (unsigned)dtype_size(g->bd));
-      LLVMValueRef y = LLVMBuildStore(g->b, vconv(g, x, g->bd), gep(g, g->ct, row, k64(g, v * g->vw)));
-      LLVMSetAlignment(y, (unsigned)(g->vw * dtype_size(g->cd)));
-    }
+    copy_b_row(g, base, src, row);
     gemm_loop_close(g, &lp);
     LLVMBuildBr(g->b, done);
   } else {

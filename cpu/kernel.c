@@ -244,7 +244,6 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
   cpu_init_llvm();
-  cpu_check_llvm_passes();
   const CgIsa *v[4];
   int nv = cpu_isa_variants(o->target, v);
   int nk = m->nkernels;

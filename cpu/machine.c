@@ -106,6 +106,14 @@ static const char *llvm_passes(const CgOptions *o, char *buf, size_t cap) {
   return buf;
 }
 
+/* The user's pipeline ($TDSL_LLVM_PASSES) failed: a usage error. */
+static _Noreturn void user_pipeline_error(const char *passes, LLVMErrorRef e) {
+  char *msg = LLVMGetErrorMessage(e);
+  fprintf(stderr, "tdslc: error: TDSL_LLVM_PASSES='%s': %s\n", passes, msg);
+  LLVMDisposeErrorMessage(msg);
+  exit(2);
+}
+
 /* Verifies and optimizes mod for tm; quiet: no phase times (threads). */
 static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *triple,
                      const CgOptions *o, bool quiet) {
@@ -125,18 +133,17 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
   if (!quiet) cg_phase_ms(o, "llvm-verify", &t);
   LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
   if (e) {
-    char *msg = LLVMGetErrorMessage(e);
-    if (passes != o2_passes && passes != buf) { /* the user's pipeline: a usage error */
-      fprintf(stderr, "tdslc: error: TDSL_LLVM_PASSES='%s': %s\n", passes, msg);
-      exit(2);
-    }
-    ICE("LLVM passes failed: %s", msg);
+    if (passes != o2_passes && passes != buf) user_pipeline_error(passes, e);
+    ICE("LLVM passes failed: %s", LLVMGetErrorMessage(e));
   }
   LLVMDisposePassBuilderOptions(po);
   if (!quiet) cg_phase_ms(o, "llvm-opt", &t);
 }
 
-void cpu_check_llvm_passes(void) {
+/* A $TDSL_LLVM_PASSES that LLVM's pass builder cannot parse, found on an
+ * empty module before any module is optimized: one message, exit 2 (on
+ * threads each module would report it and exit under the others). */
+static void check_user_pipeline(void) {
   const char *env = getenv("TDSL_LLVM_PASSES");
   if (!env || !*env) return;
   LLVMContextRef ctx = LLVMContextCreate();
@@ -146,17 +153,13 @@ void cpu_check_llvm_passes(void) {
   LLVMDisposePassBuilderOptions(po);
   LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
-  if (e) {
-    char *msg = LLVMGetErrorMessage(e);
-    fprintf(stderr, "tdslc: error: TDSL_LLVM_PASSES='%s': %s\n", env, msg);
-    LLVMDisposeErrorMessage(msg);
-    exit(2);
-  }
+  if (e) user_pipeline_error(env, e);
 }
 
 void cpu_init_llvm(void) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
+  check_user_pipeline();
 }
 
 double cpu_thread_ms(void) {
