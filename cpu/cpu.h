@@ -169,14 +169,30 @@ void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv)
 
 /* ---- split.c -------------------------------------------------------------- */
 
-/* Splits mod's functions into at most nparts parts (kernel: the name
- * that makes the hidden globals it creates unique); returns the number of
- * parts (>= 2) with *owner (malloc'd: each defined function's part, in
- * module order) and *bc (the module as bitcode, after the renaming), or
- * 0 when it does not split (fewer than min_insts instructions, one
- * component). */
+/* One part of a split module: its pipeline (light: every function in it
+ * marked cpu_mark_light) and its estimated compile cost (instructions,
+ * a light one weighing less), for ordering the parts on threads. */
+typedef struct CpuPart {
+  bool light;
+  long cost;
+} CpuPart;
+
+/* Splits mod's functions into parts (kernel: the name that makes the
+ * hidden globals it creates unique): functions joined by direct calls or
+ * a writable global stay together; a group whose functions are all light
+ * and one that is not never share a part; each of the two is split into
+ * up to nparts parts when mod has at least min_insts instructions, else
+ * kept whole.  Returns the number of parts (>= 2) with *owner (malloc'd:
+ * each defined function's part, in module order), *bc (the module as
+ * bitcode, after the renaming) and parts[] (room for 2 * nparts), or 0
+ * when it does not split (parts[0] then says whether mod is light). */
+/* Marks fn as finished vector code (the GEMM's helpers): at -O1 and above
+ * it goes through the light pipeline (machine.c) instead of the full one,
+ * in a part of its own. */
+void cpu_mark_light(LLVMValueRef fn);
+bool cpu_is_light(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
-                     int **owner, LLVMMemoryBufferRef *bc);
+                     int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);
 /* Part `part` of a split module, read into ctx (any thread). */
 LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
                              int part);
@@ -185,16 +201,21 @@ LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const i
 
 /* Verifies, optimizes and writes the module; returns cg_emit's status. */
 int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o);
+/* The same for a module split into n parts (cpu_split_module): each part
+ * optimized with its pipeline, then linked back into one module (what
+ * the split made hidden is private again) and written. */
+int cpu_optimize_parts_and_write(LLVMMemoryBufferRef bc, const int *owner, const CpuPart *parts,
+                                 int n, const CgOptions *o);
 /* LLVM's native target, initialized once (before threads start), and
  * $TDSL_LLVM_PASSES checked: one that LLVM cannot parse exits 2. */
 void cpu_init_llvm(void);
-/* Verifies and optimizes mod and emits its object into *obj; prints no
- * phase times but adds the calling thread's CPU milliseconds spent in
- * the pass pipeline and in code generation to ms[0] and ms[1].  Safe on
- * several threads at once, each module in its own LLVMContext.  Returns
- * 0 or 2 (no target). */
-int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj,
-                          double ms[2]);
+/* Verifies and optimizes mod (light: with the light pipeline) and emits
+ * its object into *obj; prints no phase times but adds the calling
+ * thread's CPU milliseconds spent in the pass pipeline and in code
+ * generation to ms[0] and ms[1].  Safe on several threads at once, each
+ * module in its own LLVMContext.  Returns 0 or 2 (no target). */
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, bool light,
+                          LLVMMemoryBufferRef *obj, double ms[2]);
 /* The calling thread's CPU time in milliseconds. */
 double cpu_thread_ms(void);
 

@@ -200,6 +200,7 @@ LLVMValueRef gemm_new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) {
   snprintf(name, sizeof name, "tdsl.gemm.%s.%s", g->key, what);
   LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
+  cpu_mark_light(f); /* finished vector code: the light pipeline (machine.c) */
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
     const char *k = "min-legal-vector-width", *v = "512";
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
@@ -331,6 +332,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
   LLVMValueRef small_pack, small_body; /* the small path's, or NULL */
+  LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
 
 /* Whether this GEMM has the small path (gemm_small.c): matmul operands
@@ -345,6 +347,34 @@ static void make_key(G *g) {
   snprintf(g->key, sizeof g->key, "%d%d%d%d%d%d%d%d.v%d%s%s%s", (int)g->ad, (int)g->bd,
            (int)g->od, (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n,
            g->vec_bits, g->epi ? ".epi" : "", g->pa || g->pb ? ".pro" : "", gemm_lowp_key(g));
+}
+
+static void run_gemm(G *g, Run *r);
+
+/* The driver of one product, C = A x B with the batch offsets in the
+ * context (its only parameter): the small path when the shape is short
+ * (gemm_small.c), else the packed one (run_gemm).  A helper function
+ * like the others (shared per configuration, the light pipeline), so
+ * the kernel's entry holds only the context's set-up and a call. */
+static LLVMValueRef emit_run(G *g, Run *r) {
+  LLVMValueRef f = gemm_new_fn(g, "run", &g->ptr, 1);
+  Run in = *r;
+  in.cx = LLVMGetParam(f, 0);
+  if (in.small_body) {
+    LLVMBasicBlockRef bs = blk(g, "gemm_small"), bp = blk(g, "gemm_packed"), bj = blk(g, "gemm_done");
+    LLVMBuildCondBr(g->b, gemm_small_select(g, in.cx), bs, bp);
+    LLVMPositionBuilderAtEnd(g->b, bs);
+    gemm_small_run(g, in.cx, in.small_pack, in.small_body);
+    LLVMBuildBr(g->b, bj);
+    LLVMPositionBuilderAtEnd(g->b, bp);
+    run_gemm(g, &in);
+    LLVMBuildBr(g->b, bj);
+    LLVMPositionBuilderAtEnd(g->b, bj);
+  } else {
+    run_gemm(g, &in);
+  }
+  LLVMBuildRetVoid(g->b);
+  return f;
 }
 
 /* Emits the helper functions (or finds the module's copy), then restores
@@ -367,7 +397,12 @@ static Run make_fns(G *g, const GemmEmit *e) {
     r.pack_body = gemm_emit_packb_body(g, pb);
     r.block_body = gemm_emit_block_body(g, pa, pb);
   }
+  bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
   if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
+  else if (!has_small(g)) r.small_body = r.small_pack = NULL;
+  snprintf(name, sizeof name, "tdsl.gemm.%s.run", g->key);
+  r.run = LLVMGetNamedFunction(g->mod, name);
+  if (!r.run || fresh) r.run = emit_run(g, &r);
   LLVMDisposeBuilder(g->b);
   g->b = e->b;
   g->fn = e->fn;
@@ -466,6 +501,12 @@ static void run_gemm(G *g, Run *r) {
 static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc) {
   LLVMValueRef c[3], sz = k64(g, dtype_size(g->cd));
   LLVMValueRef f = fdecl(g, "tdsl_cpu_cache_bytes", g->i64, &g->i32, 1);
+  /* the same value at every call (read once): calls LLVM may merge, so
+   * the kernel's entry computes the blocking once, not at each use */
+  static const char *const pure[3] = {"memory", "nounwind", "willreturn"};
+  for (int a = 0; a < 3; a++)
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(pure[a], strlen(pure[a])), 0));
   for (int l = 0; l < 3; l++) {
     LLVMValueRef a = LLVMConstInt(g->i32, (unsigned)(l + 1), 0);
     c[l] = call(g, f, &a, 1);
@@ -619,19 +660,7 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   }
   set(&g, cx, X_AOFF, ao), set(&g, cx, X_BOFF, bo), set(&g, cx, X_COFF, co);
   set(&g, cx, X_BT, bt);
-  if (r.small_body) { /* the small path when the shape is short (gemm_small.c) */
-    LLVMBasicBlockRef bs = blk(&g, "gemm_small"), bp = blk(&g, "gemm_packed"), bj = blk(&g, "gemm_done");
-    LLVMBuildCondBr(g.b, gemm_small_select(&g, cx), bs, bp);
-    LLVMPositionBuilderAtEnd(g.b, bs);
-    gemm_small_run(&g, cx, r.small_pack, r.small_body);
-    LLVMBuildBr(g.b, bj);
-    LLVMPositionBuilderAtEnd(g.b, bp);
-    run_gemm(&g, &r);
-    LLVMBuildBr(g.b, bj);
-    LLVMPositionBuilderAtEnd(g.b, bj);
-  } else {
-    run_gemm(&g, &r);
-  }
+  call(&g, r.run, &cx, 1);
   for (int d = R - 3; d >= 0; d--) gemm_loop_close(&g, &l[d]);
   return finish(&g, &r);
 }
@@ -692,7 +721,7 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
   if (bias) set(&g, cx, X_SOFF, add(&g, bias->offset, mul(&g, mul(&g, gi, og), bias->stride[0])));
   set_epilogue(&g, e, cx);
   set(&g, cx, X_BT, add(&g, mul(&g, n, groups), gi));
-  run_gemm(&g, &r);
+  call(&g, r.run, &cx, 1);
   gemm_loop_close(&g, &lg);
   if (xr == 4) gemm_loop_close(&g, &ln);
   return finish(&g, &r);

@@ -141,4 +141,9 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x,
                             const GemmTensor *out, LLVMValueRef attr[7],
                             bool channels_last);
 
+/* Marks fn as finished vector code for the light pipeline (split.c,
+ * machine.c; cpu.h declares it too): every helper function the GEMM
+ * emits. */
+void cpu_mark_light(LLVMValueRef fn);
+
 #endif

@@ -13,6 +13,7 @@
  * names the ISA.  The module then goes through "default<On>" and
  * object/assembly emission (machine.c).
  * Needs: cpu.h.  Used by: codegen/codegen.c (the backend table). */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -97,6 +98,7 @@ typedef struct Unit {
    * part owns them); the thread reads its part into ctx/mod. */
   LLVMMemoryBufferRef bc;
   int *owner, part;
+  CpuPart info; /* its pipeline (light or full) and cost */
 } Unit;
 
 typedef struct Units {
@@ -153,31 +155,41 @@ static void *compile_units(void *arg) {
       u->mod = cpu_split_part(u->ctx, u->bc, u->owner, u->part);
       u->ms[0] = cpu_thread_ms() - t;
     }
-    u->status = cpu_compile_to_memory(u->mod, us->o, &u->obj, &u->ms[1]);
+    u->status = cpu_compile_to_memory(u->mod, us->o, u->info.light, &u->obj, &u->ms[1]);
   }
   return NULL;
 }
 
-/* Splits each unit's module by functions (split.c) into up to `parts`
- * parts; returns the new list (u freed) and its length in *n. */
+/* Splits each unit's module by functions (split.c): its light and full
+ * functions apart, each kind into up to `parts` parts; returns the new
+ * list (u freed; the largest parts first, as the threads take them) and
+ * its length in *n. */
 static Unit *split_functions(IrModule *m, Unit *u, int *n, int parts) {
   Unit *out = NULL;
   int no = 0;
+  CpuPart info[64];
   for (int i = 0; i < *n; i++) {
     int *owner = NULL;
     LLVMMemoryBufferRef bc = NULL;
-    int np = cpu_split_module(u[i].mod, m->kernels[u[i].k0]->name, parts, 400, &owner, &bc);
+    int np = cpu_split_module(u[i].mod, m->kernels[u[i].k0]->name, parts, 400, &owner, &bc, info);
     out = realloc(out, sizeof *out * (size_t)(no + (np ? np : 1)));
     if (!out) ICE("out of memory");
     if (!np) {
-      out[no++] = u[i];
+      out[no] = u[i];
+      out[no++].info = info[0];
       continue;
     }
     LLVMDisposeModule(u[i].mod);
     LLVMContextDispose(u[i].ctx);
-    for (int p = 0; p < np; p++) out[no++] = (Unit){.bc = bc, .owner = owner, .part = p};
+    for (int p = 0; p < np; p++)
+      out[no++] = (Unit){.bc = bc, .owner = owner, .part = p, .info = info[p]};
   }
   free(u);
+  for (int a = 1; a < no; a++) /* by cost, descending (stable: few units) */
+    for (int b = a; b > 0 && out[b].info.cost > out[b - 1].info.cost; b--) {
+      Unit t = out[b];
+      out[b] = out[b - 1], out[b - 1] = t;
+    }
   *n = no;
   return out;
 }
@@ -240,6 +252,23 @@ static int compile_split(Unit *u, int n, const CgOptions *o, double *t) {
   return status;
 }
 
+/* One module written whole: at -O1 and above its light functions are
+ * optimized apart (split.c, machine.c), as in a split build, so that
+ * the assembly and IR emits show the object's code. */
+static int emit_whole(IrModule *m, Unit *u, const CgOptions *o) {
+  int *owner = NULL;
+  LLVMMemoryBufferRef bc = NULL;
+  CpuPart info[2];
+  int np = o->opt_level > 0 && m->nkernels > 0
+               ? cpu_split_module(u->mod, m->kernels[0]->name, 1, INT_MAX, &owner, &bc, info)
+               : 0;
+  if (!np) return cpu_optimize_and_write(u->mod, o);
+  int s = cpu_optimize_parts_and_write(bc, owner, info, np, o);
+  LLVMDisposeMemoryBuffer(bc);
+  free(owner);
+  return s;
+}
+
 static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
@@ -266,7 +295,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   }
   for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, split, &u[i]);
   cg_phase_ms(o, "llvm-build", &t);
-  if (threads && n < nt) { /* fewer modules than threads: split by functions */
+  if (threads) { /* light functions apart; by functions while fewer modules than threads */
     u = split_functions(m, u, &n, (nt + n - 1) / n);
     split = n > 1;
     cg_phase_ms(o, "llvm-split", &t);
@@ -282,7 +311,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
       split = false;
     }
   }
-  if (!split) s = cpu_optimize_and_write(u[0].mod, o);
+  if (!split) s = emit_whole(m, &u[0], o);
   for (int i = 0; i < n; i++) dispose_unit(&u[i]);
   free(u);
   return s;

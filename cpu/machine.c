@@ -1,15 +1,17 @@
 /* machine.c — the CPU target machine (host or an x86-64 level), the
- * module's verification, the LLVM pass pipeline (llvm_passes: -O2's is
- * our own, the others LLVM's "default<On>") and the textual IR,
+ * module's verification, the LLVM pass pipelines (llvm_passes: -O2's is
+ * our own, the others LLVM's "default<On>"; light_passes for functions
+ * emitted as finished vector code, cpu_mark_light) and the textual IR,
  * assembly or object written through it, or an object in memory (one
  * module of a build split across threads, kernel.c).
- * Needs: cpu.h, llvm-c's target machine and pass builder. */
+ * Needs: cpu.h, llvm-c's target machine, pass builder and linker. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -95,12 +97,34 @@ static const char o2_passes[] =
     "div-rem-pairs,tailcallelim,simplifycfg<switch-range-to-icmp;speculate-unpredictables>),"
     "globaldce,constmerge";
 
+/* The pipeline of the functions marked light (cpu_mark_light) at -O1 and
+ * above: the GEMM's micro-kernels, packing and small-product bodies are
+ * emitted as vector code, register-blocked and unrolled where it pays, so
+ * they need what cleans up the emitted IR (SROA of the allocas, CSE of the
+ * context loads, instcombine, simplifycfg), the inliner (the packing
+ * helpers into the block body), LICM and loop rotation (one branch per
+ * micro-kernel step) and GVN, not the loop and SLP vectorizers, runtime
+ * unrolling, indvars or the rest of o2_passes, which made up four
+ * fifths of these functions' pipeline time and a third of their code
+ * size (docs/architecture.md). */
+static const char light_passes[] =
+    "function<eager-inv>(sroa<modify-cfg>,early-cse,instcombine<no-verify-fixpoint>,"
+    "simplifycfg<switch-range-to-icmp>),"
+    "cgscc(inline),"
+    "function<eager-inv>(sroa<modify-cfg>,early-cse<memssa>,instcombine<no-verify-fixpoint>,"
+    "loop-mssa(licm<allowspeculation>,loop-rotate,licm<allowspeculation>),"
+    "gvn,instcombine<no-verify-fixpoint>,simplifycfg<switch-range-to-icmp>),"
+    "globaldce";
+
 /* The pass pipeline for o's level: $TDSL_LLVM_PASSES when set (any
- * pipeline LLVM's pass builder parses, "default<O2>" for LLVM's own), else
- * o2_passes at -O2 and "default<On>" at the other levels (into buf). */
-static const char *llvm_passes(const CgOptions *o, char *buf, size_t cap) {
+ * pipeline LLVM's pass builder parses, "default<O2>" for LLVM's own; it
+ * replaces the light pipeline too), else light_passes for a light module
+ * at -O1 and above, o2_passes at -O2 and "default<On>" at the other
+ * levels (into buf). */
+static const char *llvm_passes(const CgOptions *o, bool light, char *buf, size_t cap) {
   const char *env = getenv("TDSL_LLVM_PASSES");
   if (env && *env) return env;
+  if (light && o->opt_level > 0) return light_passes;
   if (o->opt_level == 2) return o2_passes;
   snprintf(buf, cap, "default<O%d>", o->opt_level);
   return buf;
@@ -116,7 +140,7 @@ static _Noreturn void user_pipeline_error(const char *passes, LLVMErrorRef e) {
 
 /* Verifies and optimizes mod for tm; quiet: no phase times (threads). */
 static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *triple,
-                     const CgOptions *o, bool quiet) {
+                     const CgOptions *o, bool light, bool quiet) {
   double t = 0;
   if (!quiet) cg_phase_ms(o, "", &t);
   char *err = NULL;
@@ -128,12 +152,13 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
     ICE("generated LLVM IR is invalid: %s", err);
   LLVMDisposeMessage(err);
   char buf[32];
-  const char *passes = llvm_passes(o, buf, sizeof buf);
+  const char *passes = llvm_passes(o, light, buf, sizeof buf);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   if (!quiet) cg_phase_ms(o, "llvm-verify", &t);
   LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
   if (e) {
-    if (passes != o2_passes && passes != buf) user_pipeline_error(passes, e);
+    if (passes != o2_passes && passes != light_passes && passes != buf)
+      user_pipeline_error(passes, e);
     ICE("LLVM passes failed: %s", LLVMGetErrorMessage(e));
   }
   LLVMDisposePassBuilderOptions(po);
@@ -168,13 +193,13 @@ double cpu_thread_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBufferRef *obj,
-                          double ms[2]) {
+int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, bool light,
+                          LLVMMemoryBufferRef *obj, double ms[2]) {
   char *triple = NULL, *err = NULL;
   double t0 = cpu_thread_ms();
   LLVMTargetMachineRef tm = target_machine(o, &triple);
   if (!tm) return 2;
-  optimize(mod, tm, triple, o, true);
+  optimize(mod, tm, triple, o, light, true);
   double t1 = cpu_thread_ms();
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &err, obj))
     ICE("LLVM code emission failed: %s", err);
@@ -185,12 +210,8 @@ int cpu_compile_to_memory(LLVMModuleRef mod, const CgOptions *o, LLVMMemoryBuffe
   return 0;
 }
 
-int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
-  cpu_init_llvm();
-  char *triple = NULL;
-  LLVMTargetMachineRef tm = target_machine(o, &triple);
-  if (!tm) return 2;
-  optimize(mod, tm, triple, o, false);
+/* Writes the optimized mod as o's emits through tm. */
+static int write_module(LLVMModuleRef mod, LLVMTargetMachineRef tm, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
   int s = 0;
@@ -202,6 +223,46 @@ int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
   if (o->emit & CG_ASM) s |= emit_machine(tm, mod, o, LLVMAssemblyFile, ".s");
   if (o->emit & CG_OBJ) s |= emit_machine(tm, mod, o, LLVMObjectFile, ".o");
   cg_phase_ms(o, "llvm-codegen", &t);
+  return s;
+}
+
+int cpu_optimize_and_write(LLVMModuleRef mod, const CgOptions *o) {
+  cpu_init_llvm();
+  char *triple = NULL;
+  LLVMTargetMachineRef tm = target_machine(o, &triple);
+  if (!tm) return 2;
+  optimize(mod, tm, triple, o, false, false);
+  int s = write_module(mod, tm, o);
+  LLVMDisposeTargetMachine(tm);
+  LLVMDisposeMessage(triple);
+  return s;
+}
+
+int cpu_optimize_parts_and_write(LLVMMemoryBufferRef bc, const int *owner, const CpuPart *parts,
+                                 int n, const CgOptions *o) {
+  cpu_init_llvm();
+  char *triple = NULL;
+  LLVMTargetMachineRef tm = target_machine(o, &triple);
+  if (!tm) return 2;
+  double t = 0;
+  cg_phase_ms(o, "", &t);
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = NULL;
+  for (int p = 0; p < n; p++) {
+    LLVMModuleRef part = cpu_split_part(ctx, bc, owner, p);
+    optimize(part, tm, triple, o, parts[p].light, true);
+    if (!mod) mod = part;
+    else if (LLVMLinkModules2(mod, part)) ICE("linking the optimized module parts failed");
+  }
+  /* what split.c made hidden for the other parts is local again */
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    if (!LLVMIsDeclaration(f) && LLVMGetVisibility(f) == LLVMHiddenVisibility &&
+        LLVMGetLinkage(f) == LLVMExternalLinkage)
+      LLVMSetLinkage(f, LLVMPrivateLinkage);
+  cg_phase_ms(o, "llvm-opt", &t);
+  int s = write_module(mod, tm, o);
+  LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
   LLVMDisposeTargetMachine(tm);
   LLVMDisposeMessage(triple);
   return s;

@@ -1,8 +1,12 @@
 /* split.c — one module's functions split into parts that compile on
- * threads (kernel.c): the functions joined by direct calls, or by a
- * writable global they share, stay in one part (so nothing inlinable is
- * cut and no global is duplicated); parts are balanced by instruction
- * count.  A function that one part defines and another only takes the
+ * threads (kernel.c), or with different pipelines: the functions joined
+ * by direct calls, or by a writable global they share, stay in one part
+ * (so nothing inlinable is cut and no global is duplicated); functions
+ * marked light (cpu_mark_light: the GEMM's finished vector code and its
+ * driver) get parts of their own, which go through the light pipeline
+ * (machine.c), and a full function's direct call of a light one may
+ * cross parts (it is not inlined then); parts are balanced by
+ * instruction count.  A function that one part defines and another only takes the
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
  * The module is written as bitcode once; each part reads it into its own
@@ -66,11 +70,32 @@ static int operand(Fns *s, int i, LLVMValueRef v, int depth) {
   return -1;
 }
 
-/* Address-taken references: from function a to function b. */
+/* The mark of a light function: a string attribute, which code
+ * generation ignores. */
+static const char light_attr[] = "tdsl-light";
+
+void cpu_mark_light(LLVMValueRef fn) {
+  LLVMContextRef ctx = LLVMGetTypeContext(LLVMTypeOf(fn));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(ctx, light_attr, sizeof light_attr - 1, "", 0));
+}
+
+bool cpu_is_light(LLVMValueRef fn) {
+  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
+                                       sizeof light_attr - 1) != NULL;
+}
+
+/* References that may cross parts (addresses taken, a full function's
+ * calls of a light one): from function a to function b. */
 typedef struct Ref { int a, b; } Ref;
 
+/* A light instruction's cost against a fully optimized one's: the light
+ * pipeline and the smaller code it leaves took about 0.4 of the time per
+ * emitted instruction on the GEMM helpers (examples/mlp.tdsl). */
+#define LIGHT_WEIGHT(n) ((n) * 2 / 5)
+
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
-                     int **owner_out, LLVMMemoryBufferRef *bc) {
+                     int **owner_out, LLVMMemoryBufferRef *bc, CpuPart *parts) {
   Fns s = {0};
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
     if (!LLVMIsDeclaration(f)) {
@@ -95,8 +120,8 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
           LLVMValueRef v = LLVMGetOperand(in, (unsigned)k);
           int j = operand(&s, i, v, 0);
           if (j < 0) continue;
-          if (v == callee) {
-            join(s.parent, i, j);
+          if (v == callee && cpu_is_light(s.f[i]) == cpu_is_light(s.f[j])) {
+            join(s.parent, i, j); /* a full function's call of a light one may cross parts */
           } else {
             refs = realloc(refs, sizeof *refs * (size_t)(nrefs + 1));
             if (!refs) ICE("out of memory");
@@ -104,18 +129,38 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
           }
         }
       }
-  /* Components, largest first, each to the least loaded part. */
+  /* Components, each light when all its functions are; the two kinds
+   * never share a part.  Per kind, largest first, each component to the
+   * least loaded of that kind's parts. */
   int *owner = malloc(sizeof *owner * (size_t)(s.n + 1));
-  long *comp = calloc((size_t)s.n + 1, sizeof *comp), load[64] = {0};
+  long *comp = calloc((size_t)s.n + 1, sizeof *comp);
+  bool *heavy = calloc((size_t)s.n + 1, sizeof *heavy);
   int *order = malloc(sizeof *order * (size_t)(s.n + 1)), ncomp = 0;
-  if (!owner || !comp || !order) ICE("out of memory");
-  for (int i = 0; i < s.n; i++) comp[find(s.parent, i)] += size[i];
+  if (!owner || !comp || !heavy || !order) ICE("out of memory");
+  for (int i = 0; i < s.n; i++) {
+    int r = find(s.parent, i);
+    comp[r] += size[i];
+    if (!cpu_is_light(s.f[i])) heavy[r] = true;
+  }
+  int nkind[2] = {0, 0}; /* components: full, light */
   for (int i = 0; i < s.n; i++)
-    if (find(s.parent, i) == i) order[ncomp++] = i;
-  if (nparts > 64) nparts = 64;
-  if (ncomp < nparts) nparts = ncomp;
-  int used = 0;
-  if (nparts >= 2 && total >= min_insts) {
+    if (find(s.parent, i) == i) {
+      order[ncomp++] = i;
+      if (!heavy[i]) comp[i] = LIGHT_WEIGHT(comp[i]);
+      nkind[!heavy[i]]++;
+    }
+  if (nparts > 32) nparts = 32;
+  if (nparts < 1) nparts = 1;
+  int first[2] = {0, 0}, nk[2]; /* each kind's parts: [first, first + nk) */
+  for (int k = 0; k < 2; k++) {
+    nk[k] = nkind[k] < nparts ? nkind[k] : nparts;
+    if (total < min_insts && nk[k] > 1) nk[k] = 1;
+  }
+  first[1] = nk[0];
+  int used = nk[0] + nk[1];
+  for (int p = 0; p < used; p++) parts[p] = (CpuPart){.light = p >= first[1], .cost = 0};
+  if (used < 2) parts[0] = (CpuPart){.light = nkind[0] == 0 && nkind[1] > 0, .cost = total};
+  if (used >= 2) {
     for (int a = 0; a < ncomp; a++) /* sort by size, descending (few components) */
       for (int b = a + 1; b < ncomp; b++)
         if (comp[order[b]] > comp[order[a]]) {
@@ -123,14 +168,13 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
           order[a] = order[b], order[b] = t;
         }
     for (int a = 0; a < ncomp; a++) {
-      int best = 0;
-      for (int p = 1; p < nparts; p++)
-        if (load[p] < load[best]) best = p;
-      load[best] += comp[order[a]];
+      int k = !heavy[order[a]], best = first[k];
+      for (int p = first[k] + 1; p < first[k] + nk[k]; p++)
+        if (parts[p].cost < parts[best].cost) best = p;
+      parts[best].cost += comp[order[a]];
       owner[order[a]] = best;
     }
     for (int i = 0; i < s.n; i++) owner[i] = owner[find(s.parent, i)];
-    for (int p = 0; p < nparts; p++) used += load[p] > 0;
   }
   if (used >= 2) {
     for (int r = 0; r < nrefs; r++) {
@@ -158,8 +202,8 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
     used = 0;
   }
   free(s.f), free(s.parent), free(s.glob), free(s.gfn);
-  free(size), free(refs), free(comp), free(order);
-  return used >= 2 ? nparts : 0;
+  free(size), free(refs), free(comp), free(heavy), free(order);
+  return used >= 2 ? used : 0;
 }
 
 /* Makes f a declaration: its instructions' uses poisoned, then erased. */
