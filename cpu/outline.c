@@ -148,6 +148,7 @@ void cpu_outline_close(Cg *c, Outlined *o) {
   snprintf(name, sizeof name, "%s.body", LLVMGetValueName(o->impl));
   o->body = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, bps, (unsigned)(o->nlead + 1), 0));
   LLVMSetLinkage(o->body, LLVMPrivateLinkage);
+  if (cpu_is_light(o->impl)) cpu_mark_light(o->body); /* in the same part as impl */
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, o->body, "entry"));
   LLVMValueRef *a = arena_alloc(c->m->arena, sizeof *a * (size_t)np);
   for (int i = 0; i < o->nlead; i++) a[i] = LLVMGetParam(o->body, (unsigned)(1 + i));

@@ -215,6 +215,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
     return;
   }
   bool blocks = cpu_transpose_blocks(c, n, vl, p);
+  if (blocks) cpu_mark_light(c->fn); /* register blocks: the light pipeline (split.c) */
   LLVMValueRef stream = NULL; /* decided once per call, before the loops */
   if (blocks) stream = cpu_transpose_stream(c, n);
   else if (!cols && stream_eligible(n, vl, p, vl->nouter)) stream = stream_wanted(c, n, vl);
