@@ -190,6 +190,7 @@ typedef struct CpuPart {
  * it goes through the light pipeline (machine.c) instead of the full one,
  * in a part of its own. */
 void cpu_mark_light(LLVMValueRef fn);
+void cpu_mark_full(LLVMValueRef fn); /* undoes cpu_mark_light */
 bool cpu_is_light(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);

@@ -145,5 +145,8 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x,
  * machine.c; cpu.h declares it too): every helper function the GEMM
  * emits. */
 void cpu_mark_light(LLVMValueRef fn);
+/* Undoes cpu_mark_light: fn goes through the full pipeline (a prologue's
+ * scalar packing loop). */
+void cpu_mark_full(LLVMValueRef fn);
 
 #endif

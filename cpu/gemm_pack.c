@@ -421,6 +421,7 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
   const GemmPrologue *pr = which ? g->pb : g->pa;
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
+  cpu_mark_full(f); /* scalar code: LLVM's unrolling and SLP vectorizer make it fast */
   LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
                nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
   int R = which ? g->nr : g->mr;

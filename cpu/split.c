@@ -80,6 +80,11 @@ void cpu_mark_light(LLVMValueRef fn) {
                           LLVMCreateStringAttribute(ctx, light_attr, sizeof light_attr - 1, "", 0));
 }
 
+void cpu_mark_full(LLVMValueRef fn) {
+  LLVMRemoveStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
+                                   sizeof light_attr - 1);
+}
+
 bool cpu_is_light(LLVMValueRef fn) {
   return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
                                        sizeof light_attr - 1) != NULL;
