@@ -200,7 +200,10 @@ LLVMValueRef gemm_new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) {
   snprintf(name, sizeof name, "tdsl.gemm.%s.%s", g->key, what);
   LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
-  cpu_mark_light(f); /* finished vector code: the light pipeline (machine.c) */
+  /* finished vector code: the light pipeline (machine.c); a product that
+   * converts its operands (bf16, integers) packs through scalar loops
+   * LLVM's full pipeline speeds up (matmul_i8_layer: 7% slower light) */
+  if (g->ad == g->cd && g->bd == g->cd && !g->cscr) cpu_mark_light(f);
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
     const char *k = "min-legal-vector-width", *v = "512";
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
