@@ -7,7 +7,8 @@
  * strided and sliced operands; conv2d with stride, padding, dilation,
  * groups (incl. depthwise), bias, 1x1 / 3x3 / 7x7 kernels, NCHW,
  * channels-last and unbatched inputs, in f32, f64, f16 and i64; the small
- * path (M or N up to 32, cpu/gemm_small.c) in both its forms.  Each
+ * path (M or N up to 32, cpu/gemm_small.c) in both its forms; a module
+ * built whole (light and full parts linked back, TDSL_JOBS=1).  Each
  * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
  * for --target=x86-64-v2 (SSE tiles), run through the C ABI and compared
  * with the reference interpreter.  Float tolerances grow with K
@@ -264,6 +265,36 @@ START_TEST(matmul_small_path) {
 }
 END_TEST
 
+/* One module written whole (TDSL_JOBS=1: no threads, as for --emit=asm):
+ * the GEMM's light helpers and the kernel's full functions are optimized
+ * apart and linked back into one module (cpu/machine.c,
+ * cpu_optimize_parts_and_write); the packed and the small path, with a
+ * batch loop around the driver's call, against the interpreter. */
+START_TEST(matmul_whole_module) {
+  static const int64_t sz[][3] = {{7, 17, 33}, {65, 300, 70}, {1, 40, 100}, {0, 5, 3}};
+  ck_assert_int_eq(setenv("TDSL_JOBS", "1", 1), 0);
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_flags(&L, MM, "mm", TARGETS[t]);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+      int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
+      int64_t so[2] = {sz[i][0], sz[i][2]};
+      Ten in[2], out[1];
+      ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
+      ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
+      out_ten(&out[0], DT_F32, 2, so);
+      run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
+      ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+    }
+    unbuild_pool(&L);
+    build_flags(&L, MMS, "sp", TARGETS[t]);
+    for (size_t i = 0; i < 3; i++) small_case(&L, (const int64_t[3]){2 + (int64_t)i, 37, 101});
+    unbuild_pool(&L);
+  }
+  unsetenv("TDSL_JOBS");
+}
+END_TEST
+
 /* The small path in f64, i64 (the dot form), f16 (storage conversion
  * in the streamed loads; integer storage conversion: matmul_dtypes), batched, and f64 with N short
  * (b.T @ a.T: S is B). */
@@ -471,6 +502,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv2d_channels_last);
   tcase_add_test(t, conv2d_dtypes);
   tcase_add_test(t, conv2d_pack_edges);
+  tcase_add_test(t, matmul_whole_module);
   suite_add_tcase(s, t);
   return s;
 }
