@@ -57,9 +57,10 @@ static void prefetch_ahead(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRe
   LLVMValueRef oo = add(g, ob, mul(g, ax, v[V_OSW]));
   LLVMValueRef xs = mul(g, v[V_SW], v[V_XSW]);
   for (int p = 0; p < np; p++) {
-    LLVMValueRef at[2] = {gep(g, gemm_storage(g, d->xd), v[V_X], add(g, add(g, xo, c), mul(g, k64(g, p), xs))),
-                          gep(g, gemm_storage(g, g->od), v[V_OUT],
-                              add(g, add(g, oo, c), mul(g, k64(g, p), v[V_OSW])))};
+    LLVMValueRef at[2] = {
+        gep(g, gemm_storage(g, d->xd), v[V_X], add(g, add(g, xo, c), mul(g, k64(g, p), xs))),
+        gep(g, gemm_storage(g, g->od), v[V_OUT],
+            add(g, add(g, oo, c), mul(g, k64(g, p), v[V_OSW])))};
     for (int w = 0; w < 2; w++) {
       LLVMValueRef a[4] = {at[w], LLVMConstInt(g->i32, (unsigned)w, 0), LLVMConstInt(g->i32, 3, 0),
                            LLVMConstInt(g->i32, 1, 0)};

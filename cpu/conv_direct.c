@@ -53,7 +53,7 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     return;
   }
   LLVMValueRef *v = d->v;
-  int nob = d->nob * (d->nblk > 1 ? d->nblk : 1), vw = g->vw, nb = nb_of(d);
+  int nob = cv_nvec(d), vw = g->vw, nb = nb_of(d);
   CvBlock bk;
   cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
   GLoop lc;
@@ -61,9 +61,10 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
   /* channel block j / NOB of a wide block: its weights KH * KW * C * NB further */
   LLVMValueRef bstride = mul(g, mul(g, mul(g, v[V_KH], v[V_KW]), v[V_C]), k64(g, nb));
-  for (int j = 0; j < nob; j++)
-    wv[j] = cv_wvec(d, add(g, add(g, wc, mul(g, k64(g, j / d->nob), bstride)),
-                           k64(g, (j % d->nob) * vw)));
+  for (int j = 0; j < nob; j++) {
+    LLVMValueRef wj = j < d->nob ? wc : add(g, wc, mul(g, k64(g, j / d->nob), bstride));
+    wv[j] = cv_wvec(d, add(g, wj, k64(g, (j % d->nob) * vw)));
+  }
   for (int p = 0; p < np; p++) {
     LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, bk.xo[p], xc), d->xd));
     for (int j = 0; j < nob; j++) {

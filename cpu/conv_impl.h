@@ -41,6 +41,9 @@ typedef struct Cv {
   LLVMValueRef lanes;      /* <0, 1, .. VW-1> of i64 */
 } Cv;
 
+/* Vectors of output channels in a register block: NOB by Cv.nblk. */
+static inline int cv_nvec(const Cv *d) { return d->nob * (d->nblk > 1 ? d->nblk : 1); }
+
 /* Types and vector width of the compute type of output dtype od. */
 void cv_setup(Cv *d, const GemmEmit *e, DType xd, DType od);
 /* Fills k[] from the operands (k[V_WP] = the pool past its header;

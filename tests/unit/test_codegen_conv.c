@@ -480,6 +480,7 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(dense, "", "algorithm: implicit GEMM"), 2);
   ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
+  ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 5);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
   ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
   /* 3 input channels and NCHW outputs at stride 2 stay implicit GEMMs;
