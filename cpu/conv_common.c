@@ -223,7 +223,7 @@ void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMVal
                    LLVMValueRef oc, int np, bool checked, bool tail, int nb, LLVMValueRef rows) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
-  int nob = d->nob, vw = g->vw;
+  int nob = cv_nvec(d), vw = g->vw;
   b->ox = ox, b->oc = oc, b->np = np, b->skip = NULL;
   LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), rkn = mul(g, rows, k64(g, nb));
   LLVMValueRef boff = add(g, mul(g, mul(g, kk, rows), v[V_OPAD]), oc);
@@ -249,11 +249,11 @@ void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMVal
 void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
-  int vw = g->vw;
+  int vw = g->vw, nob = cv_nvec(d);
   if (b->skip) cv_close_inside(g, b->skip);
   cv_taps_close(d, &b->t);
   for (int p = 0; p < b->np; p++)
-    for (int j = 0; j < d->nob; j++) {
+    for (int j = 0; j < nob; j++) {
       LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, b->ox, k64(g, p)), v[V_OSW])),
                            add(g, b->oc, k64(g, j * vw)));
       cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, b->acc[p][j], ""), v[V_OUT], o, b->mask[j]);

@@ -11,7 +11,9 @@
  *    time in registers; the weights packed [KH][KW][O rounded up to VW],
  *    so each tap is one aligned vector load; the input read as channel
  *    vectors (contiguous when M == 1 and the input's channel stride is 1,
- *    else gathered); the last partial vector of channels masked;
+ *    else gathered); the last partial vector of channels masked; blocks
+ *    without checks prefetch the input row new to this output row and
+ *    the output, two blocks ahead;
  *  - NCHW output (column stride 1): a work item per output plane (image,
  *    channel); vectors of VW output columns, PX vectors at a time, each
  *    tap's weight a broadcast scalar; the input row read as contiguous
@@ -35,6 +37,38 @@ static LLVMValueRef khkw(Cv *d) { return mul(&d->g, d->v[V_KH], d->v[V_KW]); }
 
 /* ---- channels-last: a row of output pixels -------------------------------- */
 
+/* Prefetches, PF_AHEAD blocks of np pixels ahead of column ox, channels
+ * c .. c + VW of the input row that the last row of taps reads (read for
+ * the first time: the rows above were read by the output rows before)
+ * and of the output row (for writing: the line is then owned when the
+ * store comes).  The row's memory streams in once per call, and the
+ * hardware prefetchers alone left the kernel waiting on it (measured on
+ * [8, 96, 56, 56], bench/README.md).  x86 prefetches do not fault, so
+ * columns past the row's end need no check. */
+enum { PF_AHEAD = 2 };
+static void prefetch_ahead(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob,
+                           LLVMValueRef ox, LLVMValueRef c, int np) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  LLVMValueRef iy = add(g, iy0, mul(g, sub(g, v[V_KH], k64(g, 1)), v[V_DH]));
+  LLVMValueRef ax = add(g, ox, k64(g, PF_AHEAD * np));
+  LLVMValueRef xo = add(g, add(g, xb, mul(g, iy, v[V_XSH])),
+                        mul(g, sub(g, mul(g, ax, v[V_SW]), v[V_PW]), v[V_XSW]));
+  LLVMValueRef oo = add(g, ob, mul(g, ax, v[V_OSW]));
+  LLVMValueRef xs = mul(g, v[V_SW], v[V_XSW]);
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef at[2] = {
+        gep(g, gemm_storage(g, d->xd), v[V_X], add(g, add(g, xo, c), mul(g, k64(g, p), xs))),
+        gep(g, gemm_storage(g, g->od), v[V_OUT],
+            add(g, add(g, oo, c), mul(g, k64(g, p), v[V_OSW])))};
+    for (int w = 0; w < 2; w++) {
+      LLVMValueRef a[4] = {at[w], LLVMConstInt(g->i32, (unsigned)w, 0), LLVMConstInt(g->i32, 3, 0),
+                           LLVMConstInt(g->i32, 1, 0)};
+      gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, a, 4);
+    }
+  }
+}
+
 /* np output pixels from column ox, channels c .. c + VW (lanes in mask),
  * of the row at input row iy0 (first tap) / output offset ob. */
 static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
@@ -51,6 +85,7 @@ static void cl_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     cidx = cv_vmul(
         g, LLVMBuildSDiv(g->b, cv_vadd(g, cv_splat(g, c), d->lanes), cv_splat(g, v[V_M]), ""),
         cv_splat(g, v[V_XSC]));
+  if (!checked && d->contig) prefetch_ahead(d, xb, iy0, ob, ox, c, np);
   CvTaps tp;
   cv_taps_open(d, &tp, xb, iy0);
   LLVMValueRef wv =

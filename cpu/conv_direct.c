@@ -13,8 +13,11 @@
  * NOB FMAs (a micro-kernel whose A operand is read in place: pixel p's
  * row of K = (ky, kx, c) is the input itself, contiguous in c for a
  * channels-last input).  The columns whose taps all fall inside the
- * input run in blocks of PX without checks; the border columns run one
- * at a time, skipping the taps outside; rows of taps outside are skipped.
+ * input run in blocks of PX without checks, the rest of them in one block
+ * each of PX / 2, PX / 4 and 2 columns where it fits, then one at a time;
+ * the border columns run one at a time, skipping the taps outside, by
+ * WIDE channel blocks at once (one pixel by NOB vectors alone would be
+ * NOB chains of dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
  * masks.
  * An NCHW output (column stride 1; stride 1 along columns and an input
@@ -30,6 +33,9 @@
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include "conv_impl.h"
+
+/* Channel blocks in the register block of a border pixel (channels-last). */
+enum { WIDE = 4 };
 
 /* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
  * broadcast weights). */
@@ -47,13 +53,18 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     return;
   }
   LLVMValueRef *v = d->v;
-  int nob = d->nob, vw = g->vw, nb = nb_of(d);
+  int nob = cv_nvec(d), vw = g->vw, nb = nb_of(d);
   CvBlock bk;
   cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
   GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
-  LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[4], xc = mul(g, c, v[V_XSC]);
-  for (int j = 0; j < nob; j++) wv[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
+  LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
+  /* channel block j / NOB of a wide block: its weights KH * KW * C * NB further */
+  LLVMValueRef bstride = mul(g, mul(g, mul(g, v[V_KH], v[V_KW]), v[V_C]), k64(g, nb));
+  for (int j = 0; j < nob; j++) {
+    LLVMValueRef wj = j < d->nob ? wc : add(g, wc, mul(g, k64(g, j / d->nob), bstride));
+    wv[j] = cv_wvec(d, add(g, wj, k64(g, (j % d->nob) * vw)));
+  }
   for (int p = 0; p < np; p++) {
     LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, bk.xo[p], xc), d->xd));
     for (int j = 0; j < nob; j++) {
@@ -65,24 +76,55 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   cv_block_close(d, &bk, ob);
 }
 
-/* Every column of the row for the channel block at oc. */
-static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
-                    LLVMValueRef lo, LLVMValueRef hi, bool tail) {
+/* The border columns [0, lo) and [hi, OW) of the row (some of their
+ * taps fall outside the input: one pixel at a time, each tap checked)
+ * for the channel block at oc. */
+static void dr_borders(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
+                       LLVMValueRef lo, LLVMValueRef hi, bool tail) {
   G *g = &d->g;
   GLoop l;
   LLVMValueRef ox = gemm_loop_open(g, &l, k64(g, 0), lo, k64(g, 1));
   dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
   gemm_loop_close(g, &l);
+  ox = gemm_loop_open(g, &l, hi, d->v[V_OW], k64(g, 1));
+  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
+  gemm_loop_close(g, &l);
+}
+
+/* Every column of the row for the channel block at oc (borders: its
+ * border columns too). */
+static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
+                    LLVMValueRef lo, LLVMValueRef hi, bool tail, bool borders) {
+  G *g = &d->g;
+  GLoop l;
+  LLVMValueRef ox;
+  if (borders) dr_borders(d, xb, iy0, ob, oc, lo, hi, tail);
   LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)),
                mid = add(g, lo, mul(g, nb, k64(g, d->px)));
   ox = gemm_loop_open(g, &l, lo, mid, k64(g, d->px));
   dr_block(d, xb, iy0, ob, ox, oc, d->px, false, tail);
   gemm_loop_close(g, &l);
-  ox = gemm_loop_open(g, &l, mid, hi, k64(g, 1));
+  /* the rest of the interior, fewer than PX columns: a block of PX / 2,
+   * PX / 4 and 2 columns each where they fit, then one at a time (one
+   * pixel alone leaves NOB chains of dependent FMAs, a fraction of the
+   * FMA throughput; in 7- and 28-wide layers the rest is most of a row) */
+  LLVMValueRef at = mid;
+  int steps[3] = {d->px / 2, d->px / 4, 2}, last = d->px;
+  for (int i = 0; i < 3; i++) {
+    int np = steps[i];
+    if (np < 2 || np >= last) continue;
+    last = np;
+    LLVMBasicBlockRef run = blk(g, "dr_rest"), next = blk(g, "dr_rnext");
+    LLVMValueRef end = add(g, at, k64(g, np));
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, ""), run, next);
+    LLVMPositionBuilderAtEnd(g->b, run);
+    dr_block(d, xb, iy0, ob, at, oc, np, false, tail);
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, next);
+    at = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, ""), end, at, "");
+  }
+  ox = gemm_loop_open(g, &l, at, hi, k64(g, 1));
   dr_block(d, xb, iy0, ob, ox, oc, 1, false, tail);
-  gemm_loop_close(g, &l);
-  ox = gemm_loop_open(g, &l, hi, d->v[V_OW], k64(g, 1));
-  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
   gemm_loop_close(g, &l);
 }
 
@@ -99,12 +141,28 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, lo, hi, false);
+  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs);
   gemm_loop_close(g, &l);
+  if (!g->pairs) {
+    /* the border pixels of the full channel blocks, WIDE blocks at a
+     * time: one pixel by NOB vectors alone leaves NOB chains of dependent
+     * FMAs (a fraction of the FMA throughput), one pixel by WIDE * NOB
+     * vectors keeps the FMA units busy */
+    LLVMValueRef wb = mul(g, nbk, k64(g, WIDE)),
+                 wfull = mul(g, sdiv(g, full, wb), wb);
+    d->nblk = WIDE;
+    oc = gemm_loop_open(g, &l, k64(g, 0), wfull, wb);
+    dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
+    gemm_loop_close(g, &l);
+    d->nblk = 1;
+    oc = gemm_loop_open(g, &l, wfull, full, nbk);
+    dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
+    gemm_loop_close(g, &l);
+  }
   LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
   LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  dr_cols(d, xb, iy0, ob, full, lo, hi, true);
+  dr_cols(d, xb, iy0, ob, full, lo, hi, true, true);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi) {

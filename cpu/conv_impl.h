@@ -32,12 +32,17 @@ typedef struct Cv {
   bool cl, epi;
   bool contig;       /* input vectors are contiguous (the kernel's comment) */
   int px, nob;       /* pixels (or vectors) per block; output vectors per block */
+  int nblk;          /* conv_direct.c: channel blocks of NOB vectors in the register
+                      * block (its border columns), 0 or 1 otherwise */
   DType xd;
   bool split;        /* conv_lowp.c: bf16 pairs taken apart into f32 FMAs */
   LLVMValueRef k[V_COUNT]; /* in the kernel */
   LLVMValueRef v[V_COUNT]; /* in the body: constants, or loads from the context */
   LLVMValueRef lanes;      /* <0, 1, .. VW-1> of i64 */
 } Cv;
+
+/* Vectors of output channels in a register block: NOB by Cv.nblk. */
+static inline int cv_nvec(const Cv *d) { return d->nob * (d->nblk > 1 ? d->nblk : 1); }
 
 /* Types and vector width of the compute type of output dtype od. */
 void cv_setup(Cv *d, const GemmEmit *e, DType xd, DType od);
@@ -90,8 +95,8 @@ LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool che
  * bias, inside the tap loops; the caller adds each tap's channels. */
 typedef struct CvBlock {
   CvTaps t;
-  LLVMValueRef acc[16][4]; /* [pixel][vector]: allocas of the compute vectors */
-  LLVMValueRef mask[4];    /* tail: each vector's lanes below O, else NULL */
+  LLVMValueRef acc[16][8]; /* [pixel][vector]: allocas of the compute vectors */
+  LLVMValueRef mask[8];    /* tail: each vector's lanes below O, else NULL */
   LLVMValueRef xo[16];     /* each pixel's input offset at this tap */
   LLVMValueRef wt;         /* this tap's first weight row in wp */
   LLVMValueRef ox, oc;
@@ -101,7 +106,8 @@ typedef struct CvBlock {
 /* Opens the block for weights packed [O / NB][KH][KW][rows][NB] (rows:
  * C, or conv_lowp.c's pairs), the bias after them (at KH * KW * rows *
  * OPAD); cv_block_close closes the loops and stores the block at output
- * offset ob (the row's). */
+ * offset ob (the row's).  With Cv.nblk > 1 the block spans that many
+ * channel blocks (NOB * nblk vectors from oc; not with tail). */
 void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ox,
                    LLVMValueRef oc, int np, bool checked, bool tail, int nb, LLVMValueRef rows);
 void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob);

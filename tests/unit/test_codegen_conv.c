@@ -13,7 +13,9 @@
  * (output channels past the register block: masked; fewer than one
  * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32, for
  * channels-last and for NCHW outputs (vectors of output columns, the
- * border vectors masked); and
+ * border vectors masked); the channels-last register blocks (the rest
+ * of a row in blocks of PX / 2, PX / 4 and 2 pixels, border pixels by
+ * four channel blocks) with 83 output channels and rows of 5 to 13; and
  * 1x1 convs at stride 1 with NCHW outputs as a plain GEMM per image
  * (cpu/conv_1x1.c): inputs in either layout, odd channel counts (13 of
  * 7, 37 of 9), batch 3 and unbatched, 3 output channels (the small-M
@@ -205,6 +207,46 @@ START_TEST(direct_channels_last) {
     ten_free(&xn), ten_free(&on[0]), ten_free(&on[1]);
     for (int i = 0; i < 8; i++) ten_free(&in[i]);
     for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* The direct kernel's register blocks: rows whose interior is not a
+ * multiple of the pixel block (7 - 2 = 5 and 13 - 2 = 11 columns, 12 - 2
+ * = 10 sliced, 6 - 4 = 2 with two border columns a side), so every rest
+ * block (PX / 2, PX / 4, 2, 1 pixels) runs, and 83 output channels:
+ * border pixels by four channel blocks at a time (at least 64 channels
+ * on AVX2, 32 with SSE2 vectors), then the full blocks left, then the
+ * masked last block. */
+static const char *DR_BLK =
+    "kernel rb(x: f32[2, 16, 7, 13] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
+    "y: f32[1, 16, 5, 7] channels_last) -> "
+    "(f32[2, 83, 7, 13] channels_last, f32[2, 83, 7, 13] channels_last, "
+    "f32[2, 83, 7, 12] channels_last, f32[1, 83, 5, 7] channels_last, "
+    "f32[2, 83, 7, 6] channels_last) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w, None, 1, 2, 2), "
+    "conv2d(x[:, :, :, 1:13], w, b, padding=1), conv2d(y, w, b, padding=1), "
+    "conv2d(x[:, :, :, 0:6], w, None, 1, [1, 2], [1, 2])\n}\n";
+
+START_TEST(direct_blocks) {
+  static const int64_t si[4][4] = {{2, 16, 7, 13}, {83, 16, 3, 3}, {83}, {1, 16, 5, 7}};
+  static const int rk[4] = {4, 4, 1, 4};
+  static const int64_t so[5][4] = {{2, 83, 7, 13}, {2, 83, 7, 13}, {2, 83, 7, 12}, {1, 83, 5, 7},
+                                   {2, 83, 7, 6}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_BLK, "rb", FLAGS[t]);
+    Ten in[4], out[5];
+    for (int i = 0; i < 4; i++) {
+      if (i == 0 || i == 3) cl_ten(&in[i], DT_F32, 4, si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 5; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "rb", in, 4, out, 5, false, 16 * 9);
+    if (t == 0) same_at_threads(&L, "rb", in, 4, out, 5);
+    for (int i = 0; i < 4; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
     unbuild_pool(&L);
   }
 }
@@ -438,6 +480,7 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(dense, "", "algorithm: implicit GEMM"), 2);
   ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
+  ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 5);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
   ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
   /* 3 input channels and NCHW outputs at stride 2 stay implicit GEMMs;
@@ -464,6 +507,7 @@ static Suite *suite(void) {
   tcase_add_test(t, depthwise_nchw);
   tcase_add_test(t, depthwise_dtypes);
   tcase_add_test(t, direct_channels_last);
+  tcase_add_test(t, direct_blocks);
   tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, direct_nchw);
   tcase_add_test(t, gemm_1x1_nchw);
