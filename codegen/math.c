@@ -1,18 +1,20 @@
 /* math.c — the math layer (math.h): each function is built from IEEE
  * operations only, so its IR is the same on every target and vectorizes
- * as a whole.  Everything here is computed in f64 (an f32 argument is
- * extended and the result rounded once, so the f32 error is about 0.5 ulp
- * plus the f64 error scaled down by 2^-29), except exp on f32, which has
- * its own faster algorithm.
+ * as a whole.  f64 functions are computed in f64.  exp, exp2, expm1,
+ * log, log2, log10, log1p, tanh, sigmoid and erf on f32 have their own
+ * f32 algorithms (the section "f32 algorithms", 1-2.2 ulp); the other
+ * f32 functions are computed in f64 (the argument extended, the result
+ * rounded once: about 0.5 ulp plus the f64 error scaled down by 2^-29).
  *
  * Conventions: a V is an f64 scalar or vector (M.t), or an i64 of the
  * same shape (M.it); polynomials are Horner chains of llvm.fmuladd (fused
  * where the target has an FMA, two roundings where not: no algorithm
  * below needs the fusion for its bound, and a plain llvm.fma would be a
  * libm call on targets without an FMA unit).  Exact products use
- * Dekker's splitting instead of fma for the same reason.  Coefficients
- * are Taylor coefficients (1/n!, 1/(2n+1), ...), computed in long double
- * here, so no constant table is copied from anywhere.
+ * Dekker's splitting instead of fma for the same reason.  The f64
+ * coefficients are Taylor coefficients (1/n!, 1/(2n+1), ...), computed in
+ * long double here; the f32 ones are fits that tools/fit_math_f32.py
+ * computes; no constant table is copied from anywhere.
  * Needs: math.h, llvm-c. */
 #include "math.h"
 
