@@ -2,7 +2,7 @@
  * operations only, so its IR is the same on every target and vectorizes
  * as a whole.  f64 functions are computed in f64.  exp, exp2, expm1,
  * log, log2, log10, log1p, tanh, sigmoid and erf on f32 have their own
- * f32 algorithms (the section "f32 algorithms", 1-2.2 ulp); the other
+ * f32 algorithms (the section "f32 algorithms", 1-2.4 ulp); the other
  * f32 functions are computed in f64 (the argument extended, the result
  * rounded once: about 0.5 ulp plus the f64 error scaled down by 2^-29).
  *
