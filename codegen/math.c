@@ -1,18 +1,20 @@
 /* math.c — the math layer (math.h): each function is built from IEEE
  * operations only, so its IR is the same on every target and vectorizes
- * as a whole.  Everything here is computed in f64 (an f32 argument is
- * extended and the result rounded once, so the f32 error is about 0.5 ulp
- * plus the f64 error scaled down by 2^-29), except exp on f32, which has
- * its own faster algorithm.
+ * as a whole.  f64 functions are computed in f64.  exp, exp2, expm1,
+ * log, log2, log10, log1p, tanh, sigmoid and erf on f32 have their own
+ * f32 algorithms (the section "f32 algorithms", 1-2.4 ulp); the other
+ * f32 functions are computed in f64 (the argument extended, the result
+ * rounded once: about 0.5 ulp plus the f64 error scaled down by 2^-29).
  *
  * Conventions: a V is an f64 scalar or vector (M.t), or an i64 of the
  * same shape (M.it); polynomials are Horner chains of llvm.fmuladd (fused
  * where the target has an FMA, two roundings where not: no algorithm
  * below needs the fusion for its bound, and a plain llvm.fma would be a
  * libm call on targets without an FMA unit).  Exact products use
- * Dekker's splitting instead of fma for the same reason.  Coefficients
- * are Taylor coefficients (1/n!, 1/(2n+1), ...), computed in long double
- * here, so no constant table is copied from anywhere.
+ * Dekker's splitting instead of fma for the same reason.  The f64
+ * coefficients are Taylor coefficients (1/n!, 1/(2n+1), ...), computed in
+ * long double here; the f32 ones are fits that tools/fit_math_f32.py
+ * computes; no constant table is copied from anywhere.
  * Needs: math.h, llvm-c. */
 #include "math.h"
 
@@ -27,8 +29,10 @@ typedef struct M {
   LLVMContextRef ctx;
   LLVMModuleRef mod;
   LLVMBuilderRef b;
-  LLVMTypeRef t, it; /* f64 and i64, scalars or vectors of `lanes` */
-  unsigned lanes;    /* 0 for scalars */
+  LLVMTypeRef t, it; /* f64 and i64 (f32 and i32 for the f32 algorithms),
+                        scalars or vectors of `lanes` */
+  LLVMTypeRef ef, ei; /* their element types */
+  unsigned lanes;     /* 0 for scalars */
 } M;
 
 /* ---- constants and small helpers ----------------------------------------- */
@@ -56,11 +60,10 @@ static V splat(M *m, V c) {
   return LLVMConstVector(v, m->lanes);
 }
 
-static V K(M *m, double v) { return splat(m, LLVMConstReal(LLVMDoubleTypeInContext(m->ctx), v)); }
+/* A constant of the element type (f32 constants are given exactly). */
+static V K(M *m, double v) { return splat(m, LLVMConstReal(m->ef, v)); }
 
-static V KI(M *m, long long v) {
-  return splat(m, LLVMConstInt(LLVMInt64TypeInContext(m->ctx), (unsigned long long)v, 1));
-}
+static V KI(M *m, long long v) { return splat(m, LLVMConstInt(m->ei, (unsigned long long)v, 1)); }
 
 static V add(M *m, V a, V b) { return LLVMBuildFAdd(m->b, a, b, ""); }
 static V sub(M *m, V a, V b) { return LLVMBuildFSub(m->b, a, b, ""); }
@@ -201,42 +204,6 @@ static V expm1_64(M *m, V x) {
   V small = fmadd(m, s, em, sub(m, s, K(m, 1)));
   V large = sub(m, scale(m, add(m, em, K(m, 1)), k), K(m, 1));
   return keep_zero(m, x, sel(m, big, large, small));
-}
-
-/* The f32 exp: range reduction by ln 2 in two parts, a degree-4
- * polynomial, then * 2^k as two normal factors.  x is clamped to
- * [-104, 89] (beyond, exp underflows to 0 or overflows to inf; a NaN
- * stays NaN through every step, and k is taken from bits, never
- * fptosi, so it is never poison).  LN2_HI has 15 significant bits, so
- * k * LN2_HI is exact for |k| <= 256; q is a degree-4 minimax fit of
- * (e^r - 1 - r) / r^2 for |r| <= ln2/2 (relative error 4.4e-9).  Max
- * error 1 ulp against expf (tests/unit/test_codegen_norms.c). */
-static V exp_f32(M *m, V x) {
-  static const double q[5] = {0x1.fffffcp-2, 0x1.55549p-3, 0x1.5558f4p-5, 0x1.123a6cp-7,
-                              0x1.6a2352p-10};
-  LLVMTypeRef f = LLVMTypeOf(x), i32 = LLVMInt32TypeInContext(m->ctx);
-  M s = *m;
-  s.t = f, s.it = m->lanes ? LLVMVectorType(i32, m->lanes) : i32;
-#define KF(v) splat(&s, LLVMConstReal(LLVMFloatTypeInContext(m->ctx), (v)))
-#define KI32(v) splat(&s, LLVMConstInt(i32, (unsigned long long)(v), 1))
-  V lo = KF(-104), hi = KF(89), magic = KF(0x1.8p23);
-  V xc = sel(&s, cmp(&s, LLVMRealOLT, x, lo), lo, x);
-  xc = sel(&s, cmp(&s, LLVMRealOGT, xc, hi), hi, xc);
-  V t = add(&s, mul(&s, xc, KF(0x1.715476p0)), magic);
-  V kf = sub(&s, t, magic);
-  /* t = 1.5 * 2^23 + k exactly, so k is t's bits minus magic's */
-  V k = LLVMBuildSub(m->b, bits(&s, t), KI32(0x4b400000), "");
-  V r = fmadd(&s, kf, KF(-0x1.62e4p-1), xc);
-  r = fmadd(&s, kf, KF(-0x1.7f7d1cp-20), r);
-  V p = KF(q[4]);
-  for (int i = 3; i >= 0; i--) p = fmadd(&s, p, r, KF(q[i]));
-  p = add(&s, KF(1), fmadd(&s, mul(&s, r, r), p, r));
-  V k1 = LLVMBuildAShr(m->b, k, KI32(1), ""), k2 = LLVMBuildSub(m->b, k, k1, "");
-  V e1 = from_bits(&s, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, k1, KI32(127), ""), KI32(23), ""));
-  V e2 = from_bits(&s, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, k2, KI32(127), ""), KI32(23), ""));
-  return mul(&s, mul(&s, p, e1), e2);
-#undef KF
-#undef KI32
 }
 
 /* ---- log family ------------------------------------------------------------ */
@@ -658,6 +625,210 @@ static V sigmoid64(M *m, V x) {
   return fdiv(m, K(m, 1), add(m, K(m, 1), e));
 }
 
+/* ---- f32 algorithms ---------------------------------------------------------
+ * Computed in f32 (M.t is f32, M.it i32), so a vector holds twice the
+ * lanes of the f64 path.  The polynomials are near-minimax fits computed
+ * by tools/fit_math_f32.py (Lawson's algorithm in double, coefficients
+ * rounded to f32 one at a time, the rest refitted after each); the error
+ * each comment gives is the fit's, weighted to be relative to the
+ * function's value.  The measured maxima over all 2^32 inputs are in
+ * docs/numerics.md (tests/unit/test_math.c, TDSL_MATH_EXHAUSTIVE=1). */
+
+#define F_MAGIC 0x1.8p23 /* adding it rounds an f32 to an integer in its low bits */
+#define F_LN2_HI 0x1.62e4p-1 /* 16 bits: k * F_LN2_HI is exact for |k| < 2^8 */
+#define F_LN2_LO 0x1.7f7d1cp-20
+#define F_LOG2E 0x1.715476p+0
+
+/* (e^r - 1 - r) / r^2 for |r| <= ln2/2: degree 4, relative error 4.4e-9. */
+static V expm1_q_f32(M *m, V r) {
+  static const double q[5] = {0x1.fffffcp-2, 0x1.55549p-3, 0x1.5558f4p-5, 0x1.123a6cp-7,
+                              0x1.6a2352p-10};
+  return poly(m, r, q, 5);
+}
+
+/* k = round(x / ln 2) as an f32 and an i32 (from the bits of x log2e +
+ * 1.5 2^23, never fptosi, so a NaN gives a garbage k, never poison);
+ * returns r = x - k ln 2 in two parts, |r| <= ln2/2 plus a rounding. */
+static V exp_reduce_f32(M *m, V x, V *kf, V *k) {
+  V t = add(m, mul(m, x, K(m, F_LOG2E)), K(m, F_MAGIC));
+  *kf = sub(m, t, K(m, F_MAGIC));
+  *k = LLVMBuildSub(m->b, bits(m, t), KI(m, 0x4b400000), "");
+  V r = fmadd(m, *kf, K(m, -F_LN2_HI), x);
+  return fmadd(m, *kf, K(m, -F_LN2_LO), r);
+}
+
+/* 2^k for an i32 k in -126..127. */
+static V pow2i_f32(M *m, V k) {
+  return from_bits(m, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, k, KI(m, 127), ""), KI(m, 23), ""));
+}
+
+/* p 2^k for |k| <= 252 as two normal factors: overflow gives inf, and a
+ * subnormal result is rounded once. */
+static V scale_f32(M *m, V p, V k) {
+  V k1 = LLVMBuildAShr(m->b, k, KI(m, 1), ""), k2 = LLVMBuildSub(m->b, k, k1, "");
+  return mul(m, mul(m, p, pow2i_f32(m, k1)), pow2i_f32(m, k2));
+}
+
+/* e^x for x in [-104, 89] (NaN passes): e^r 2^k.  Max error 1 ulp. */
+static V exp_core_f32(M *m, V x) {
+  V kf, k, r = exp_reduce_f32(m, x, &kf, &k);
+  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  return scale_f32(m, p, k);
+}
+
+/* e^x with x clamped to [-104, 89]: beyond, e^x underflows to 0 or
+ * overflows to inf; a NaN stays NaN through the selects. */
+static V exp_f32(M *m, V x) { return exp_core_f32(m, minc(m, maxc(m, x, -104), 89)); }
+
+/* 2^x: k = round(x), r = (x - k) ln 2 (x - k is exact; the product's
+ * rounding moves e^r by at most 2^-25 relative). */
+static V exp2_f32(M *m, V x) {
+  V xc = minc(m, maxc(m, x, -152), 129);
+  V t = add(m, xc, K(m, F_MAGIC)), kf = sub(m, t, K(m, F_MAGIC));
+  V k = LLVMBuildSub(m->b, bits(m, t), KI(m, 0x4b400000), "");
+  V r = mul(m, sub(m, xc, kf), K(m, 0x1.62e43p-1));
+  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  return scale_f32(m, p, k);
+}
+
+/* expm1: x = k ln2 + r, em = e^r - 1 = r + r^2 q(r); for k <= 24 the
+ * result is 2^k em + (2^k - 1), where 2^k em and 2^k - 1 are exact, so
+ * the one rounding is the sum's (k = 0, |x| <= ln2/2: r = x exactly);
+ * above, (em + 1) 2^k - 1.  x is clamped to [-18, 89] (expm1 is -1 in
+ * f32 below -17.4 and inf above 88.73). */
+static V expm1_f32(M *m, V x) {
+  V kf, k, xc = minc(m, maxc(m, x, -18), 89);
+  V r = exp_reduce_f32(m, xc, &kf, &k);
+  V em = fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r);
+  V big = LLVMBuildICmp(m->b, LLVMIntSGT, k, KI(m, 24), "");
+  V s = pow2i_f32(m, LLVMBuildSelect(m->b, big, KI(m, 0), k, ""));
+  V small = fmadd(m, s, em, sub(m, s, K(m, 1)));
+  V large = sub(m, scale_f32(m, add(m, em, K(m, 1)), k), K(m, 1));
+  return keep_zero(m, x, sel(m, big, large, small));
+}
+
+/* a = 2^e m, m = 1 + f in [sqrt(1/2), sqrt(2)), f exact, for a > 0
+ * finite; subnormals are scaled by 2^23 first. */
+static V log_split_f32(M *m, V a, V *e) {
+  V sub_ = lt(m, a, 0x1p-126);
+  V a2 = sel(m, sub_, mul(m, a, K(m, 0x1p23)), a);
+  /* adding 1 - bits(sqrt(1/2)) carries into the exponent exactly when
+   * the significand is >= sqrt(1/2) * 2 */
+  V ix = LLVMBuildAdd(m->b, bits(m, a2), KI(m, 0x3f800000 - 0x3f3504f3), "");
+  V ei = LLVMBuildSub(m->b, LLVMBuildAShr(m->b, ix, KI(m, 23), ""), KI(m, 127), "");
+  *e = LLVMBuildSub(m->b, ei, LLVMBuildSelect(m->b, sub_, KI(m, 23), KI(m, 0), ""), "");
+  V mb = LLVMBuildAdd(m->b, LLVMBuildAnd(m->b, ix, KI(m, 0x007fffff), ""), KI(m, 0x3f3504f3), "");
+  return sub(m, from_bits(m, mb), K(m, 1));
+}
+
+/* log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: f - f^2/2 + f^3 L(f),
+ * L of degree 8, weighted error 7.7e-10; the sum with the exact f is the
+ * last rounding. */
+static V log1p_core_f32(M *m, V f) {
+  static const double c[9] = {0x1.555548p-2,   -0x1.000006p-2, 0x1.99a476p-3,
+                              -0x1.555c44p-3,  0x1.233ba2p-3,  -0x1.fc28cap-4,
+                              0x1.e6c00ap-4,   -0x1.de01dcp-4, 0x1.14733ep-4};
+  V f2 = mul(m, f, f);
+  V r = fmadd(m, mul(m, f2, f), poly(m, f, c, 9), mul(m, f2, K(m, -0.5)));
+  return add(m, f, r);
+}
+
+/* kind: 0 ln, 2 log2, 10 log10: e ln2 + log(1 + f), with ln 2 (and
+ * log10(2)) in two parts whose high part times e is exact. */
+static V log_f32(M *m, V a, int kind) {
+  V ei, f = log_split_f32(m, a, &ei), l = log1p_core_f32(m, f), r;
+  V e = LLVMBuildSIToFP(m->b, ei, m->t, "");
+  if (kind == 2) r = fmadd(m, l, K(m, 0x1.715476p+0), fmadd(m, l, K(m, 0x1.4ae0bep-26), e));
+  else if (kind == 10)
+    r = fmadd(m, e, K(m, 0x1.344p-2), fmadd(m, e, K(m, 0x1.3509f8p-18), mul(m, l, K(m, 0x1.bcb7b2p-2))));
+  else r = fmadd(m, e, K(m, F_LN2_HI), fmadd(m, e, K(m, F_LN2_LO), l));
+  return log_special(m, a, r);
+}
+
+/* log1p(x) = log(u + c) with u = 1 + x rounded and c its rounding error
+ * (two_sum): u = 2^e (1 + f), so log1p(x) = e ln2 + log(1 + f + c 2^-e),
+ * the correction added to the exact f.  Tiny x gives f = 0, c = x. */
+static V log1p_f32(M *m, V x) {
+  V u, c, ei;
+  two_sum(m, K(m, 1), x, &u, &c);
+  V f = log_split_f32(m, u, &ei);
+  V es = LLVMBuildSelect(m->b, LLVMBuildICmp(m->b, LLVMIntSGT, ei, KI(m, 100), ""), KI(m, 100), ei, "");
+  V cs = mul(m, c, pow2i_f32(m, LLVMBuildNeg(m->b, es, "")));
+  cs = sel(m, eq(m, u, INFINITY), K(m, 0), cs);
+  V l = log1p_core_f32(m, add(m, f, cs));
+  V e = LLVMBuildSIToFP(m->b, ei, m->t, "");
+  V r = fmadd(m, e, K(m, F_LN2_HI), fmadd(m, e, K(m, F_LN2_LO), l));
+  return keep_zero(m, x, log_special(m, u, r));
+}
+
+/* tanh |x|: below 0.625, a + a^3 P(a^2) (P of degree 5, weighted error
+ * 4e-10); from there 1 - 2 / (e^(2a) + 1), whose 2 / (e^(2a) + 1) <=
+ * 0.45 carries exp's 1 ulp and two roundings; 1 from 9.1 on.  The sign
+ * is x's (so -0 stays -0 and NaN stays NaN). */
+static V tanh_f32(M *m, V x) {
+  static const double p[6] = {-0x1.555554p-2, 0x1.111064p-3,  -0x1.b9ea7cp-5,
+                              0x1.634442p-6,  -0x1.0a3a42p-7, 0x1.119bc4p-9};
+  V a = fabs_(m, x), z = mul(m, a, a);
+  V small = fmadd(m, mul(m, a, z), poly(m, z, p, 6), a);
+  V ac = minc(m, a, 9.1);
+  V e = exp_core_f32(m, add(m, ac, ac));
+  V big = sub(m, K(m, 1), fdiv(m, K(m, 2), add(m, e, K(m, 1))));
+  return copysign_(m, sel(m, lt(m, a, 0.625), small, big), x);
+}
+
+/* erf |x|: below 0.921875, a + a R(a^2) (R of degree 6, weighted error
+ * 9e-10); from there 1 - erfc(a), erfc(a) = e^(s(a) - a^2) with s(a) =
+ * log(erfc(a) e^(a^2)) a degree-7 polynomial in a - 2.421875 (weighted
+ * error 5e-11), and a^2 = h + l exactly (l from a fused multiply-add;
+ * without one l is 0 and the rounding of h costs erfc at most 2^-21
+ * relative).  The exponent is reduced as exp's with -h first (exact in
+ * the cases that matter), then s - l.  1 from 3.921875 on, where erfc
+ * is below half an ulp of 1. */
+static V erf_f32(M *m, V x) {
+  static const double rs[7] = {0x1.06eba8p-3,  -0x1.81274p-2,  0x1.ce2d64p-4, -0x1.b80112p-6,
+                               0x1.544954p-8,  -0x1.a5fe48p-11, 0x1.4f2da2p-14};
+  static const double ss[8] = {-0x1.8766fp+0, -0x1.72549p-2, 0x1.e124c8p-5, -0x1.7aa2e2p-7,
+                               0x1.339902p-9, -0x1.deb8d4p-12, 0x1.4184c4p-14, -0x1.6275d8p-16};
+  V a = fabs_(m, x);
+  V small = fmadd(m, a, poly(m, mul(m, a, a), rs, 7), a);
+  V ac = minc(m, maxc(m, a, 0.921875), 3.921875);
+  V h = mul(m, ac, ac), l = fmadd(m, ac, ac, LLVMBuildFNeg(m->b, h, ""));
+  V s = poly(m, sub(m, ac, K(m, 2.421875)), ss, 8);
+  V kf, k;
+  exp_reduce_f32(m, sub(m, s, h), &kf, &k);
+  V r = fmadd(m, kf, K(m, -F_LN2_HI), LLVMBuildFNeg(m->b, h, ""));
+  r = fmadd(m, kf, K(m, -F_LN2_LO), r);
+  r = add(m, r, sub(m, s, l));
+  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V big = sub(m, K(m, 1), scale_f32(m, p, k));
+  return copysign_(m, sel(m, lt(m, a, 0.921875), small, big), x);
+}
+
+/* With E = e^-|x| <= 1: 1 / (1 + E) for x >= 0, E / (1 + E) below, so
+ * results down to the subnormals keep their precision (1 / (1 + e^-x)
+ * would give 0 once e^-x overflows f32). */
+static V sigmoid_f32(M *m, V x) {
+  V e = exp_f32(m, LLVMBuildFNeg(m->b, fabs_(m, x), ""));
+  return fdiv(m, sel(m, lt(m, x, 0), e, K(m, 1)), add(m, K(m, 1), e));
+}
+
+/* The f32 algorithm of fn, or NULL where f32 is computed in f64. */
+static V dispatch_f32(M *m, MathFn fn, V x) {
+  switch (fn) {
+  case MATH_EXP: return exp_f32(m, x);
+  case MATH_EXP2: return exp2_f32(m, x);
+  case MATH_EXPM1: return expm1_f32(m, x);
+  case MATH_LOG: return log_f32(m, x, 0);
+  case MATH_LOG2: return log_f32(m, x, 2);
+  case MATH_LOG10: return log_f32(m, x, 10);
+  case MATH_LOG1P: return log1p_f32(m, x);
+  case MATH_TANH: return tanh_f32(m, x);
+  case MATH_SIGMOID: return sigmoid_f32(m, x);
+  case MATH_ERF: return erf_f32(m, x);
+  default: return NULL;
+  }
+}
+
 /* ---- the interface ----------------------------------------------------------- */
 
 static V dispatch(M *m, MathFn fn, V x, V y) {
@@ -691,18 +862,26 @@ static V dispatch(M *m, MathFn fn, V x, V y) {
 
 LLVMValueRef cg_math(CgMath *cm, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
   LLVMTypeRef t = LLVMTypeOf(x), el = t;
-  M m = {cm->ctx, cm->mod, cm->b, NULL, NULL, 0};
+  M m = {cm->ctx, cm->mod, cm->b, NULL, NULL, NULL, NULL, 0};
   if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
     el = LLVMGetElementType(t);
     m.lanes = LLVMGetVectorSize(t);
     if (m.lanes > 64) ICE("math on a vector of %u lanes", m.lanes);
   }
   LLVMTypeRef f64 = LLVMDoubleTypeInContext(cm->ctx), i64 = LLVMInt64TypeInContext(cm->ctx);
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(cm->ctx), i32 = LLVMInt32TypeInContext(cm->ctx);
+  if (el != f64 && el != f32) ICE("math on a type other than f32/f64");
+  if (el == f32) {
+    M s = m;
+    s.ef = f32, s.ei = i32;
+    s.t = t, s.it = m.lanes ? LLVMVectorType(i32, m.lanes) : i32;
+    V r = dispatch_f32(&s, fn, x);
+    if (r) return r;
+  }
+  m.ef = f64, m.ei = i64;
   m.t = m.lanes ? LLVMVectorType(f64, m.lanes) : f64;
   m.it = m.lanes ? LLVMVectorType(i64, m.lanes) : i64;
   if (el == f64) return dispatch(&m, fn, x, y);
-  if (LLVMGetTypeKind(el) != LLVMFloatTypeKind) ICE("math on a type other than f32/f64");
-  if (fn == MATH_EXP) return exp_f32(&m, x);
   V xd = LLVMBuildFPExt(cm->b, x, m.t, "");
   V yd = y ? LLVMBuildFPExt(cm->b, y, m.t, "") : NULL;
   return LLVMBuildFPTrunc(cm->b, dispatch(&m, fn, xd, yd), t, "");
