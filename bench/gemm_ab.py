@@ -1,0 +1,82 @@
+"""gemm_ab.py — f32 matmul of tdsl libraries against torch (MKL) and numpy
+(OpenBLAS) in one process, interleaved: for a noisy shared machine, where
+separate runs of run.sh move single ratios by 2x.
+
+usage: [SHAPES=MxKxN,...] python gemm_ab.py THREADS ROUNDS LIB.so[=name] ...
+LIB.so: `tdslc mm.tdsl --emit=so -o LIB.so` of
+    kernel matmul(a: f32[M, K], b: f32[K, P]) -> f32[M, P] { return a @ b }
+built from any two commits (each library carries its own runtime and
+thread pool, so they can be compared in one process).  Each round runs
+every implementation for about MIN_S seconds after a GAP-second pause
+(so that OpenMP spinners of the one before have gone to sleep), the order
+reversed every other round; it prints per implementation the median wall
+time per call, the median process CPU time per call (all threads), and
+torch's time over it (wall medians, the median of per-round ratios, CPU).
+Results are checked against torch first.  Needs torch, numpy and the
+python/ package (found next to this file).
+"""
+import os
+import statistics
+import sys
+import time
+
+T = int(sys.argv[1])
+R = int(sys.argv[2])
+os.environ["OPENBLAS_NUM_THREADS"] = str(T)  # before numpy loads OpenBLAS
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import tdsl  # noqa: E402
+
+libs = []
+for arg in sys.argv[3:]:
+    path, _, name = arg.partition("=")
+    m = tdsl.load(path)
+    m.set_num_threads(T)
+    libs.append((name or os.path.basename(path), m))
+torch.set_num_threads(T)
+shapes = [tuple(int(v) for v in s.split("x"))
+          for s in os.environ.get("SHAPES", "1024x1024x1024,128x4096x4096,1024x3072x768").split(",")]
+MIN_S = float(os.environ.get("MIN_S", "0.25"))
+GAP = float(os.environ.get("GAP", "0.2"))
+for (M, K, N) in shapes:
+    torch.manual_seed(0)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    an, bn = a.numpy(), b.numpy()
+    impls = [("torch", lambda o: torch.matmul(a, b, out=o)),
+             ("numpy", lambda o: np.matmul(an, bn, out=o.numpy()))]
+    for name, m in libs:
+        impls.append((name, (lambda mm: lambda o: mm.matmul(a, b, out=o))(m)))
+    ref = torch.matmul(a, b)
+    outs = {}
+    for name, f in impls:
+        o = torch.empty(M, N)
+        f(o)
+        outs[name] = o
+        err = (o - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+        assert err < 1e-4, (name, err)
+    t0 = time.perf_counter()
+    impls[0][1](outs["torch"])
+    reps = max(3, int(MIN_S / max(time.perf_counter() - t0, 1e-6)))
+    wall = {n: [] for n, _ in impls}
+    cpu = {n: [] for n, _ in impls}
+    for r in range(R):
+        for name, f in (impls if r % 2 == 0 else impls[::-1]):
+            time.sleep(GAP)
+            o = outs[name]
+            f(o)
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(reps):
+                f(o)
+            t1, c1 = time.perf_counter(), time.process_time()
+            wall[name].append((t1 - t0) / reps)
+            cpu[name].append((c1 - c0) / reps)
+    gf = 2.0 * M * N * K / 1e9
+    print("== %dx%dx%d threads=%d rounds=%d reps=%d load=%.2f" % (M, K, N, T, R, reps, os.getloadavg()[0]))
+    tw, tc = statistics.median(wall["torch"]), statistics.median(cpu["torch"])
+    for name, _ in impls:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        rr = statistics.median([wall["torch"][i] / wall[name][i] for i in range(R)])
+        print("  %-10s wall %8.2f ms (%6.1f GF/s) min %8.2f  cpu %8.2f ms  torch/x: wall %5.2f per-round %5.2f cpu %5.2f"
+              % (name, w * 1e3, gf / w, min(wall[name]) * 1e3, c * 1e3, tw / w, rr, tc / c))
+    sys.stdout.flush()
