@@ -24,6 +24,21 @@ static const char *const TARGETS[] = {"", "--target=x86-64-v2"};
 static const char *MM =
     "kernel mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N] { return a @ b }\n";
 
+/* Runs MM's kernel on each M x K x N of sz against the interpreter
+ * (a B transposed in storage at odd i). */
+static void mm_sizes(Lib *L, const int64_t (*sz)[3], size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
+    int64_t so[2] = {sz[i][0], sz[i][2]};
+    Ten in[2], out[1];
+    ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
+    ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
+    out_ten(&out[0], DT_F32, 2, so);
+    run_and_compare_k(L, "mm", in, 2, out, 1, false, sz[i][1]);
+    ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+  }
+}
+
 START_TEST(matmul_f32_sizes) {
   static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 33, 7}, {33, 100, 17},
                                   {17, 0, 5}, {65, 300, 70}, {1, 40, 100}, {100, 7, 1},
@@ -31,16 +46,7 @@ START_TEST(matmul_f32_sizes) {
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "mm", TARGETS[t]);
-    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
-      int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
-      int64_t so[2] = {sz[i][0], sz[i][2]};
-      Ten in[2], out[1];
-      ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
-      ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
-      out_ten(&out[0], DT_F32, 2, so);
-      run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
-      ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
-    }
+    mm_sizes(&L, sz, sizeof sz / sizeof sz[0]);
     unbuild_pool(&L);
   }
 }
@@ -276,16 +282,7 @@ START_TEST(matmul_whole_module) {
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "mm", TARGETS[t]);
-    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
-      int64_t sa[2] = {sz[i][0], sz[i][1]}, sb[2] = {sz[i][1], sz[i][2]};
-      int64_t so[2] = {sz[i][0], sz[i][2]};
-      Ten in[2], out[1];
-      ten(&in[0], DT_F32, 2, sa, NULL, 3, false);
-      ten(&in[1], DT_F32, 2, sb, NULL, 0, i % 2);
-      out_ten(&out[0], DT_F32, 2, so);
-      run_and_compare_k(&L, "mm", in, 2, out, 1, false, sz[i][1]);
-      ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
-    }
+    mm_sizes(&L, sz, sizeof sz / sizeof sz[0]);
     unbuild_pool(&L);
     build_flags(&L, MMS, "sp", TARGETS[t]);
     for (size_t i = 0; i < 3; i++) small_case(&L, (const int64_t[3]){2 + (int64_t)i, 37, 101});
