@@ -115,13 +115,13 @@ static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, L
     if (np < 2 || np >= last) continue;
     last = np;
     LLVMBasicBlockRef run = blk(g, "dr_rest"), next = blk(g, "dr_rnext");
-    LLVMValueRef end = add(g, at, k64(g, np));
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, ""), run, next);
+    LLVMValueRef end = add(g, at, k64(g, np)), fits = LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, "");
+    LLVMBuildCondBr(g->b, fits, run, next);
     LLVMPositionBuilderAtEnd(g->b, run);
     dr_block(d, xb, iy0, ob, at, oc, np, false, tail);
     LLVMBuildBr(g->b, next);
     LLVMPositionBuilderAtEnd(g->b, next);
-    at = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, ""), end, at, "");
+    at = LLVMBuildSelect(g->b, fits, end, at, "");
   }
   ox = gemm_loop_open(g, &l, at, hi, k64(g, 1));
   dr_block(d, xb, iy0, ob, ox, oc, 1, false, tail);
