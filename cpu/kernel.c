@@ -10,8 +10,9 @@
  *     conv2d: gemm_nest.c), frees scratch;
  * and `K_info` returns a constant tdsl_kernel_info.  --target=x86-64
  * emits every kernel once per ISA level, K dispatching (isa.c); `K_isa`
- * names the ISA.  The module then goes through "default<On>" and
- * object/assembly emission (machine.c).
+ * names the ISA.  The module then goes through the LLVM pipelines (the
+ * full one, and the light one for the functions split.c puts apart) and
+ * object/assembly emission (machine.c), on threads where it pays.
  * Needs: cpu.h.  Used by: codegen/codegen.c (the backend table). */
 #include <limits.h>
 #include <pthread.h>
