@@ -5,7 +5,8 @@
 # directory of plain files:
 #   tests/gpu/prepare_device_run.sh [OUT] [--target cuda:sm_NN]
 # OUT (default build/device-run) then holds
-#   gpu_exec, cases/          the PyTorch differential cases (gpu_exec build)
+#   gpu_exec, cases.tar.gz    the PyTorch differential cases (gpu_exec build;
+#                             run.sh unpacks them)
 #   preprocess_cuda           the GPU example (examples/preprocess_cuda.c)
 #   bench/                    bench/gpu/build.sh's directory (bench_gpu.py)
 #   run.sh                    runs the three, each under a time limit,
@@ -31,6 +32,9 @@ mkdir -p "$out/logs"
 cp build/tests/gpu/gpu_exec "$out/"
 build/tests/gpu/gpu_exec build "$out/cases" --target="$target" --jobs "$(nproc)" >"$out/logs/build.txt" 2>&1 ||
   { echo "prepare_device_run.sh: some cases did not build (see $out/logs/build.txt)" >&2; }
+# The cases' objects (embedded PTX; -O0 builds make tens of MiB) travel
+# packed: the whole directory must stay under the 64 MiB a run carries.
+tar czf "$out/cases.tar.gz" -C "$out" cases && rm -rf "$out/cases"
 cp build/examples/preprocess_cuda "$out/"
 bash bench/gpu/build.sh "$out/bench" --target "$target" >"$out/logs/bench-build.txt" 2>&1
 cat >"$out/run.sh" <<'RUN'
@@ -38,6 +42,7 @@ cat >"$out/run.sh" <<'RUN'
 # Runs on the GPU machine: the example, the differential cases, the
 # benchmark.  Logs go to logs/ beside this script; a summary to stdout.
 cd "$(dirname "$0")" || exit 2
+[[ -d cases ]] || tar xzf cases.tar.gz || exit 2
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== example preprocess_cuda"
 timeout 60 ./preprocess_cuda 2>&1 | tee logs/example.txt | tail -3
