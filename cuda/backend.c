@@ -25,8 +25,9 @@ DType cu_acc_dtype(DType in) {
 }
 
 /* Reductions: one thread per output for windows (pools) and short
- * constant reductions; a whole block per output when there are few
- * outputs (a full reduction); else a warp per output. */
+ * constant reductions; blocks per output when there are few outputs (a
+ * full reduction: split over many blocks, nest.c "Split reductions");
+ * else a warp per output. */
 CuPlan cu_plan(const LfNest *n) {
   if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) return (CuPlan){CU_GEMM, 0};
   if (n->reduce == OP_COUNT) return (CuPlan){CU_ELEMWISE, 0};
@@ -55,9 +56,10 @@ int cu_unit(const LfKernel *lk, int i, int opt) {
   return opt > 0 && n->group > 1 && n->shared > 0 ? n->group : 1;
 }
 
+/* Device kernels of lk (a unit has one, a split reduction two). */
 static int n_units(const LfKernel *lk, int opt) {
   int u = 0;
-  for (int i = 0; i < lk->nnests; i++) u += cu_unit(lk, i, opt) > 0;
+  for (int i = 0; i < lk->nnests; i++) u += cu_unit_funcs(lk, i, opt);
   return u;
 }
 
@@ -76,7 +78,8 @@ static int n_scalars(const LfKernel *lk) {
 }
 
 int cu_nparams(const IrKernel *k, const LfKernel *lk) {
-  return lk->nbufs + k->nsyms + n_rt_strides(k) + n_scalars(lk) + cu_has_checks(lk);
+  return lk->nbufs + k->nsyms + n_rt_strides(k) + n_scalars(lk) + cu_has_split(lk) +
+         cu_has_checks(lk);
 }
 
 int cu_param_types(Cg *c, LLVMTypeRef *ps) {
@@ -84,6 +87,7 @@ int cu_param_types(Cg *c, LLVMTypeRef *ps) {
   for (int i = 0; i < c->lk->nbufs; i++) ps[n++] = c->ptr;
   int rest = c->k->nsyms + n_rt_strides(c->k) + n_scalars(c->lk);
   for (int i = 0; i < rest; i++) ps[n++] = c->i64;
+  if (cu_has_split(c->lk)) ps[n++] = c->ptr;  /* split reductions' partials */
   if (cu_has_checks(c->lk)) ps[n++] = c->ptr; /* the index checks' flags */
   return n;
 }
@@ -292,6 +296,11 @@ static void kernel_name(char *buf, size_t n, const IrKernel *k, int nest) {
   snprintf(buf, n, "%s__n%d", k->name, nest);
 }
 
+/* The second device kernel of a split reduction (cu_unit_funcs). */
+static void fin_name(char *buf, size_t n, const IrKernel *k, int nest) {
+  snprintf(buf, n, "%s__n%d_fin", k->name, nest);
+}
+
 /* Every nest of every kernel as a device kernel. */
 static void emit_device(Cg *d, LfKernel **lks) {
   IrModule *m = d->m;
@@ -317,6 +326,16 @@ static void emit_device(Cg *d, LfKernel **lks) {
       else if (unit > 1) cu_emit_group_kernel(d, n, fn);
       else if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
       else cu_emit_nest_kernel(d, n, fn);
+      if (cu_unit_funcs(d->lk, j, d->opt) == 2) { /* a split reduction's finish */
+        fin_name(name, sizeof name, d->k, j);
+        fn = LLVMAddFunction(d->mod, name, LLVMFunctionType(d->vd, ps, (unsigned)np, 0));
+        cu_mark_kernel(d, fn);
+        d->fn = fn;
+        d->entry = LLVMAppendBasicBlockInContext(d->ctx, fn, "entry");
+        LLVMPositionBuilderAtEnd(d->b, d->entry);
+        d->nloops = 0;
+        cu_emit_split_finish_kernel(d, n, fn);
+      }
     }
   }
 }
@@ -340,6 +359,10 @@ static LLVMValueRef host_module_desc(Cg *h, const char *ptx, LfKernel **lks, int
       char name[600];
       kernel_name(name, sizeof name, h->m->kernels[i], j);
       names[f++] = host_string(h, name, ".cuda.name");
+      if (cu_unit_funcs(lks[i], j, h->opt) == 2) {
+        fin_name(name, sizeof name, h->m->kernels[i], j);
+        names[f++] = host_string(h, name, ".cuda.name");
+      }
     }
   LLVMValueRef arr = LLVMConstNull(h->ptr);
   if (nfuncs) {

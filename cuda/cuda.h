@@ -21,6 +21,9 @@
  *   i64   per scalar buffer: the scalar's bits (zero-extended; the
  *         device kernel uses them as an SSA value, Cg.scalar, never
  *         through memory).
+ *   ptr   only in a kernel with split reductions (cu_has_split): the
+ *         partial results (CU_SPLIT_BYTES per output and block, device
+ *         memory from tdsl_cuda_scratch);
  *   ptr   only in a kernel with index checks (check.c): the checks'
  *         flags (2 x i64 of device memory).
  * Needs: codegen/llvm_util.h, codegen/backend.h. */
@@ -45,7 +48,9 @@ typedef enum CuKind { CU_ELEMWISE, CU_REDUCE, CU_GEMM } CuKind;
 /* How a nest runs on the device (cu_plan, shared by host and device). */
 typedef struct CuPlan {
   CuKind kind;
-  int group; /* CU_REDUCE: threads per output (1, 32 or CU_BLOCK) */
+  int group; /* CU_REDUCE: threads per output (1, 32 or CU_BLOCK: blocks
+                 per output, split over cu_split_count blocks outside row
+                 groups, nest.c "Split reductions") */
 } CuPlan;
 
 CuPlan cu_plan(const LfNest *n);
@@ -114,6 +119,24 @@ void cu_emit_check_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
 void cu_emit_host_check(Cg *c, const LfNest *n, LLVMValueRef flags,
                         void (*launch)(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef args),
                         LLVMValueRef fn, LLVMValueRef args);
+
+/* Split reductions (nest.c): at most CU_SPLIT_BLOCKS blocks over all
+ * the outputs of a nest, each partial result CU_SPLIT_BYTES of scratch
+ * (the accumulator at 0, the position at 8). */
+#define CU_SPLIT_BLOCKS 512
+#define CU_SPLIT_BYTES 16
+/* Whether lk has a split reduction (its kernels take the partials). */
+bool cu_has_split(const LfKernel *lk);
+/* Device kernels of nest i's launch unit: 2 for a split reduction (the
+ * partial kernel K__nI and the finish kernel K__nI_fin), else 1; 0
+ * inside a row group. */
+int cu_unit_funcs(const LfKernel *lk, int i, int opt);
+/* Split reduction n: its block count per output S, i64 (host or
+ * device, from c->env; the same on both, so the finish kernel knows it). */
+LLVMValueRef cu_split_count(Cg *c, const LfNest *n);
+/* The finish kernel of split reduction n: a block per output combines
+ * the S partials in a fixed order and stores. */
+void cu_emit_split_finish_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
 
 /* host.c: the host function K; module: the tdsl_cuda_module global,
  * fn0: the index of K's first device kernel in it. */

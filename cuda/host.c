@@ -9,8 +9,10 @@
  *     module (tdsl_cuda_prepare), allocates scratch (stream-ordered,
  *     tdsl_cuda_scratch);
  *  4. launches one device kernel per launch unit (a nest, or a row
- *     group: cu_unit) on the runtime's current stream (units with no
- *     work are skipped), frees scratch in stream order and returns
+ *     group: cu_unit; a split reduction: its partial kernel, then its
+ *     finish kernel when it has more than one block per output) on the
+ *     runtime's current stream (units with no work are skipped), frees
+ *     scratch (and the split reductions' partials) in stream order and returns
  *     without synchronizing; an index check (check.c) copies its verdict
  *     back, synchronizing, and fails the kernel with TDSL_E_INDEX there.
  * A failure before step 4 returns its code with nothing written; so does
@@ -31,7 +33,7 @@ static void scratch_free(Cg *c, LLVMValueRef p) {
 }
 
 /* The device kernels' parameter values (cuda.h's order). */
-static LLVMValueRef *param_values(Cg *c, int np, LLVMValueRef flags) {
+static LLVMValueRef *param_values(Cg *c, int np, LLVMValueRef partials, LLVMValueRef flags) {
   LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)(np + 1));
   const LfKernel *lk = c->lk;
   const IrKernel *k = c->k;
@@ -54,6 +56,7 @@ static LLVMValueRef *param_values(Cg *c, int np, LLVMValueRef flags) {
       a = LLVMBuildBitCast(c->b, a, LLVMIntTypeInContext(c->ctx, LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32), "");
     v[p++] = LLVMGetIntTypeWidth(LLVMTypeOf(a)) == 64 ? a : LLVMBuildZExt(c->b, a, c->i64, "");
   }
+  if (partials) v[p++] = partials;
   if (flags) v[p++] = flags;
   return v;
 }
@@ -101,7 +104,49 @@ static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueR
   LLVMPositionBuilderAtEnd(c->b, done);
 }
 
-/* Frees the index checks' flags (NULL when none were allocated). */
+/* ---- split reductions (nest.c "Split reductions") ----
+ * The partials: one scratch buffer (tdsl_cuda_scratch, stream-ordered)
+ * sized for the largest split nest of the kernel (the nests run in
+ * stream order, so each reuses it); its pointer in *slot. */
+static LLVMValueRef split_partials(Cg *c, LLVMValueRef slot) {
+  const LfKernel *lk = c->lk;
+  LLVMValueRef bytes = i64c(c, CU_SPLIT_BYTES);
+  for (int i = 0; i < lk->nnests; i++) {
+    if (cu_unit_funcs(lk, i, c->opt) != 2) continue;
+    const LfNest *n = &lk->nests[i];
+    LLVMValueRef k = LLVMBuildMul(c->b, cu_outer_product(c, n, 0, n->rank), cu_split_count(c, n), "");
+    bytes = cg_smin(c, bytes, LLVMBuildMul(c->b, k, i64c(c, CU_SPLIT_BYTES), ""), true);
+  }
+  LLVMValueRef p = scratch_alloc(c, bytes);
+  LLVMBuildStore(c->b, p, slot);
+  cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""), i32c(c, E_NOMEM), i32c(c, 0), ""));
+  return p;
+}
+
+static void launch_grid(Cg *c, LLVMValueRef fn, LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef args) {
+  LLVMTypeRef ps[10] = {c->ptr, c->ptr, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr};
+  LLVMValueRef a[10] = {c->kname, fn, u32(c, gx), u32(c, gy), i32c(c, 1), i32c(c, CU_BLOCK),
+                        i32c(c, 1), i32c(c, 1), i32c(c, 0), args};
+  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
+}
+
+/* Split reduction n: the partial kernel fn on grid (S, outputs), then,
+ * when S > 1, the finish kernel fin on a block per output. */
+static void launch_split(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef fin, LLVMValueRef args) {
+  LLVMValueRef outs = cu_outer_product(c, n, 0, n->rank), S = cu_split_count(c, n);
+  LLVMBasicBlockRef go = block(c, "launch"), two = block(c, "launch_fin"), done = block(c, "launched");
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, outs, i64c(c, 0), ""), go, done);
+  LLVMPositionBuilderAtEnd(c->b, go);
+  launch_grid(c, fn, S, cg_smin(c, outs, i64c(c, 65535), false), args);
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), two, done);
+  LLVMPositionBuilderAtEnd(c->b, two);
+  launch_grid(c, fin, cg_smin(c, outs, i64c(c, CU_MAX_BLOCKS), false), i64c(c, 1), args);
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+/* Frees the scratch in slot: the index checks' flags or the split
+ * reductions' partials (NULL when none were allocated). */
 static void free_flags(Cg *c, LLVMValueRef slot) {
   scratch_free(c, LLVMBuildLoad2(c->b, c->ptr, slot, ""));
 }
@@ -142,6 +187,8 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
   LLVMValueRef fns = cg_entry_alloca(c, c->ptr, i32c(c, nfuncs ? nfuncs : 1));
   LLVMValueRef flags_slot = cg_entry_alloca(c, c->ptr, NULL);
   LLVMBuildStore(c->b, LLVMConstNull(c->ptr), flags_slot);
+  LLVMValueRef split_slot = cg_entry_alloca(c, c->ptr, NULL);
+  LLVMBuildStore(c->b, LLVMConstNull(c->ptr), split_slot);
   cg_emit_entry_checks(c);
   LLVMValueRef dev = device_id(c);
   LLVMTypeRef pp[4] = {c->ptr, c->ptr, c->i32, c->ptr};
@@ -163,8 +210,9 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, flags, ""), i32c(c, E_NOMEM),
                                    i32c(c, 0), ""));
   }
+  LLVMValueRef partials = cu_has_split(lk) ? split_partials(c, split_slot) : NULL;
   int np = cu_nparams(k, lk);
-  LLVMValueRef *pv = param_values(c, np, flags);
+  LLVMValueRef *pv = param_values(c, np, partials, flags);
   LLVMValueRef args = cg_entry_alloca(c, c->ptr, i32c(c, np ? np : 1));
   for (int p = 0; p < np; p++) {
     LLVMValueRef cell = cg_entry_alloca(c, LLVMTypeOf(pv[p]), NULL);
@@ -177,14 +225,23 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     if (!unit) continue;
     LLVMValueRef o = i64c(c, f++);
     LLVMValueRef fn = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
-    if (lk->nests[i].check) cu_emit_host_check(c, &lk->nests[i], flags, launch1, fn, args);
-    else launch(c, &lk->nests[i], unit, fn, args);
+    if (cu_unit_funcs(lk, i, c->opt) == 2) { /* a split reduction: its finish kernel next */
+      o = i64c(c, f++);
+      LLVMValueRef fin = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
+      launch_split(c, &lk->nests[i], fn, fin, args);
+    } else if (lk->nests[i].check) {
+      cu_emit_host_check(c, &lk->nests[i], flags, launch1, fn, args);
+    } else {
+      launch(c, &lk->nests[i], unit, fn, args);
+    }
   }
   cg_free_scratch(c);
   free_flags(c, flags_slot);
+  free_flags(c, split_slot);
   LLVMBuildRet(c->b, i32c(c, 0));
   LLVMPositionBuilderAtEnd(c->b, c->fail);
   cg_free_scratch(c);
   free_flags(c, flags_slot);
+  free_flags(c, split_slot);
   LLVMBuildRet(c->b, c->rcphi);
 }

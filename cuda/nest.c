@@ -401,6 +401,179 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
   cu_loop_close(c, &l);
 }
 
+/* ---- split reductions ---------------------------------------------------------
+ * A reduction to few outputs (cu_plan's group CU_BLOCK: under 2048
+ * constant outputs; outside row groups) splits each output's reduction over S
+ * blocks (cu_split_count: about CU_SPLIT_BLOCKS blocks over all the
+ * outputs, each thread at least SPLIT_MIN elements; from the shapes
+ * alone, so the split and the bits of the result do not change from run
+ * to run).  Grid (S, outputs): block (p, o) reduces the elements
+ * j = p * B + tid, + S * B, ... of output o's reduction (j: the linear
+ * index over the schedule's reduction loops, which is the row-major
+ * position: collapsed loops need no division), SPLIT_UNROLL at a time
+ * with their loads first (loads in flight) and the accumulation in j
+ * order; then warp shuffles and the block's warps combine in a fixed
+ * tree, and thread 0 writes the partial (accumulator, position) to the
+ * partials (cuda.h: CU_SPLIT_BYTES per output and block, o * S + p), or,
+ * when S is 1, finishes and stores the output itself.  The finish kernel
+ * (K__nI_fin, launched when S > 1) runs a block per output: thread t
+ * combines partials t, t + B, ... in order, then the same tree, and
+ * thread 0 finishes (mean, post, conversion) and stores.  Each thread's
+ * running chain is short (32M elements: 256 each), so the sum is more
+ * accurate than one running sum (docs/numerics.md). */
+enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16 };
+
+/* Whether nest i belongs to a row group (whatever the opt level: host
+ * and device agree on the parameters without it). */
+static bool in_group(const LfKernel *lk, int i) {
+  for (int j = 0; j <= i; j++)
+    if (lk->nests[j].group > 1 && i < j + lk->nests[j].group) return true;
+  return false;
+}
+
+static bool split_nest(const LfKernel *lk, int i) {
+  const LfNest *n = &lk->nests[i];
+  CuPlan p = cu_plan(n);
+  return !n->check && p.kind == CU_REDUCE && p.group == CU_BLOCK && !lf_is_scan(n) && !in_group(lk, i);
+}
+
+bool cu_has_split(const LfKernel *lk) {
+  for (int i = 0; i < lk->nnests; i++)
+    if (split_nest(lk, i)) return true;
+  return false;
+}
+
+int cu_unit_funcs(const LfKernel *lk, int i, int opt) {
+  int u = cu_unit(lk, i, opt);
+  return !u ? 0 : u == 1 && split_nest(lk, i) ? 2 : 1;
+}
+
+static LLVMValueRef red_extent(Cg *c, const LfNest *n) {
+  LLVMValueRef t = i64c(c, 1);
+  for (int j = 0; j < n->nred; j++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->red[j]), "");
+  return t;
+}
+
+LLVMValueRef cu_split_count(Cg *c, const LfNest *n) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef one = i64c(c, 1);
+  LLVMValueRef o = cg_smin(c, cu_outer_product(c, n, 0, n->rank), one, true);
+  LLVMValueRef by_outs = LLVMBuildUDiv(b, i64c(c, CU_SPLIT_BLOCKS + 0), o, "");
+  LLVMValueRef per = i64c(c, (int64_t)CU_BLOCK * SPLIT_MIN);
+  LLVMValueRef by_len = LLVMBuildUDiv(b, LLVMBuildAdd(b, red_extent(c, n), i64c(c, CU_BLOCK * SPLIT_MIN - 1), ""),
+                                      per, "");
+  return cg_smin(c, cg_smin(c, by_outs, by_len, false), one, true);
+}
+
+/* The partials' parameter (cuda.h: before the checks' flags). */
+static LLVMValueRef partials_param(Cg *c, LLVMValueRef fn) {
+  return LLVMGetParam(fn, LLVMCountParams(fn) - 1 - (unsigned)cu_has_checks(c->lk));
+}
+
+/* Partial k's accumulator and position. */
+static LLVMValueRef partial_at(Cg *c, LLVMValueRef partials, LLVMValueRef k, int off) {
+  LLVMValueRef byte = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, i64c(c, CU_SPLIT_BYTES), ""),
+                                   i64c(c, off), "");
+  return LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->ctx), partials, &byte, 1, "");
+}
+
+static void emit_split(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef partials) {
+  LLVMBuilderRef b = c->b;
+  Red r = red_of(c, n);
+  LfSchedule s = lf_schedule(c->m->st, n, c->target);
+  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
+  LLVMValueRef part = LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, "");
+  LLVMValueRef S = LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, "");
+  LLVMValueRef outs = extent_product(c, n, &s, 0, s.nouter);
+  LLVMValueRef total = extent_product(c, n, &s, s.nouter, s.n);
+  LLVMValueRef acc = cg_entry_alloca(c, r.t, NULL), idx = cg_entry_alloca(c, c->i64, NULL);
+  LLVMValueRef step = LLVMBuildMul(b, S, i64c(c, CU_BLOCK), "");
+  LLVMValueRef j0 = LLVMBuildAdd(b, LLVMBuildMul(b, part, i64c(c, CU_BLOCK), ""), tid, "");
+  CuLoop lo, lm, lr;
+  LLVMValueRef o = cu_loop_open(c, &lo, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), outs,
+                                LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
+  split_index(c, n, &s, 0, s.nouter, o, x);
+  LLVMBuildStore(b, red_init(c, &r), acc);
+  LLVMBuildStore(b, i64c(c, INT64_MAX), idx);
+  /* SPLIT_UNROLL elements a step while all are in range: the loads first */
+  LLVMValueRef last = LLVMBuildSub(b, total, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL - 1), ""), "");
+  LLVMValueRef j = cu_loop_open(c, &lm, j0, last, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL), ""));
+  LLVMValueRef v[SPLIT_UNROLL], jj[SPLIT_UNROLL];
+  for (int u = 0; u < SPLIT_UNROLL; u++) {
+    jj[u] = u ? LLVMBuildAdd(b, jj[u - 1], step, "") : j;
+    split_index(c, n, &s, s.nouter, s.n, jj[u], x);
+    v[u] = cg_convert(c, cg_eval(c, x, n->value), r.in, r.ad);
+  }
+  LLVMValueRef a = get(c, r.t, acc), ia = get(c, c->i64, idx);
+  for (int u = 0; u < SPLIT_UNROLL; u++) combine(c, &r, &a, &ia, v[u], jj[u]);
+  LLVMBuildStore(b, a, acc);
+  LLVMBuildStore(b, ia, idx);
+  cu_loop_close(c, &lm);
+  /* the rest, one at a time */
+  j = cu_loop_open(c, &lr, lm.iv, total, step);
+  split_index(c, n, &s, s.nouter, s.n, j, x);
+  accumulate(c, &r, x, acc, idx, j);
+  cu_loop_close(c, &lr);
+  warp_reduce(c, &r, acc, idx);
+  block_reduce(c, &r, acc, idx, tid);
+  LLVMBasicBlockRef join, alone = block(c, "split_alone"), partial = block(c, "split_partial");
+  if_then(c, LLVMBuildICmp(b, LLVMIntEQ, tid, i64c(c, 0), ""), &join);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, S, i64c(c, 1), ""), alone, partial);
+  LLVMPositionBuilderAtEnd(b, alone);
+  cg_store_el(c, finish(c, &r, x, acc, idx, total), cg_address(c, x, &n->store, n->dtype, n->rank),
+              n->dtype);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, partial);
+  LLVMValueRef k = LLVMBuildAdd(b, LLVMBuildMul(b, o, S, ""), part, "");
+  LLVMBuildStore(b, get(c, r.t, acc), partial_at(c, partials, k, 0));
+  LLVMBuildStore(b, get(c, c->i64, idx), partial_at(c, partials, k, 8));
+  end_if(c, join);
+  cu_barrier(c); /* the shared slots are reused next */
+  cu_loop_close(c, &lo);
+}
+
+void cu_emit_split_finish_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
+  LLVMValueRef *rts[64];
+  if (c->k->nresults > 64) ICE("more than 64 results");
+  cu_unpack(c, fn, rts);
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef partials = partials_param(c, fn);
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = cg_sym_val(c, n->red[l]);
+  rt_strides(c, n, &x, rts);
+  Red r = red_of(c, n);
+  LfSchedule s = lf_schedule(c->m->st, n, c->target);
+  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
+  LLVMValueRef S = cu_split_count(c, n), total = red_extent(c, n);
+  LLVMValueRef outs = extent_product(c, n, &s, 0, s.nouter);
+  LLVMValueRef acc = cg_entry_alloca(c, r.t, NULL), idx = cg_entry_alloca(c, c->i64, NULL);
+  CuLoop lo, lk;
+  LLVMValueRef o = cu_loop_open(c, &lo, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), outs,
+                                LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, ""));
+  split_index(c, n, &s, 0, s.nouter, o, &x);
+  LLVMBuildStore(b, red_init(c, &r), acc);
+  LLVMBuildStore(b, i64c(c, INT64_MAX), idx);
+  LLVMValueRef k = cu_loop_open(c, &lk, tid, S, i64c(c, CU_BLOCK));
+  LLVMValueRef at = LLVMBuildAdd(b, LLVMBuildMul(b, o, S, ""), k, "");
+  LLVMValueRef a = get(c, r.t, acc), ia = get(c, c->i64, idx);
+  combine(c, &r, &a, &ia, get(c, r.t, partial_at(c, partials, at, 0)),
+          get(c, c->i64, partial_at(c, partials, at, 8)));
+  LLVMBuildStore(b, a, acc);
+  LLVMBuildStore(b, ia, idx);
+  cu_loop_close(c, &lk);
+  warp_reduce(c, &r, acc, idx);
+  block_reduce(c, &r, acc, idx, tid);
+  LLVMBasicBlockRef join;
+  if_then(c, LLVMBuildICmp(b, LLVMIntEQ, tid, i64c(c, 0), ""), &join);
+  cg_store_el(c, finish(c, &r, &x, acc, idx, total), cg_address(c, &x, &n->store, n->dtype, n->rank),
+              n->dtype);
+  end_if(c, join);
+  cu_barrier(c);
+  cu_loop_close(c, &lo);
+  LLVMBuildRetVoid(b);
+}
+
 /* ---- scans ----------------------------------------------------------------
  * A thread per row (loops.h "Scans"): the outer loops' linear index runs
  * grid-stride over the schedule's memory order, so consecutive threads
@@ -496,6 +669,7 @@ void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   CuPlan p = cu_plan(n);
   if (p.kind == CU_ELEMWISE) emit_elementwise(c, n, &x);
   else if (lf_is_scan(n)) emit_scan(c, n, &x);
+  else if (split_nest(c->lk, (int)(n - c->lk->nests))) emit_split(c, n, &x, partials_param(c, fn));
   else emit_reduction(c, n, &x, p.group);
   LLVMBuildRetVoid(c->b);
 }
