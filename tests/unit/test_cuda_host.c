@@ -7,7 +7,8 @@
  * (each read as 8 bytes), so these tests check that host and device agree
  * on the parameter list, that each launch unit is one launch sized as
  * cuda/cuda.h says, that empty work launches nothing, that scratch is
- * allocated and freed in stream order, that device mismatches fail
+ * allocated and freed in stream order, that a long reduction to few
+ * outputs is split (two launches sharing their partials), that device mismatches fail
  * before anything is launched, and that an index check's verdict comes
  * back before later nests launch (a launch hook plays the check kernel
  * finding a bad index: TDSL_E_INDEX, the CPU's message).
@@ -29,7 +30,9 @@ static const char *SRC =
     "kernel two(x: f32[N]) -> (f32[N], f32[]) {\n"
     "  y = x.exp()\n  return y, (y - y.mean()).abs().sum()\n}\n"
     "kernel sc(x: f32[N], a: f32) -> f32[N] {\n  return x * a\n}\n"
-    "kernel gat(x: f32[N], i: i64[M]) -> f32[M] {\n  return x.index_select(0, i) + 1.0\n}\n";
+    "kernel gat(x: f32[N], i: i64[M]) -> f32[M] {\n  return x.index_select(0, i) + 1.0\n}\n"
+    "kernel big(x: f32[N]) -> f32[] {\n  return x.sum()\n}\n"
+    "kernel am3(x: f32[3, N]) -> i64[3] {\n  return x.argmax(1)\n}\n";
 
 static void *so[2]; /* -O2, -O0 */
 static int (*stat_of)(const char *);
@@ -250,6 +253,73 @@ START_TEST(scratch_in_stream_order) {
 }
 END_TEST
 
+/* Split reductions (cuda/nest.c): each launch's kernel name, grid and
+ * last parameter (the partials). */
+static struct {
+  char name[32];
+  unsigned grid[2];
+  uint64_t partials;
+} split_seen[8];
+static int split_n;
+static void record_split(const char *name, const uint64_t *p, int n) {
+  if (split_n >= 8 || n < 1) return;
+  unsigned g[3], b[3];
+  uint64_t q[256];
+  last_launch(g, b, q, 256);
+  snprintf(split_seen[split_n].name, sizeof split_seen[split_n].name, "%s", name);
+  split_seen[split_n].grid[0] = g[0], split_seen[split_n].grid[1] = g[1];
+  split_seen[split_n++].partials = p[n - 1];
+}
+
+/* A long reduction to few outputs: the partial kernel on S blocks per
+ * output (S from the shapes: at most 512 blocks in all, 4096 elements
+ * per block at least), then the finish kernel on a block per output,
+ * both given the same partials, allocated and freed in stream order; a
+ * short one (S = 1) is one launch that stores the result itself. */
+START_TEST(split_reduction_launches) {
+  for (int lib = 0; lib < 2; lib++) {
+    int64_t n[1] = {1 << 22};
+    DLTensor x = cuda_t(xbuf, 1, n, 0), s = cuda_t(zbuf, 0, NULL, 0);
+    int allocs = stat_of("async_allocs"), frees = stat_of("async_frees"), live = stat_of("live");
+    int before = stat_of("launches");
+    split_n = 0;
+    set_launch_hook(record_split);
+    ck_assert_int_eq(((K1)fn(lib, "big"))(&x, &s), TDSL_OK);
+    ck_assert_int_eq(stat_of("launches"), before + 2 + lib); /* -O0: and a result copy */
+    ck_assert_int_eq(split_n, 2 + lib);
+    ck_assert_str_eq(split_seen[0].name, "big__n0");
+    ck_assert_str_eq(split_seen[1].name, "big__n0_fin");
+    ck_assert_uint_eq(split_seen[0].grid[0], 512); /* min(512 / 1, 2^22 / 4096) */
+    ck_assert_uint_eq(split_seen[0].grid[1], 1);
+    ck_assert_uint_eq(split_seen[1].grid[0], 1);
+    ck_assert(split_seen[0].partials != 0 && split_seen[0].partials == split_seen[1].partials);
+    ck_assert_int_eq(stat_of("async_allocs") - allocs, 1 + lib); /* -O0: and the sum's scratch */
+    ck_assert_int_eq(stat_of("async_frees") - frees, 1 + lib);
+    ck_assert_int_eq(stat_of("live"), live);
+    /* short: S = 1, one launch */
+    n[0] = 1000;
+    split_n = 0;
+    before = stat_of("launches");
+    ck_assert_int_eq(((K1)fn(lib, "big"))(&x, &s), TDSL_OK);
+    ck_assert_int_eq(stat_of("launches"), before + 1 + lib);
+    ck_assert_uint_eq(split_seen[0].grid[0], 1);
+    /* three outputs: S = min(512 / 3, ceil(100000 / 4096)) = 25 */
+    int64_t s2[2] = {3, 100000}, s1[1] = {3};
+    DLTensor x2 = cuda_t(xbuf, 2, s2, 0), y = cuda_t(ybuf, 1, s1, 0);
+    y.dtype = (DLDataType){kDLInt, 64, 1};
+    split_n = 0;
+    ck_assert_int_eq(((K1)fn(lib, "am3"))(&x2, &y), TDSL_OK);
+    ck_assert_int_eq(split_n, 2 + lib);
+    ck_assert_uint_eq(split_seen[0].grid[0], 25);
+    ck_assert_uint_eq(split_seen[0].grid[1], 3);
+    ck_assert_str_eq(split_seen[1].name, "am3__n0_fin");
+    ck_assert_uint_eq(split_seen[1].grid[0], 3);
+    set_launch_hook(NULL);
+    ck_assert_int_eq(stat_of("live"), live);
+  }
+}
+END_TEST
+
 START_TEST(devices_must_agree) {
   K1 ew = (K1)fn(0, "ew");
   int64_t n[1] = {8};
@@ -289,6 +359,7 @@ int main(void) {
   tcase_add_test(t, row_group_is_one_launch);
   tcase_add_test(t, matmul_grid);
   tcase_add_test(t, scratch_in_stream_order);
+  tcase_add_test(t, split_reduction_launches);
   tcase_add_test(t, devices_must_agree);
   tcase_add_test(t, shape_query_launches_nothing);
   suite_add_tcase(s, t);
