@@ -48,9 +48,9 @@ typedef enum CuKind { CU_ELEMWISE, CU_REDUCE, CU_GEMM } CuKind;
 /* How a nest runs on the device (cu_plan, shared by host and device). */
 typedef struct CuPlan {
   CuKind kind;
-  int group; /* CU_REDUCE: threads per output (1, 32 or CU_BLOCK: blocks
-                 per output, split over cu_split_count blocks outside row
-                 groups, nest.c "Split reductions") */
+  int group; /* CU_REDUCE: threads per output (1, 32 or CU_BLOCK); outside
+                 row groups, CU_BLOCK and reductions along columns are
+                 split over several blocks (nest.c "Split reductions") */
 } CuPlan;
 
 CuPlan cu_plan(const LfNest *n);
@@ -131,9 +131,11 @@ bool cu_has_split(const LfKernel *lk);
  * partial kernel K__nI and the finish kernel K__nI_fin), else 1; 0
  * inside a row group. */
 int cu_unit_funcs(const LfKernel *lk, int i, int opt);
-/* Split reduction n: its block count per output S, i64 (host or
- * device, from c->env; the same on both, so the finish kernel knows it). */
+/* Split reduction n: its blocks per output S, i64 (host or device,
+ * from c->env; the same on both, so the finish kernel knows it), and
+ * its output groups (the partial kernel's grid is (S, groups)). */
 LLVMValueRef cu_split_count(Cg *c, const LfNest *n);
+LLVMValueRef cu_split_groups(Cg *c, const LfNest *n);
 /* The finish kernel of split reduction n: a block per output combines
  * the S partials in a fixed order and stores. */
 void cu_emit_split_finish_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);

@@ -114,7 +114,9 @@ static LLVMValueRef split_partials(Cg *c, LLVMValueRef slot) {
   for (int i = 0; i < lk->nnests; i++) {
     if (cu_unit_funcs(lk, i, c->opt) != 2) continue;
     const LfNest *n = &lk->nests[i];
-    LLVMValueRef k = LLVMBuildMul(c->b, cu_outer_product(c, n, 0, n->rank), cu_split_count(c, n), "");
+    LLVMValueRef S = cu_split_count(c, n);
+    LLVMValueRef k = LLVMBuildMul(c->b, cu_outer_product(c, n, 0, n->rank), S, "");
+    k = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), k, i64c(c, 1), "");
     bytes = cg_smin(c, bytes, LLVMBuildMul(c->b, k, i64c(c, CU_SPLIT_BYTES), ""), true);
   }
   LLVMValueRef p = scratch_alloc(c, bytes);
@@ -130,14 +132,14 @@ static void launch_grid(Cg *c, LLVMValueRef fn, LLVMValueRef gx, LLVMValueRef gy
   cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
 }
 
-/* Split reduction n: the partial kernel fn on grid (S, outputs), then,
- * when S > 1, the finish kernel fin on a block per output. */
+/* Split reduction n: the partial kernel fn on grid (S, output groups),
+ * then, when S > 1, the finish kernel fin on a block per output. */
 static void launch_split(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef fin, LLVMValueRef args) {
   LLVMValueRef outs = cu_outer_product(c, n, 0, n->rank), S = cu_split_count(c, n);
   LLVMBasicBlockRef go = block(c, "launch"), two = block(c, "launch_fin"), done = block(c, "launched");
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, outs, i64c(c, 0), ""), go, done);
   LLVMPositionBuilderAtEnd(c->b, go);
-  launch_grid(c, fn, S, cg_smin(c, outs, i64c(c, 65535), false), args);
+  launch_grid(c, fn, S, cg_smin(c, cu_split_groups(c, n), i64c(c, 65535), false), args);
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), two, done);
   LLVMPositionBuilderAtEnd(c->b, two);
   launch_grid(c, fin, cg_smin(c, outs, i64c(c, CU_MAX_BLOCKS), false), i64c(c, 1), args);

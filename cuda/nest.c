@@ -402,26 +402,36 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
 }
 
 /* ---- split reductions ---------------------------------------------------------
- * A reduction to few outputs (cu_plan's group CU_BLOCK: under 2048
- * constant outputs; outside row groups) splits each output's reduction over S
- * blocks (cu_split_count: about CU_SPLIT_BLOCKS blocks over all the
- * outputs, each thread at least SPLIT_MIN elements; from the shapes
+ * A reduction to few outputs, or one along columns, splits each output's
+ * reduction over S blocks (cu_split_count: about CU_SPLIT_BLOCKS blocks
+ * in all, each thread at least SPLIT_MIN elements; from the shapes
  * alone, so the split and the bits of the result do not change from run
- * to run).  Grid (S, outputs): block (p, o) reduces the elements
- * j = p * B + tid, + S * B, ... of output o's reduction (j: the linear
- * index over the schedule's reduction loops, which is the row-major
- * position: collapsed loops need no division), SPLIT_UNROLL at a time
- * with their loads first (loads in flight) and the accumulation in j
- * order; then warp shuffles and the block's warps combine in a fixed
- * tree, and thread 0 writes the partial (accumulator, position) to the
- * partials (cuda.h: CU_SPLIT_BYTES per output and block, o * S + p), or,
- * when S is 1, finishes and stores the output itself.  The finish kernel
- * (K__nI_fin, launched when S > 1) runs a block per output: thread t
- * combines partials t, t + B, ... in order, then the same tree, and
- * thread 0 finishes (mean, post, conversion) and stores.  Each thread's
- * running chain is short (32M elements: 256 each), so the sum is more
- * accurate than one running sum (docs/numerics.md). */
-enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16 };
+ * to run).  j is the linear index over the schedule's reduction loops,
+ * the row-major position (collapsed loops need no division); each thread
+ * takes every (S * lanes)-th j, SPLIT_UNROLL at a time with their loads
+ * first (loads in flight), accumulating in j order.  Two kinds:
+ *   SPLIT_ROWS (cu_plan's group CU_BLOCK: under 2048 constant outputs,
+ *     the reduction read along its own innermost loop): grid (S,
+ *     outputs); block (p, o) reduces j = p * B + tid, + S * B, ... of
+ *     output o; warp shuffles and the block's warps combine in a fixed
+ *     tree.
+ *   SPLIT_COLS (a load is unit-stride along the innermost output loop,
+ *     not along the reduction: x.sum(0) of [N, C]): grid (S, ceil(outputs
+ *     / 32)); in block (p, g) lane l = tid % 32 takes output g * 32 + l
+ *     and row lane r = tid / 32 the j = p * 8 + r, + S * 8, ...: a warp
+ *     reads 32 adjacent outputs of one j (coalesced); the 8 row lanes
+ *     combine through shared memory in order.
+ * Then one thread per output writes the partial (accumulator, position)
+ * to the partials (cuda.h: CU_SPLIT_BYTES per output and block, at o * S
+ * + p), or, when S is 1, finishes and stores the output itself.  The
+ * finish kernel (K__nI_fin, launched when S > 1) runs a block per output:
+ * thread t combines partials t, t + B, ... in order, then the same tree,
+ * and thread 0 finishes (mean, post, conversion) and stores.  Each
+ * thread's chain is short (32M elements: 256 each), so a sum is more
+ * accurate than one running sum (docs/numerics.md).  Windows, short
+ * constant reductions, scans and row groups are not split. */
+enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16, COLS_W = 32, COLS_R = CU_BLOCK / COLS_W };
+typedef enum SplitKind { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } SplitKind;
 
 /* Whether nest i belongs to a row group (whatever the opt level: host
  * and device agree on the parameters without it). */
@@ -431,21 +441,42 @@ static bool in_group(const LfKernel *lk, int i) {
   return false;
 }
 
-static bool split_nest(const LfKernel *lk, int i) {
+/* Whether a load of e is unit-stride along loop o but not along loop r
+ * (stride other than 0 and 1, or unknown). */
+static bool column_load(const LfExpr *e, int o, int r) {
+  if (e->kind == LFE_LOAD) {
+    int64_t so, sr;
+    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return false;
+    return sym_is_const(e->acc.stride[o], &so) && so == 1 &&
+           !(sym_is_const(e->acc.stride[r], &sr) && (sr == 0 || sr == 1));
+  }
+  for (int a = 0; a < e->nargs; a++)
+    if (column_load(e->args[a], o, r)) return true;
+  return false;
+}
+
+static SplitKind split_kind(const LfKernel *lk, int i) {
   const LfNest *n = &lk->nests[i];
   CuPlan p = cu_plan(n);
-  return !n->check && p.kind == CU_REDUCE && p.group == CU_BLOCK && !lf_is_scan(n) && !in_group(lk, i);
+  if (n->check || p.kind != CU_REDUCE || p.group == 1 || lf_is_scan(n) || in_group(lk, i))
+    return SPLIT_NONE;
+  int inner = n->order ? n->order[n->rank - 1] : n->rank - 1;
+  if (n->rank > 0 && n->nred > 0 && column_load(n->value, inner, n->rank + n->nred - 1))
+    return SPLIT_COLS;
+  return p.group == CU_BLOCK ? SPLIT_ROWS : SPLIT_NONE;
 }
+
+static SplitKind kind_of(Cg *c, const LfNest *n) { return split_kind(c->lk, (int)(n - c->lk->nests)); }
 
 bool cu_has_split(const LfKernel *lk) {
   for (int i = 0; i < lk->nnests; i++)
-    if (split_nest(lk, i)) return true;
+    if (split_kind(lk, i) != SPLIT_NONE) return true;
   return false;
 }
 
 int cu_unit_funcs(const LfKernel *lk, int i, int opt) {
   int u = cu_unit(lk, i, opt);
-  return !u ? 0 : u == 1 && split_nest(lk, i) ? 2 : 1;
+  return !u ? 0 : u == 1 && split_kind(lk, i) != SPLIT_NONE ? 2 : 1;
 }
 
 static LLVMValueRef red_extent(Cg *c, const LfNest *n) {
@@ -454,15 +485,21 @@ static LLVMValueRef red_extent(Cg *c, const LfNest *n) {
   return t;
 }
 
+LLVMValueRef cu_split_groups(Cg *c, const LfNest *n) {
+  LLVMValueRef o = cu_outer_product(c, n, 0, n->rank);
+  if (kind_of(c, n) != SPLIT_COLS) return o;
+  return LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, o, i64c(c, COLS_W - 1), ""), i64c(c, COLS_W), "");
+}
+
 LLVMValueRef cu_split_count(Cg *c, const LfNest *n) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef one = i64c(c, 1);
-  LLVMValueRef o = cg_smin(c, cu_outer_product(c, n, 0, n->rank), one, true);
-  LLVMValueRef by_outs = LLVMBuildUDiv(b, i64c(c, CU_SPLIT_BLOCKS + 0), o, "");
-  LLVMValueRef per = i64c(c, (int64_t)CU_BLOCK * SPLIT_MIN);
-  LLVMValueRef by_len = LLVMBuildUDiv(b, LLVMBuildAdd(b, red_extent(c, n), i64c(c, CU_BLOCK * SPLIT_MIN - 1), ""),
-                                      per, "");
-  return cg_smin(c, cg_smin(c, by_outs, by_len, false), one, true);
+  int lanes = kind_of(c, n) == SPLIT_COLS ? COLS_R : CU_BLOCK;
+  LLVMValueRef g = cg_smin(c, cu_split_groups(c, n), one, true);
+  LLVMValueRef by_groups = LLVMBuildUDiv(b, i64c(c, CU_SPLIT_BLOCKS + 0), g, "");
+  LLVMValueRef by_len = LLVMBuildUDiv(b, LLVMBuildAdd(b, red_extent(c, n), i64c(c, lanes * SPLIT_MIN - 1), ""),
+                                      i64c(c, lanes * SPLIT_MIN), "");
+  return cg_smin(c, cg_smin(c, by_groups, by_len, false), one, true);
 }
 
 /* The partials' parameter (cuda.h: before the checks' flags). */
@@ -470,15 +507,65 @@ static LLVMValueRef partials_param(Cg *c, LLVMValueRef fn) {
   return LLVMGetParam(fn, LLVMCountParams(fn) - 1 - (unsigned)cu_has_checks(c->lk));
 }
 
-/* Partial k's accumulator and position. */
+/* Partial k's accumulator (off 0) or position (off 8). */
 static LLVMValueRef partial_at(Cg *c, LLVMValueRef partials, LLVMValueRef k, int off) {
   LLVMValueRef byte = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, i64c(c, CU_SPLIT_BYTES), ""),
                                    i64c(c, off), "");
   return LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->ctx), partials, &byte, 1, "");
 }
 
+/* This thread's chain: j = j0, j0 + step, ... < total into (acc, idx). */
+static void split_chain(Cg *c, const Red *r, const LfSchedule *s, NestCtx *x, LLVMValueRef acc,
+                        LLVMValueRef idx, LLVMValueRef j0, LLVMValueRef step, LLVMValueRef total) {
+  LLVMBuilderRef b = c->b;
+  const LfNest *n = x->n;
+  CuLoop lm, lr;
+  /* SPLIT_UNROLL elements a step while all are in range: the loads first */
+  LLVMValueRef last = LLVMBuildSub(b, total, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL - 1), ""), "");
+  LLVMValueRef j = cu_loop_open(c, &lm, j0, last, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL), ""));
+  LLVMValueRef v[SPLIT_UNROLL], jj[SPLIT_UNROLL];
+  for (int u = 0; u < SPLIT_UNROLL; u++) {
+    jj[u] = u ? LLVMBuildAdd(b, jj[u - 1], step, "") : j;
+    split_index(c, n, s, s->nouter, s->n, jj[u], x);
+    v[u] = cg_convert(c, cg_eval(c, x, n->value), r->in, r->ad);
+  }
+  LLVMValueRef a = get(c, r->t, acc), ia = get(c, c->i64, idx);
+  for (int u = 0; u < SPLIT_UNROLL; u++) combine(c, r, &a, &ia, v[u], jj[u]);
+  LLVMBuildStore(b, a, acc);
+  LLVMBuildStore(b, ia, idx);
+  cu_loop_close(c, &lm);
+  /* the rest, one at a time */
+  j = cu_loop_open(c, &lr, lm.iv, total, step);
+  split_index(c, n, s, s->nouter, s->n, j, x);
+  accumulate(c, r, x, acc, idx, j);
+  cu_loop_close(c, &lr);
+}
+
+/* Output o's reduced (acc, idx): stored when S is 1, else partial o * S +
+ * part. */
+static void split_store(Cg *c, const Red *r, NestCtx *x, LLVMValueRef acc, LLVMValueRef idx,
+                        LLVMValueRef o, LLVMValueRef part, LLVMValueRef S, LLVMValueRef total,
+                        LLVMValueRef partials) {
+  LLVMBuilderRef b = c->b;
+  const LfNest *n = x->n;
+  LLVMBasicBlockRef alone = block(c, "split_alone"), partial = block(c, "split_partial"),
+                    done = block(c, "split_stored");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, S, i64c(c, 1), ""), alone, partial);
+  LLVMPositionBuilderAtEnd(b, alone);
+  cg_store_el(c, finish(c, r, x, acc, idx, total), cg_address(c, x, &n->store, n->dtype, n->rank),
+              n->dtype);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, partial);
+  LLVMValueRef k = LLVMBuildAdd(b, LLVMBuildMul(b, o, S, ""), part, "");
+  LLVMBuildStore(b, get(c, r->t, acc), partial_at(c, partials, k, 0));
+  LLVMBuildStore(b, get(c, c->i64, idx), partial_at(c, partials, k, 8));
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+}
+
 static void emit_split(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef partials) {
   LLVMBuilderRef b = c->b;
+  bool cols = kind_of(c, n) == SPLIT_COLS;
   Red r = red_of(c, n);
   LfSchedule s = lf_schedule(c->m->st, n, c->target);
   LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
@@ -487,46 +574,45 @@ static void emit_split(Cg *c, const LfNest *n, NestCtx *x, LLVMValueRef partials
   LLVMValueRef outs = extent_product(c, n, &s, 0, s.nouter);
   LLVMValueRef total = extent_product(c, n, &s, s.nouter, s.n);
   LLVMValueRef acc = cg_entry_alloca(c, r.t, NULL), idx = cg_entry_alloca(c, c->i64, NULL);
-  LLVMValueRef step = LLVMBuildMul(b, S, i64c(c, CU_BLOCK), "");
-  LLVMValueRef j0 = LLVMBuildAdd(b, LLVMBuildMul(b, part, i64c(c, CU_BLOCK), ""), tid, "");
-  CuLoop lo, lm, lr;
-  LLVMValueRef o = cu_loop_open(c, &lo, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), outs,
+  int lanes = cols ? COLS_R : CU_BLOCK;
+  LLVMValueRef lane = cols ? LLVMBuildURem(b, tid, i64c(c, COLS_W), "") : i64c(c, 0);
+  LLVMValueRef row = cols ? LLVMBuildUDiv(b, tid, i64c(c, COLS_W), "") : tid;
+  LLVMValueRef step = LLVMBuildMul(b, S, i64c(c, lanes), "");
+  LLVMValueRef j0 = LLVMBuildAdd(b, LLVMBuildMul(b, part, i64c(c, lanes), ""), row, "");
+  CuLoop lo;
+  LLVMValueRef g = cu_loop_open(c, &lo, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""),
+                                cu_split_groups(c, n),
                                 LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
-  split_index(c, n, &s, 0, s.nouter, o, x);
+  LLVMValueRef o = cols ? LLVMBuildAdd(b, LLVMBuildMul(b, g, i64c(c, COLS_W), ""), lane, "") : g;
+  LLVMValueRef valid = LLVMBuildICmp(b, LLVMIntSLT, o, outs, "");
+  split_index(c, n, &s, 0, s.nouter, o, x); /* arithmetic only when o is past the end */
   LLVMBuildStore(b, red_init(c, &r), acc);
   LLVMBuildStore(b, i64c(c, INT64_MAX), idx);
-  /* SPLIT_UNROLL elements a step while all are in range: the loads first */
-  LLVMValueRef last = LLVMBuildSub(b, total, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL - 1), ""), "");
-  LLVMValueRef j = cu_loop_open(c, &lm, j0, last, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL), ""));
-  LLVMValueRef v[SPLIT_UNROLL], jj[SPLIT_UNROLL];
-  for (int u = 0; u < SPLIT_UNROLL; u++) {
-    jj[u] = u ? LLVMBuildAdd(b, jj[u - 1], step, "") : j;
-    split_index(c, n, &s, s.nouter, s.n, jj[u], x);
-    v[u] = cg_convert(c, cg_eval(c, x, n->value), r.in, r.ad);
+  LLVMBasicBlockRef join;
+  if (cols) if_then(c, valid, &join);
+  split_chain(c, &r, &s, x, acc, idx, j0, step, total);
+  if (cols) {
+    end_if(c, join);
+    /* the row lanes of each output, in order, through shared memory */
+    LLVMValueRef sa = cu_shared(c, r.t, CU_BLOCK, "cols_acc"), si = cu_shared(c, c->i64, CU_BLOCK, "cols_idx");
+    LLVMBuildStore(b, get(c, r.t, acc), LLVMBuildGEP2(b, r.t, sa, &tid, 1, ""));
+    LLVMBuildStore(b, get(c, c->i64, idx), LLVMBuildGEP2(b, c->i64, si, &tid, 1, ""));
+    cu_barrier(c);
+    if_then(c, LLVMBuildAnd(b, valid, LLVMBuildICmp(b, LLVMIntEQ, row, i64c(c, 0), ""), ""), &join);
+    LLVMValueRef a = get(c, r.t, acc), ia = get(c, c->i64, idx);
+    for (int k = 1; k < COLS_R; k++) {
+      LLVMValueRef at = LLVMBuildAdd(b, lane, i64c(c, k * COLS_W), "");
+      combine(c, &r, &a, &ia, get(c, r.t, LLVMBuildGEP2(b, r.t, sa, &at, 1, "")),
+              get(c, c->i64, LLVMBuildGEP2(b, c->i64, si, &at, 1, "")));
+    }
+    LLVMBuildStore(b, a, acc);
+    LLVMBuildStore(b, ia, idx);
+  } else {
+    warp_reduce(c, &r, acc, idx);
+    block_reduce(c, &r, acc, idx, tid);
+    if_then(c, LLVMBuildICmp(b, LLVMIntEQ, tid, i64c(c, 0), ""), &join);
   }
-  LLVMValueRef a = get(c, r.t, acc), ia = get(c, c->i64, idx);
-  for (int u = 0; u < SPLIT_UNROLL; u++) combine(c, &r, &a, &ia, v[u], jj[u]);
-  LLVMBuildStore(b, a, acc);
-  LLVMBuildStore(b, ia, idx);
-  cu_loop_close(c, &lm);
-  /* the rest, one at a time */
-  j = cu_loop_open(c, &lr, lm.iv, total, step);
-  split_index(c, n, &s, s.nouter, s.n, j, x);
-  accumulate(c, &r, x, acc, idx, j);
-  cu_loop_close(c, &lr);
-  warp_reduce(c, &r, acc, idx);
-  block_reduce(c, &r, acc, idx, tid);
-  LLVMBasicBlockRef join, alone = block(c, "split_alone"), partial = block(c, "split_partial");
-  if_then(c, LLVMBuildICmp(b, LLVMIntEQ, tid, i64c(c, 0), ""), &join);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, S, i64c(c, 1), ""), alone, partial);
-  LLVMPositionBuilderAtEnd(b, alone);
-  cg_store_el(c, finish(c, &r, x, acc, idx, total), cg_address(c, x, &n->store, n->dtype, n->rank),
-              n->dtype);
-  LLVMBuildBr(b, join);
-  LLVMPositionBuilderAtEnd(b, partial);
-  LLVMValueRef k = LLVMBuildAdd(b, LLVMBuildMul(b, o, S, ""), part, "");
-  LLVMBuildStore(b, get(c, r.t, acc), partial_at(c, partials, k, 0));
-  LLVMBuildStore(b, get(c, c->i64, idx), partial_at(c, partials, k, 8));
+  split_store(c, &r, x, acc, idx, o, part, S, total, partials);
   end_if(c, join);
   cu_barrier(c); /* the shared slots are reused next */
   cu_loop_close(c, &lo);
@@ -669,7 +755,7 @@ void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   CuPlan p = cu_plan(n);
   if (p.kind == CU_ELEMWISE) emit_elementwise(c, n, &x);
   else if (lf_is_scan(n)) emit_scan(c, n, &x);
-  else if (split_nest(c->lk, (int)(n - c->lk->nests))) emit_split(c, n, &x, partials_param(c, fn));
+  else if (kind_of(c, n) != SPLIT_NONE) emit_split(c, n, &x, partials_param(c, fn));
   else emit_reduction(c, n, &x, p.group);
   LLVMBuildRetVoid(c->b);
 }

@@ -32,7 +32,8 @@ static const char *SRC =
     "kernel sc(x: f32[N], a: f32) -> f32[N] {\n  return x * a\n}\n"
     "kernel gat(x: f32[N], i: i64[M]) -> f32[M] {\n  return x.index_select(0, i) + 1.0\n}\n"
     "kernel big(x: f32[N]) -> f32[] {\n  return x.sum()\n}\n"
-    "kernel am3(x: f32[3, N]) -> i64[3] {\n  return x.argmax(1)\n}\n";
+    "kernel am3(x: f32[3, N]) -> i64[3] {\n  return x.argmax(1)\n}\n"
+    "kernel cs(x: f32[N, 64]) -> f32[64] {\n  return x.sum(0)\n}\n";
 
 static void *so[2]; /* -O2, -O0 */
 static int (*stat_of)(const char *);
@@ -271,9 +272,9 @@ static void record_split(const char *name, const uint64_t *p, int n) {
   split_seen[split_n++].partials = p[n - 1];
 }
 
-/* A long reduction to few outputs: the partial kernel on S blocks per
- * output (S from the shapes: at most 512 blocks in all, 4096 elements
- * per block at least), then the finish kernel on a block per output,
+/* A long reduction to few outputs or along columns: the partial kernel
+ * on S blocks per output group (S from the shapes: at most 512 blocks in
+ * all, 16 elements per thread at least), then the finish kernel on a block per output,
  * both given the same partials, allocated and freed in stream order; a
  * short one (S = 1) is one launch that stores the result itself. */
 START_TEST(split_reduction_launches) {
@@ -314,6 +315,17 @@ START_TEST(split_reduction_launches) {
     ck_assert_uint_eq(split_seen[0].grid[1], 3);
     ck_assert_str_eq(split_seen[1].name, "am3__n0_fin");
     ck_assert_uint_eq(split_seen[1].grid[0], 3);
+    /* along columns: 32 outputs a block, 8 row lanes: S = min(512 / 2,
+     * ceil(100000 / 128)) */
+    int64_t s3[2] = {100000, 64}, s4[1] = {64};
+    DLTensor x3 = cuda_t(xbuf, 2, s3, 0), y3 = cuda_t(ybuf, 1, s4, 0);
+    split_n = 0;
+    ck_assert_int_eq(((K1)fn(lib, "cs"))(&x3, &y3), TDSL_OK);
+    ck_assert_int_eq(split_n, 2 + lib);
+    ck_assert_uint_eq(split_seen[0].grid[0], 256);
+    ck_assert_uint_eq(split_seen[0].grid[1], 2);
+    ck_assert_str_eq(split_seen[1].name, "cs__n0_fin");
+    ck_assert_uint_eq(split_seen[1].grid[0], 64);
     set_launch_hook(NULL);
     ck_assert_int_eq(stat_of("live"), live);
   }
