@@ -45,7 +45,7 @@ CuPlan cu_plan(const LfNest *n) {
     else oconst = false;
   }
   if (bounds || (rconst && r <= 16)) return (CuPlan){CU_REDUCE, 1};
-  if (oconst && o < 2048) return (CuPlan){CU_REDUCE, CU_BLOCK};
+  if (oconst && o < CU_SPLIT_FEW) return (CuPlan){CU_REDUCE, CU_BLOCK};
   return (CuPlan){CU_REDUCE, 32};
 }
 

@@ -125,6 +125,9 @@ void cu_emit_host_check(Cg *c, const LfNest *n, LLVMValueRef flags,
  * (the accumulator at 0, the position at 8). */
 #define CU_SPLIT_BLOCKS 512
 #define CU_SPLIT_BYTES 16
+/* Fewer outputs than this are split (a constant count: cu_plan's group
+ * CU_BLOCK; a symbolic one: decided at run time, cu_split_used). */
+#define CU_SPLIT_FEW 2048
 /* Whether lk has a split reduction (its kernels take the partials). */
 bool cu_has_split(const LfKernel *lk);
 /* Device kernels of nest i's launch unit: 2 for a split reduction (the
@@ -136,6 +139,9 @@ int cu_unit_funcs(const LfKernel *lk, int i, int opt);
  * its output groups (the partial kernel's grid is (S, groups)). */
 LLVMValueRef cu_split_count(Cg *c, const LfNest *n);
 LLVMValueRef cu_split_groups(Cg *c, const LfNest *n);
+/* Whether split reduction n runs split (i1): true, except for a symbolic
+ * output count of at least CU_SPLIT_FEW (then a warp per output). */
+LLVMValueRef cu_split_used(Cg *c, const LfNest *n);
 /* The finish kernel of split reduction n: a block per output combines
  * the S partials in a fixed order and stores. */
 void cu_emit_split_finish_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);

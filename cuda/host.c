@@ -230,7 +230,15 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
     if (cu_unit_funcs(lk, i, c->opt) == 2) { /* a split reduction: its finish kernel next */
       o = i64c(c, f++);
       LLVMValueRef fin = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
+      LLVMBasicBlockRef few = block(c, "split"), many = block(c, "warps"), done = block(c, "split_done");
+      LLVMBuildCondBr(c->b, cu_split_used(c, &lk->nests[i]), few, many);
+      LLVMPositionBuilderAtEnd(c->b, few);
       launch_split(c, &lk->nests[i], fn, fin, args);
+      LLVMBuildBr(c->b, done);
+      LLVMPositionBuilderAtEnd(c->b, many);
+      launch(c, &lk->nests[i], unit, fn, args);
+      LLVMBuildBr(c->b, done);
+      LLVMPositionBuilderAtEnd(c->b, done);
     } else if (lk->nests[i].check) {
       cu_emit_host_check(c, &lk->nests[i], flags, launch1, fn, args);
     } else {

@@ -415,6 +415,10 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
  *     outputs); block (p, o) reduces j = p * B + tid, + S * B, ... of
  *     output o; warp shuffles and the block's warps combine in a fixed
  *     tree.
+ *   SPLIT_DYN (cu_plan's warp per output with a symbolic output count):
+ *     SPLIT_ROWS when there are fewer than CU_SPLIT_FEW outputs at run
+ *     time (cu_split_used; host and device decide alike), else the warp
+ *     per output;
  *   SPLIT_COLS (a load is unit-stride along the innermost output loop,
  *     not along the reduction: x.sum(0) of [N, C]): grid (S, ceil(outputs
  *     / 32)); in block (p, g) lane l = tid % 32 takes output g * 32 + l
@@ -431,7 +435,7 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
  * accurate than one running sum (docs/numerics.md).  Windows, short
  * constant reductions, scans and row groups are not split. */
 enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16, COLS_W = 32, COLS_R = CU_BLOCK / COLS_W };
-typedef enum SplitKind { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } SplitKind;
+typedef enum SplitKind { SPLIT_NONE, SPLIT_ROWS, SPLIT_DYN, SPLIT_COLS } SplitKind;
 
 /* Whether nest i belongs to a row group (whatever the opt level: host
  * and device agree on the parameters without it). */
@@ -463,7 +467,10 @@ static SplitKind split_kind(const LfKernel *lk, int i) {
   int inner = n->order ? n->order[n->rank - 1] : n->rank - 1;
   if (n->rank > 0 && n->nred > 0 && column_load(n->value, inner, n->rank + n->nred - 1))
     return SPLIT_COLS;
-  return p.group == CU_BLOCK ? SPLIT_ROWS : SPLIT_NONE;
+  if (p.group == CU_BLOCK) return SPLIT_ROWS;
+  for (int l = 0; l < n->rank; l++)
+    if (!sym_is_const(n->shape[l], NULL)) return SPLIT_DYN;
+  return SPLIT_NONE; /* at least CU_SPLIT_FEW constant outputs */
 }
 
 static SplitKind kind_of(Cg *c, const LfNest *n) { return split_kind(c->lk, (int)(n - c->lk->nests)); }
@@ -483,6 +490,11 @@ static LLVMValueRef red_extent(Cg *c, const LfNest *n) {
   LLVMValueRef t = i64c(c, 1);
   for (int j = 0; j < n->nred; j++) t = LLVMBuildMul(c->b, t, cg_sym_val(c, n->red[j]), "");
   return t;
+}
+
+LLVMValueRef cu_split_used(Cg *c, const LfNest *n) {
+  if (kind_of(c, n) != SPLIT_DYN) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
+  return LLVMBuildICmp(c->b, LLVMIntSLT, cu_outer_product(c, n, 0, n->rank), i64c(c, CU_SPLIT_FEW), "");
 }
 
 LLVMValueRef cu_split_groups(Cg *c, const LfNest *n) {
@@ -755,7 +767,20 @@ void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   CuPlan p = cu_plan(n);
   if (p.kind == CU_ELEMWISE) emit_elementwise(c, n, &x);
   else if (lf_is_scan(n)) emit_scan(c, n, &x);
-  else if (kind_of(c, n) != SPLIT_NONE) emit_split(c, n, &x, partials_param(c, fn));
+  else if (kind_of(c, n) == SPLIT_DYN) {
+    LLVMBasicBlockRef few = block(c, "split"), many = block(c, "warps"), done = block(c, "reduced");
+    LLVMBuildCondBr(c->b, cu_split_used(c, n), few, many);
+    LLVMPositionBuilderAtEnd(c->b, few);
+    NestCtx y = x;
+    emit_split(c, n, &y, partials_param(c, fn));
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, many);
+    emit_reduction(c, n, &x, p.group);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+  } else if (kind_of(c, n) != SPLIT_NONE) {
+    emit_split(c, n, &x, partials_param(c, fn));
+  }
   else emit_reduction(c, n, &x, p.group);
   LLVMBuildRetVoid(c->b);
 }
