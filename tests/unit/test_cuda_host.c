@@ -364,6 +364,51 @@ START_TEST(variants_chosen_at_launch) {
 }
 END_TEST
 
+/* The body of `.entry name(` in ptx (up to its closing brace), malloc'd. */
+static char *ptx_entry(const char *ptx, const char *name) {
+  char head[128];
+  snprintf(head, sizeof head, ".entry %s(", name);
+  const char *p = strstr(ptx, head);
+  ck_assert_msg(p != NULL, "no entry %s", name);
+  const char *e = strstr(p, "\n}");
+  ck_assert_ptr_nonnull(e);
+  return strndup(p, (size_t)(e - p));
+}
+
+/* What the variants are made of, in the PTX: ew's vector kernel loads and
+ * stores 4 x f32 at once, the 32-bit kernels divide (and index) in 32
+ * bits only, the general kernel keeps its 64-bit path; bc's broadcast
+ * row is a vector load too. */
+START_TEST(variant_ptx) {
+  char cmd[512], path[128];
+  snprintf(path, sizeof path, "%s/k.ptx", dir);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl --target=cuda:sm_90 --emit=ptx -o %s", TDSL_TDSLC, dir,
+           path);
+  ck_assert_int_eq(system(cmd), 0);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  static char ptx[1 << 22];
+  size_t n = fread(ptx, 1, sizeof ptx - 1, f);
+  fclose(f);
+  ptx[n] = 0;
+  char *v4 = ptx_entry(ptx, "ew__n0_v4"), *i32 = ptx_entry(ptx, "ew__n0_i32");
+  char *gen = ptx_entry(ptx, "ew__n0"), *bc = ptx_entry(ptx, "bc__n0_v4");
+  ck_assert_ptr_nonnull(strstr(v4, "ld.global.v4.f32"));
+  ck_assert_ptr_nonnull(strstr(v4, "st.global.v4.f32"));
+  ck_assert_ptr_null(strstr(i32, ".v4."));
+  ck_assert_ptr_nonnull(strstr(gen, "setp.ge.s64")); /* 64-bit loop bound */
+  ck_assert_ptr_null(strstr(i32, "setp.ge.s64")); /* the 32-bit loop: no 64-bit bounds */
+  ck_assert_ptr_null(strstr(i32, "setp.lt.s64"));
+  ck_assert_ptr_nonnull(strstr(i32, "setp.ge.u32"));
+  ck_assert_ptr_null(strstr(bc, "div.u64"));
+  ck_assert_ptr_null(strstr(bc, "rem.u64"));
+  ck_assert_int_eq(!!strstr(bc, "ld.global.v4.f32") + !!strstr(strstr(bc, "ld.global.v4.f32") + 1,
+                                                                 "ld.global.v4.f32"),
+                   2); /* x and the broadcast row b */
+  free(v4), free(i32), free(gen), free(bc);
+}
+END_TEST
+
 int main(void) {
   if (!getenv("TDSL_FAKE_CUDA")) {
     printf("test_cuda_host: skipped: needs the stand-in driver (ctest sets TDSL_FAKE_CUDA)\n");
@@ -382,6 +427,7 @@ int main(void) {
   tcase_add_test(t, devices_must_agree);
   tcase_add_test(t, shape_query_launches_nothing);
   tcase_add_test(t, variants_chosen_at_launch);
+  tcase_add_test(t, variant_ptx);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_set_fork_status(r, CK_NOFORK);
