@@ -101,30 +101,44 @@ static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule 
     set_vloop(c, s, k, I64(LLVMBuildURem(b, q, e, "")), x);
     q = LLVMBuildUDiv(b, q, e, "");
   }
+  enum { ROWS = TT / (CU_BLOCK / TT) }; /* elements per thread and phase */
+  LLVMValueRef vals[ROWS], cells[ROWS];
   for (int phase = 0; phase < 2; phase++) {
-    for (int r = 0; r < TT / (CU_BLOCK / TT); r++) {
+    for (int r = 0; r < ROWS; r++) {
       LLVMValueRef across = tx, down = LLVMBuildAdd(b, ty, ci(it, r * (CU_BLOCK / TT)), "");
       /* phase 0: across = j, down = i; phase 1: across = i, down = j */
       LLVMValueRef jj = phase ? down : across, ii = phase ? across : down;
       LLVMValueRef j = LLVMBuildAdd(b, j0, jj, ""), i = LLVMBuildAdd(b, i0, ii, "");
       LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, j, Ej, ""),
                                      LLVMBuildICmp(b, LLVMIntULT, i, Ei, ""), "");
-      LLVMBasicBlockRef then = block(c, "tile_el"), next = block(c, "tile_next");
+      LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, ci(it, TT + 1), ""), jj, "");
+      LLVMBasicBlockRef from = LLVMGetInsertBlock(b), then = block(c, "tile_el"),
+                        next = block(c, "tile_next");
       LLVMBuildCondBr(b, in, then, next);
       LLVMPositionBuilderAtEnd(b, then);
       set_vloop(c, s, kj, I64(j), x);
       set_vloop(c, s, ki, I64(i), x);
-      LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, ci(it, TT + 1), ""), jj, "");
       LLVMValueRef p = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
-      if (!phase) {
-        LLVMBuildStore(b, cg_eval(c, x, n->value), p);
+      LLVMValueRef v = NULL;
+      if (!phase) { /* the value; stored to the tile after all ROWS loads are issued */
+        v = cg_eval(c, x, n->value);
+        cells[r] = p;
       } else {
-        LLVMValueRef v = LLVMBuildLoad2(b, t, p, "");
-        cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+        cg_store_el(c, LLVMBuildLoad2(b, t, p, ""), cg_address(c, x, &n->store, n->dtype, n->rank),
+                    n->dtype);
       }
+      LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
       LLVMBuildBr(b, next);
       LLVMPositionBuilderAtEnd(b, next);
+      if (!phase) { /* out of range: 0, a cell phase 1 never reads */
+        vals[r] = LLVMBuildPhi(b, t, "");
+        LLVMValueRef z = LLVMConstNull(t);
+        LLVMAddIncoming(vals[r], &v, &end, 1);
+        LLVMAddIncoming(vals[r], &z, &from, 1);
+        cells[r] = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
+      }
     }
+    for (int r = 0; !phase && r < ROWS; r++) LLVMBuildStore(b, vals[r], cells[r]);
     cu_barrier(c);
   }
   cu_loop_close(c, &l);
