@@ -17,45 +17,57 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
 /* Address of a's element at the current loop variables; n: how many loop
  * variables a's strides cover (loads: all, stores: the outer ones). */
 LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n) {
-  LLVMValueRef idx = cg_sym_val(c, a->offset);
+  /* c->idx32: every term in 32 bits (wrapping; the sum fits, cuda/variant.c) */
+  LLVMTypeRef it = c->idx32 ? c->i32 : c->i64;
+#define IX(v) (c->idx32 ? LLVMBuildTrunc(c->b, (v), c->i32, "") : (v))
+  LLVMValueRef idx = IX(cg_sym_val(c, a->offset));
   if (a->rt_strides) {
     for (int l = 0; l < x->n->rank; l++)
-      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], x->rt_stride[l], ""), "");
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, IX(x->iv[l]), IX(x->rt_stride[l]), ""), "");
   } else if (a->lin_rank) {
-    LLVMValueRef lin = i64c(c, 0);
+    LLVMValueRef lin = ci(it, 0);
     for (int l = 0; l < x->n->rank; l++)
-      lin = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lin, x->ub[l], ""), x->iv[l], "");
+      lin = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lin, IX(x->ub[l]), ""), IX(x->iv[l]), "");
     for (int e = a->lin_rank - 1; e >= 0; e--) {
-      LLVMValueRef sz = cg_smin(c, cg_sym_val(c, a->lin_shape[e]), i64c(c, 1), true);
+      LLVMValueRef sz = IX(cg_smin(c, cg_sym_val(c, a->lin_shape[e]), i64c(c, 1), true));
       LLVMValueRef co = e ? LLVMBuildURem(c->b, lin, sz, "") : lin;
-      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, co, cg_sym_val(c, a->stride[e]), ""), "");
+      idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, co, IX(cg_sym_val(c, a->stride[e])), ""), "");
       if (e) lin = LLVMBuildUDiv(c->b, lin, sz, "");
     }
   } else {
     for (int l = 0; l < n; l++)
       if (!sym_is(a->stride[l], 0))
-        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x->iv[l], cg_sym_val(c, a->stride[l]), ""), "");
+        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, IX(x->iv[l]), IX(cg_sym_val(c, a->stride[l])), ""), "");
   }
   for (int t = 0; t < a->ndyn; t++) /* indexing by tensors: index (in range) * stride */
-    idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, cg_eval(c, x, a->dyn[t]),
-                                               cg_sym_val(c, a->dyn_stride[t]), ""), "");
+    idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, IX(cg_eval(c, x, a->dyn[t])),
+                                               IX(cg_sym_val(c, a->dyn_stride[t])), ""), "");
+#undef IX
+  if (c->idx32) idx = LLVMBuildSExt(c->b, idx, c->i64, "");
   if (!c->base[a->buf]) ICE("address of buffer %d, which has no memory", a->buf);
   return LLVMBuildGEP2(c->b, cg_storage_type(c, dt), c->base[a->buf], &idx, 1, "");
 }
 
-LLVMValueRef cg_load_el(Cg *c, LLVMValueRef p, DType dt) {
-  LLVMValueRef v = LLVMBuildLoad2(c->b, cg_storage_type(c, dt), p, "");
+LLVMValueRef cg_from_storage(Cg *c, LLVMValueRef v, DType dt) {
   if (dt == DT_BOOL) return cg_to_bool(c, v);
   if (dt == DT_BF16) return cg_bf16_to_f32v(c, v);
   if (dt == DT_F16) return LLVMBuildFPExt(c->b, v, c->f32, "");
   return v;
 }
 
-void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
+LLVMValueRef cg_to_storage(Cg *c, LLVMValueRef v, DType dt) {
   if (dt == DT_BOOL) v = cg_to_bool(c, v);
   if (dt == DT_BF16) v = cg_f32_to_bf16v(c, v);
   if (dt == DT_F16) v = LLVMBuildFPTrunc(c->b, v, cg_storage_type(c, dt), "");
-  LLVMBuildStore(c->b, v, p);
+  return v;
+}
+
+LLVMValueRef cg_load_el(Cg *c, LLVMValueRef p, DType dt) {
+  return cg_from_storage(c, LLVMBuildLoad2(c->b, cg_storage_type(c, dt), p, ""), dt);
+}
+
+void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
+  LLVMBuildStore(c->b, cg_to_storage(c, v, dt), p);
 }
 
 /* ---- transcendental functions ----------------------------------------------
@@ -537,6 +549,10 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
     if (c->lk->bufs[e->acc.buf].kind == LFB_SCALAR) { /* by value, from the arguments */
       if (!c->scalar || !c->scalar[e->acc.buf]) ICE("scalar parameter without its value");
       return c->scalar[e->acc.buf];
+    }
+    if (c->load_hook) { /* loaded ahead (cuda/variant.c) */
+      LLVMValueRef v = c->load_hook(c, e);
+      if (v) return v;
     }
     return cg_load_el(c, cg_address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,
                               x->n->rank + x->n->nred),

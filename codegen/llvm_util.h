@@ -104,6 +104,14 @@ typedef struct Cg {
    * and frees it (p may be NULL). */
   LLVMValueRef (*scratch_alloc)(struct Cg *c, LLVMValueRef bytes);
   void (*scratch_free)(struct Cg *c, LLVMValueRef p);
+  /* CUDA's kernel variants (cuda/variant.c): idx32: cg_address computes
+   * element indices in 32 bits (the host checked that every index fits);
+   * load_hook, when set, gives a load's value (compute type) instead of
+   * cg_eval's own load, or NULL to let cg_eval load it (operands loaded
+   * ahead as vectors); hook_data is its state. */
+  bool idx32;
+  LLVMValueRef (*load_hook)(struct Cg *c, const struct LfExpr *e);
+  void *hook_data;
 } Cg;
 
 /* A nest's loop variables and bounds while its body is emitted. */
@@ -187,6 +195,11 @@ void cg_close_loop(Cg *c);
 LLVMValueRef cg_address(Cg *c, NestCtx *x, const LfAccess *a, DType dt, int n);
 LLVMValueRef cg_load_el(Cg *c, LLVMValueRef p, DType dt);
 void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt);
+/* A loaded storage value of dt in its compute type (what cg_load_el
+ * returns), and a compute-type value in dt's storage type (what
+ * cg_store_el stores). */
+LLVMValueRef cg_from_storage(Cg *c, LLVMValueRef v, DType dt);
+LLVMValueRef cg_to_storage(Cg *c, LLVMValueRef v, DType dt);
 /* A loop-form expression's value (compute type of e->dtype). */
 LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
 

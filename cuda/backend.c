@@ -1,5 +1,6 @@
 /* backend.c — the CUDA backend (backend.h cg_cuda_backend): builds the
- * device module (one kernel per nest, nest.c and gemm.c), optimizes it
+ * device module (one kernel per launch unit, nest.c and gemm.c, and
+ * its variants, variant.c), optimizes it
  * and compiles it to PTX with LLVM's NVPTX target; then builds the host
  * module (host.c), which embeds that PTX as a tdsl_cuda_module, and
  * writes it through the host's target machine (cpu/machine.c, generic
@@ -56,10 +57,13 @@ int cu_unit(const LfKernel *lk, int i, int opt) {
   return opt > 0 && n->group > 1 && n->shared > 0 ? n->group : 1;
 }
 
-/* Device kernels of lk (a unit has one, a split reduction two). */
-static int n_units(const LfKernel *lk, int opt) {
+/* Device kernels of lk: every unit's variants (variant.c), and a split
+ * reduction's finish kernel (cu_unit_funcs). */
+static int n_funcs(SymTab *st, const LfKernel *lk, int opt, const LfTarget *t) {
   int u = 0;
-  for (int i = 0; i < lk->nnests; i++) u += cu_unit_funcs(lk, i, opt);
+  CuVariant v[CU_MAX_VARIANTS];
+  for (int i = 0; i < lk->nnests; i++)
+    if (cu_unit(lk, i, opt) > 0) u += cu_variants(st, lk, i, opt, t, v) + cu_unit_funcs(lk, i, opt) - 1;
   return u;
 }
 
@@ -292,13 +296,25 @@ static void init_cg(Cg *c, IrModule *m, const CgOptions *o, LLVMContextRef ctx, 
   cg_init_types(c);
 }
 
-static void kernel_name(char *buf, size_t n, const IrKernel *k, int nest) {
-  snprintf(buf, n, "%s__n%d", k->name, nest);
+static void kernel_name(char *buf, size_t n, const IrKernel *k, int nest, const CuVariant *v) {
+  snprintf(buf, n, "%s__n%d%s%s", k->name, nest, v->tag[0] ? "_" : "", v->tag);
 }
 
 /* The second device kernel of a split reduction (cu_unit_funcs). */
 static void fin_name(char *buf, size_t n, const IrKernel *k, int nest) {
   snprintf(buf, n, "%s__n%d_fin", k->name, nest);
+}
+
+/* A new device kernel `name` with the parameters ps[0 .. np), the
+ * builder at its entry. */
+static LLVMValueRef begin_device_kernel(Cg *d, const char *name, LLVMTypeRef *ps, int np) {
+  LLVMValueRef fn = LLVMAddFunction(d->mod, name, LLVMFunctionType(d->vd, ps, (unsigned)np, 0));
+  cu_mark_kernel(d, fn);
+  d->fn = fn;
+  d->entry = LLVMAppendBasicBlockInContext(d->ctx, fn, "entry");
+  LLVMPositionBuilderAtEnd(d->b, d->entry);
+  d->nloops = 0;
+  return fn;
 }
 
 /* Every nest of every kernel as a device kernel. */
@@ -313,27 +329,23 @@ static void emit_device(Cg *d, LfKernel **lks) {
     for (int j = 0; j < d->lk->nnests; j++) {
       int unit = cu_unit(d->lk, j, d->opt);
       if (!unit) continue;
-      char name[600];
-      kernel_name(name, sizeof name, d->k, j);
-      LLVMValueRef fn = LLVMAddFunction(d->mod, name, LLVMFunctionType(d->vd, ps, (unsigned)np, 0));
-      cu_mark_kernel(d, fn);
-      d->fn = fn;
-      d->entry = LLVMAppendBasicBlockInContext(d->ctx, fn, "entry");
-      LLVMPositionBuilderAtEnd(d->b, d->entry);
-      d->nloops = 0;
+      CuVariant vs[CU_MAX_VARIANTS];
+      int nv = cu_variants(m->st, d->lk, j, d->opt, d->target, vs);
       const LfNest *n = &d->lk->nests[j];
-      if (n->check) cu_emit_check_kernel(d, n, fn);
-      else if (unit > 1) cu_emit_group_kernel(d, n, fn);
-      else if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
-      else cu_emit_nest_kernel(d, n, fn);
-      if (cu_unit_funcs(d->lk, j, d->opt) == 2) { /* a split reduction's finish */
+      for (int v = 0; v < nv; v++) {
+        char name[600];
+        kernel_name(name, sizeof name, d->k, j, &vs[v]);
+        LLVMValueRef fn = begin_device_kernel(d, name, ps, np);
+        if (vs[v].form != CU_FORM_DEFAULT) cu_emit_variant_kernel(d, n, &vs[v], fn);
+        else if (n->check) cu_emit_check_kernel(d, n, fn);
+        else if (unit > 1) cu_emit_group_kernel(d, n, fn);
+        else if (cu_plan(n).kind == CU_GEMM) cu_emit_gemm_kernel(d, n, fn);
+        else cu_emit_nest_kernel(d, n, fn);
+      }
+      if (cu_unit_funcs(d->lk, j, d->opt) == 2) { /* a split reduction's finish, after it */
+        char name[600];
         fin_name(name, sizeof name, d->k, j);
-        fn = LLVMAddFunction(d->mod, name, LLVMFunctionType(d->vd, ps, (unsigned)np, 0));
-        cu_mark_kernel(d, fn);
-        d->fn = fn;
-        d->entry = LLVMAppendBasicBlockInContext(d->ctx, fn, "entry");
-        LLVMPositionBuilderAtEnd(d->b, d->entry);
-        d->nloops = 0;
+        LLVMValueRef fn = begin_device_kernel(d, name, ps, np);
         cu_emit_split_finish_kernel(d, n, fn);
       }
     }
@@ -356,9 +368,13 @@ static LLVMValueRef host_module_desc(Cg *h, const char *ptx, LfKernel **lks, int
   for (int i = 0; i < h->m->nkernels; i++)
     for (int j = 0; j < lks[i]->nnests; j++) {
       if (!cu_unit(lks[i], j, h->opt)) continue;
+      CuVariant vs[CU_MAX_VARIANTS];
+      int nv = cu_variants(h->m->st, lks[i], j, h->opt, h->target, vs);
       char name[600];
-      kernel_name(name, sizeof name, h->m->kernels[i], j);
-      names[f++] = host_string(h, name, ".cuda.name");
+      for (int v = 0; v < nv; v++) {
+        kernel_name(name, sizeof name, h->m->kernels[i], j, &vs[v]);
+        names[f++] = host_string(h, name, ".cuda.name");
+      }
       if (cu_unit_funcs(lks[i], j, h->opt) == 2) {
         fin_name(name, sizeof name, h->m->kernels[i], j);
         names[f++] = host_string(h, name, ".cuda.name");
@@ -401,14 +417,14 @@ static int cuda_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
     Cg h;
     init_cg(&h, m, o, ctx, m->file ? m->file : "tdsl");
     int nfuncs = 0;
-    for (int i = 0; i < m->nkernels; i++) nfuncs += n_units(lks[i], o->opt_level);
+    for (int i = 0; i < m->nkernels; i++) nfuncs += n_funcs(m->st, lks[i], o->opt_level, h.target);
     LLVMValueRef desc = host_module_desc(&h, ptx, lks, nfuncs);
     for (int i = 0, fn0 = 0; i < m->nkernels; i++) {
       h.k = m->kernels[i];
       h.lk = lks[i];
       cu_emit_host_kernel(&h, desc, nfuncs, fn0);
       cg_emit_info(&h, m->kernels[i]);
-      fn0 += n_units(lks[i], o->opt_level);
+      fn0 += n_funcs(m->st, lks[i], o->opt_level, h.target);
     }
     CgOptions ho = *o; /* the host part: generic x86-64, objects and assembly */
     ho.target = "x86-64";

@@ -9,7 +9,8 @@
  *   gemm.c     device kernels of matmul and conv2d nests;
  *   host.c     the host function: entry checks (kDLCUDA), device,
  *              module and scratch preparation, launches;
- *   check.c    index checks: their device kernels and verdicts.
+ *   check.c    index checks: their device kernels and verdicts;
+ *   variant.c  kernel variants chosen at launch (below).
  * Shared LLVM helpers, expressions, the math layer and the host entry
  * checks come from codegen/ (llvm_util.h).
  *
@@ -145,6 +146,46 @@ LLVMValueRef cu_split_used(Cg *c, const LfNest *n);
 /* The finish kernel of split reduction n: a block per output combines
  * the S partials in a fixed order and stores. */
 void cu_emit_split_finish_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
+/* ---- variants (variant.c) ---------------------------------------------------
+ * A launch unit may have several device kernels computing the same
+ * result: variants specialized for what only the actual arguments tell
+ * (sizes that fit 32 bits, aligned pointers and strides, a tile loop's
+ * extent).  cu_variants lists a unit's variants, the most specialized
+ * first; the last is always the general kernel (CU_FORM_DEFAULT, named
+ * K__nI, no condition), the others are named K__nI_<tag>, and the
+ * module holds them in that order (cu_nfuncs counts them).  At each
+ * launch the host function evaluates the variants' conditions in order
+ * (cu_variant_ok, on the entry's values) and launches the first that
+ * holds (cu_emit_host_variants); the general kernel catches the rest.
+ * A new kind of variant needs: an entry in cu_variants, its condition in
+ * cu_variant_ok, its device kernel in cu_emit_variant_kernel and its
+ * grid in host.c's launch.  The list depends on the nest, the -O level
+ * and the target only, so device and host agree. */
+typedef enum CuForm {
+  CU_FORM_DEFAULT, /* the unit's general kernel (cu_emit_nest_kernel and the others) */
+  CU_FORM_PLAIN,   /* elementwise, untiled: a thread per `vec` elements, grid-stride */
+  CU_FORM_TILE     /* elementwise, transposing tiles (nest.c) */
+} CuForm;
+typedef struct CuVariant {
+  CuForm form;
+  int vec;      /* elements per thread and step, as one vector access (1: scalar) */
+  bool i32;     /* 32-bit index arithmetic (Cg.idx32) */
+  char tag[12]; /* the name's suffix ("" for the general kernel) */
+} CuVariant;
+#define CU_MAX_VARIANTS 4
+/* Unit i's variants into v (room for CU_MAX_VARIANTS); returns how many
+ * (>= 1). */
+int cu_variants(SymTab *st, const LfKernel *lk, int i, int opt, const LfTarget *t, CuVariant *v);
+/* Device: variant v's kernel of nest n (not the general one). */
+void cu_emit_variant_kernel(Cg *c, const LfNest *n, const CuVariant *v, LLVMValueRef fn);
+/* Host: whether v may run nest n with the entry's arguments (i1). */
+LLVMValueRef cu_variant_ok(Cg *c, const LfNest *n, const CuVariant *v);
+/* Host: launches the first of the nv variants whose condition holds; the
+ * kernel of v[i] is fns[f0 + i]. */
+void cu_emit_host_variants(Cg *c, const LfNest *n, const CuVariant *v, int nv, LLVMValueRef fns,
+                           int f0, void (*launch)(Cg *c, const LfNest *n, const CuVariant *v,
+                                                  LLVMValueRef fn, LLVMValueRef args),
+                           LLVMValueRef args);
 
 /* host.c: the host function K; module: the tdsl_cuda_module global,
  * fn0: the index of K's first device kernel in it. */

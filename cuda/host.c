@@ -71,11 +71,16 @@ static LLVMValueRef blocks(Cg *c, LLVMValueRef a, int b, int64_t cap) {
 static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, c->i32, ""); }
 
 /* Launches the kernel fn of the unit starting at nest n (unit nests: a
- * row group when > 1), its parameters in args, when it has work. */
-static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueRef args) {
+ * row group when > 1; v: its variant, NULL for the general kernel), its
+ * parameters in args, when it has work. */
+static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMValueRef fn,
+                   LLVMValueRef args) {
   CuPlan p = cu_plan(n);
   LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
-  if (unit > 1) { /* a block per row */
+  if (v && v->form == CU_FORM_PLAIN) { /* a thread per v->vec elements */
+    work = cu_outer_product(c, n, 0, n->rank);
+    g[0] = blocks(c, work, CU_BLOCK * v->vec, CU_MAX_BLOCKS);
+  } else if (unit > 1) { /* a block per row */
     work = cu_outer_product(c, n, 0, n->shared);
     g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
   } else if (p.kind == CU_GEMM) {
@@ -154,7 +159,12 @@ static void free_flags(Cg *c, LLVMValueRef slot) {
 }
 
 static void launch1(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef args) {
-  launch(c, n, 1, fn, args);
+  launch(c, n, 1, NULL, fn, args);
+}
+
+static void launch_variant(Cg *c, const LfNest *n, const CuVariant *v, LLVMValueRef fn,
+                           LLVMValueRef args) {
+  launch(c, n, 1, v->form == CU_FORM_DEFAULT ? NULL : v, fn, args);
 }
 
 /* Every tensor argument on one device: its id. */
@@ -225,6 +235,13 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
   for (int i = 0, f = fn0; i < lk->nnests; i++) {
     int unit = cu_unit(lk, i, c->opt);
     if (!unit) continue;
+    CuVariant vs[CU_MAX_VARIANTS];
+    int nv = cu_variants(c->m->st, lk, i, c->opt, c->target, vs);
+    if (nv > 1) { /* chosen from the arguments (variant.c) */
+      cu_emit_host_variants(c, &lk->nests[i], vs, nv, fns, f, launch_variant, args);
+      f += nv;
+      continue;
+    }
     LLVMValueRef o = i64c(c, f++);
     LLVMValueRef fn = LLVMBuildLoad2(c->b, c->ptr, LLVMBuildGEP2(c->b, c->ptr, fns, &o, 1, ""), "");
     if (cu_unit_funcs(lk, i, c->opt) == 2) { /* a split reduction: its finish kernel next */
@@ -236,13 +253,13 @@ void cu_emit_host_kernel(Cg *c, LLVMValueRef module, int nfuncs, int fn0) {
       launch_split(c, &lk->nests[i], fn, fin, args);
       LLVMBuildBr(c->b, done);
       LLVMPositionBuilderAtEnd(c->b, many);
-      launch(c, &lk->nests[i], unit, fn, args);
+      launch(c, &lk->nests[i], unit, NULL, fn, args);
       LLVMBuildBr(c->b, done);
       LLVMPositionBuilderAtEnd(c->b, done);
     } else if (lk->nests[i].check) {
       cu_emit_host_check(c, &lk->nests[i], flags, launch1, fn, args);
     } else {
-      launch(c, &lk->nests[i], unit, fn, args);
+      launch(c, &lk->nests[i], unit, NULL, fn, args);
     }
   }
   cg_free_scratch(c);

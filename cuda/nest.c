@@ -5,7 +5,9 @@
  * linear index runs over the nest's schedule (loops/schedule.c: the
  * collapsed loops in the store's memory order), the innermost fastest,
  * so consecutive threads touch consecutive addresses of the store
- * (coalesced).
+ * (coalesced).  This is the general (64-bit) kernel; the variants the
+ * host picks at launch (variant.c: 32-bit indices, vectors) are in
+ * variant.c, and the tile kernel below serves both (Cg.idx32).
  *
  * Reductions (cu_plan): G threads per output (1, a warp, or the block).
  * The outputs run grid-stride; the G threads of an output split the
@@ -70,58 +72,78 @@ enum { TT = 32 };
 static void emit_transpose(Cg *c, const LfNest *n, NestCtx *x, const LfSchedule *s) {
   LLVMBuilderRef b = c->b;
   if (s->tile != TT) ICE("the cuda schedule row's tile is %d, the kernels' %d", s->tile, TT);
+  /* the tile and job arithmetic in 32 bits in a 32-bit variant (cuda.h) */
+  LLVMTypeRef it = c->idx32 ? c->i32 : c->i64;
+#define IT(v) (c->idx32 ? LLVMBuildTrunc(b, (v), c->i32, "") : (v))
+#define I64(v) (c->idx32 ? LLVMBuildZExt(b, (v), c->i64, "") : (v))
   int ki = s->nouter - 1, kj = s->tile_k;
-  LLVMValueRef Ei = extent_product(c, n, s, ki, ki + 1), Ej = extent_product(c, n, s, kj, kj + 1);
-  LLVMValueRef ti = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ei, i64c(c, TT - 1), ""), i64c(c, TT), "");
-  LLVMValueRef tj = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ej, i64c(c, TT - 1), ""), i64c(c, TT), "");
-  LLVMValueRef rest = i64c(c, 1);
+  LLVMValueRef Ei = IT(extent_product(c, n, s, ki, ki + 1)), Ej = IT(extent_product(c, n, s, kj, kj + 1));
+  LLVMValueRef ti = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ei, ci(it, TT - 1), ""), ci(it, TT), "");
+  LLVMValueRef tj = LLVMBuildUDiv(b, LLVMBuildAdd(b, Ej, ci(it, TT - 1), ""), ci(it, TT), "");
+  LLVMValueRef rest = ci(it, 1);
   for (int k = 0; k < ki; k++)
-    if (k != kj) rest = LLVMBuildMul(b, rest, extent_product(c, n, s, k, k + 1), "");
-  LLVMValueRef jobs = LLVMBuildMul(b, rest, LLVMBuildMul(b, ti, tj, ""), "");
+    if (k != kj) rest = LLVMBuildMul(b, rest, IT(extent_product(c, n, s, k, k + 1)), "");
+  LLVMValueRef jobs = I64(LLVMBuildMul(b, rest, LLVMBuildMul(b, ti, tj, ""), ""));
   LLVMTypeRef t = cg_compute_type(c, n->value->dtype);
   LLVMValueRef tile = cu_shared(c, t, TT * (TT + 1), "tile");
-  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
-  LLVMValueRef tx = LLVMBuildURem(b, tid, i64c(c, TT), ""), ty = LLVMBuildUDiv(b, tid, i64c(c, TT), "");
+  LLVMValueRef tid = IT(LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, ""));
+  LLVMValueRef tx = LLVMBuildURem(b, tid, ci(it, TT), ""), ty = LLVMBuildUDiv(b, tid, ci(it, TT), "");
   CuLoop l;
-  LLVMValueRef job = cu_loop_open(c, &l, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), jobs,
-                                  LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, ""));
-  LLVMValueRef i0 = LLVMBuildMul(b, LLVMBuildURem(b, job, ti, ""), i64c(c, TT), "");
+  LLVMValueRef job = IT(cu_loop_open(c, &l, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), jobs,
+                                     LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, "")));
+  LLVMValueRef i0 = LLVMBuildMul(b, LLVMBuildURem(b, job, ti, ""), ci(it, TT), "");
   LLVMValueRef q = LLVMBuildUDiv(b, job, ti, "");
-  LLVMValueRef j0 = LLVMBuildMul(b, LLVMBuildURem(b, q, tj, ""), i64c(c, TT), "");
+  LLVMValueRef j0 = LLVMBuildMul(b, LLVMBuildURem(b, q, tj, ""), ci(it, TT), "");
   q = LLVMBuildUDiv(b, q, tj, "");
   for (int k = ki - 1; k >= 0; k--) { /* the other loops, row-major */
     if (k == kj) continue;
-    LLVMValueRef e = extent_product(c, n, s, k, k + 1);
-    set_vloop(c, s, k, LLVMBuildURem(b, q, e, ""), x);
+    LLVMValueRef e = IT(extent_product(c, n, s, k, k + 1));
+    set_vloop(c, s, k, I64(LLVMBuildURem(b, q, e, "")), x);
     q = LLVMBuildUDiv(b, q, e, "");
   }
+  enum { ROWS = TT / (CU_BLOCK / TT) }; /* elements per thread and phase */
+  LLVMValueRef vals[ROWS], cells[ROWS];
   for (int phase = 0; phase < 2; phase++) {
-    for (int r = 0; r < TT / (CU_BLOCK / TT); r++) {
-      LLVMValueRef across = tx, down = LLVMBuildAdd(b, ty, i64c(c, r * (CU_BLOCK / TT)), "");
+    for (int r = 0; r < ROWS; r++) {
+      LLVMValueRef across = tx, down = LLVMBuildAdd(b, ty, ci(it, r * (CU_BLOCK / TT)), "");
       /* phase 0: across = j, down = i; phase 1: across = i, down = j */
       LLVMValueRef jj = phase ? down : across, ii = phase ? across : down;
       LLVMValueRef j = LLVMBuildAdd(b, j0, jj, ""), i = LLVMBuildAdd(b, i0, ii, "");
       LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, j, Ej, ""),
                                      LLVMBuildICmp(b, LLVMIntULT, i, Ei, ""), "");
-      LLVMBasicBlockRef then = block(c, "tile_el"), next = block(c, "tile_next");
+      LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, ci(it, TT + 1), ""), jj, "");
+      LLVMBasicBlockRef from = LLVMGetInsertBlock(b), then = block(c, "tile_el"),
+                        next = block(c, "tile_next");
       LLVMBuildCondBr(b, in, then, next);
       LLVMPositionBuilderAtEnd(b, then);
-      set_vloop(c, s, kj, j, x);
-      set_vloop(c, s, ki, i, x);
-      LLVMValueRef cell = LLVMBuildAdd(b, LLVMBuildMul(b, ii, i64c(c, TT + 1), ""), jj, "");
+      set_vloop(c, s, kj, I64(j), x);
+      set_vloop(c, s, ki, I64(i), x);
       LLVMValueRef p = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
-      if (!phase) {
-        LLVMBuildStore(b, cg_eval(c, x, n->value), p);
+      LLVMValueRef v = NULL;
+      if (!phase) { /* the value; stored to the tile after all ROWS loads are issued */
+        v = cg_eval(c, x, n->value);
+        cells[r] = p;
       } else {
-        LLVMValueRef v = LLVMBuildLoad2(b, t, p, "");
-        cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+        cg_store_el(c, LLVMBuildLoad2(b, t, p, ""), cg_address(c, x, &n->store, n->dtype, n->rank),
+                    n->dtype);
       }
+      LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
       LLVMBuildBr(b, next);
       LLVMPositionBuilderAtEnd(b, next);
+      if (!phase) { /* out of range: 0, a cell phase 1 never reads */
+        vals[r] = LLVMBuildPhi(b, t, "");
+        LLVMValueRef z = LLVMConstNull(t);
+        LLVMAddIncoming(vals[r], &v, &end, 1);
+        LLVMAddIncoming(vals[r], &z, &from, 1);
+        cells[r] = LLVMBuildGEP2(b, t, tile, &cell, 1, "");
+      }
     }
+    for (int r = 0; !phase && r < ROWS; r++) LLVMBuildStore(b, vals[r], cells[r]);
     cu_barrier(c);
   }
   cu_loop_close(c, &l);
+#undef IT
+#undef I64
 }
 
 /* Whether nest n runs as transposing tiles (host and device agree). */

@@ -33,7 +33,11 @@ static const char *SRC =
     "kernel gat(x: f32[N], i: i64[M]) -> f32[M] {\n  return x.index_select(0, i) + 1.0\n}\n"
     "kernel big(x: f32[N]) -> f32[] {\n  return x.sum()\n}\n"
     "kernel am3(x: f32[3, N]) -> i64[3] {\n  return x.argmax(1)\n}\n"
-    "kernel cs(x: f32[N, 64]) -> f32[64] {\n  return x.sum(0)\n}\n";
+    "kernel cs(x: f32[N, 64]) -> f32[64] {\n  return x.sum(0)\n}\n"
+    "kernel sl(x: f32[N, 5]) -> f32[N, 4] {\n  return x[:, 1:] * 2.0\n}\n"
+    "kernel bc(x: f32[R, C], b: f32[C]) -> f32[R, C] {\n  return x + b\n}\n"
+    "kernel tr(x: f32[A, B]) -> f32[B, A] {\n  return x.permute(1, 0).contiguous()\n}\n"
+    "kernel h8(x: f16[N]) -> f16[N] {\n  return x * 2.0\n}\n";
 
 static void *so[2]; /* -O2, -O0 */
 static int (*stat_of)(const char *);
@@ -114,7 +118,8 @@ static int has_param(const uint64_t *p, int n, uint64_t v) {
   return 0;
 }
 
-static float xbuf[8192], ybuf[8192], zbuf[8192];
+static float xbuf[8192] __attribute__((aligned(16))), ybuf[8192] __attribute__((aligned(16))),
+    zbuf[8192] __attribute__((aligned(16)));
 
 START_TEST(elementwise_one_launch) {
   K1 ew = (K1)fn(0, "ew");
@@ -127,7 +132,7 @@ START_TEST(elementwise_one_launch) {
   uint64_t p[256];
   int np = last_launch(g, b, p, 256);
   ck_assert_int_gt(np, 2);
-  ck_assert_uint_eq(g[0], 4); /* ceil(1000 / 256) */
+  ck_assert_uint_eq(g[0], 1); /* the vector variant: ceil(1000 / (4 * 256)) */
   ck_assert_uint_eq(g[1], 1);
   ck_assert_uint_eq(b[0], 256);
   ck_assert(has_param(p, np, (uint64_t)(uintptr_t)xbuf));
@@ -356,6 +361,136 @@ START_TEST(shape_query_launches_nothing) {
 }
 END_TEST
 
+/* The name of the last kernel launched. */
+static char launched[128];
+static void record_name(const char *name, const uint64_t *p, int n) {
+  (void)p, (void)n;
+  snprintf(launched, sizeof launched, "%s", name);
+}
+
+/* Launches k1 on (x, y) and checks the kernel the host picked and its
+ * grid. */
+static void expect1(K1 k, const DLTensor *x, DLTensor *y, const char *name, unsigned grid) {
+  launched[0] = 0;
+  set_launch_hook(record_name);
+  int before = stat_of("launches");
+  int rc = k(x, y);
+  set_launch_hook(NULL);
+  ck_assert_msg(rc == TDSL_OK, "%s: %d %s", name, rc, tdsl_last_error_of(so[0]));
+  ck_assert_int_eq(stat_of("launches"), before + 1);
+  ck_assert_str_eq(launched, name);
+  unsigned g[3], b[3];
+  uint64_t p[256];
+  last_launch(g, b, p, 256);
+  ck_assert_uint_eq(g[0], grid);
+  ck_assert_uint_eq(b[0], 256);
+}
+
+/* Variants chosen at launch (cuda/variant.c): the vector kernel when
+ * pointers, offsets, strides and the innermost extent allow it, the
+ * 32-bit scalar one when they do not, the general 64-bit one when the
+ * sizes need it; the tile kernel for a wide transposing copy, the untiled
+ * ones for a narrow one. */
+START_TEST(variants_chosen_at_launch) {
+  static float big[4096] __attribute__((aligned(16)));
+  K1 ew = (K1)fn(0, "ew");
+  int64_t n[1] = {1000};
+  DLTensor x = cuda_t(big, 1, n, 0), y = cuda_t(ybuf, 1, n, 0);
+  expect1(ew, &x, &y, "ew__n0_v4", 1); /* 250 threads */
+  int64_t n1[1] = {1001};
+  DLTensor x1 = cuda_t(big, 1, n1, 0), y1 = cuda_t(ybuf, 1, n1, 0);
+  expect1(ew, &x1, &y1, "ew__n0_i32", 4); /* the extent is not a multiple of 4 */
+  DLTensor xo = x;
+  xo.byte_offset = 4; /* element 0 not 16-byte aligned */
+  expect1(ew, &xo, &y, "ew__n0_i32", 4);
+  DLTensor yo = cuda_t(ybuf + 2, 1, n, 0); /* the output misaligned */
+  expect1(ew, &x, &yo, "ew__n0_i32", 4);
+  int64_t huge[1] = {(int64_t)3 << 30}; /* over 2^31 - 2^28 elements: 64-bit indices */
+  /* (no kernel runs: far-apart stand-in addresses, 12 GiB each) */
+  DLTensor xh = cuda_t((void *)(uintptr_t)(1ULL << 44), 1, huge, 0),
+           yh = cuda_t((void *)(uintptr_t)(2ULL << 44), 1, huge, 0);
+  expect1(ew, &xh, &yh, "ew__n0", 1u << 20);
+  /* f16: 8 elements per vector */
+  DLTensor h = cuda_t(big, 1, n, 0), hy = cuda_t(ybuf, 1, n, 0);
+  h.dtype = hy.dtype = (DLDataType){kDLFloat, 16, 1};
+  expect1((K1)fn(0, "h8"), &h, &hy, "h8__n0_v8", 1); /* 125 threads */
+  /* a slice: offset 1 and row stride 5 are not multiples of 4 */
+  int64_t s5[2] = {100, 5}, s4[2] = {100, 4};
+  DLTensor xs = cuda_t(big, 2, s5, 0), ys = cuda_t(ybuf, 2, s4, 0);
+  expect1((K1)fn(0, "sl"), &xs, &ys, "sl__n0_i32", 2);
+  /* a broadcast row b (unit stride along the row: a vector load too) */
+  K2 bc = (K2)fn(0, "bc");
+  int64_t r8[2] = {64, 8}, c8[1] = {8}, r6[2] = {64, 6}, c6[1] = {6};
+  DLTensor xb = cuda_t(big, 2, r8, 0), bb = cuda_t(zbuf, 1, c8, 0), yb = cuda_t(ybuf, 2, r8, 0);
+  launched[0] = 0;
+  set_launch_hook(record_name);
+  ck_assert_int_eq(bc(&xb, &bb, &yb), TDSL_OK);
+  ck_assert_str_eq(launched, "bc__n0_v4");
+  DLTensor bo = cuda_t(zbuf + 1, 1, c8, 0); /* b misaligned */
+  ck_assert_int_eq(bc(&xb, &bo, &yb), TDSL_OK);
+  ck_assert_str_eq(launched, "bc__n0_i32");
+  DLTensor x6 = cuda_t(big, 2, r6, 0), b6 = cuda_t(zbuf, 1, c6, 0), y6 = cuda_t(ybuf, 2, r6, 0);
+  ck_assert_int_eq(bc(&x6, &b6, &y6), TDSL_OK); /* rows of 6: not whole vectors */
+  ck_assert_str_eq(launched, "bc__n0_i32");
+  set_launch_hook(NULL);
+  /* transposing copies: x[A, B] -> [B, A] */
+  K1 tr = (K1)fn(0, "tr");
+  int64_t a64[2] = {100, 64}, t64[2] = {64, 100}, a3[2] = {100, 3}, t3[2] = {3, 100},
+          b3[2] = {101, 3}, u3[2] = {3, 101};
+  DLTensor xt = cuda_t(big, 2, a64, 0), yt = cuda_t(ybuf, 2, t64, 0);
+  expect1(tr, &xt, &yt, "tr__n0_t32", 7); /* ceil(6400 / 1024) tiles at most */
+  DLTensor x3 = cuda_t(big, 2, a3, 0), y3 = cuda_t(ybuf, 2, t3, 0);
+  expect1(tr, &x3, &y3, "tr__n0_v4", 1); /* 3 rows: untiled, 75 threads */
+  DLTensor x31 = cuda_t(big, 2, b3, 0), y31 = cuda_t(ybuf, 2, u3, 0);
+  expect1(tr, &x31, &y31, "tr__n0_i32", 2);
+}
+END_TEST
+
+/* The body of `.entry name(` in ptx (up to its closing brace), malloc'd. */
+static char *ptx_entry(const char *ptx, const char *name) {
+  char head[128];
+  snprintf(head, sizeof head, ".entry %s(", name);
+  const char *p = strstr(ptx, head);
+  ck_assert_msg(p != NULL, "no entry %s", name);
+  const char *e = strstr(p, "\n}");
+  ck_assert_ptr_nonnull(e);
+  return strndup(p, (size_t)(e - p));
+}
+
+/* What the variants are made of, in the PTX: ew's vector kernel loads and
+ * stores 4 x f32 at once, the 32-bit kernels divide (and index) in 32
+ * bits only, the general kernel keeps its 64-bit path; bc's broadcast
+ * row is a vector load too. */
+START_TEST(variant_ptx) {
+  char cmd[512], path[128];
+  snprintf(path, sizeof path, "%s/k.ptx", dir);
+  snprintf(cmd, sizeof cmd, "%s %s/k.tdsl --target=cuda:sm_90 --emit=ptx -o %s", TDSL_TDSLC, dir,
+           path);
+  ck_assert_int_eq(system(cmd), 0);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  static char ptx[1 << 22];
+  size_t n = fread(ptx, 1, sizeof ptx - 1, f);
+  fclose(f);
+  ptx[n] = 0;
+  char *v4 = ptx_entry(ptx, "ew__n0_v4"), *i32 = ptx_entry(ptx, "ew__n0_i32");
+  char *gen = ptx_entry(ptx, "ew__n0"), *bc = ptx_entry(ptx, "bc__n0_v4");
+  ck_assert_ptr_nonnull(strstr(v4, "ld.global.v4.f32"));
+  ck_assert_ptr_nonnull(strstr(v4, "st.global.v4.f32"));
+  ck_assert_ptr_null(strstr(i32, ".v4."));
+  ck_assert_ptr_nonnull(strstr(gen, "setp.ge.s64")); /* 64-bit loop bound */
+  ck_assert_ptr_null(strstr(i32, "setp.ge.s64")); /* the 32-bit loop: no 64-bit bounds */
+  ck_assert_ptr_null(strstr(i32, "setp.lt.s64"));
+  ck_assert_ptr_nonnull(strstr(i32, "setp.ge.u32"));
+  ck_assert_ptr_null(strstr(bc, "div.u64"));
+  ck_assert_ptr_null(strstr(bc, "rem.u64"));
+  ck_assert_int_eq(!!strstr(bc, "ld.global.v4.f32") + !!strstr(strstr(bc, "ld.global.v4.f32") + 1,
+                                                                 "ld.global.v4.f32"),
+                   2); /* x and the broadcast row b */
+  free(v4), free(i32), free(gen), free(bc);
+}
+END_TEST
+
 int main(void) {
   if (!getenv("TDSL_FAKE_CUDA")) {
     printf("test_cuda_host: skipped: needs the stand-in driver (ctest sets TDSL_FAKE_CUDA)\n");
@@ -374,6 +509,8 @@ int main(void) {
   tcase_add_test(t, split_reduction_launches);
   tcase_add_test(t, devices_must_agree);
   tcase_add_test(t, shape_query_launches_nothing);
+  tcase_add_test(t, variants_chosen_at_launch);
+  tcase_add_test(t, variant_ptx);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_set_fork_status(r, CK_NOFORK);
