@@ -1,8 +1,9 @@
 /* cuda.c — the CUDA part of libtdsl_runtime (spec §7.3): loads the driver
  * (libcuda.so.1) at run time, makes devices' primary contexts current,
- * caches each generated object's PTX module per context, launches kernels,
- * and gives applications device and pinned allocation, copies and a
- * per-thread stream.
+ * caches each generated object's PTX module per context, allocates
+ * kernels' scratch (kept per context on the legacy default stream),
+ * launches kernels, and gives applications device and pinned allocation,
+ * copies and a per-thread stream.
  * Needs dlopen and pthreads, never the CUDA toolkit: the driver API subset
  * used is declared below, and every entry point but cuGetProcAddress is
  * resolved through cuGetProcAddress, which yields the versioned ones
