@@ -203,8 +203,14 @@ def _cuda_empty(shape, strides, dtype, device_id):
         raise RuntimeError("a CUDA kernel's results are allocated as PyTorch CUDA "
                            "tensors, and PyTorch cannot be imported: install "
                            "PyTorch with CUDA, or pass the results with out=")
+    dev = _CUDA_DEVICES.get(device_id)
+    if dev is None:
+        dev = _CUDA_DEVICES[device_id] = torch.device("cuda", device_id)
     return torch.empty_strided(shape, strides, dtype=getattr(torch, TORCH[dtype]),
-                               device="cuda:%d" % device_id)
+                               device=dev)
+
+
+_CUDA_DEVICES = {}  # device id -> torch.device (cheaper than parsing "cuda:N")
 
 
 _STREAM_OF = []  # [function device_id -> handle], found on the first call
@@ -337,22 +343,22 @@ class Kernel:
         self._dstruct = struct.Struct(fmt)
         self._dlayout = (max(off, 8), offsets, [p.ndim for p in tensors])
         self._dpool = []
-        # per parameter: (True, rank, None) for a tensor, (False, param, quick
-        # check) for a scalar: "f" a float type, "b" bool, (lo, hi) an integer
-        # type, None (f16, bf16) always _scalar
+        # per parameter: (index, True, rank, None) for a tensor, (index, False,
+        # param, quick check) for a scalar: "f" a float type, "b" bool, (lo, hi)
+        # an integer type, None (f16, bf16) always _scalar
         plan = []
-        for p in self.params:
+        for i, p in enumerate(self.params):
             if p.is_tensor:
-                plan.append((True, p.ndim, None))
+                plan.append((i, True, p.ndim, None))
             elif p.dtype in ("f32", "f64"):
-                plan.append((False, p, "f"))
+                plan.append((i, False, p, "f"))
             elif p.dtype == "bool":
-                plan.append((False, p, "b"))
+                plan.append((i, False, p, "b"))
             elif p.dtype[0] in "iu":
-                i = np.iinfo(NUMPY[p.dtype])
-                plan.append((False, p, (int(i.min), int(i.max))))
+                info = np.iinfo(NUMPY[p.dtype])
+                plan.append((i, False, p, (int(info.min), int(info.max))))
             else:
-                plan.append((False, p, None))
+                plan.append((i, False, p, None))
         self._dplan = plan
         codes = {v: k for k, v in DTYPES.items()}
         # per result: (rank, dtype code, bits, dtype, offset of shape, of strides)
@@ -366,7 +372,7 @@ class Kernel:
         cargs = [None] * (self._nparams + len(self.results))
         d = _Descriptors(size, offsets, ranks, cargs)
         j = 0
-        for i, (tensor, _, _) in enumerate(self._dplan):
+        for i, tensor, _, _ in self._dplan:
             if tensor:
                 d.cargs[i] = d.addresses[j]
                 j += 1
@@ -377,8 +383,12 @@ class Kernel:
     def _call_direct(self, values, out):
         """The call through the direct path; _GENERAL when it does not
         apply (or the C entry refuses it: the general path then raises)."""
-        info = _torch_info()
-        if info is None or (self._cuda and info[3]):
+        info = _TORCH_INFO[0] if _TORCH_INFO else _torch_info()
+        if info is None:
+            return _GENERAL
+        types, dtypes, strided, hip = info
+        cuda = self._cuda
+        if cuda and hip:
             return _GENERAL
         if out is None:
             outs = None
@@ -392,21 +402,70 @@ class Kernel:
         except IndexError:
             d = self._descriptors()
         try:
-            return self._direct(d, values, outs, out, info)
-        finally:
-            pool.append(d)
-
-    def _direct(self, d, values, outs, out, info):
-        types, dtypes, strided, _ = info
-        cuda = self._cuda
-        devtype = dl.DL_CUDA if cuda else dl.DL_CPU
-        cargs, arrays = d.cargs, d.arrays
-        vals = []
-        dev = -1 if cuda else 0
-        j = 0
-        for i, v in enumerate(values):
-            tensor, n, quick = self._dplan[i]
-            if tensor:
+            devtype = dl.DL_CUDA if cuda else dl.DL_CPU
+            cargs, arrays = d.cargs, d.arrays
+            vals = []
+            dev = -1 if cuda else 0
+            j = 0
+            for i, tensor, n, quick in self._dplan:
+                v = values[i]
+                if tensor:
+                    if type(v) not in types:
+                        return _GENERAL
+                    dt = dtypes.get(v.dtype)
+                    if dt is None or v.layout is not strided:
+                        return _GENERAL
+                    shape = v.shape
+                    if len(shape) != n:
+                        return _GENERAL
+                    if cuda:
+                        if not v.is_cuda:
+                            return _GENERAL
+                        g = v.get_device()
+                        if g != dev:
+                            if dev >= 0:
+                                return _GENERAL
+                            dev = g
+                    elif not v.is_cpu:
+                        return _GENERAL
+                    sa, ta = arrays[j]
+                    j += 1
+                    vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
+                    vals += shape
+                    vals += v.stride()
+                else:
+                    t = type(v)
+                    if quick == "f" and t is float:
+                        cargs[i] = v
+                    elif quick == "b" and t is bool:
+                        cargs[i] = v
+                    elif type(quick) is tuple and t is int and quick[0] <= v <= quick[1]:
+                        cargs[i] = v
+                    else:
+                        try:
+                            cargs[i] = _scalar(v, n, self.name)
+                        except Exception:
+                            return _GENERAL
+            if outs is None:
+                if j == 0 or dev < 0:
+                    return _GENERAL  # numbers only: NumPy results (CPU), or no device
+                # the shape query: the results' descriptors with data NULL
+                query = list(vals)
+                for k, (n, code, bits, _, _, _) in enumerate(self._dres):
+                    sa, ta = arrays[j + k]
+                    query += (0, devtype, dev, n, code, bits, 1, sa, ta, 0)
+                    query += (0,) * (2 * n)
+                self._dstruct.pack_into(d.buf, 0, *query)
+                if self._fn(*cargs) != 0:
+                    return _GENERAL
+                outs = []
+                for (n, _, _, dtype, so, to), ints in zip(self._dres, self._dints):
+                    shape = ints.unpack_from(d.buf, so)
+                    strides = ints.unpack_from(d.buf, to)
+                    outs.append(_cuda_empty(shape, strides, dtype, dev) if cuda
+                                else _torch_empty(shape, strides, dtype))
+            for k, v in enumerate(outs):
+                n = self._dres[k][0]
                 if type(v) not in types:
                     return _GENERAL
                 dt = dtypes.get(v.dtype)
@@ -425,76 +484,20 @@ class Kernel:
                         dev = g
                 elif not v.is_cpu:
                     return _GENERAL
-                sa, ta = arrays[j]
-                j += 1
+                sa, ta = arrays[j + k]
                 vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
                 vals += shape
                 vals += v.stride()
-            else:
-                t = type(v)
-                if quick == "f" and t is float:
-                    cargs[i] = v
-                elif quick == "b" and t is bool:
-                    cargs[i] = v
-                elif type(quick) is tuple and t is int and quick[0] <= v <= quick[1]:
-                    cargs[i] = v
-                else:
-                    try:
-                        cargs[i] = _scalar(v, n, self.name)
-                    except Exception:
-                        return _GENERAL
-        if outs is None:
-            if j == 0 or (cuda and dev < 0):
-                return _GENERAL  # numbers only: NumPy results (CPU), or no device
-            query = list(vals)
-            for k, (n, code, bits, _, _, _) in enumerate(self._dres):
-                sa, ta = arrays[j + k]
-                query += (0, devtype, dev, n, code, bits, 1, sa, ta, 0)
-                query += (0,) * (2 * n)
-            self._dstruct.pack_into(d.buf, 0, *query)
+            self._dstruct.pack_into(d.buf, 0, *vals)
+            if cuda and self._set_stream_c(_cuda_stream(dev)) != 0:
+                return _GENERAL
             if self._fn(*cargs) != 0:
                 return _GENERAL
-            made = []
-            for (n, code, bits, dtype, so, to), ints in zip(self._dres, self._dints):
-                shape = list(ints.unpack_from(d.buf, so))
-                strides = list(ints.unpack_from(d.buf, to))
-                made.append(_cuda_empty(shape, strides, dtype, dev) if cuda
-                            else _torch_empty(shape, strides, dtype))
-            results = made
-        else:
-            results = outs
-        for k, v in enumerate(results):
-            n = self._dres[k][0]
-            if type(v) not in types:
-                return _GENERAL
-            dt = dtypes.get(v.dtype)
-            if dt is None or v.layout is not strided:
-                return _GENERAL
-            shape = v.shape
-            if len(shape) != n:
-                return _GENERAL
-            if cuda:
-                if not v.is_cuda:
-                    return _GENERAL
-                g = v.get_device()
-                if g != dev:
-                    if dev >= 0:
-                        return _GENERAL
-                    dev = g
-            elif not v.is_cpu:
-                return _GENERAL
-            sa, ta = arrays[j + k]
-            vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
-            vals += shape
-            vals += v.stride()
-        self._dstruct.pack_into(d.buf, 0, *vals)
-        if cuda and self._set_stream_c(_cuda_stream(dev)) != 0:
-            return _GENERAL
-        if self._fn(*cargs) != 0:
-            return _GENERAL
+        finally:
+            pool.append(d)
         if out is not None:
             return out
-        return results[0] if len(results) == 1 else tuple(results)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     @property
     def signature(self):
