@@ -281,7 +281,7 @@ def _torch_info():
 
 
 class _Descriptors:
-    """One call's DLTensors (a kernel's buffer, _Direct.layout) and the C
+    """One call's DLTensors (laid out as Kernel._dlayout says) and the C
     arguments pointing at them (scalars filled in per call)."""
 
     def __init__(self, size, offsets, ranks, cargs):
