@@ -10,9 +10,10 @@ A call borrows each tensor argument's DLTensor (_dlpack.borrow, no copy),
 converts scalars to their C types, and passes everything to the kernel's
 C entry, which makes every check (§7.4); a non-zero return becomes a
 KernelError with the runtime's message.  Calls on plain PyTorch tensors
-take the direct path instead (see "the direct path" below): the same
-descriptors written from the tensors' metadata into a buffer the kernel
-keeps, without DLPack capsules, a few µs per call instead of tens.  Results not given with `out=`
+(and NumPy arrays, for CPU kernels) take the direct path instead (see
+"the direct path" below): the same descriptors written from the tensors'
+metadata into a buffer the kernel keeps, without DLPack capsules, a few
+µs per call instead of tens.  Results not given with `out=`
 are sized by a shape query (outputs with data == NULL), allocated with
 the strides the query gives (channels-last results stay channels-last),
 as PyTorch tensors when every tensor argument is one, else NumPy arrays,
@@ -253,7 +254,10 @@ def _cuda_stream(device_id):
 # device, the stream PyTorch orders its own work on those tensors on, so
 # there is nothing to synchronize across streams (what the protocol's
 # stream argument exists for; PyTorch's exporter does nothing either when
-# the consumer's stream is its current one).  Anything else (NumPy, other
+# the consumer's stream is its current one).  For CPU kernels NumPy arrays
+# (exactly np.ndarray, native byte order, byte strides a multiple of the
+# item size; uint16 for a bf16 parameter) are described the same way,
+# from arr.ctypes.data, shape and strides.  Anything else (other
 # producers, Python numbers for tensors, a wrong rank or device, a scalar
 # that needs more than a type check, an error from the C entry) goes the
 # general path below, which then gives the same result, or raises the same
@@ -278,6 +282,37 @@ def _torch_info():
     _TORCH_INFO.append((frozenset((torch.Tensor, torch.nn.Parameter)), dtypes,
                         torch.strided, bool(getattr(torch.version, "hip", None))))
     return _TORCH_INFO[0]
+
+
+_NO_TORCH = (frozenset(), {}, None, False)
+# NumPy dtypes (native byte order) as DLPack's (code, bits); uint16 is a bf16
+# parameter's stand-in (its bits), as on the general path.
+_NUMPY_DL = {np.dtype(NUMPY[name]): ck for ck, name in DTYPES.items() if name != "bf16"}
+_U16 = np.dtype(np.uint16)
+
+
+def _numpy_desc(v, n, bf16, vals, arrays):
+    """Appends NumPy array v's DLTensor (a tensor of rank n; bf16: its
+    parameter is bf16) to vals; False when the general path must take it
+    (another rank or dtype, strides not a multiple of the element size)."""
+    dt = _NUMPY_DL.get(v.dtype)
+    if dt is None:
+        if not bf16 or v.dtype != _U16:
+            return False
+        dt = (dl.DL_BFLOAT, 16)
+    shape = v.shape
+    if len(shape) != n:
+        return False
+    size = v.itemsize
+    strides = [s // size for s in v.strides]
+    for s, b in zip(strides, v.strides):
+        if s * size != b:
+            return False
+    sa, ta = arrays
+    vals += (v.ctypes.data, dl.DL_CPU, 0, n, dt[0], dt[1], 1, sa, ta, 0)
+    vals += shape
+    vals += strides
+    return True
 
 
 class _Descriptors:
@@ -343,13 +378,13 @@ class Kernel:
         self._dstruct = struct.Struct(fmt)
         self._dlayout = (max(off, 8), offsets, [p.ndim for p in tensors])
         self._dpool = []
-        # per parameter: (index, True, rank, None) for a tensor, (index, False,
+        # per parameter: (index, True, rank, bf16?) for a tensor, (index, False,
         # param, quick check) for a scalar: "f" a float type, "b" bool, (lo, hi)
         # an integer type, None (f16, bf16) always _scalar
         plan = []
         for i, p in enumerate(self.params):
             if p.is_tensor:
-                plan.append((i, True, p.ndim, None))
+                plan.append((i, True, p.ndim, p.dtype == "bf16"))
             elif p.dtype in ("f32", "f64"):
                 plan.append((i, False, p, "f"))
             elif p.dtype == "bool":
@@ -383,9 +418,7 @@ class Kernel:
     def _call_direct(self, values, out):
         """The call through the direct path; _GENERAL when it does not
         apply (or the C entry refuses it: the general path then raises)."""
-        info = _TORCH_INFO[0] if _TORCH_INFO else _torch_info()
-        if info is None:
-            return _GENERAL
+        info = (_TORCH_INFO[0] if _TORCH_INFO else _torch_info()) or _NO_TORCH
         types, dtypes, strided, hip = info
         cuda = self._cuda
         if cuda and hip:
@@ -407,11 +440,17 @@ class Kernel:
             vals = []
             dev = -1 if cuda else 0
             j = 0
+            numpy = False  # a NumPy argument: NumPy results
             for i, tensor, n, quick in self._dplan:
                 v = values[i]
                 if tensor:
                     if type(v) not in types:
-                        return _GENERAL
+                        if cuda or type(v) is not np.ndarray or \
+                                not _numpy_desc(v, n, quick, vals, arrays[j]):
+                            return _GENERAL
+                        numpy = True
+                        j += 1
+                        continue
                     dt = dtypes.get(v.dtype)
                     if dt is None or v.layout is not strided:
                         return _GENERAL
@@ -463,11 +502,16 @@ class Kernel:
                     shape = ints.unpack_from(d.buf, so)
                     strides = ints.unpack_from(d.buf, to)
                     outs.append(_cuda_empty(shape, strides, dtype, dev) if cuda
+                                else _numpy_empty(shape, strides, NUMPY[dtype]) if numpy
                                 else _torch_empty(shape, strides, dtype))
             for k, v in enumerate(outs):
                 n = self._dres[k][0]
                 if type(v) not in types:
-                    return _GENERAL
+                    if cuda or type(v) is not np.ndarray or \
+                            not _numpy_desc(v, n, self._dres[k][3] == "bf16", vals,
+                                            arrays[j + k]):
+                        return _GENERAL
+                    continue
                 dt = dtypes.get(v.dtype)
                 if dt is None or v.layout is not strided:
                     return _GENERAL
