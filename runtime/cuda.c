@@ -1,8 +1,9 @@
 /* cuda.c — the CUDA part of libtdsl_runtime (spec §7.3): loads the driver
  * (libcuda.so.1) at run time, makes devices' primary contexts current,
- * caches each generated object's PTX module per context, launches kernels,
- * and gives applications device and pinned allocation, copies and a
- * per-thread stream.
+ * caches each generated object's PTX module per context, allocates
+ * kernels' scratch (kept per context on the legacy default stream),
+ * launches kernels, and gives applications device and pinned allocation,
+ * copies and a per-thread stream.
  * Needs dlopen and pthreads, never the CUDA toolkit: the driver API subset
  * used is declared below, and every entry point but cuGetProcAddress is
  * resolved through cuGetProcAddress, which yields the versioned ones
@@ -456,8 +457,34 @@ static int rt_mod_load(const char *who, const tdsl_cuda_module *m,
   return TDSL_OK;
 }
 
+/* tdsl_cuda_prepare's common case, with no message to format: the driver
+ * ready, device_id's primary context retained (made current when another
+ * is), the module loaded in it. One driver call (cuCtxGetCurrent); false
+ * sends the caller the long way, which redoes and explains. */
+static bool rt_prepare_fast(tdsl_cuda_module *m, int device_id, void **fns) {
+  pthread_once(&rt_cuda_once, rt_cuda_load);
+  if (rt_cuda.status != TDSL_OK || !m || !m->ptx || m->nfuncs < 0 ||
+      (m->nfuncs > 0 && (!m->names || !fns)) || device_id < 0 ||
+      device_id >= rt_cuda.ndev)
+    return false;
+  CUcontext want = __atomic_load_n(&rt_cuda.primary[device_id], __ATOMIC_ACQUIRE);
+  RtModCache *c = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
+  if (!want || !c)
+    return false;
+  RtModEntry *e = rt_mod_find(__atomic_load_n(&c->head, __ATOMIC_ACQUIRE), want);
+  CUcontext cur = NULL;
+  if (!e || rt_cu.CtxGetCurrent(&cur) != CUDA_SUCCESS ||
+      (cur != want && rt_cu.CtxSetCurrent(want) != CUDA_SUCCESS))
+    return false;
+  for (int i = 0; i < m->nfuncs; i++)
+    fns[i] = (void *)e->fns[i];
+  return true;
+}
+
 int tdsl_cuda_prepare(const char *kernel, tdsl_cuda_module *m, int device_id,
                       void **fns) {
+  if (rt_prepare_fast(m, device_id, fns))
+    return TDSL_OK;
   char buf[160];
   const char *who = rt_who(buf, sizeof buf, kernel, "tdsl_cuda_prepare");
   int rc = rt_ready(who);
@@ -512,7 +539,129 @@ int tdsl_cuda_check_device(const char *kernel, const char *arg,
 
 /* ---- Scratch and launches ------------------------------------------------- */
 
+/* ---- Kept scratch (the legacy default stream) ----------------------------
+ * A kernel's scratch on the legacy default stream (NULL or
+ * CU_STREAM_LEGACY: PyTorch's default, one per context, never destroyed)
+ * is taken from blocks kept per context instead of a cuMemAllocAsync /
+ * cuMemFreeAsync pair per call (microseconds of host time each): a block
+ * is busy from tdsl_cuda_scratch to tdsl_cuda_scratch_free, and every use
+ * of it is enqueued on that one stream, so the next call's kernels run
+ * after the last ones that used it (stream order, as with stream-ordered
+ * allocation), from whatever thread. Other streams (which an application
+ * may destroy, whose handles may be reused, or which may be capturing a
+ * graph) allocate per call as before. A block grows (freed in stream order
+ * and allocated anew, to a power of two) when a call needs more;
+ * scratch over RT_SCRATCH_MAX bytes is never kept. The blocks live as long
+ * as the process, like the primary contexts: at most RT_SCRATCH_SLOTS x
+ * RT_SCRATCH_MAX bytes in all. */
+#define RT_SCRATCH_SLOTS 8
+#define RT_SCRATCH_MAX ((size_t)4 << 20)
+#define RT_CU_STREAM_LEGACY ((void *)0x1)
+
+typedef struct RtKept {
+  CUcontext ctx;  /* NULL: a free slot */
+  CUdeviceptr p;
+  size_t size;
+  int busy;
+} RtKept;
+
+static RtKept rt_kept[RT_SCRATCH_SLOTS];
+static pthread_mutex_t rt_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Frees p of the legacy stream in stream order (pools: cuMemFreeAsync;
+ * else after a synchronization). */
+static CUresult rt_legacy_free(CUdeviceptr p, bool pools) {
+  CUresult r;
+  if (pools)
+    return rt_cu.MemFreeAsync(p, NULL);
+  if ((r = rt_cu.StreamSynchronize(NULL)) != CUDA_SUCCESS)
+    return r;
+  return rt_cu.MemFree(p);
+}
+
+/* A kept block of at least n bytes of context ctx (the current one), now
+ * busy; 0 when none can be had (the caller allocates as usual). */
+static CUdeviceptr rt_kept_take(CUcontext ctx, size_t n) {
+  bool primary = false; /* only primary contexts: never destroyed by us */
+  for (int i = 0; i < rt_cuda.ndev && !primary; i++)
+    primary = __atomic_load_n(&rt_cuda.primary[i], __ATOMIC_ACQUIRE) == ctx;
+  if (!primary)
+    return 0;
+  CUdeviceptr got = 0;
+  pthread_mutex_lock(&rt_kept_lock);
+  RtKept *small = NULL, *empty = NULL;
+  for (int i = 0; i < RT_SCRATCH_SLOTS; i++) {
+    RtKept *k = &rt_kept[i];
+    if (!k->ctx) {
+      if (!empty)
+        empty = k;
+    } else if (k->ctx == ctx && !k->busy) {
+      if (k->size >= n) {
+        k->busy = 1;
+        got = k->p;
+        break;
+      }
+      if (!small)
+        small = k;
+    }
+  }
+  RtKept *k = small ? small : empty;
+  if (!got && k) {
+    int dev = rt_current_ordinal();
+    bool pools = dev >= 0 && rt_cuda.pools[dev];
+    size_t size = 4096;
+    while (size < n)
+      size *= 2;
+    CUresult r = CUDA_SUCCESS;
+    if (k == small && (r = rt_legacy_free(k->p, pools)) == CUDA_SUCCESS)
+      *k = (RtKept){0};
+    CUdeviceptr p = 0;
+    if (r == CUDA_SUCCESS && dev >= 0 &&
+        (pools ? rt_cu.MemAllocAsync(&p, size, NULL) : rt_cu.MemAlloc(&p, size)) ==
+            CUDA_SUCCESS) {
+      *k = (RtKept){ctx, p, size, 1};
+      got = p;
+    }
+  }
+  pthread_mutex_unlock(&rt_kept_lock);
+  return got;
+}
+
+/* Gives a kept block back (no driver call); false when p is not one. */
+static bool rt_kept_give(void *p) {
+  bool found = false;
+  pthread_mutex_lock(&rt_kept_lock);
+  for (int i = 0; i < RT_SCRATCH_SLOTS && !found; i++)
+    if (rt_kept[i].ctx && rt_kept[i].busy &&
+        rt_kept[i].p == (CUdeviceptr)(uintptr_t)p) {
+      rt_kept[i].busy = 0;
+      found = true;
+    }
+  pthread_mutex_unlock(&rt_kept_lock);
+  return found;
+}
+
+/* The bytes of kept scratch blocks (for tests). */
+size_t rt_cuda_kept_bytes(void) {
+  size_t n = 0;
+  pthread_mutex_lock(&rt_kept_lock);
+  for (int i = 0; i < RT_SCRATCH_SLOTS; i++)
+    n += rt_kept[i].ctx ? rt_kept[i].size : 0;
+  pthread_mutex_unlock(&rt_kept_lock);
+  return n;
+}
+
 void *tdsl_cuda_scratch(const char *kernel, int64_t bytes) {
+  size_t n = bytes < RT_CUDA_MIN_ALLOC ? RT_CUDA_MIN_ALLOC : (size_t)bytes;
+  if ((rt_stream == NULL || rt_stream == RT_CU_STREAM_LEGACY) && bytes >= 0 &&
+      n <= RT_SCRATCH_MAX) {
+    pthread_once(&rt_cuda_once, rt_cuda_load);
+    CUcontext cur = NULL;
+    CUdeviceptr p;
+    if (rt_cuda.status == TDSL_OK && rt_cu.CtxGetCurrent(&cur) == CUDA_SUCCESS &&
+        cur && (p = rt_kept_take(cur, n)) != 0)
+      return (void *)(uintptr_t)p;
+  }
   char buf[160];
   const char *who = rt_who(buf, sizeof buf, kernel, "tdsl_cuda_scratch");
   if (rt_ready(who) != TDSL_OK || rt_any_context(who) != TDSL_OK)
@@ -522,7 +671,6 @@ void *tdsl_cuda_scratch(const char *kernel, int64_t bytes) {
                    who, (long long)bytes);
     return NULL;
   }
-  size_t n = bytes < RT_CUDA_MIN_ALLOC ? RT_CUDA_MIN_ALLOC : (size_t)bytes;
   int dev = rt_current_ordinal();
   CUdeviceptr p = 0;
   CUresult r = dev >= 0 && rt_cuda.pools[dev]
@@ -538,7 +686,7 @@ void *tdsl_cuda_scratch(const char *kernel, int64_t bytes) {
 
 void tdsl_cuda_scratch_free(void *p) {
   const char *who = "tdsl_cuda_scratch_free";
-  if (!p || rt_ready(who) != TDSL_OK)
+  if (!p || rt_ready(who) != TDSL_OK || rt_kept_give(p))
     return;
   CUstream s = (CUstream)rt_stream;
   int dev = rt_current_ordinal();
@@ -555,13 +703,16 @@ void tdsl_cuda_scratch_free(void *p) {
 int tdsl_cuda_launch(const char *kernel, void *fn, uint32_t gx, uint32_t gy,
                      uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
                      uint32_t shmem_bytes, void **args) {
-  char buf[160];
-  const char *who = rt_who(buf, sizeof buf, kernel, "tdsl_cuda_launch");
-  int rc = rt_ready(who);
+  char buf[160]; /* "kernel K", formatted only for a message */
+  pthread_once(&rt_cuda_once, rt_cuda_load);
+  int rc = rt_cuda.status == TDSL_OK
+               ? TDSL_OK
+               : rt_ready(rt_who(buf, sizeof buf, kernel, "tdsl_cuda_launch"));
   if (rc != TDSL_OK)
     return rc;
   if (!fn)
-    return tdsl_set_error(TDSL_E_INVALID, "%s: NULL CUDA function", who);
+    return tdsl_set_error(TDSL_E_INVALID, "%s: NULL CUDA function",
+                          rt_who(buf, sizeof buf, kernel, "tdsl_cuda_launch"));
   if (gx == 0 || gy == 0 || gz == 0)
     return TDSL_OK; /* an empty grid: nothing to run */
   CUfunction f = (CUfunction)fn;
@@ -574,7 +725,7 @@ int tdsl_cuda_launch(const char *kernel, void *fn, uint32_t gx, uint32_t gy,
     r = rt_cu.LaunchKernel(f, gx, gy, gz, bx, by, bz, shmem_bytes,
                            (CUstream)rt_stream, args, NULL);
   if (r != CUDA_SUCCESS)
-    return rt_cu_fail(TDSL_E_CUDA, who, r,
+    return rt_cu_fail(TDSL_E_CUDA, rt_who(buf, sizeof buf, kernel, "tdsl_cuda_launch"), r,
                       "cannot launch grid [%u, %u, %u] of blocks [%u, %u, "
                       "%u] with %u bytes of shared memory",
                       gx, gy, gz, bx, by, bz, shmem_bytes);

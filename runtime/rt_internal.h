@@ -19,5 +19,7 @@ void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v);
 /* How many times the CUDA driver was searched for (loading it first if no
  * call has yet): 1 for the process's life, whatever the outcome. */
 int rt_cuda_load_count(void);
+/* Bytes of scratch kept for the legacy stream (runtime/cuda.c). */
+size_t rt_cuda_kept_bytes(void);
 
 #endif /* TDSL_RT_INTERNAL_H */

@@ -14,7 +14,8 @@
 # probed alone first: a refused kernel is left out and its message kept
 # in OUTDIR/build.txt, where bench_gpu.py shows it; none compiled: exit
 # status 1), the report beside it (kernels_cuda.report.json, for tdsl.load),
-# OUTDIR/tdsl/ (the Python package), OUTDIR/bench_gpu.py and OUTDIR/tests/
+# OUTDIR/tdsl/ (the Python package), OUTDIR/bench_gpu.py,
+# OUTDIR/call_overhead.py (a call's host time, split) and OUTDIR/tests/
 # (the package's CUDA tests, for OUTDIR/tests/run.sh there).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -67,7 +68,7 @@ fi
 rm -rf "$out/tdsl" "$out/tests"
 mkdir -p "$out/tdsl" "$out/tests"
 cp "$src"/python/tdsl/*.py "$out/tdsl/"
-cp "$here/bench_gpu.py" "$out/"
+cp "$here/bench_gpu.py" "$here/call_overhead.py" "$out/"
 # The Python package's CUDA tests, runnable there without tdslc or a C
 # compiler: OUTDIR/tests/run.sh (tests/python/test_cuda.py with its kernels
 # and the fake CUDA library prebuilt here).

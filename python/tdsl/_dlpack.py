@@ -82,7 +82,11 @@ def _framework(obj):
 
 
 def is_bool(obj):
-    return str(getattr(obj, "dtype", "")) in ("bool", "torch.bool")
+    dt = getattr(obj, "dtype", None)
+    kind = getattr(dt, "kind", None)  # NumPy's dtypes (str() of one is slow)
+    if isinstance(kind, str):
+        return kind == "b"
+    return str(dt) in ("bool", "torch.bool")
 
 
 def _from_capsule(capsule, keep):

@@ -9,7 +9,11 @@ dtypes, dims and layouts; nothing is read from the header.
 A call borrows each tensor argument's DLTensor (_dlpack.borrow, no copy),
 converts scalars to their C types, and passes everything to the kernel's
 C entry, which makes every check (§7.4); a non-zero return becomes a
-KernelError with the runtime's message.  Results not given with `out=`
+KernelError with the runtime's message.  Calls on plain PyTorch tensors
+(and NumPy arrays, for CPU kernels) take the direct path instead (see
+"the direct path" below): the same descriptors written from the tensors'
+metadata into a buffer the kernel keeps, without DLPack capsules, a few
+µs per call instead of tens.  Results not given with `out=`
 are sized by a shape query (outputs with data == NULL), allocated with
 the strides the query gives (channels-last results stay channels-last),
 as PyTorch tensors when every tensor argument is one, else NumPy arrays,
@@ -27,6 +31,8 @@ synchronizing.  Its results are PyTorch CUDA tensors on that device.
 import ctypes
 import operator
 import re
+import struct
+import sys
 
 import numpy as np
 
@@ -110,22 +116,24 @@ def _scalar(value, p, kernel):
     """value as the C argument of scalar parameter p."""
     if hasattr(value, "item") and not isinstance(value, (bool, int, float)):
         value = value.item()  # NumPy scalars, 0-dim arrays and tensors
-    where = "%s(): argument '%s' (%s)" % (kernel, p.name, p.dtype)
+
+    def where():
+        return "%s(): argument '%s' (%s)" % (kernel, p.name, p.dtype)
     if p.dtype == "bool":
         if not isinstance(value, bool):
-            raise TypeError("%s expects a bool, got %s" % (where, type(value).__name__))
+            raise TypeError("%s expects a bool, got %s" % (where(), type(value).__name__))
         return value
     if p.dtype[0] in "iu":
         if isinstance(value, float):
-            raise TypeError("%s expects an integer, got float %r" % (where, value))
+            raise TypeError("%s expects an integer, got float %r" % (where(), value))
         v = operator.index(value)
         info = np.iinfo(NUMPY[p.dtype])
         if not info.min <= v <= info.max:
             raise OverflowError("%s: %d is out of range [%d, %d]"
-                                % (where, v, info.min, info.max))
+                                % (where(), v, info.min, info.max))
         return v
     if not isinstance(value, (bool, int, float)):
-        raise TypeError("%s expects a number, got %s" % (where, type(value).__name__))
+        raise TypeError("%s expects a number, got %s" % (where(), type(value).__name__))
     v = float(value)
     if p.dtype == "f16":
         return int(np.array(v, np.float16).view(np.uint16))
@@ -196,17 +204,129 @@ def _cuda_empty(shape, strides, dtype, device_id):
         raise RuntimeError("a CUDA kernel's results are allocated as PyTorch CUDA "
                            "tensors, and PyTorch cannot be imported: install "
                            "PyTorch with CUDA, or pass the results with out=")
+    dev = _CUDA_DEVICES.get(device_id)
+    if dev is None:
+        dev = _CUDA_DEVICES[device_id] = torch.device("cuda", device_id)
     return torch.empty_strided(shape, strides, dtype=getattr(torch, TORCH[dtype]),
-                               device="cuda:%d" % device_id)
+                               device=dev)
+
+
+_CUDA_DEVICES = {}  # device id -> torch.device (cheaper than parsing "cuda:N")
+
+
+_STREAM_OF = []  # [function device_id -> handle], found on the first call
+
+
+def _find_stream_of():
+    torch = _torch()
+    if torch is None or not torch.cuda.is_available():
+        return lambda device_id: 0
+    # The raw handle without making a torch.cuda.Stream object (what
+    # torch.cuda.current_stream(d).cuda_stream gives, a few µs cheaper).
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device_id: torch.cuda.current_stream(device_id).cuda_stream
 
 
 def _cuda_stream(device_id):
     """PyTorch's current stream on the device, as a CUstream handle (an
     int; 0 is the legacy default stream); 0 without PyTorch or CUDA."""
-    torch = _torch()
-    if torch is None or not torch.cuda.is_available():
-        return 0
-    return torch.cuda.current_stream(device_id).cuda_stream
+    if not _STREAM_OF:
+        _STREAM_OF.append(_find_stream_of())
+    return _STREAM_OF[0](device_id)
+
+
+# ---- the direct path: PyTorch tensors described without DLPack -----------
+#
+# A call whose tensors are all plain PyTorch tensors (torch.Tensor or
+# nn.Parameter, strided, of a tdsl dtype, of the parameter's rank, on the
+# kernel's kind of device) skips DLPack: each DLTensor is written from the
+# tensor's own metadata (data_ptr(), which includes the storage offset,
+# shape, stride(), dtype, device) into a buffer the kernel keeps for it,
+# with one struct.pack_into per call, and the C entry gets the buffer's
+# addresses.  The descriptors are the ones the tensors' `__dlpack__()`
+# would give (byte_offset 0, bool as kDLBool); the tensors stay referenced
+# by the caller's arguments during the call, and a buffer serves one call
+# at a time (taken from the kernel's pool, given back after), so threads
+# calling one kernel each get their own.  For CUDA no `__dlpack__(stream=)`
+# is needed: the kernel runs on PyTorch's current stream of the tensors'
+# device, the stream PyTorch orders its own work on those tensors on, so
+# there is nothing to synchronize across streams (what the protocol's
+# stream argument exists for; PyTorch's exporter does nothing either when
+# the consumer's stream is its current one).  For CPU kernels NumPy arrays
+# (exactly np.ndarray, native byte order, byte strides a multiple of the
+# item size; uint16 for a bf16 parameter) are described the same way,
+# from arr.ctypes.data, shape and strides.  Anything else (other
+# producers, Python numbers for tensors, a wrong rank or device, a scalar
+# that needs more than a type check, an error from the C entry) goes the
+# general path below, which then gives the same result, or raises the same
+# error, as it always did.
+
+_GENERAL = object()      # the direct path's "take the general path"
+_DESC = "QiiiBBHQQQ"     # a DLTensor: data, device, ndim, dtype, shape, strides, byte_offset
+_DESC_BYTES = struct.calcsize("=" + _DESC)
+assert _DESC_BYTES == ctypes.sizeof(dl.DLTensor)
+_TORCH_INFO = []         # [(tensor types, {torch dtype: (code, bits)}, torch.strided, hip)]
+
+
+def _torch_info():
+    """What the direct path needs of PyTorch; None until PyTorch is
+    imported (then no argument can be a PyTorch tensor)."""
+    if _TORCH_INFO:
+        return _TORCH_INFO[0]
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "Tensor") or not hasattr(torch, "nn"):
+        return None
+    dtypes = {getattr(torch, TORCH[name]): ck for ck, name in DTYPES.items()}
+    _TORCH_INFO.append((frozenset((torch.Tensor, torch.nn.Parameter)), dtypes,
+                        torch.strided, bool(getattr(torch.version, "hip", None))))
+    return _TORCH_INFO[0]
+
+
+_NO_TORCH = (frozenset(), {}, None, False)
+# NumPy dtypes (native byte order) as DLPack's (code, bits); uint16 is a bf16
+# parameter's stand-in (its bits), as on the general path.
+_NUMPY_DL = {np.dtype(NUMPY[name]): ck for ck, name in DTYPES.items() if name != "bf16"}
+_U16 = np.dtype(np.uint16)
+
+
+def _numpy_desc(v, n, bf16, vals, arrays):
+    """Appends NumPy array v's DLTensor (a tensor of rank n; bf16: its
+    parameter is bf16) to vals; False when the general path must take it
+    (another rank or dtype, strides not a multiple of the element size)."""
+    dt = _NUMPY_DL.get(v.dtype)
+    if dt is None:
+        if not bf16 or v.dtype != _U16:
+            return False
+        dt = (dl.DL_BFLOAT, 16)
+    shape = v.shape
+    if len(shape) != n:
+        return False
+    size = v.itemsize
+    strides = [s // size for s in v.strides]
+    for s, b in zip(strides, v.strides):
+        if s * size != b:
+            return False
+    sa, ta = arrays
+    vals += (v.ctypes.data, dl.DL_CPU, 0, n, dt[0], dt[1], 1, sa, ta, 0)
+    vals += shape
+    vals += strides
+    return True
+
+
+class _Descriptors:
+    """One call's DLTensors (laid out as Kernel._dlayout says) and the C
+    arguments pointing at them (scalars filled in per call)."""
+
+    def __init__(self, size, offsets, ranks, cargs):
+        self.buf = ctypes.create_string_buffer(size)
+        base = ctypes.addressof(self.buf)
+        # per tensor: (shape address, strides address)
+        self.arrays = [(base + o + _DESC_BYTES, base + o + _DESC_BYTES + 8 * n)
+                       for o, n in zip(offsets, ranks)]
+        self.addresses = [base + o for o in offsets]
+        self.cargs = list(cargs)
 
 
 class Kernel:
@@ -240,6 +360,188 @@ class Kernel:
         fn.argtypes = [ctypes.c_void_p if p.is_tensor else CTYPES[p.dtype]
                        for p in self.params] + [ctypes.c_void_p] * len(self.results)
         self.__doc__ = self.signature
+        self._direct_setup(module)
+
+    # ---- the direct path (see the comment above _Descriptors) ----------
+
+    def _direct_setup(self, module):
+        self._nparams = len(self.params)
+        self._cuda = self.device_type == dl.DL_CUDA
+        lib = getattr(module, "_lib", None)
+        self._set_stream_c = getattr(lib, "tdsl_cuda_set_stream", None) if self._cuda else None
+        tensors = [p for p in self.params if p.is_tensor] + self.results
+        fmt, offsets, off = "=", [], 0
+        for p in tensors:
+            fmt += _DESC + "q" * (2 * p.ndim)
+            offsets.append(off)
+            off += _DESC_BYTES + 16 * p.ndim
+        self._dstruct = struct.Struct(fmt)
+        self._dlayout = (max(off, 8), offsets, [p.ndim for p in tensors])
+        self._dpool = []
+        # per parameter: (index, True, rank, bf16?) for a tensor, (index, False,
+        # param, quick check) for a scalar: "f" a float type, "b" bool, (lo, hi)
+        # an integer type, None (f16, bf16) always _scalar
+        plan = []
+        for i, p in enumerate(self.params):
+            if p.is_tensor:
+                plan.append((i, True, p.ndim, p.dtype == "bf16"))
+            elif p.dtype in ("f32", "f64"):
+                plan.append((i, False, p, "f"))
+            elif p.dtype == "bool":
+                plan.append((i, False, p, "b"))
+            elif p.dtype[0] in "iu":
+                info = np.iinfo(NUMPY[p.dtype])
+                plan.append((i, False, p, (int(info.min), int(info.max))))
+            else:
+                plan.append((i, False, p, None))
+        self._dplan = plan
+        codes = {v: k for k, v in DTYPES.items()}
+        # per result: (rank, dtype code, bits, dtype, offset of shape, of strides)
+        self._dres = [(r.ndim, codes[r.dtype][0], codes[r.dtype][1], r.dtype,
+                       o + _DESC_BYTES, o + _DESC_BYTES + 8 * r.ndim)
+                      for r, o in zip(self.results, offsets[len(offsets) - len(self.results):])]
+        self._dints = [struct.Struct("=%dq" % r.ndim) for r in self.results]
+
+    def _descriptors(self):
+        size, offsets, ranks = self._dlayout
+        cargs = [None] * (self._nparams + len(self.results))
+        d = _Descriptors(size, offsets, ranks, cargs)
+        j = 0
+        for i, tensor, _, _ in self._dplan:
+            if tensor:
+                d.cargs[i] = d.addresses[j]
+                j += 1
+        for k in range(len(self.results)):
+            d.cargs[self._nparams + k] = d.addresses[j + k]
+        return d
+
+    def _call_direct(self, values, out):
+        """The call through the direct path; _GENERAL when it does not
+        apply (or the C entry refuses it: the general path then raises)."""
+        info = (_TORCH_INFO[0] if _TORCH_INFO else _torch_info()) or _NO_TORCH
+        types, dtypes, strided, hip = info
+        cuda = self._cuda
+        if cuda and hip:
+            return _GENERAL
+        if out is None:
+            outs = None
+        else:
+            outs = out if type(out) is tuple or type(out) is list else (out,)
+            if len(outs) != len(self.results):
+                return _GENERAL
+        pool = self._dpool
+        try:
+            d = pool.pop()
+        except IndexError:
+            d = self._descriptors()
+        try:
+            devtype = dl.DL_CUDA if cuda else dl.DL_CPU
+            cargs, arrays = d.cargs, d.arrays
+            vals = []
+            dev = -1 if cuda else 0
+            j = 0
+            numpy = False  # a NumPy argument: NumPy results
+            for i, tensor, n, quick in self._dplan:
+                v = values[i]
+                if tensor:
+                    if type(v) not in types:
+                        if cuda or type(v) is not np.ndarray or \
+                                not _numpy_desc(v, n, quick, vals, arrays[j]):
+                            return _GENERAL
+                        numpy = True
+                        j += 1
+                        continue
+                    dt = dtypes.get(v.dtype)
+                    if dt is None or v.layout is not strided:
+                        return _GENERAL
+                    shape = v.shape
+                    if len(shape) != n:
+                        return _GENERAL
+                    if cuda:
+                        if not v.is_cuda:
+                            return _GENERAL
+                        g = v.get_device()
+                        if g != dev:
+                            if dev >= 0:
+                                return _GENERAL
+                            dev = g
+                    elif not v.is_cpu:
+                        return _GENERAL
+                    sa, ta = arrays[j]
+                    j += 1
+                    vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
+                    vals += shape
+                    vals += v.stride()
+                else:
+                    t = type(v)
+                    if quick == "f" and t is float:
+                        cargs[i] = v
+                    elif quick == "b" and t is bool:
+                        cargs[i] = v
+                    elif type(quick) is tuple and t is int and quick[0] <= v <= quick[1]:
+                        cargs[i] = v
+                    else:
+                        try:
+                            cargs[i] = _scalar(v, n, self.name)
+                        except Exception:
+                            return _GENERAL
+            if outs is None:
+                if j == 0 or dev < 0:
+                    return _GENERAL  # numbers only: NumPy results (CPU), or no device
+                # the shape query: the results' descriptors with data NULL
+                query = list(vals)
+                for k, (n, code, bits, _, _, _) in enumerate(self._dres):
+                    sa, ta = arrays[j + k]
+                    query += (0, devtype, dev, n, code, bits, 1, sa, ta, 0)
+                    query += (0,) * (2 * n)
+                self._dstruct.pack_into(d.buf, 0, *query)
+                if self._fn(*cargs) != 0:
+                    return _GENERAL
+                outs = []
+                for (n, _, _, dtype, so, to), ints in zip(self._dres, self._dints):
+                    shape = ints.unpack_from(d.buf, so)
+                    strides = ints.unpack_from(d.buf, to)
+                    outs.append(_cuda_empty(shape, strides, dtype, dev) if cuda
+                                else _numpy_empty(shape, strides, NUMPY[dtype]) if numpy
+                                else _torch_empty(shape, strides, dtype))
+            for k, v in enumerate(outs):
+                n = self._dres[k][0]
+                if type(v) not in types:
+                    if cuda or type(v) is not np.ndarray or \
+                            not _numpy_desc(v, n, self._dres[k][3] == "bf16", vals,
+                                            arrays[j + k]):
+                        return _GENERAL
+                    continue
+                dt = dtypes.get(v.dtype)
+                if dt is None or v.layout is not strided:
+                    return _GENERAL
+                shape = v.shape
+                if len(shape) != n:
+                    return _GENERAL
+                if cuda:
+                    if not v.is_cuda:
+                        return _GENERAL
+                    g = v.get_device()
+                    if g != dev:
+                        if dev >= 0:
+                            return _GENERAL
+                        dev = g
+                elif not v.is_cpu:
+                    return _GENERAL
+                sa, ta = arrays[j + k]
+                vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
+                vals += shape
+                vals += v.stride()
+            self._dstruct.pack_into(d.buf, 0, *vals)
+            if cuda and self._set_stream_c(_cuda_stream(dev)) != 0:
+                return _GENERAL
+            if self._fn(*cargs) != 0:
+                return _GENERAL
+        finally:
+            pool.append(d)
+        if out is not None:
+            return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     @property
     def signature(self):
@@ -359,7 +661,9 @@ class Kernel:
     def _prepare(self, args, kwargs, out):
         """(C arguments, borrowed descriptors, results) of a call; the
         caller releases the descriptors (also done here on failure)."""
-        values = self._bind(args, kwargs)
+        return self._prepare_values(self._bind(args, kwargs), out)
+
+    def _prepare_values(self, values, out):
         outs = None
         if out is not None:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -404,7 +708,20 @@ class Kernel:
         return cargs, borrowed, outs
 
     def __call__(self, *args, out=None, **kwargs):
-        cargs, borrowed, outs = self._prepare(args, kwargs, out)
+        if kwargs:
+            values = self._bind(args, kwargs)
+        elif len(args) == self._nparams:
+            values = args
+        else:  # the general path raises the TypeError
+            return self._call_general(self._bind(args, kwargs), out)
+        r = self._call_direct(values, out)
+        if r is not _GENERAL:
+            return r
+        return self._call_general(values, out)
+
+    def _call_general(self, values, out):
+        """A call through DLPack (any producer)."""
+        cargs, borrowed, outs = self._prepare_values(values, out)
         try:
             self._check(self._fn(*cargs))
         finally:

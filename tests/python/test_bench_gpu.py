@@ -1,7 +1,8 @@
 # test_bench_gpu.py — bench/gpu's logic (not its speed): build.sh --target
 # host writes a self-contained directory, and bench_gpu.py --device cpu
 # runs a few workloads from it with PyTorch CPU tensors, checks tdsl's
-# results and writes the JSON.  The GPU run itself is bench/README.md's.
+# results and writes the JSON; call_overhead.py --device cpu runs from it
+# too.  The GPU run itself is bench/README.md's.
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ def test_gpu_bench_dry_run(tdslc, tmp_path):
                     "--target", "host"], check=True, env=env)
     names = set(os.listdir(out))
     assert {"kernels_host.so", "kernels_host.report.json", "build.txt", "tdsl",
-            "bench_gpu.py"} <= names
+            "bench_gpu.py", "call_overhead.py"} <= names
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
     assert size < 5 << 20
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # its own tdsl copy
@@ -36,3 +37,16 @@ def test_gpu_bench_dry_run(tdslc, tmp_path):
         assert row["check"]["ok"], row
         assert row["tdsl"]["ms"] > 0 and row["eager"]["ms"] > 0 and row["copy"]["ms"] > 0
     assert rows["matmul 1024³"]["flops"] == 2.0 * 32 ** 3
+    r = subprocess.run([os.environ.get("TDSL_PYTHON", sys.executable), "call_overhead.py",
+                        "--device", "cpu", "--only", "ew_chain,softmax_last", "--runs", "2",
+                        "--iters", "20", "--json", str(tmp_path / "o.json")],
+                       cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout
+    res = json.load(open(tmp_path / "o.json"))
+    assert [row["kernel"] for row in res["rows"]] == ["ew_chain", "softmax_last"]
+    for row in res["rows"]:
+        us = row["us"]
+        assert set(us) == {"tdsl out=", "tdsl general", "tdsl alloc", "bound", "eager",
+                           "copy_", "python"}
+        assert all(us[k] > 0 for k in us if k != "python")

@@ -310,6 +310,53 @@ def test_cuda_kernels_on_a_side_stream(gm):
     torch.testing.assert_close(r2, x)
 
 
+@needs_gpu
+def test_direct_path_on_cuda_tensors(gm, monkeypatch):
+    """PyTorch CUDA tensors take the direct path (no DLPack export), on
+    PyTorch's current stream, and agree bit for bit with the general path;
+    what the direct path refuses raises what the general path raises."""
+    cm = gm
+    n = [0]
+    real = _kernel._borrow_as
+
+    def counting(*a, **k):
+        n[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(_kernel, "_borrow_as", counting)
+    dev = torch.device("cuda", 0)
+    x = torch.randn(65, 97, device=dev)[1:, :96]  # a storage offset, row stride 97
+    xc = x.contiguous()
+    y = torch.randn(96, device=dev)
+    cases = [(cm.scale_add, (xc, y, 1.5)), (cm.scale_add, (xc, y, 2)), (cm.rowsoft, (xc,)),
+             (cm.nhwc, (torch.randn(2, 3, 5, 7, device=dev),)),
+             (cm.total, (torch.randn(1000, device=dev)[3:],)),
+             (cm.mm, (torch.randn(33, 20, device=dev), torch.randn(20, 17, device=dev)))]
+    s = torch.cuda.Stream()
+    for stream in (torch.cuda.current_stream(), s):
+        with torch.cuda.stream(stream):
+            for k, args in cases:
+                before = n[0]
+                got = k(*args)
+                assert n[0] == before, "%s took the general path" % k.name
+                assert cm.get_stream() == torch.cuda.current_stream().cuda_stream
+                want = k._call_general(args, None)
+                assert got.device == want.device and got.stride() == want.stride()
+                assert torch.equal(got, want), k.name
+                out = torch.empty_like(want)
+                before = n[0]
+                assert k(*args, out=out) is out and n[0] == before
+                assert torch.equal(out, want), k.name
+        torch.cuda.synchronize()
+    # refused: a CPU tensor, a second device or a wrong rank give the general path's error
+    for args in ((xc, y.cpu(), 1.0), (xc[0], y, 1.0), (x, y, 1.0)):
+        with pytest.raises(tdsl.KernelError) as e1:
+            cm.scale_add(*args)
+        with pytest.raises(tdsl.KernelError) as e2:
+            cm.scale_add._call_general(args, None)
+        assert str(e1.value) == str(e2.value)
+
+
 def test_bind_sets_the_stream_once(fake, monkeypatch):
     monkeypatch.setattr(_kernel, "_cuda_stream", lambda device_id: 0x77)
     x, o = FakeCuda(np.arange(3)), FakeCuda(np.zeros(3))

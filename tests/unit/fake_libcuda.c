@@ -52,6 +52,9 @@ typedef struct FakeStats {
   int async_frees;     /* cuMemFreeAsync */
   int syncs;           /* cuStreamSynchronize */
   int live;            /* device allocations not yet freed */
+  int get_current;     /* cuCtxGetCurrent */
+  int get_device;      /* cuCtxGetDevice */
+  int frees;           /* cuMemFree (cuMemFreeAsync's too) */
 } FakeStats;
 
 static FakeStats st;
@@ -79,7 +82,7 @@ int fake_cuda_stat(const char *name) {
     return st.f;
   S(proc_lookups) S(bad_version) S(inits) S(retains) S(set_current)
   S(module_loads) S(launches) S(shmem_optins) S(allocs) S(async_allocs)
-  S(async_frees) S(syncs) S(live)
+  S(async_frees) S(syncs) S(live) S(get_current) S(get_device) S(frees)
 #undef S
   return -1;
 }
@@ -126,6 +129,7 @@ static CUresult PrimaryCtxRetain(FakeCtx **c, int d) {
   return 0;
 }
 static CUresult CtxGetCurrent(FakeCtx **c) {
+  __atomic_fetch_add(&st.get_current, 1, __ATOMIC_RELAXED);
   *c = cur();
   return 0;
 }
@@ -145,6 +149,7 @@ static CUresult CtxPopCurrent(FakeCtx **c) {
   return 0;
 }
 static CUresult CtxGetDevice(int *d) {
+  __atomic_fetch_add(&st.get_device, 1, __ATOMIC_RELAXED);
   if (!cur())
     return 201;
   *d = cur()->dev;
@@ -291,6 +296,7 @@ static CUresult MemAllocAsync(unsigned long long *p, size_t n, CUstream s) {
 static CUresult MemFree(unsigned long long p) {
   if (!cur())
     return 201;
+  __atomic_fetch_add(&st.frees, 1, __ATOMIC_RELAXED);
   FakeAlloc *a = find((void *)(uintptr_t)p, 1);
   if (!a)
     return 1;

@@ -111,6 +111,14 @@ static const char *tdsl_last_error_of(void *lib) {
   return f();
 }
 
+/* The library's own copy of the runtime's stream (NULL: legacy). */
+static void set_stream(int lib, void *stream) {
+  int (*f)(void *) = NULL;
+  *(void **)&f = dlsym(so[lib], "tdsl_cuda_set_stream");
+  ck_assert_ptr_nonnull(f);
+  f(stream);
+}
+
 /* Whether v is among the launch's parameters. */
 static int has_param(const uint64_t *p, int n, uint64_t v) {
   for (int i = 0; i < n; i++)
@@ -172,6 +180,7 @@ START_TEST(index_check_verdict) {
   static int64_t ibuf[16];
   for (int lib = 0; lib < 2; lib++) {
     KI gat = (KI)fn(lib, "gat");
+    set_stream(lib, (void *)0x5150); /* allocated per call (legacy_stream_keeps_scratch) */
     int64_t n[1] = {5}, m[1] = {4};
     DLTensor x = cuda_t(xbuf, 1, n, 0), i = cuda_t(ibuf, 1, m, 0), y = cuda_t(ybuf, 1, m, 0);
     i.dtype = (DLDataType){kDLInt, 64, 1};
@@ -195,6 +204,7 @@ START_TEST(index_check_verdict) {
     ck_assert_str_eq(tdsl_last_error_of(so[lib]), "kernel 'gat': index at 18:12: index 9 is out "
                      "of range for dim 0 of 'x' (size 5)");
     ck_assert_int_eq(stat_of("live"), live);
+    set_stream(lib, NULL);
   }
 }
 END_TEST
@@ -249,6 +259,7 @@ START_TEST(scratch_in_stream_order) {
   typedef int (*KT)(const DLTensor *, DLTensor *, DLTensor *);
   int64_t n[1] = {500};
   DLTensor x = cuda_t(xbuf, 1, n, 0), y = cuda_t(ybuf, 1, n, 0), s = cuda_t(zbuf, 0, NULL, 0);
+  set_stream(0, (void *)0x5150); /* a stream of the application's: per call */
   int allocs = stat_of("async_allocs"), frees = stat_of("async_frees"), live = stat_of("live");
   int before = stat_of("launches");
   ck_assert_int_eq(((KT)fn(0, "two"))(&x, &y, &s), TDSL_OK);
@@ -256,6 +267,69 @@ START_TEST(scratch_in_stream_order) {
   ck_assert_int_eq(stat_of("async_frees") - frees, stat_of("async_allocs") - allocs);
   ck_assert_int_eq(stat_of("live"), live);
   ck_assert_int_eq(stat_of("launches"), before + 3);
+  set_stream(0, NULL);
+}
+END_TEST
+
+/* On the legacy default stream scratch blocks are kept (runtime/cuda.c):
+ * after the first call, calls allocate and free nothing; a call that
+ * needs more grows a block (freed and allocated in stream order) once. */
+START_TEST(legacy_stream_keeps_scratch) {
+  typedef int (*KT)(const DLTensor *, DLTensor *, DLTensor *);
+  size_t (*kept)(void) = NULL;
+  *(void **)&kept = dlsym(so[0], "rt_cuda_kept_bytes");
+  ck_assert_ptr_nonnull(kept);
+  int64_t n[1] = {500}, r[2] = {37, 100}, big[2] = {2000, 4};
+  DLTensor x = cuda_t(xbuf, 1, n, 0), y = cuda_t(ybuf, 1, n, 0), s = cuda_t(zbuf, 0, NULL, 0);
+  ck_assert_int_eq(((KT)fn(0, "two"))(&x, &y, &s), TDSL_OK);
+  DLTensor a0 = cuda_t(xbuf, 2, r, 0), b0 = cuda_t(ybuf, 2, r, 0);
+  ck_assert_int_eq(((K1)fn(0, "sm"))(&a0, &b0), TDSL_OK);
+  ck_assert_uint_gt(kept(), 0);
+  const char *names[] = {"async_allocs", "async_frees", "allocs", "frees", "syncs", "live"};
+  int was[6];
+  for (int i = 0; i < 6; i++) was[i] = stat_of(names[i]);
+  int launches = stat_of("launches");
+  for (int rep = 0; rep < 3; rep++) {
+    ck_assert_int_eq(((KT)fn(0, "two"))(&x, &y, &s), TDSL_OK);
+    DLTensor a = cuda_t(xbuf, 2, r, 0), b = cuda_t(ybuf, 2, r, 0);
+    ck_assert_int_eq(((K1)fn(0, "sm"))(&a, &b), TDSL_OK);
+  }
+  for (int i = 0; i < 6; i++) ck_assert_msg(stat_of(names[i]) == was[i], "%s", names[i]);
+  ck_assert_int_eq(stat_of("launches"), launches + 3 * 4);
+  /* 2000 rows: the softmax's two statistics (8000 bytes each) grow their blocks */
+  size_t before = kept();
+  DLTensor a = cuda_t(xbuf, 2, big, 0), b = cuda_t(ybuf, 2, big, 0);
+  ck_assert_int_eq(((K1)fn(0, "sm"))(&a, &b), TDSL_OK);
+  ck_assert_uint_gt(kept(), before);
+  ck_assert_int_eq(stat_of("async_allocs") - was[0], stat_of("async_frees") - was[1]);
+  ck_assert_int_eq(stat_of("live"), was[5]);
+  for (int i = 0; i < 6; i++) was[i] = stat_of(names[i]);
+  ck_assert_int_eq(((K1)fn(0, "sm"))(&a, &b), TDSL_OK);
+  for (int i = 0; i < 6; i++) ck_assert_msg(stat_of(names[i]) == was[i], "%s", names[i]);
+}
+END_TEST
+
+/* What one call costs the driver: an elementwise kernel one
+ * cuCtxGetCurrent and one launch; a softmax (two scratch buffers, kept on
+ * the legacy stream) three cuCtxGetCurrent and one launch. */
+START_TEST(driver_calls_per_call) {
+  const char *names[] = {"get_current", "get_device", "set_current", "launches",
+                         "async_allocs", "async_frees", "allocs", "frees", "syncs"};
+  int ew_calls[] = {1, 0, 0, 1, 0, 0, 0, 0, 0}, sm_calls[] = {3, 0, 0, 1, 0, 0, 0, 0, 0};
+  int64_t n[1] = {1000}, r[2] = {37, 100};
+  for (int k = 0; k < 2; k++) {
+    DLTensor x = k ? cuda_t(xbuf, 2, r, 0) : cuda_t(xbuf, 1, n, 0);
+    DLTensor y = k ? cuda_t(ybuf, 2, r, 0) : cuda_t(ybuf, 1, n, 0);
+    K1 f = (K1)fn(0, k ? "sm" : "ew");
+    ck_assert_int_eq(f(&x, &y), TDSL_OK); /* warm: module loaded, scratch kept */
+    int was[9];
+    for (int i = 0; i < 9; i++) was[i] = stat_of(names[i]);
+    ck_assert_int_eq(f(&x, &y), TDSL_OK);
+    for (int i = 0; i < 9; i++)
+      ck_assert_msg(stat_of(names[i]) - was[i] == (k ? sm_calls : ew_calls)[i],
+                    "%s: %s %d, expected %d", k ? "sm" : "ew", names[i],
+                    stat_of(names[i]) - was[i], (k ? sm_calls : ew_calls)[i]);
+  }
 }
 END_TEST
 
@@ -507,6 +581,8 @@ int main(void) {
   tcase_add_test(t, matmul_grid);
   tcase_add_test(t, scratch_in_stream_order);
   tcase_add_test(t, split_reduction_launches);
+  tcase_add_test(t, legacy_stream_keeps_scratch);
+  tcase_add_test(t, driver_calls_per_call);
   tcase_add_test(t, devices_must_agree);
   tcase_add_test(t, shape_query_launches_nothing);
   tcase_add_test(t, variants_chosen_at_launch);

@@ -761,6 +761,7 @@ START_TEST(test_fake_scratch_without_pools) {
   m = test_module();
   void *fns[2];
   ck_assert_int_eq(tdsl_cuda_prepare("t", &m, 1, fns), TDSL_OK);
+  tdsl_cuda_set_stream((void *)0x5150); /* the legacy stream keeps blocks */
   void *p = tdsl_cuda_scratch("t", 1000);
   ck_assert_ptr_nonnull(p);
   ck_assert_int_eq(fake_stat("allocs"), 1);
@@ -768,6 +769,7 @@ START_TEST(test_fake_scratch_without_pools) {
   tdsl_cuda_scratch_free(p);
   ck_assert_int_eq(fake_stat("syncs"), 1); /* before cuMemFree */
   ck_assert_int_eq(fake_stat("live"), 0);
+  tdsl_cuda_set_stream(NULL);
   ck_assert_ptr_null(tdsl_cuda_scratch("t", (int64_t)1 << 50));
   ck_assert_int_eq(tdsl_last_error_code(), TDSL_E_NOMEM);
   ck_assert_str_eq(tdsl_last_error(),
@@ -776,6 +778,65 @@ START_TEST(test_fake_scratch_without_pools) {
                    "memory)");
   ck_assert_ptr_null(tdsl_cuda_scratch("t", -1));
   ck_assert_int_eq(tdsl_last_error_code(), TDSL_E_INVALID);
+}
+END_TEST
+
+/* Scratch on the legacy default stream comes from blocks kept per primary
+ * context: taken and given back without a driver allocation once there;
+ * a second buffer of the same call gets its own block; a larger need
+ * grows one in stream order (cuMemFreeAsync, or a synchronization and
+ * cuMemFree without pools); more than RT_SCRATCH_MAX bytes, or another
+ * stream, is allocated per call. */
+START_TEST(test_fake_kept_scratch) {
+  if (!fake_fresh())
+    return;
+  static tdsl_cuda_module m; /* static: the runtime's cache hangs off it */
+  m = test_module();
+  void *fns[2];
+  for (int dev = 0; dev < 2; dev++) { /* device 0 has pools, device 1 not */
+    const char *alloc = dev ? "allocs" : "async_allocs";
+    ck_assert_int_eq(tdsl_cuda_prepare("t", &m, dev, fns), TDSL_OK);
+    int a0 = fake_stat(alloc), f0 = fake_stat("frees"), s0 = fake_stat("syncs");
+    size_t k0 = rt_cuda_kept_bytes();
+    void *p = tdsl_cuda_scratch("t", 1000), *q = tdsl_cuda_scratch("t", 0);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_ptr_ne(p, q);
+    ck_assert_int_eq(fake_stat(alloc), a0 + 2);
+    ck_assert_uint_eq(rt_cuda_kept_bytes(), k0 + 2 * 4096);
+    tdsl_cuda_scratch_free(q);
+    tdsl_cuda_scratch_free(p);
+    ck_assert_int_eq(fake_stat("frees"), f0);
+    for (int rep = 0; rep < 3; rep++) { /* the same blocks again, no driver */
+      void *p2 = tdsl_cuda_scratch("t", 4000), *q2 = tdsl_cuda_scratch("t", 16);
+      ck_assert((p2 == p && q2 == q) || (p2 == q && q2 == p));
+      tdsl_cuda_scratch_free(p2);
+      tdsl_cuda_scratch_free(q2);
+    }
+    ck_assert_int_eq(fake_stat(alloc), a0 + 2);
+    ck_assert_int_eq(fake_stat("frees"), f0);
+    ck_assert_int_eq(fake_stat("syncs"), s0);
+    void *g = tdsl_cuda_scratch("t", 5000); /* grows one block to 8192 */
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(fake_stat(alloc), a0 + 3);
+    ck_assert_int_eq(fake_stat("frees"), f0 + 1);
+    ck_assert_int_eq(fake_stat("syncs"), s0 + (dev ? 1 : 0));
+    ck_assert_uint_eq(rt_cuda_kept_bytes(), k0 + 4096 + 8192);
+    tdsl_cuda_scratch_free(g);
+    void *h = tdsl_cuda_scratch("t", 5 << 20); /* over RT_SCRATCH_MAX: per call */
+    ck_assert_ptr_nonnull(h);
+    tdsl_cuda_scratch_free(h);
+    ck_assert_int_eq(fake_stat(alloc), a0 + 4);
+    ck_assert_int_eq(fake_stat("frees"), f0 + 2);
+    ck_assert_uint_eq(rt_cuda_kept_bytes(), k0 + 4096 + 8192);
+    tdsl_cuda_set_stream((void *)0x5150); /* another stream: per call */
+    void *o = tdsl_cuda_scratch("t", 100);
+    tdsl_cuda_scratch_free(o);
+    ck_assert_int_eq(fake_stat(alloc), a0 + 5);
+    ck_assert_int_eq(fake_stat("frees"), f0 + 3);
+    tdsl_cuda_set_stream(NULL);
+  }
+  ck_assert_int_eq(fake_stat("live"), 4); /* two blocks per device, kept */
 }
 END_TEST
 
@@ -919,6 +980,7 @@ static Suite *cuda_suite(void) {
   tcase_add_test(tc, test_fake_prepare_errors);
   tcase_add_test(tc, test_fake_launch_stream);
   tcase_add_test(tc, test_fake_scratch_without_pools);
+  tcase_add_test(tc, test_fake_kept_scratch);
   tcase_add_test(tc, test_fake_malloc_contexts);
   tcase_add_test(tc, test_fake_copies_default_context);
   tcase_add_test(tc, test_fake_async_fault);

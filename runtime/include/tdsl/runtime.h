@@ -326,8 +326,10 @@ int tdsl_cuda_check_device(const char *kernel, const char *arg,
                            const DLTensor *t, int32_t *device_id);
 /* Stream-ordered scratch on the current stream (cuMemAllocAsync; where the
  * device lacks memory pools, cuMemAlloc, and tdsl_cuda_scratch_free then
- * synchronizes the stream before cuMemFree). bytes 0 gives a valid
- * pointer. NULL with the error set on failure: TDSL_E_NOMEM naming the
+ * synchronizes the stream before cuMemFree). On the legacy default stream
+ * (NULL or CU_STREAM_LEGACY) up to 4 MiB come from blocks kept per
+ * primary context, reused in stream order without a driver allocation
+ * (docs/cuda.md). bytes 0 gives a valid pointer. NULL with the error set on failure: TDSL_E_NOMEM naming the
  * kernel and the bytes, TDSL_E_NO_DEVICE, TDSL_E_CUDA. */
 void *tdsl_cuda_scratch(const char *kernel, int64_t bytes);
 /* NULL: nothing. Call it on the thread, context and stream that
