@@ -538,6 +538,10 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
       if (!c->scalar || !c->scalar[e->acc.buf]) ICE("scalar parameter without its value");
       return c->scalar[e->acc.buf];
     }
+    if (c->load_hook) {
+      LLVMValueRef v = c->load_hook(c, x, e);
+      if (v) return v;
+    }
     return cg_load_el(c, cg_address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,
                               x->n->rank + x->n->nred),
                    c->lk->bufs[e->acc.buf].dtype);

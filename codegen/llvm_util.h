@@ -64,6 +64,8 @@ static inline bool cg_isa_has(const CgIsa *isa, const char *f) {
   return false;
 }
 
+struct NestCtx;
+
 /* One module's emission state; the function fields describe the kernel
  * (or outlined function) being emitted. */
 typedef struct Cg {
@@ -104,6 +106,11 @@ typedef struct Cg {
    * and frees it (p may be NULL). */
   LLVMValueRef (*scratch_alloc)(struct Cg *c, LLVMValueRef bytes);
   void (*scratch_free)(struct Cg *c, LLVMValueRef p);
+  /* NULL, or asked first for every load cg_eval evaluates (not scalars'):
+   * its value, or NULL for the ordinary load (CUDA row groups keep a
+   * row's elements in registers: cuda/nest.c); load_data is its state. */
+  LLVMValueRef (*load_hook)(struct Cg *c, struct NestCtx *x, const struct LfExpr *e);
+  void *load_data;
 } Cg;
 
 /* A nest's loop variables and bounds while its body is emitted. */

@@ -72,9 +72,9 @@ static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, 
 static void launch(Cg *c, const LfNest *n, int unit, LLVMValueRef fn, LLVMValueRef args) {
   CuPlan p = cu_plan(n);
   LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
-  if (unit > 1) { /* a block per row */
+  if (unit > 1) { /* a row group: a block or a warp per row (cu_group_blocks) */
     work = cu_outer_product(c, n, 0, n->shared);
-    g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
+    g[0] = cu_group_blocks(c, n);
   } else if (p.kind == CU_GEMM) {
     LLVMValueRef M, N, K, batch;
     cu_gemm_dims(c, n, &M, &N, &K, &batch);
