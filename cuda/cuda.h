@@ -99,6 +99,9 @@ void cu_emit_nest_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
 bool cu_transposes(SymTab *st, const LfNest *n, const LfTarget *t);
 /* nest.c: the one kernel of a row group (first: its first nest). */
 void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn);
+/* nest.c: the grid of that kernel (host or device, from c->env): a
+ * block per row, or per 8 rows where a warp takes a row; i64. */
+LLVMValueRef cu_group_blocks(Cg *c, const LfNest *first);
 /* Launch units: nest i starts one (its kernel runs nests i .. i + size
  * - 1: a row group at -O1+, else the nest alone) when cu_unit returns
  * size > 0; nests inside a group return 0. */

@@ -80,9 +80,9 @@ static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMVal
   if (v && v->form == CU_FORM_PLAIN) { /* a thread per v->vec elements */
     work = cu_outer_product(c, n, 0, n->rank);
     g[0] = blocks(c, work, CU_BLOCK * v->vec, CU_MAX_BLOCKS);
-  } else if (unit > 1) { /* a block per row */
+  } else if (unit > 1) { /* a row group: a block or a warp per row (cu_group_blocks) */
     work = cu_outer_product(c, n, 0, n->shared);
-    g[0] = blocks(c, work, 1, CU_MAX_BLOCKS);
+    g[0] = cu_group_blocks(c, n);
   } else if (p.kind == CU_GEMM) {
     LLVMValueRef M, N, K, batch;
     cu_gemm_dims(c, n, &M, &N, &K, &batch);

@@ -1,5 +1,5 @@
-/* nest.c — device kernels of elementwise, reduction and scan nests
- * (cuda.h).
+/* nest.c — device kernels of elementwise, reduction and scan nests and
+ * of row groups (cuda.h).
  *
  * Elementwise: one thread per element, grid-stride.  The element's
  * linear index runs over the nest's schedule (loops/schedule.c: the
@@ -21,6 +21,7 @@
  * the reduction loops sequentially.
  * Needs: cuda.h. */
 #include <math.h>
+#include <string.h>
 
 #include "cuda.h"
 
@@ -763,10 +764,477 @@ static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef 
   cu_loop_close(c, &l);
 }
 
+/* ---- row groups in registers -----------------------------------------------
+ * When every member of a group walks the same row elements (rg_analyze:
+ * the same non-unit loops after the shared ones, reductions with one
+ * statistic per row, no windows, no arg-reductions or scans), a row whose
+ * length E fits a tier (RG_TIERS: T threads per row, up to V elements per
+ * thread, T * V >= E) runs from registers: thread lt of a row's team
+ * takes the row elements e = lt + s * T (s < V; a load per instruction
+ * coalesced across the team), each member is evaluated at its elements
+ * in order, and
+ *  - a load is issued once per row: later loads of the same element
+ *    (the same buffer, offset and strides: an access class) reuse the
+ *    register, and a load of a value an earlier member stored takes the
+ *    stored value (rounded as the store rounds it);
+ *  - a reduction accumulates its thread's elements, then combines the
+ *    team through warp butterflies (the lower lane's value first, so
+ *    every lane gets the same bits) and, for a block, one shared-memory
+ *    step; every thread then holds the statistic;
+ *  - a store is skipped when a later member stores the same elements of
+ *    the same buffer, or when it goes to scratch that nothing else reads
+ *    (statistics).
+ * Teams of T = 32 (a warp per row, 8 rows per block) serve rows of up to
+ * 1024 elements, T = 256 (a block per row) up to 4096; longer rows and
+ * other groups take the general kernel below.  A thread keeps to its own
+ * elements between members, so only block reductions need barriers. */
+enum { RG_MAXM = 16, RG_MAXC = 48 };
+
+static const struct {
+  int T, V;
+} RG_TIERS[] = {{32, 8}, {32, 32}, {CU_BLOCK, 8}, {CU_BLOCK, 16}};
+enum { RG_NT = sizeof RG_TIERS / sizeof RG_TIERS[0] };
+
+typedef struct RgClass {
+  int buf;
+  const Sym *offset;
+  const Sym *str[MAXL]; /* the shared loops' strides, then the row loops' (NULL: 0) */
+  bool uniform;         /* every row stride 0: one value per row */
+} RgClass;
+
+typedef struct RgGroup {
+  const LfNest *first;
+  int n, shared, nrow;     /* members, shared loops, row loops */
+  int row[RG_MAXM][MAXL];  /* per member: its row loops (non-unit, in order) */
+  int nr[RG_MAXM];         /* per member: how many (nrow, or 0: one value per row) */
+  const Sym *ext[MAXL];    /* their extents, every member's the same */
+  int ncls;
+  RgClass cls[RG_MAXC];
+  int store_cls[RG_MAXM];  /* per member: its store's class, -1 opaque */
+  bool store_needed[RG_MAXM];
+} RgGroup;
+
+/* The class of member k's access a (a store: over the outer loops), or
+ * -1 (dynamic, linearized or descriptor strides; or no room); add: new
+ * classes are added, else only found. */
+static int rg_class(RgGroup *g, int k, const LfAccess *a, bool store, bool add) {
+  const LfNest *n = g->first + k;
+  if (a->rt_strides || a->lin_rank || a->ndyn) return -1;
+  RgClass q = {.buf = a->buf, .offset = a->offset, .uniform = true};
+  int nstr = store ? n->rank : n->rank + n->nred, ns = g->shared + g->nrow;
+  for (int l = 0; l < g->shared; l++) q.str[l] = sym_is(a->stride[l], 0) ? NULL : a->stride[l];
+  for (int j = 0; j < g->nr[k]; j++) {
+    int l = g->row[k][j];
+    const Sym *s = l < nstr && !sym_is(a->stride[l], 0) ? a->stride[l] : NULL;
+    q.str[g->shared + j] = s;
+    q.uniform &= s == NULL;
+  }
+  for (int i = 0; i < g->ncls; i++) {
+    const RgClass *p = &g->cls[i];
+    bool eq = p->buf == q.buf && p->offset == q.offset;
+    for (int l = 0; eq && l < ns; l++) eq = p->str[l] == q.str[l];
+    if (eq) return i;
+  }
+  if (!add || g->ncls == RG_MAXC) return -1;
+  g->cls[g->ncls] = q;
+  return g->ncls++;
+}
+
+/* Calls f on every load in e (dynamic indices' included). */
+typedef struct RgWalk {
+  RgGroup *g;
+  int k;
+  bool ok;
+  int *bcls;     /* per buffer stored in the group: its class (-2 unset) */
+  bool *stored;  /* per buffer: stored by a member before the current one */
+  bool *inside;  /* per buffer: stored by some member */
+  bool *memread; /* per buffer: read in the group before its first store */
+} RgWalk;
+
+static void rg_site(RgWalk *w, int buf, int id) {
+  if (!w->inside[buf]) return;
+  if (id < 0 || (w->bcls[buf] != -2 && w->bcls[buf] != id)) w->ok = false;
+  w->bcls[buf] = id;
+}
+
+static void rg_loads(RgWalk *w, const LfExpr *e, const LfKernel *lk) {
+  if (!e) return;
+  for (int j = 0; j < e->nargs; j++) rg_loads(w, e->args[j], lk);
+  if (e->kind != LFE_LOAD) return;
+  for (int t = 0; t < e->acc.ndyn; t++) rg_loads(w, e->acc.dyn[t], lk);
+  int b = e->acc.buf;
+  if (lk->bufs[b].kind == LFB_SCALAR) return;
+  int id = rg_class(w->g, w->k, &e->acc, false, true);
+  rg_site(w, b, id);
+  if (w->inside[b] && !w->stored[b]) w->memread[b] = true;
+}
+
+/* Whether expression e loads buffer b. */
+static bool expr_reads(const LfExpr *e, int b) {
+  if (!e) return false;
+  for (int j = 0; j < e->nargs; j++)
+    if (expr_reads(e->args[j], b)) return true;
+  if (e->kind != LFE_LOAD) return false;
+  for (int t = 0; t < e->acc.ndyn; t++)
+    if (expr_reads(e->acc.dyn[t], b)) return true;
+  return e->acc.buf == b;
+}
+
+static bool access_reads(const LfAccess *a, int b) {
+  for (int t = 0; t < a->ndyn; t++)
+    if (expr_reads(a->dyn[t], b)) return true;
+  return false;
+}
+
+/* Whether a nest outside [g0, g0 + n) reads buffer b. */
+static bool read_outside(const LfKernel *lk, int g0, int n, int b) {
+  for (int i = 0; i < lk->nnests; i++) {
+    if (i >= g0 && i < g0 + n) continue;
+    const LfNest *m = &lk->nests[i];
+    bool r = expr_reads(m->value, b) || expr_reads(m->post, b) || expr_reads(m->scan_init, b) ||
+             expr_reads(m->pro[0], b) || expr_reads(m->pro[1], b) || access_reads(&m->store, b) ||
+             access_reads(&m->cstore, b);
+    for (int j = 0; !r && j < m->nred; j++)
+      r = (m->red_lo && expr_reads(m->red_lo[j], b)) || (m->red_hi && expr_reads(m->red_hi[j], b));
+    for (int j = 0; !r && j < m->nopnd; j++) r = m->opnd[j].buf == b || access_reads(&m->opnd[j], b);
+    if (r) return true;
+  }
+  return false;
+}
+
+static const Sym *loop_extent(const LfNest *n, int l) {
+  return l < n->rank ? n->shape[l] : n->red[l - n->rank];
+}
+
+/* Whether the group at `first` runs from registers (fills g). */
+static bool rg_analyze(Cg *c, const LfNest *first, RgGroup *g) {
+  const LfKernel *lk = c->lk;
+  memset(g, 0, sizeof *g);
+  g->first = first;
+  g->n = first->group;
+  g->shared = first->shared;
+  if (g->n > RG_MAXM || g->shared < 1) return false;
+  int ref = -1; /* the first member with row loops */
+  for (int k = 0; k < g->n; k++) {
+    const LfNest *n = first + k;
+    Op op = n->reduce;
+    if (n->check || n->rank < g->shared) return false;
+    if (op != OP_COUNT && op != OP_SUM && op != OP_MEAN && op != OP_PROD && op != OP_AMAX &&
+        op != OP_AMIN)
+      return false;
+    for (int j = 0; j < n->nred; j++)
+      if ((n->red_lo && n->red_lo[j]) || (n->red_hi && n->red_hi[j])) return false;
+    int nr = 0;
+    for (int l = g->shared; l < n->rank + n->nred; l++) {
+      const Sym *e = loop_extent(n, l);
+      if (sym_is(e, 1)) continue;
+      if (op != OP_COUNT && l < n->rank) return false; /* several statistics per row */
+      if (nr == MAXL) return false;
+      if (ref >= 0 && (nr >= g->nrow || g->ext[nr] != e)) return false;
+      if (ref < 0) g->ext[nr] = e;
+      g->row[k][nr++] = l;
+    }
+    if (!nr && op != OP_COUNT) return false;
+    if (nr && ref < 0) {
+      ref = k;
+      g->nrow = nr;
+    }
+    if (nr && nr != g->nrow) return false;
+    g->nr[k] = nr;
+  }
+  if (ref < 0) return false;
+  int nb = lk->nbufs;
+  int *bcls = arena_alloc(c->m->arena, sizeof *bcls * (size_t)(nb + 1));
+  bool *fl = arena_alloc(c->m->arena, sizeof *fl * (size_t)(3 * nb + 3));
+  memset(fl, 0, sizeof *fl * (size_t)(3 * nb + 3));
+  RgWalk w = {.g = g, .ok = true, .bcls = bcls, .stored = fl, .inside = fl + nb + 1,
+              .memread = fl + 2 * nb + 2};
+  for (int b = 0; b < nb; b++) bcls[b] = -2;
+  for (int k = 0; k < g->n; k++) w.inside[first[k].store.buf] = true;
+  for (int k = 0; k < g->n && w.ok; k++) {
+    const LfNest *n = first + k;
+    w.k = k;
+    rg_loads(&w, n->value, lk);
+    rg_loads(&w, n->post, lk);
+    int id = rg_class(g, k, &n->store, true, true);
+    if (id >= 0 && g->cls[id].uniform != (n->reduce != OP_COUNT || !g->nr[k])) return false;
+    if (id < 0 && (n->reduce != OP_COUNT || w.bcls[n->store.buf] != -2)) return false;
+    if (id < 0) w.bcls[n->store.buf] = -1; /* no other site may follow */
+    else rg_site(&w, n->store.buf, id);
+    if (access_reads(&n->store, n->store.buf)) return false;
+    g->store_cls[k] = id;
+    w.stored[n->store.buf] = true;
+  }
+  if (!w.ok) return false;
+  int g0 = (int)(first - lk->nests);
+  for (int k = 0; k < g->n; k++) {
+    int id = g->store_cls[k], b = first[k].store.buf;
+    bool later = false;
+    for (int j = k + 1; id >= 0 && j < g->n; j++) later |= g->store_cls[j] == id;
+    bool dead_scratch = lk->bufs[b].kind == LFB_SCRATCH && !w.memread[b] &&
+                        !read_outside(lk, g0, g->n, b);
+    g->store_needed[k] = id < 0 || !(later || dead_scratch);
+  }
+  return true;
+}
+
+/* The row length E (i64): the product of the row loops' extents. */
+static LLVMValueRef rg_row_len(Cg *c, const RgGroup *g) {
+  LLVMValueRef e = i64c(c, 1);
+  for (int j = 0; j < g->nrow; j++) e = LLVMBuildMul(c->b, e, cg_sym_val(c, g->ext[j]), "");
+  return e;
+}
+
+/* The tier a row of E elements runs in (i32: RG_NT for the general kernel). */
+static LLVMValueRef rg_tier_of(Cg *c, LLVMValueRef E) {
+  LLVMValueRef t = i32c(c, RG_NT);
+  for (int i = RG_NT - 1; i >= 0; i--)
+    t = sel(c, LLVMBuildICmp(c->b, LLVMIntSLE, E, i64c(c, (long long)RG_TIERS[i].T * RG_TIERS[i].V), ""),
+            i32c(c, i), t);
+  return sel(c, LLVMBuildICmp(c->b, LLVMIntSGE, E, i64c(c, 1), ""), t, i32c(c, RG_NT));
+}
+
+LLVMValueRef cu_group_blocks(Cg *c, const LfNest *first) {
+  LLVMValueRef rows = cu_outer_product(c, first, 0, first->shared), per = i64c(c, 1);
+  RgGroup g;
+  if (rg_analyze(c, first, &g)) {
+    LLVMValueRef t = rg_tier_of(c, rg_row_len(c, &g));
+    for (int i = 0; i < RG_NT; i++)
+      per = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, t, i32c(c, i), ""), i64c(c, CU_BLOCK / RG_TIERS[i].T), per);
+  }
+  LLVMValueRef n = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, rows, LLVMBuildSub(c->b, per, i64c(c, 1), ""), ""),
+                                 per, "");
+  return cg_smin(c, n, i64c(c, CU_MAX_BLOCKS), false);
+}
+
+/* The registers of one row while a tier runs (the load hook's state). */
+typedef struct RgRun {
+  RgGroup *g;
+  int V, slot;
+  LLVMValueRef *cache; /* [class * V + slot]; a uniform class: slot 0 */
+  LLVMValueRef *valid; /* per slot: inside the row (i1) */
+} RgRun;
+
+static LLVMValueRef rg_load(Cg *c, NestCtx *x, const LfExpr *e) {
+  RgRun *r = c->load_data;
+  long k = x->n - r->g->first;
+  if (k < 0 || k >= r->g->n) return NULL;
+  int id = rg_class(r->g, (int)k, &e->acc, false, false);
+  if (id < 0) return NULL;
+  LLVMValueRef *p = &r->cache[id * r->V + (r->g->cls[id].uniform ? 0 : r->slot)];
+  if (*p) return *p;
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  if (r->g->cls[id].uniform) { /* the row's, always in range */
+    *p = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
+    return *p;
+  }
+  /* only a slot inside the row loads (the others get 0, never used) */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), join;
+  if_then(c, r->valid[r->slot], &join);
+  LLVMValueRef v = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
+  LLVMBasicBlockRef then = LLVMGetInsertBlock(c->b);
+  end_if(c, join);
+  *p = LLVMBuildPhi(c->b, LLVMTypeOf(v), "");
+  LLVMValueRef in[2] = {v, LLVMConstNull(LLVMTypeOf(v))};
+  LLVMBasicBlockRef from[2] = {then, pre};
+  LLVMAddIncoming(*p, in, from, 2);
+  return *p;
+}
+
+/* v (compute type) as a load reads it back after cg_store_el as dt. */
+static LLVMValueRef stored_value(Cg *c, LLVMValueRef v, DType dt) {
+  if (dt == DT_BOOL) return cg_to_bool(c, cg_to_bool(c, v));
+  if (dt == DT_BF16) return cg_bf16_to_f32v(c, cg_f32_to_bf16v(c, v));
+  if (dt == DT_F16)
+    return LLVMBuildFPExt(c->b, LLVMBuildFPTrunc(c->b, v, cg_storage_type(c, dt), ""), c->f32, "");
+  return v;
+}
+
+/* Butterfly shuffle (xor lane mask m) of a 32- or 64-bit value. */
+static LLVMValueRef shfl_bfly(Cg *c, LLVMValueRef v, int m) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  LLVMTypeKind tk = LLVMGetTypeKind(t);
+  unsigned bits = tk == LLVMDoubleTypeKind ? 64 : tk == LLVMFloatTypeKind ? 32 : LLVMGetIntTypeWidth(t);
+  LLVMTypeRef it = LLVMIntTypeInContext(c->ctx, bits);
+  LLVMValueRef iv = tk == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(c->b, v, it, "");
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, "llvm.nvvm.shfl.sync.bfly.i32");
+  if (!f) {
+    LLVMTypeRef ps[4] = {c->i32, c->i32, c->i32, c->i32};
+    f = LLVMAddFunction(c->mod, "llvm.nvvm.shfl.sync.bfly.i32", LLVMFunctionType(c->i32, ps, 4, 0));
+  }
+  LLVMValueRef r = NULL;
+  for (unsigned p = 0; p < bits / 32 + (bits < 32); p++) {
+    LLVMValueRef w = iv;
+    if (bits == 64) w = LLVMBuildTrunc(c->b, p ? LLVMBuildLShr(c->b, iv, ci(it, 32), "") : iv, c->i32, "");
+    else if (bits < 32) w = LLVMBuildZExt(c->b, iv, c->i32, "");
+    LLVMValueRef a[4] = {i32c(c, -1), w, i32c(c, m), i32c(c, 31)};
+    LLVMValueRef s = call(c, f, a, 4);
+    if (bits == 64) {
+      s = LLVMBuildZExt(c->b, s, it, "");
+      r = p ? LLVMBuildOr(c->b, r, LLVMBuildShl(c->b, s, ci(it, 32), ""), "") : s;
+    } else {
+      r = bits < 32 ? LLVMBuildTrunc(c->b, s, it, "") : s;
+    }
+  }
+  return tk == LLVMIntegerTypeKind ? r : LLVMBuildBitCast(c->b, r, t, "");
+}
+
+/* Combines a over a team of T threads (32 or the block); every thread
+ * gets the same bits. */
+static LLVMValueRef rg_team_reduce(Cg *c, const Red *r, LLVMValueRef a, int T, LLVMValueRef tid) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef lane = LLVMBuildAnd(b, tid, i64c(c, 31), ""), no = i64c(c, 0);
+  for (int m = 1; m < 32; m *= 2) {
+    LLVMValueRef o = shfl_bfly(c, a, m);
+    LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, lane, i64c(c, m), ""), no, "");
+    LLVMValueRef lo = sel(c, hi, o, a), up = sel(c, hi, a, o), ia = no;
+    combine(c, r, &lo, &ia, up, no);
+    a = lo;
+  }
+  if (T == 32) return a;
+  enum { W = CU_BLOCK / 32 };
+  LLVMValueRef sa = cu_shared(c, r->t, W, "row_red");
+  LLVMValueRef warp = LLVMBuildLShr(b, tid, i64c(c, 5), "");
+  LLVMBasicBlockRef join;
+  if_then(c, LLVMBuildICmp(b, LLVMIntEQ, lane, no, ""), &join);
+  LLVMBuildStore(b, a, LLVMBuildGEP2(b, r->t, sa, &warp, 1, ""));
+  end_if(c, join);
+  cu_barrier(c);
+  a = get(c, r->t, sa);
+  for (int w = 1; w < W; w++) {
+    LLVMValueRef o = i64c(c, w), ia = no;
+    combine(c, r, &a, &ia, get(c, r->t, LLVMBuildGEP2(b, r->t, sa, &o, 1, "")), no);
+  }
+  cu_barrier(c); /* the slots are written again for the next row */
+  return a;
+}
+
+/* Member k of the group at the current row, its elements' positions
+ * (per slot: the row loops' values, and whether the slot is in the row). */
+static void rg_member(Cg *c, RgRun *run, int k, LLVMValueRef **rts, const LLVMValueRef *ivs,
+                      LLVMValueRef *const *pos, const LLVMValueRef *valid, LLVMValueRef E,
+                      int T, LLVMValueRef tid, LLVMValueRef lt) {
+  const RgGroup *g = run->g;
+  const LfNest *n = g->first + k;
+  int V = run->V, sid = g->store_cls[k];
+  NestCtx x = {.n = n};
+  for (int l = 0; l < n->rank; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x.ub[n->rank + l] = cg_sym_val(c, n->red[l]);
+  rt_strides(c, n, &x, rts);
+  for (int l = 0; l < n->rank + n->nred; l++) x.iv[l] = l < g->shared ? ivs[l] : i64c(c, 0);
+  DType bt = c->lk->bufs[n->store.buf].dtype;
+  LLVMBasicBlockRef join;
+  if (n->reduce == OP_COUNT && !g->nr[k]) { /* one value per row */
+    run->slot = 0;
+    LLVMValueRef v = cg_eval(c, &x, n->value);
+    if (sid >= 0) run->cache[sid * V] = stored_value(c, v, bt);
+    if (!g->store_needed[k]) return;
+    if_then(c, LLVMBuildICmp(c->b, LLVMIntEQ, lt, i64c(c, 0), ""), &join);
+    cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+    end_if(c, join);
+    return;
+  }
+  if (n->reduce == OP_COUNT) {
+    for (int s = 0; s < V; s++) {
+      run->slot = s;
+      for (int j = 0; j < g->nrow; j++) x.iv[g->row[k][j]] = pos[s][j];
+      LLVMValueRef v = cg_eval(c, &x, n->value);
+      if (sid >= 0) run->cache[sid * V + s] = stored_value(c, v, bt);
+      if (!g->store_needed[k]) continue;
+      if_then(c, valid[s], &join);
+      cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+      end_if(c, join);
+    }
+    return;
+  }
+  Red r = red_of(c, n);
+  LLVMValueRef a = red_init(c, &r), no = i64c(c, 0);
+  for (int s = 0; s < V; s++) {
+    run->slot = s;
+    for (int j = 0; j < g->nrow; j++) x.iv[g->row[k][j]] = pos[s][j];
+    LLVMValueRef v = cg_convert(c, cg_eval(c, &x, n->value), r.in, r.ad), b = a, ia = no;
+    combine(c, &r, &b, &ia, v, no);
+    a = sel(c, valid[s], b, a);
+  }
+  a = rg_team_reduce(c, &r, a, T, tid);
+  run->slot = 0;
+  for (int j = 0; j < g->nrow; j++) x.iv[g->row[k][j]] = no;
+  LLVMValueRef acc = var(c, r.t, a), idx = var(c, c->i64, no);
+  LLVMValueRef v = finish(c, &r, &x, acc, idx, E);
+  run->cache[sid * V] = stored_value(c, v, bt);
+  if (!g->store_needed[k]) return;
+  if_then(c, LLVMBuildICmp(c->b, LLVMIntEQ, lt, no, ""), &join);
+  cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+  end_if(c, join);
+}
+
+/* Tier (T, V): the rows grid-stride, CU_BLOCK / T per block; returns. */
+static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, LLVMValueRef E) {
+  LLVMBuilderRef b = c->b;
+  int R = CU_BLOCK / T;
+  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
+  LLVMValueRef lt = LLVMBuildAnd(b, tid, i64c(c, T - 1), ""), team = LLVMBuildLShr(b, tid, i64c(c, __builtin_ctz((unsigned)T)), "");
+  LLVMValueRef rows = cu_outer_product(c, g->first, 0, g->shared);
+  LLVMValueRef ctaid = LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, "");
+  LLVMValueRef nct = LLVMBuildZExt(b, cu_sreg(c, "nctaid.x"), c->i64, "");
+  /* the slots' positions in the row, the same for every row */
+  LLVMValueRef *valid = arena_alloc(c->m->arena, sizeof *valid * (size_t)V);
+  LLVMValueRef **pos = arena_alloc(c->m->arena, sizeof *pos * (size_t)V);
+  LLVMValueRef ext32[MAXL];
+  for (int j = 0; j < g->nrow; j++) ext32[j] = LLVMBuildTrunc(b, cg_sym_val(c, g->ext[j]), c->i32, "");
+  for (int s = 0; s < V; s++) {
+    LLVMValueRef e = LLVMBuildAdd(b, lt, i64c(c, (long long)s * T), "");
+    valid[s] = LLVMBuildICmp(b, LLVMIntULT, e, E, "");
+    pos[s] = arena_alloc(c->m->arena, sizeof **pos * (size_t)(g->nrow + 1));
+    if (g->nrow == 1) {
+      pos[s][0] = e;
+      continue;
+    }
+    LLVMValueRef e32 = LLVMBuildTrunc(b, e, c->i32, "");
+    for (int j = g->nrow - 1; j >= 0; j--) { /* e < 2^31: 32-bit division */
+      LLVMValueRef q = j ? LLVMBuildURem(b, e32, ext32[j], "") : e32;
+      pos[s][j] = LLVMBuildZExt(b, q, c->i64, "");
+      if (j) e32 = LLVMBuildUDiv(b, e32, ext32[j], "");
+    }
+  }
+  CuLoop l;
+  LLVMValueRef row = cu_loop_open(c, &l, LLVMBuildAdd(b, LLVMBuildMul(b, ctaid, i64c(c, R), ""), team, ""),
+                                  rows, LLVMBuildMul(b, nct, i64c(c, R), ""));
+  LLVMValueRef ivs[MAXL];
+  cu_split_rowmajor(c, row, g->first->shape, g->shared, ivs);
+  RgRun run = {.g = g, .V = V, .valid = valid};
+  run.cache = arena_alloc(c->m->arena, sizeof *run.cache * (size_t)(g->ncls * V + 1));
+  memset(run.cache, 0, sizeof *run.cache * (size_t)(g->ncls * V + 1));
+  c->load_hook = rg_load;
+  c->load_data = &run;
+  for (int k = 0; k < g->n; k++) rg_member(c, &run, k, rts, ivs, pos, valid, E, T, tid, lt);
+  c->load_hook = NULL;
+  c->load_data = NULL;
+  cu_loop_close(c, &l);
+  LLVMBuildRetVoid(b);
+}
+
+/* The tiers of an eligible group, chosen by row length; leaves the
+ * builder where the general kernel goes. */
+static void rg_dispatch(Cg *c, RgGroup *g, LLVMValueRef **rts) {
+  LLVMValueRef E = rg_row_len(c, g), t = rg_tier_of(c, E);
+  LLVMBasicBlockRef general = block(c, "rows_general");
+  LLVMValueRef sw = LLVMBuildSwitch(c->b, t, general, RG_NT);
+  for (int i = 0; i < RG_NT; i++) {
+    LLVMBasicBlockRef bb = block(c, "rows_tier");
+    LLVMAddCase(sw, i32c(c, i), bb);
+    LLVMPositionBuilderAtEnd(c->b, bb);
+    rg_tier(c, g, rts, RG_TIERS[i].T, RG_TIERS[i].V, E);
+  }
+  LLVMPositionBuilderAtEnd(c->b, general);
+}
+
 void cu_emit_group_kernel(Cg *c, const LfNest *first, LLVMValueRef fn) {
   LLVMValueRef *rts[64];
   if (c->k->nresults > 64) ICE("more than 64 results");
   cu_unpack(c, fn, rts);
+  RgGroup *g = arena_alloc(c->m->arena, sizeof *g);
+  if (rg_analyze(c, first, g)) rg_dispatch(c, g, rts);
   int shared = first->shared;
   LLVMValueRef tid = LLVMBuildZExt(c->b, cu_sreg(c, "tid.x"), c->i64, "");
   LLVMValueRef rows = cu_outer_product(c, first, 0, shared);

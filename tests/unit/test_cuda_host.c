@@ -230,9 +230,25 @@ START_TEST(row_group_is_one_launch) {
   DLTensor x = cuda_t(xbuf, 2, s, 0), y = cuda_t(ybuf, 2, s, 0);
   int before = stat_of("launches");
   ck_assert_int_eq(((K1)fn(0, "sm"))(&x, &y), TDSL_OK);
-  ck_assert_int_eq(stat_of("launches"), before + 1); /* -O2: one kernel, a block per row */
+  ck_assert_int_eq(stat_of("launches"), before + 1); /* -O2: one kernel */
   unsigned g[3], b[3];
   uint64_t p[256];
+  last_launch(g, b, p, 256);
+  ck_assert_uint_eq(g[0], 5); /* rows of 100 in registers, a warp per row: 8 rows per block */
+  ck_assert_uint_eq(b[0], 256);
+  int64_t rows[3][2] = {{37, 1024}, {37, 1025}, {37, 4097}}; /* a warp per row, then a block */
+  unsigned want[3] = {5, 37, 37};
+  for (int i = 0; i < 3; i++) {
+    /* device addresses the stand-in never touches, apart by more than a tensor */
+    DLTensor xl = cuda_t((void *)(uintptr_t)0x10000000, 2, rows[i], 0);
+    DLTensor yl = cuda_t((void *)(uintptr_t)0x20000000, 2, rows[i], 0);
+    ck_assert_int_eq(((K1)fn(0, "sm"))(&xl, &yl), TDSL_OK);
+    last_launch(g, b, p, 256);
+    ck_assert_uint_eq(g[0], want[i]);
+  }
+  int64_t none[2] = {37, 0}; /* empty rows: the general kernel, a block per row */
+  DLTensor xe = cuda_t(xbuf, 2, none, 0), ye = cuda_t(ybuf, 2, none, 0);
+  ck_assert_int_eq(((K1)fn(0, "sm"))(&xe, &ye), TDSL_OK);
   last_launch(g, b, p, 256);
   ck_assert_uint_eq(g[0], 37);
   before = stat_of("launches");
