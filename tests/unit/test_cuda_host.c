@@ -374,6 +374,7 @@ static void record_split(const char *name, const uint64_t *p, int n) {
  * short one (S = 1) is one launch that stores the result itself. */
 START_TEST(split_reduction_launches) {
   for (int lib = 0; lib < 2; lib++) {
+    set_stream(lib, (void *)0x5150); /* allocated per call (legacy_stream_keeps_scratch) */
     int64_t n[1] = {1 << 22};
     DLTensor x = cuda_t(xbuf, 1, n, 0), s = cuda_t(zbuf, 0, NULL, 0);
     int allocs = stat_of("async_allocs"), frees = stat_of("async_frees"), live = stat_of("live");
@@ -423,6 +424,7 @@ START_TEST(split_reduction_launches) {
     ck_assert_uint_eq(split_seen[1].grid[0], 64);
     set_launch_hook(NULL);
     ck_assert_int_eq(stat_of("live"), live);
+    set_stream(lib, NULL);
   }
 }
 END_TEST
