@@ -16,31 +16,40 @@
  *             CU_GEMM_BIG_TILES such tiles (gemm_big);
  *    64 x  64 tiles, 4 x 4 per thread, BK 16, otherwise (small M or N, or
  *             too few big tiles to fill the GPU).
- * Both variants are in every GEMM kernel at -O1 and above (-O0: the small
- * tiles and scalar loads only); the choice is a uniform branch
- * on M, N and the batch count, which the host makes the same way to size
- * the grid (cu_gemm_grid).  A is stored transposed in shared memory
- * (As[k][m], rows padded by 4) so that a thread reads its A values and
- * its B values as 4-vectors (ld.shared.v4): its rows are ty 4 + r and
- * 64 + ty 4 + r, its columns tx 4 + r and 64 + tx 4 + r.  Shared memory
- * is double-buffered: while the K step on one stage runs, the next K
- * tile is loaded from global memory into registers, then stored into
- * the other stage; one barrier per K step.  The BK x TM x TN products
- * of a step are emitted straight-line.
+ * The choice is a uniform branch on M, N and the batch count, which the
+ * host makes the same way to size the grid (cu_gemm_grid); 8-byte
+ * accumulators (f64, i64) always take the small tiles, and their K step
+ * is a loop over k (straight-line, it spills).  A is stored transposed
+ * in shared memory (As[k][m], rows padded by 4) so that a thread reads
+ * its A values and its B values as 4-vectors (ld.shared.v4): its rows
+ * are ty 4 + r and 64 + ty 4 + r, its columns tx 4 + r and 64 + tx 4 + r.
+ * Shared memory is double-buffered: while the K step on one stage runs,
+ * the next K tile is loaded from global memory into registers, then
+ * stored into the other stage; one barrier per K step.  The BK x TM x TN
+ * multiply-adds of an f32 step are emitted straight-line.
  *
  * Global loads: each thread loads 4 elements of A and 4 of B per K step,
  * as one 4-vector each when the operand is a plain strided view (no
  * prologue, reshape or index tensor) of f16, bf16, f32 or f64 whose
  * unit-stride dim is k (A) or n (B) with a length that is a multiple of
  * 4, the other strides multiples of 4 and the first element aligned to
- * the vector; a conv's weight qualifies when [C/groups, KH, KW] is dense
- * (then its k is the flat offset).  The kernel checks this once (from
- * its parameters: pointers and strides) and branches uniformly; scalar
- * loads are the fallback (odd shapes, strides, offsets; conv's input,
- * whose im2col addresses are computed per element, the output-position
- * part once per thread).  Operands are converted to the accumulator type
- * on the way in: f32 for f16/bf16/f32, f64, i64.  Each output is the
- * fused multiply-add chain over k in order (spec §9).
+ * the vector (matmul: both operands, else neither); a conv's weight
+ * qualifies when dense over [C/groups, KH, KW] (k is then the flat
+ * offset), its input for a 1 x 1 kernel with stride 1 and no padding
+ * over an input dense in [H, W] (n is then the offset in the image).
+ * The kernel checks this once (from its parameters: pointers and
+ * strides).  Scalar loads are the fallback (odd shapes, strides,
+ * offsets; a conv's input in general, whose im2col address is computed
+ * per element, the output-position part once per thread).  Operands are
+ * converted to the accumulator type on the way in: f32 for
+ * f16/bf16/f32, f64, i64.  Each output is the fused multiply-add chain
+ * over k in order (spec §9).
+ *
+ * Every combination of these choices is a whole kernel body of its own,
+ * behind uniform branches at the kernel's start, so that each body's
+ * loops keep only their own loop-invariant values in registers; f32
+ * kernels are limited to 128 registers (.maxnreg: two blocks per SM).
+ * -O0 has one body: the small tiles with scalar loads.
  *
  * The finished values go through the nest's epilogue (`post`) when it
  * has one and are stored through `store`.  Blocks run over batch indices
@@ -130,7 +139,7 @@ typedef struct G {
   DType ad;
   LLVMTypeRef t;
   LLVMValueRef M, N, K, batch, bt, biv[TDSL_MAX_RANK];
-  LLVMValueRef As, Bs, tid, vec_a, vec_b;
+  LLVMValueRef As, Bs, Cs, tid, vec_a, vec_b;
   LLVMValueRef **rts;
   /* conv: */
   LLVMValueRef groups, og, cg, KH, KW, H, W, OW, attr[6], img, gi;
@@ -217,13 +226,13 @@ static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef o
   Cg *c = g->c;
   LLVMBuilderRef b = c->b;
   LLVMValueRef iv[TDSL_MAX_RANK];
-  k = clamp0(c, ok, k), nn = clamp0(c, ok, nn);
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
     batch_index(g, iv);
-    iv[R - 2] = k, iv[R - 1] = nn;
+    iv[R - 2] = clamp0(c, ok, k), iv[R - 1] = clamp0(c, ok, nn);
     return sel(c, ok, opnd(g, 1, iv), LLVMConstNull(g->t));
   }
+  /* k split before clamping: one split for the elements of a k */
   LLVMValueRef ckk[3];
   conv_k(g, k, ckk);
   LLVMValueRef ci = ckk[0], ky = ckk[1], kx = ckk[2];
@@ -233,7 +242,7 @@ static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef o
   ok = land(c, ok, in);
   int xr = ir_val(c->k, g->v->args[0])->rank, d = 0;
   if (xr == 4) iv[d++] = g->img;
-  iv[d++] = LLVMBuildAdd(b, LLVMBuildMul(b, g->gi, g->cg, ""), ci, "");
+  iv[d++] = LLVMBuildAdd(b, LLVMBuildMul(b, g->gi, g->cg, ""), clamp0(c, ok, ci), "");
   iv[d++] = clamp0(c, ok, iy);
   iv[d] = clamp0(c, ok, ix);
   return sel(c, ok, opnd(g, 0, iv), LLVMConstNull(g->t));
@@ -357,6 +366,33 @@ static LLVMValueRef vec_weight(G *g) {
   ok = land(c, land(c, ok, mult4(c, stride(g, 1, 0))), mult4(c, g->K));
   LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
   return land(c, ok, aligned(c, opnd_addr(g, 1, zero), vec_align(ir_val(c->k, g->v->args[1])->dtype)));
+}
+
+/* Whether a conv's input (operand 0) loads as 4-vectors along n: a
+ * 1 x 1 kernel with stride 1 and no padding (n is then the offset in
+ * the image, oy W + ox) over an input dense in [H, W], N and the
+ * channel (and image) strides multiples of 4, its first element aligned.
+ * Known false when the kernel size, stride or padding is a constant
+ * that does not fit. */
+static LLVMValueRef vec_input(G *g) {
+  Cg *c = g->c;
+  const IrValue *w = ir_val(c->k, g->v->args[1]), *x = ir_val(c->k, g->v->args[0]);
+  LLVMValueRef no = LLVMConstInt(c->i1, 0, 0);
+  const Sym *need[6] = {w->shape[2], w->shape[3], g->v->attrs[0], g->v->attrs[1], g->v->attrs[2], g->v->attrs[3]};
+  const int64_t want[6] = {1, 1, 1, 1, 0, 0};
+  int64_t e;
+  for (int i = 0; i < 6; i++)
+    if (sym_is_const(need[i], &e) && e != want[i]) return no;
+  if (!plain(g, 0)) return no;
+  LLVMValueRef ok = LLVMConstInt(c->i1, 1, 0);
+  LLVMValueRef val[6] = {g->KH, g->KW, g->attr[0], g->attr[1], g->attr[2], g->attr[3]};
+  for (int i = 0; i < 6; i++) ok = land(c, ok, eq(c, val[i], i64c(c, want[i])));
+  int r = x->rank;
+  ok = land(c, ok, land(c, eq(c, stride(g, 0, r - 1), i64c(c, 1)), eq(c, stride(g, 0, r - 2), g->W)));
+  for (int d = 0; d < r - 2; d++) ok = land(c, ok, mult4(c, stride(g, 0, d)));
+  ok = land(c, ok, mult4(c, g->N));
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  return land(c, ok, aligned(c, opnd_addr(g, 0, zero), vec_align(x->dtype)));
 }
 
 /* Operand j's 4 elements from address p as a 4-vector of the
@@ -508,10 +544,22 @@ static void load_b_vec(G *g, Map *mp, LLVMValueRef k0, LLVMValueRef unused) {
   for (int v = 0; v < mp->eb / 4; v++) {
     LLVMValueRef k = add(c, k0, mp->vbk[v]), nn = add(c, mp->n0, mp->vbn[v]);
     LLVMValueRef ok = land(c, lt(c, k, g->K), lt(c, nn, g->N)), iv[TDSL_MAX_RANK];
-    int R = g->n->rank;
-    batch_index(g, iv);
-    iv[R - 2] = clamp0(c, ok, k), iv[R - 1] = clamp0(c, ok, nn);
-    LLVMBuildStore(c->b, load4(g, 1, opnd_addr(g, 1, iv), ok), mp->rb[v]);
+    k = clamp0(c, ok, k), nn = clamp0(c, ok, nn);
+    if (g->n->reduce == OP_MATMUL) {
+      int R = g->n->rank;
+      batch_index(g, iv);
+      iv[R - 2] = k, iv[R - 1] = nn;
+      LLVMBuildStore(c->b, load4(g, 1, opnd_addr(g, 1, iv), ok), mp->rb[v]);
+    } else { /* a 1 x 1 conv's input: channel k of the image, offset nn */
+      const IrValue *x = ir_val(c->k, g->v->args[0]);
+      int d = 0;
+      if (x->rank == 4) iv[d++] = g->img;
+      iv[d++] = add(c, LLVMBuildMul(c->b, g->gi, g->cg, ""), k);
+      iv[d++] = i64c(c, 0);
+      iv[d] = i64c(c, 0);
+      LLVMValueRef p = at(c, cg_storage_type(c, x->dtype), opnd_addr(g, 0, iv), nn);
+      LLVMBuildStore(c->b, load4(g, 0, p, ok), mp->rb[v]);
+    }
   }
 }
 
@@ -582,8 +630,9 @@ static void store_tile(G *g, Map *mp, LLVMValueRef s) {
   branch(g, mp, g->vec_b, store_b_vec, store_b_scalar, s, NULL);
 }
 
-/* The BK x TM x TN multiply-adds of stage s, straight-line: per k, the
- * thread's A and B values as 4-vectors from shared memory. */
+/* The BK x TM x TN multiply-adds of stage s, straight-line (f32; 8-byte
+ * accumulators: a loop over k, as straight-line code spills): per k,
+ * the thread's A and B values as 4-vectors from shared memory. */
 static void compute(G *g, Map *mp, LLVMValueRef s) {
   Cg *c = g->c;
   Tile t = mp->t;
@@ -595,14 +644,25 @@ static void compute(G *g, Map *mp, LLVMValueRef s) {
   LLVMValueRef acc[MAXT][MAXT], av[MAXT], bv[MAXT];
   for (int i = 0; i < mp->tm; i++)
     for (int j = 0; j < mp->tn; j++) acc[i][j] = ld(c, g->t, mp->acc[i][j]);
-  for (int kk = 0; kk < t.bk; kk++) {
+  bool loop = g->ad != DT_F32;
+  LLVMValueRef kv = NULL;
+  if (loop) {
+    for (int i = 0; i < mp->tm; i++)
+      for (int j = 0; j < mp->tn; j++) LLVMBuildStore(c->b, acc[i][j], mp->acc[i][j]);
+    kv = cg_open_loop(c, i64c(c, t.bk));
+    for (int i = 0; i < mp->tm; i++)
+      for (int j = 0; j < mp->tn; j++) acc[i][j] = ld(c, g->t, mp->acc[i][j]);
+  }
+  for (int kk = 0; kk < (loop ? 1 : t.bk); kk++) {
+    LLVMValueRef ka = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bm + APAD), "") : i64c(c, kk * (t.bm + APAD));
+    LLVMValueRef kb = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bn), "") : i64c(c, kk * t.bn);
     for (int q = 0; q < mp->tm / 4; q++) {
-      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, abase, i64c(c, kk * (t.bm + APAD) + 64 * q)), "");
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, abase, addc(c, ka, 64 * q)), "");
       LLVMSetAlignment(v, 16);
       for (int e = 0; e < 4; e++) av[4 * q + e] = LLVMBuildExtractElement(c->b, v, i32c(c, e), "");
     }
     for (int q = 0; q < mp->tn / 4; q++) {
-      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, bbase, i64c(c, kk * t.bn + 64 * q)), "");
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, bbase, addc(c, kb, 64 * q)), "");
       LLVMSetAlignment(v, 16);
       for (int e = 0; e < 4; e++) bv[4 * q + e] = LLVMBuildExtractElement(c->b, v, i32c(c, e), "");
     }
@@ -611,6 +671,7 @@ static void compute(G *g, Map *mp, LLVMValueRef s) {
   }
   for (int i = 0; i < mp->tm; i++)
     for (int j = 0; j < mp->tn; j++) LLVMBuildStore(c->b, acc[i][j], mp->acc[i][j]);
+  if (loop) cg_close_loop(c);
 }
 
 static void store_arm(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
@@ -666,30 +727,38 @@ static void emit_tile(G *g, Tile t) {
   branch(g, &mp, more, store_arm, NULL, LLVMBuildXor(b, s, i64c(c, 1), ""), NULL);
   cu_barrier(c);
   cu_loop_close(c, &lk);
-  /* the thread's outputs, column by column (a conv's output position
-   * once per column); its indices from fresh reads of tid.x and
-   * ctaid.x, so that they take no registers during the K loop */
+  /* the outputs through shared memory, 64 rows at a time: each thread
+   * writes its values there (4-vectors), then the block stores the rows
+   * with consecutive threads on consecutive columns (one store_c in a
+   * loop).  The K loop's last barrier freed the operand tiles; indices
+   * come from fresh reads of tid.x and ctaid.x, so that they take no
+   * registers during the K loop. */
   LLVMValueRef tid = fresh_sreg(c, "tid.x");
   LLVMValueRef tx = urem(c, tid, 16), ty = udiv(c, tid, 16);
   LLVMValueRef n0 = LLVMBuildMul(b, fresh_sreg(c, "ctaid.x"), i64c(c, t.bn), "");
-  for (int j = 0; j < mp.tn; j++) {
-    LLVMValueRef col = add(c, n0, addc(c, LLVMBuildMul(b, tx, i64c(c, 4), ""), 64 * (j / 4) + j % 4));
-    LLVMBasicBlockRef cb = block(c, "column"), next = block(c, "column_done");
-    LLVMBuildCondBr(b, lt(c, col, g->N), cb, next);
-    LLVMPositionBuilderAtEnd(b, cb);
+  for (int h = 0; h < mp.tm / 4; h++) {
+    for (int r = 0; r < 4; r++)
+      for (int q = 0; q < mp.tn / 4; q++) {
+        LLVMValueRef e[4];
+        for (int j = 0; j < 4; j++) e[j] = ld(c, g->t, mp.acc[4 * h + r][4 * q + j]);
+        LLVMValueRef row = addc(c, LLVMBuildMul(b, ty, i64c(c, 4), ""), r);
+        LLVMValueRef i = add(c, LLVMBuildMul(b, row, i64c(c, t.bn), ""), addc(c, LLVMBuildMul(b, tx, i64c(c, 4), ""), 64 * q));
+        LLVMSetAlignment(LLVMBuildStore(b, vec4(g, e), at(c, g->t, g->Cs, i)), 16);
+      }
+    cu_barrier(c);
+    LLVMValueRef it = cg_open_loop(c, i64c(c, 64 * t.bn / NT));
+    LLVMValueRef e = add(c, tid, LLVMBuildMul(b, it, i64c(c, NT), ""));
+    LLVMValueRef m = add(c, m0, addc(c, udiv(c, e, t.bn), 64 * h)), col = add(c, n0, urem(c, e, t.bn));
+    LLVMBasicBlockRef st = block(c, "store"), stored = block(c, "stored");
+    LLVMBuildCondBr(b, land(c, lt(c, m, g->M), lt(c, col, g->N)), st, stored);
+    LLVMPositionBuilderAtEnd(b, st);
     LLVMValueRef oy = NULL, ox = NULL;
     if (n->reduce == OP_CONV2D) oy = LLVMBuildUDiv(b, col, g->OW, ""), ox = LLVMBuildURem(b, col, g->OW, "");
-    for (int i = 0; i < mp.tm; i++) {
-      LLVMValueRef m = add(c, m0, addc(c, LLVMBuildMul(b, ty, i64c(c, 4), ""), 64 * (i / 4) + i % 4));
-      LLVMBasicBlockRef st = block(c, "store"), stored = block(c, "stored");
-      LLVMBuildCondBr(b, lt(c, m, g->M), st, stored);
-      LLVMPositionBuilderAtEnd(b, st);
-      store_c(g, m, col, ld(c, g->t, mp.acc[i][j]), oy, ox);
-      LLVMBuildBr(b, stored);
-      LLVMPositionBuilderAtEnd(b, stored);
-    }
-    LLVMBuildBr(b, next);
-    LLVMPositionBuilderAtEnd(b, next);
+    store_c(g, m, col, ld(c, g->t, at(c, g->t, g->Cs, e)), oy, ox);
+    LLVMBuildBr(b, stored);
+    LLVMPositionBuilderAtEnd(b, stored);
+    cg_close_loop(c);
+    cu_barrier(c); /* before the next rows (or tiles) overwrite it */
   }
   cu_loop_close(c, &lm);
   cu_loop_close(c, &lb);
@@ -703,29 +772,29 @@ static void annotate(Cg *c, LLVMValueRef fn, const char *key, int v) {
   LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMDNodeInContext(c->ctx, md, 3));
 }
 
-/* One whole kernel body per value of the uniform conditions conds[i..1]
- * (big tiles, vector loads) that is not known: each body's loops hold
- * only their own loop-invariant values (registers). */
-static void variants(G *g, LLVMValueRef *conds, int i, int *val) {
+enum { V_BIG = 1, V_VEC_A = 2, V_VEC_B = 4 };
+
+/* One whole kernel body per combination of the uniform conditions
+ * conds[i .. n) that are not known (cond k, when true, sets the flags
+ * masks[k] in `flags`): each body's loops hold only their own
+ * loop-invariant values (registers). */
+static void variants(G *g, LLVMValueRef *conds, const int *masks, int i, int n, int flags) {
   Cg *c = g->c;
-  if (i == 2) {
-    bool conv = g->n->reduce == OP_CONV2D;
-    g->vec_a = LLVMConstInt(c->i1, (unsigned long long)val[1], 0);
-    g->vec_b = LLVMConstInt(c->i1, (unsigned long long)(val[1] && !conv), 0);
-    emit_tile(g, val[0] ? BIG : SMALL);
+  if (i == n) {
+    g->vec_a = LLVMConstInt(c->i1, (flags & V_VEC_A) != 0, 0);
+    g->vec_b = LLVMConstInt(c->i1, (flags & V_VEC_B) != 0, 0);
+    emit_tile(g, flags & V_BIG ? BIG : SMALL);
     return;
   }
   if (LLVMIsAConstantInt(conds[i])) {
-    val[i] = (int)LLVMConstIntGetZExtValue(conds[i]);
-    variants(g, conds, i + 1, val);
+    variants(g, conds, masks, i + 1, n, flags | (LLVMConstIntGetZExtValue(conds[i]) ? masks[i] : 0));
     return;
   }
   LLVMBasicBlockRef t = block(c, "yes"), e = block(c, "no"), j = block(c, "joined");
   LLVMBuildCondBr(c->b, conds[i], t, e);
   for (int v = 1; v >= 0; v--) {
     LLVMPositionBuilderAtEnd(c->b, v ? t : e);
-    val[i] = v;
-    variants(g, conds, i + 1, val);
+    variants(g, conds, masks, i + 1, n, flags | (v ? masks[i] : 0));
     LLVMBuildBr(c->b, j);
   }
   LLVMPositionBuilderAtEnd(c->b, j);
@@ -750,23 +819,30 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.OW = cg_sym_val(c, n->shape[n->rank - 1]);
     for (int i = 0; i < 6; i++) g.attr[i] = cg_sym_val(c, g.v->attrs[i]);
     g.vec_a = vec_weight(&g);
-    g.vec_b = LLVMConstInt(c->i1, 0, 0);
+    g.vec_b = vec_input(&g);
   } else {
     g.vec_a = vec_matmul(&g, 0, g.K);
     g.vec_b = vec_matmul(&g, 1, g.N);
   }
-  g.As = cu_shared(c, g.t, 2 * imax(a_stage(SMALL), a_stage(BIG)), "gemm_a");
-  g.Bs = cu_shared(c, g.t, 2 * imax(b_stage(SMALL), b_stage(BIG)), "gemm_b");
+  /* one shared array: the two stages of the A and B tiles, or 64 rows
+   * of outputs in the epilogue (8-byte accumulators: small tiles only) */
+  int as = 2 * imax(a_stage(SMALL), a_stage(BIG)), bs = 2 * imax(b_stage(SMALL), b_stage(BIG));
+  int cs = 64 * (g.ad == DT_F32 ? BIG.bn : SMALL.bn);
+  g.Cs = cu_shared(c, g.t, imax(as + bs, cs), "gemm_smem");
+  g.As = g.Cs;
+  g.Bs = at(c, g.t, g.Cs, i64c(c, as));
   g.tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
   annotate(c, fn, "maxntidx", NT);
   if (g.ad == DT_F32) annotate(c, fn, "maxnreg", CU_GEMM_MAXNREG);
   LLVMValueRef bigc = gemm_big(c, n, g.M, g.N, g.batch);
-  /* vector loads when both operands qualify (conv: the weight; its
-   * input loads scalars) */
-  LLVMValueRef vec = n->reduce == OP_CONV2D ? g.vec_a
-                     : known_false(g.vec_a) || known_false(g.vec_b) ? g.vec_a = g.vec_b = LLVMConstInt(c->i1, 0, 0)
-                                                                  : land(c, g.vec_a, g.vec_b);
-  LLVMValueRef conds[2] = {bigc, vec};
-  variants(&g, conds, 0, (int[2]){0, 0});
+  if (n->reduce == OP_CONV2D) { /* the weight and the input each */
+    LLVMValueRef conds[3] = {bigc, g.vec_a, g.vec_b};
+    variants(&g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
+  } else { /* vector loads when both operands qualify */
+    LLVMValueRef vec = known_false(g.vec_a) || known_false(g.vec_b) ? LLVMConstInt(c->i1, 0, 0)
+                                                                    : land(c, g.vec_a, g.vec_b);
+    LLVMValueRef conds[2] = {bigc, vec};
+    variants(&g, conds, (const int[2]){V_BIG, V_VEC_A | V_VEC_B}, 0, 2, 0);
+  }
   LLVMBuildRetVoid(b);
 }
