@@ -439,6 +439,7 @@ typedef struct Map {
   LLVMValueRef vam[MAXE / 4], vak[MAXE / 4], vbk[MAXE / 4], vbn[MAXE / 4];
   LLVMValueRef tx, ty, n0;
   LLVMValueRef iy0[MAXE], ix0[MAXE]; /* conv: conv_origin of B's columns */
+  LLVMValueRef pix[MAXE];            /* conv, plain input: iy0 sH + ix0 sW */
   LLVMValueRef ra[MAXE / 4], rb[MAXE / 4]; /* the prefetched K tile: 4-vector allocas */
   LLVMValueRef acc[MAXT][MAXT];      /* allocas */
 } Map;
@@ -476,7 +477,13 @@ static void map_init(G *g, Map *mp, Tile t) {
   mp->tx = urem(c, tid, 16), mp->ty = udiv(c, tid, 16);
   mp->n0 = LLVMBuildMul(c->b, LLVMBuildZExt(c->b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, t.bn), "");
   if (g->n->reduce == OP_CONV2D) {
-    for (int i = 0; i < mp->eb; i++) conv_origin(g, add(c, mp->n0, mp->bn[i]), &mp->iy0[i], &mp->ix0[i]);
+    int xr = ir_val(c->k, g->v->args[0])->rank;
+    for (int i = 0; i < mp->eb; i++) {
+      conv_origin(g, add(c, mp->n0, mp->bn[i]), &mp->iy0[i], &mp->ix0[i]);
+      if (plain(g, 0))
+        mp->pix[i] = add(c, LLVMBuildMul(c->b, mp->iy0[i], stride(g, 0, xr - 2), ""),
+                         LLVMBuildMul(c->b, mp->ix0[i], stride(g, 0, xr - 1), ""));
+    }
   }
   for (int i = 0; i < mp->ea / 4; i++) mp->ra[i] = cg_entry_alloca(c, LLVMVectorType(g->t, 4), NULL);
   for (int i = 0; i < mp->eb / 4; i++) mp->rb[i] = cg_entry_alloca(c, LLVMVectorType(g->t, 4), NULL);
@@ -563,11 +570,42 @@ static void load_b_vec(G *g, Map *mp, LLVMValueRef k0, LLVMValueRef unused) {
   }
 }
 
+/* A conv's input B(k, n) for a plain view: the address of k's channel
+ * and kernel offset (once per k) plus the thread's column offset pix
+ * (iy0 sH + ix0 sW, once per thread); 0 outside the image or when not
+ * ok. */
+static LLVMValueRef conv_b_plain(G *g, LLVMValueRef k, LLVMValueRef ok, LLVMValueRef iy0,
+                                 LLVMValueRef ix0, LLVMValueRef pix) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  const IrValue *x = ir_val(c->k, g->v->args[0]);
+  LLVMValueRef ckk[3], iv[4];
+  conv_k(g, k, ckk);
+  LLVMValueRef dy = LLVMBuildMul(b, ckk[1], g->attr[4], ""), dx = LLVMBuildMul(b, ckk[2], g->attr[5], "");
+  LLVMValueRef iy = add(c, iy0, dy), ix = add(c, ix0, dx);
+  ok = land(c, ok, land(c, LLVMBuildICmp(b, LLVMIntULT, iy, g->H, ""), LLVMBuildICmp(b, LLVMIntULT, ix, g->W, "")));
+  int d = 0;
+  if (x->rank == 4) iv[d++] = g->img;
+  iv[d++] = add(c, LLVMBuildMul(b, g->gi, g->cg, ""), ckk[0]);
+  iv[d++] = dy;
+  iv[d] = dx;
+  LLVMValueRef p = at(c, cg_storage_type(c, x->dtype), opnd_addr(g, 0, iv), pix);
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  p = sel(c, ok, p, opnd_addr(g, 0, zero)); /* the first element: in range */
+  LLVMValueRef v = cg_convert(c, cg_load_el(c, p, x->dtype), x->dtype, g->ad);
+  return sel(c, ok, v, LLVMConstNull(g->t));
+}
+
 static void load_b_scalar(G *g, Map *mp, LLVMValueRef k0, LLVMValueRef unused) {
   Cg *c = g->c;
   (void)unused;
   LLVMValueRef e[MAXE];
   for (int i = 0; i < mp->eb; i++) {
+    if (g->n->reduce == OP_CONV2D && plain(g, 0)) {
+      LLVMValueRef k = add(c, k0, mp->bk[i]), nn = add(c, mp->n0, mp->bn[i]);
+      e[i] = conv_b_plain(g, k, land(c, lt(c, k, g->K), lt(c, nn, g->N)), mp->iy0[i], mp->ix0[i], mp->pix[i]);
+      continue;
+    }
     LLVMValueRef k = add(c, k0, mp->bk[i]), nn = add(c, mp->n0, mp->bn[i]);
     LLVMValueRef ok = land(c, lt(c, k, g->K), lt(c, nn, g->N));
     bool conv = g->n->reduce == OP_CONV2D;
