@@ -140,6 +140,7 @@ typedef struct G {
   LLVMTypeRef t;
   LLVMValueRef M, N, K, batch, bt, biv[TDSL_MAX_RANK];
   LLVMValueRef As, Bs, Cs, tid, vec_a, vec_b;
+  bool b_kmajor; /* matmul B's vector loads run along k (b_kmajor) or n */
   LLVMValueRef **rts;
   /* conv: */
   LLVMValueRef groups, og, cg, KH, KW, H, W, OW, attr[6], img, gi;
@@ -340,15 +341,16 @@ static LLVMValueRef aligned(Cg *c, LLVMValueRef p, int al) {
 
 static LLVMValueRef stride(G *g, int j, int d) { return cg_sym_val(g->c, g->n->opnd[j].stride[d]); }
 
-/* Whether operand j of a matmul loads as 4-vectors along its last dim
+/* Whether operand j of a matmul loads as 4-vectors along its dim unit
  * (of length len): unit stride, len and every other stride multiples of
  * 4, its first element aligned. */
-static LLVMValueRef vec_matmul(G *g, int j, LLVMValueRef len) {
+static LLVMValueRef vec_matmul(G *g, int j, int unit, LLVMValueRef len) {
   Cg *c = g->c;
   if (!plain(g, j)) return LLVMConstInt(c->i1, 0, 0);
   const IrValue *a = ir_val(c->k, g->v->args[j]);
-  LLVMValueRef ok = land(c, eq(c, stride(g, j, a->rank - 1), i64c(c, 1)), mult4(c, len));
-  for (int d = 0; d < a->rank - 1; d++) ok = land(c, ok, mult4(c, stride(g, j, d)));
+  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), mult4(c, len));
+  for (int d = 0; d < a->rank; d++)
+    if (d != unit) ok = land(c, ok, mult4(c, stride(g, j, d)));
   LLVMValueRef zero[TDSL_MAX_RANK];
   for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
   return land(c, ok, aligned(c, opnd_addr(g, j, zero), vec_align(a->dtype)));
@@ -435,7 +437,8 @@ typedef struct Map {
   int ea, eb, tm, tn;
   /* scalar loads: A(am[i], ak), B(bk[i], bn[i]) */
   LLVMValueRef am[MAXE], ak, bk[MAXE], bn[MAXE];
-  /* vector loads: A(vam[v], vak[v] + 0..3), B(vbk[v], vbn[v] + 0..3) */
+  /* vector loads: A(vam[v], vak[v] + 0..3), B(vbk[v], vbn[v] + 0..3)
+   * (b_kmajor: B(vbk[v] + 0..3, vbn[v])) */
   LLVMValueRef vam[MAXE / 4], vak[MAXE / 4], vbk[MAXE / 4], vbn[MAXE / 4];
   LLVMValueRef tx, ty, n0;
   LLVMValueRef iy0[MAXE], ix0[MAXE]; /* conv: conv_origin of B's columns */
@@ -471,8 +474,13 @@ static void map_init(G *g, Map *mp, Tile t) {
   }
   for (int v = 0; v < mp->eb / 4; v++) {
     LLVMValueRef e = addc(c, tid, NT * v);
-    mp->vbk[v] = udiv(c, e, t.bn / 4);
-    mp->vbn[v] = LLVMBuildMul(c->b, urem(c, e, t.bn / 4), i64c(c, 4), "");
+    if (g->b_kmajor) { /* B(vbk[v] + 0..3, vbn[v]) */
+      mp->vbn[v] = udiv(c, e, t.bk / 4);
+      mp->vbk[v] = LLVMBuildMul(c->b, urem(c, e, t.bk / 4), i64c(c, 4), "");
+    } else {
+      mp->vbk[v] = udiv(c, e, t.bn / 4);
+      mp->vbn[v] = LLVMBuildMul(c->b, urem(c, e, t.bn / 4), i64c(c, 4), "");
+    }
   }
   mp->tx = urem(c, tid, 16), mp->ty = udiv(c, tid, 16);
   mp->n0 = LLVMBuildMul(c->b, LLVMBuildZExt(c->b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, t.bn), "");
@@ -648,6 +656,13 @@ static void store_b_vec(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
   LLVMTypeRef vt = LLVMVectorType(g->t, 4);
   for (int v = 0; v < mp->eb / 4; v++) {
     LLVMValueRef x = ld(c, vt, mp->rb[v]);
+    if (g->b_kmajor) { /* 4 rows of one column */
+      for (int e = 0; e < 4; e++) {
+        LLVMValueRef i = add(c, LLVMBuildMul(c->b, addc(c, mp->vbk[v], e), i64c(c, mp->t.bn), ""), mp->vbn[v]);
+        LLVMBuildStore(c->b, elt(g, x, e), at(c, g->t, base, i));
+      }
+      continue;
+    }
     LLVMValueRef i = add(c, LLVMBuildMul(c->b, mp->vbk[v], i64c(c, mp->t.bn), ""), mp->vbn[v]);
     LLVMSetAlignment(LLVMBuildStore(c->b, x, at(c, g->t, base, i)), 16);
   }
@@ -859,8 +874,13 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.vec_a = vec_weight(&g);
     g.vec_b = vec_input(&g);
   } else {
-    g.vec_a = vec_matmul(&g, 0, g.K);
-    g.vec_b = vec_matmul(&g, 1, g.N);
+    /* B along n, or along k when its k stride is the constant 1 and its
+     * n stride is not (x @ w.T) */
+    const IrValue *bv = ir_val(c->k, g.v->args[1]);
+    const Sym *const *bs = n->opnd[1].stride;
+    g.b_kmajor = plain(&g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
+    g.vec_a = vec_matmul(&g, 0, ir_val(c->k, g.v->args[0])->rank - 1, g.K);
+    g.vec_b = g.b_kmajor ? vec_matmul(&g, 1, bv->rank - 2, g.K) : vec_matmul(&g, 1, bv->rank - 1, g.N);
   }
   /* one shared array: the two stages of the A and B tiles, or 64 rows
    * of outputs in the epilogue (8-byte accumulators: small tiles only) */
