@@ -37,6 +37,11 @@
  * qualifies when dense over [C/groups, KH, KW] (k is then the flat
  * offset), its input for a 1 x 1 kernel with stride 1 and no padding
  * over an input dense in [H, W] (n is then the offset in the image).
+ * A conv whose input is channels-last (unit channel stride) orders k
+ * as (ky KW + kx) C/groups + ci instead and loads B with consecutive
+ * threads on consecutive k: consecutive channels, consecutive
+ * addresses (its weight then loads scalars).  Rows of the shared B
+ * tile are padded by 4 as well.
  * The kernel checks this once (from its parameters: pointers and
  * strides).  Scalar loads are the fallback (odd shapes, strides,
  * offsets; a conv's input in general, whose im2col address is computed
@@ -75,7 +80,7 @@ enum {
 static const Tile SMALL = {64, 64, 16}, BIG = {128, 128, 8};
 
 static int a_stage(Tile t) { return t.bk * (t.bm + APAD); }
-static int b_stage(Tile t) { return t.bk * t.bn; }
+static int b_stage(Tile t) { return t.bk * (t.bn + APAD); }
 static int imax(int a, int b) { return a > b ? a : b; }
 
 void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVMValueRef *K,
@@ -141,6 +146,9 @@ typedef struct G {
   LLVMValueRef M, N, K, batch, bt, biv[TDSL_MAX_RANK];
   LLVMValueRef As, Bs, Cs, tid, vec_a, vec_b;
   bool b_kmajor; /* matmul B's vector loads run along k (b_kmajor) or n */
+  bool kpix;     /* conv with a channels-last input: k runs over channels
+                    fastest, and B's scalar loads put consecutive threads
+                    on consecutive k (consecutive addresses) */
   LLVMValueRef **rts;
   /* conv: */
   LLVMValueRef groups, og, cg, KH, KW, H, W, OW, attr[6], img, gi;
@@ -186,9 +194,17 @@ static LLVMValueRef opnd(G *g, int j, LLVMValueRef *iv) {
   return cg_convert(c, cg_load_el(c, opnd_addr(g, j, iv), a->dtype), a->dtype, g->ad);
 }
 
-/* A conv's k = (ci KH + ky) KW + kx split into ci, ky, kx. */
+/* A conv's k = (ci KH + ky) KW + kx (kpix: (ky KW + kx) C/groups + ci)
+ * split into ci, ky, kx. */
 static void conv_k(G *g, LLVMValueRef k, LLVMValueRef *ckk) {
   LLVMBuilderRef b = g->c->b;
+  if (g->kpix) { /* k = (ky KW + kx) C/groups + ci */
+    LLVMValueRef r = LLVMBuildUDiv(b, k, g->cg, "");
+    ckk[0] = LLVMBuildURem(b, k, g->cg, "");
+    ckk[1] = LLVMBuildUDiv(b, r, g->KW, "");
+    ckk[2] = LLVMBuildURem(b, r, g->KW, "");
+    return;
+  }
   LLVMValueRef khw = LLVMBuildMul(b, g->KH, g->KW, ""), r = LLVMBuildURem(b, k, khw, "");
   ckk[0] = LLVMBuildUDiv(b, k, khw, "");
   ckk[1] = LLVMBuildUDiv(b, r, g->KW, "");
@@ -199,14 +215,15 @@ static void conv_k(G *g, LLVMValueRef k, LLVMValueRef *ckk) {
 static LLVMValueRef elem_a(G *g, LLVMValueRef m, LLVMValueRef k, LLVMValueRef ok) {
   Cg *c = g->c;
   LLVMValueRef iv[TDSL_MAX_RANK];
-  m = clamp0(c, ok, m), k = clamp0(c, ok, k);
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
     batch_index(g, iv);
-    iv[R - 2] = m, iv[R - 1] = k;
-  } else {
-    iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, g->gi, g->og, ""), m, "");
-    conv_k(g, k, iv + 1); /* the weight [O, C/groups, KH, KW] */
+    iv[R - 2] = clamp0(c, ok, m), iv[R - 1] = clamp0(c, ok, k);
+  } else { /* the weight [O, C/groups, KH, KW]; k split before clamping:
+              one split for the elements of a k */
+    iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, g->gi, g->og, ""), clamp0(c, ok, m), "");
+    conv_k(g, k, iv + 1);
+    for (int d = 1; d < 4; d++) iv[d] = clamp0(c, ok, iv[d]);
   }
   return sel(c, ok, opnd(g, 0 + (g->n->reduce == OP_CONV2D), iv), LLVMConstNull(g->t));
 }
@@ -464,6 +481,11 @@ static void map_init(G *g, Map *mp, Tile t) {
   LLVMValueRef lane = urem(c, tid, 32), warp = udiv(c, tid, 32);
   int ng = t.bn / 32; /* column groups of 32 */
   for (int i = 0; i < mp->eb; i++) {
+    if (g->kpix) { /* as A's: k = tid % BK */
+      mp->bk[i] = urem(c, tid, t.bk);
+      mp->bn[i] = addc(c, udiv(c, tid, t.bk), (NT / t.bk) * i);
+      continue;
+    }
     mp->bn[i] = addc(c, lane, 32 * (i % ng));
     mp->bk[i] = addc(c, LLVMBuildMul(c->b, warp, i64c(c, t.bk / 8), ""), i / ng);
   }
@@ -658,12 +680,12 @@ static void store_b_vec(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
     LLVMValueRef x = ld(c, vt, mp->rb[v]);
     if (g->b_kmajor) { /* 4 rows of one column */
       for (int e = 0; e < 4; e++) {
-        LLVMValueRef i = add(c, LLVMBuildMul(c->b, addc(c, mp->vbk[v], e), i64c(c, mp->t.bn), ""), mp->vbn[v]);
+        LLVMValueRef i = add(c, LLVMBuildMul(c->b, addc(c, mp->vbk[v], e), i64c(c, mp->t.bn + APAD), ""), mp->vbn[v]);
         LLVMBuildStore(c->b, elt(g, x, e), at(c, g->t, base, i));
       }
       continue;
     }
-    LLVMValueRef i = add(c, LLVMBuildMul(c->b, mp->vbk[v], i64c(c, mp->t.bn), ""), mp->vbn[v]);
+    LLVMValueRef i = add(c, LLVMBuildMul(c->b, mp->vbk[v], i64c(c, mp->t.bn + APAD), ""), mp->vbn[v]);
     LLVMSetAlignment(LLVMBuildStore(c->b, x, at(c, g->t, base, i)), 16);
   }
 }
@@ -673,7 +695,7 @@ static void store_b_scalar(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
   (void)unused;
   LLVMValueRef base = at(c, g->t, g->Bs, LLVMBuildMul(c->b, s, i64c(c, b_stage(mp->t)), ""));
   for (int i = 0; i < mp->eb; i++) {
-    LLVMValueRef idx = add(c, LLVMBuildMul(c->b, mp->bk[i], i64c(c, mp->t.bn), ""), mp->bn[i]);
+    LLVMValueRef idx = add(c, LLVMBuildMul(c->b, mp->bk[i], i64c(c, mp->t.bn + APAD), ""), mp->bn[i]);
     LLVMBuildStore(c->b, elt(g, ld(c, LLVMVectorType(g->t, 4), mp->rb[i / 4]), i % 4), at(c, g->t, base, idx));
   }
 }
@@ -708,7 +730,7 @@ static void compute(G *g, Map *mp, LLVMValueRef s) {
   }
   for (int kk = 0; kk < (loop ? 1 : t.bk); kk++) {
     LLVMValueRef ka = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bm + APAD), "") : i64c(c, kk * (t.bm + APAD));
-    LLVMValueRef kb = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bn), "") : i64c(c, kk * t.bn);
+    LLVMValueRef kb = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bn + APAD), "") : i64c(c, kk * (t.bn + APAD));
     for (int q = 0; q < mp->tm / 4; q++) {
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, abase, addc(c, ka, 64 * q)), "");
       LLVMSetAlignment(v, 16);
@@ -871,7 +893,10 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.H = cg_sym_val(c, xv->shape[xv->rank - 2]), g.W = cg_sym_val(c, xv->shape[xv->rank - 1]);
     g.OW = cg_sym_val(c, n->shape[n->rank - 1]);
     for (int i = 0; i < 6; i++) g.attr[i] = cg_sym_val(c, g.v->attrs[i]);
-    g.vec_a = vec_weight(&g);
+    const LfAccess *xa = &n->opnd[0];
+    g.kpix = c->opt > 0 && !n->pro[0] && xa->buf >= 0 && !xa->lin_rank && !xa->rt_strides &&
+             sym_is(xa->stride[xv->rank - 3], 1);
+    g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g);
     g.vec_b = vec_input(&g);
   } else {
     /* B along n, or along k when its k stride is the constant 1 and its
