@@ -38,11 +38,10 @@
 #define CU_BLOCK 256
 /* At most this many blocks (grid-stride loops cover the rest). */
 #define CU_MAX_BLOCKS (1 << 20)
-/* GEMM tiles: BM x BN outputs per block of 16 x 16 threads (4 x 4 each),
- * K in steps of BK. */
-#define CU_GEMM_BM 64
-#define CU_GEMM_BN 64
-#define CU_GEMM_BK 16
+/* GEMM tiles (gemm.c): 128 x 128 outputs per block of 16 x 16 threads
+ * when M and N give at least this many of them over the batch (about two
+ * blocks per SM of an H100's 132), else 64 x 64. */
+#define CU_GEMM_BIG_TILES 256
 
 typedef enum CuKind { CU_ELEMWISE, CU_REDUCE, CU_GEMM } CuKind;
 
@@ -112,6 +111,9 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn);
  * from c->env). */
 void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVMValueRef *K,
                   LLVMValueRef *batch);
+/* gemm.c: the grid (blocks in x, y, z, i64) of gemm nest n for the tile
+ * shape its kernel picks from the sizes; returns the outputs (M N batch). */
+LLVMValueRef cu_gemm_grid(Cg *c, const LfNest *n, LLVMValueRef *g);
 
 /* check.c: index checks (loops.h "Indexing by tensors").  Whether lk
  * has check nests (then every device kernel takes the flags pointer as

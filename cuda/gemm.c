@@ -8,17 +8,80 @@
  *               (0 outside the image: padding), n = oy OW + ox,
  *           C = out[img, g og + m, oy, ox] (+ bias[g og + m])
  * An operand with a prologue (loops.h LfNest.pro) is its expression at
- * those indices.  A block of 16 x 16 threads computes a CU_GEMM_BM x
- * CU_GEMM_BN tile of C, 4 x 4 values per thread in registers, stepping K
- * by CU_GEMM_BK through shared memory (operands converted to the
- * accumulator type on the way in: f32 for f16/bf16/f32, f64, i64).  The
- * finished values go through the nest's epilogue (`post`) when it has
- * one and are stored through `store`.  Blocks run over batch indices
+ * those indices.
+ *
+ * A block of 256 threads (16 x 16) computes a BM x BN tile of C, TM x TN
+ * values per thread in registers, stepping K by BK through shared memory:
+ *   128 x 128 tiles, 8 x 8 per thread, BK 8, when the sizes give at least
+ *             CU_GEMM_BIG_TILES such tiles (gemm_big);
+ *    64 x  64 tiles, 4 x 4 per thread, BK 16, otherwise (small M or N, or
+ *             too few big tiles to fill the GPU).
+ * The choice is a uniform branch on M, N and the batch count, which the
+ * host makes the same way to size the grid (cu_gemm_grid); 8-byte
+ * accumulators (f64, i64) always take the small tiles, and their K step
+ * is a loop over k (straight-line, it spills).  A is stored transposed
+ * in shared memory (As[k][m], rows padded by 4) so that a thread reads
+ * its A values and its B values as 4-vectors (ld.shared.v4): its rows
+ * are ty 4 + r and 64 + ty 4 + r, its columns tx 4 + r and 64 + tx 4 + r.
+ * Shared memory is double-buffered: while the K step on one stage runs,
+ * the next K tile is loaded from global memory into registers, then
+ * stored into the other stage; one barrier per K step.  The BK x TM x TN
+ * multiply-adds of an f32 step are emitted straight-line.
+ *
+ * Global loads: each thread loads 4 elements of A and 4 of B per K step,
+ * as one 4-vector each when the operand is a plain strided view (no
+ * prologue, reshape or index tensor) of f16, bf16, f32 or f64 whose
+ * unit-stride dim is k (A) or n (B) with a length that is a multiple of
+ * 4, the other strides multiples of 4 and the first element aligned to
+ * the vector (matmul: both operands, else neither); a conv's weight
+ * qualifies when dense over [C/groups, KH, KW] (k is then the flat
+ * offset), its input for a 1 x 1 kernel with stride 1 and no padding
+ * over an input dense in [H, W] (n is then the offset in the image).
+ * A conv whose input is channels-last (unit channel stride) orders k
+ * as (ky KW + kx) C/groups + ci instead and loads B with consecutive
+ * threads on consecutive k: consecutive channels, consecutive
+ * addresses (its weight then loads scalars).  Rows of the shared B
+ * tile are padded by 4 as well.
+ * The kernel checks this once (from its parameters: pointers and
+ * strides).  Scalar loads are the fallback (odd shapes, strides,
+ * offsets; a conv's input in general, whose im2col address is computed
+ * per element, the output-position part once per thread).  Operands are
+ * converted to the accumulator type on the way in: f32 for
+ * f16/bf16/f32, f64, i64.  Each output is the fused multiply-add chain
+ * over k in order (spec §9).
+ *
+ * Every combination of these choices is a whole kernel body of its own,
+ * behind uniform branches at the kernel's start, so that each body's
+ * loops keep only their own loop-invariant values in registers; f32
+ * kernels are limited to 128 registers (.maxnreg: two blocks per SM).
+ * -O0 has one body: the small tiles with scalar loads.
+ *
+ * The finished values go through the nest's epilogue (`post`) when it
+ * has one and are stored through `store`.  Blocks run over batch indices
  * grid-stride in z and over row blocks grid-stride in y.
- * Needs: cuda.h. */
+ * Needs: cuda.h.  Used by: backend.c (kernels), host.c (grids). */
+#include <stdio.h>
+#include <string.h>
+
 #include "cuda.h"
 
-enum { BM = CU_GEMM_BM, BN = CU_GEMM_BN, BK = CU_GEMM_BK, TM = BM / 16, TN = BN / 16 };
+/* A tile shape: BM x BN outputs, K steps of BK. */
+typedef struct Tile {
+  int bm, bn, bk;
+} Tile;
+
+enum {
+  NT = CU_BLOCK, /* threads: 16 x 16 */
+  APAD = 4,      /* As row padding (elements) */
+  MAXE = 4,      /* A and B elements per thread per K step */
+  MAXT = 8,      /* outputs per thread per dim */
+  CU_GEMM_MAXNREG = 128, /* registers per thread: two blocks per SM */
+};
+static const Tile SMALL = {64, 64, 16}, BIG = {128, 128, 8};
+
+static int a_stage(Tile t) { return t.bk * (t.bm + APAD); }
+static int b_stage(Tile t) { return t.bk * (t.bn + APAD); }
+static int imax(int a, int b) { return a > b ? a : b; }
 
 void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVMValueRef *K,
                   LLVMValueRef *batch) {
@@ -43,50 +106,105 @@ void cu_gemm_dims(Cg *c, const LfNest *n, LLVMValueRef *M, LLVMValueRef *N, LLVM
   *batch = R == 4 ? LLVMBuildMul(b, cg_sym_val(c, n->shape[0]), groups, "") : groups;
 }
 
+static LLVMValueRef ceil_div(Cg *c, LLVMValueRef a, LLVMValueRef d) {
+  return LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, a, LLVMBuildSub(c->b, d, i64c(c, 1), ""), ""), d, "");
+}
+
+/* Whether the 128 x 128 tiles run (i1): at -O1 and above (-O0 has one
+ * variant: 64 x 64 tiles, scalar loads), with f32 accumulators (64 of 8
+ * bytes would spill), M and N at least 128 and at least
+ * CU_GEMM_BIG_TILES of them over the batch. */
+static LLVMValueRef gemm_big(Cg *c, const LfNest *n, LLVMValueRef M, LLVMValueRef N, LLVMValueRef batch) {
+  LLVMBuilderRef b = c->b;
+  if (c->opt == 0 || cu_acc_dtype(n->cdtype) != DT_F32) return LLVMConstInt(c->i1, 0, 0);
+  LLVMValueRef big = i64c(c, BIG.bm);
+  LLVMValueRef tiles = LLVMBuildMul(b, LLVMBuildMul(b, ceil_div(c, M, big), ceil_div(c, N, big), ""),
+                                    batch, "");
+  LLVMValueRef r = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, M, big, ""),
+                                LLVMBuildICmp(b, LLVMIntSGE, N, big, ""), "");
+  return LLVMBuildAnd(b, r, LLVMBuildICmp(b, LLVMIntSGE, tiles, i64c(c, CU_GEMM_BIG_TILES), ""), "");
+}
+
+LLVMValueRef cu_gemm_grid(Cg *c, const LfNest *n, LLVMValueRef *g) {
+  LLVMValueRef M, N, K, batch;
+  cu_gemm_dims(c, n, &M, &N, &K, &batch);
+  LLVMValueRef big = gemm_big(c, n, M, N, batch);
+  LLVMValueRef bm = sel(c, big, i64c(c, BIG.bm), i64c(c, SMALL.bm));
+  LLVMValueRef bn = sel(c, big, i64c(c, BIG.bn), i64c(c, SMALL.bn));
+  g[0] = cg_smin(c, ceil_div(c, N, bn), i64c(c, 0x7fffffff), false);
+  g[1] = cg_smin(c, ceil_div(c, M, bm), i64c(c, 65535), false);
+  g[2] = cg_smin(c, batch, i64c(c, 65535), false);
+  return LLVMBuildMul(c->b, LLVMBuildMul(c->b, M, N, ""), batch, "");
+}
+
 typedef struct G {
   Cg *c;
   const LfNest *n;
   const IrValue *v;
   DType ad;
   LLVMTypeRef t;
-  LLVMValueRef M, N, K, bt;
+  LLVMValueRef M, N, K, batch, bt, biv[TDSL_MAX_RANK];
+  LLVMValueRef As, Bs, Cs, tid, vec_a, vec_b;
+  bool b_kmajor; /* matmul B's vector loads run along k (b_kmajor) or n */
+  bool kpix;     /* conv with a channels-last input: k runs over channels
+                    fastest, and B's scalar loads put consecutive threads
+                    on consecutive k (consecutive addresses) */
+  LLVMValueRef **rts;
   /* conv: */
   LLVMValueRef groups, og, cg, KH, KW, H, W, OW, attr[6], img, gi;
 } G;
 
-/* Operand j at indices iv (its own dims), in the accumulator type. */
-static LLVMValueRef opnd(G *g, int j, LLVMValueRef *iv) {
-  Cg *c = g->c;
-  const IrValue *a = ir_val(c->k, g->v->args[j]);
-  LfNest dims = {.rank = a->rank};
-  NestCtx x = {.n = &dims};
-  for (int d = 0; d < a->rank; d++) x.iv[d] = iv[d];
-  if (j < 2 && g->n->pro[j]) {
-    const LfExpr *e = g->n->pro[j];
-    return cg_convert(c, cg_eval(c, &x, e), e->dtype, g->ad);
-  }
-  int b = g->n->opnd[j].buf; /* a view of a scalar parameter: its value */
-  if (b >= 0 && c->lk->bufs[b].kind == LFB_SCALAR)
-    return cg_convert(c, c->scalar[b], a->dtype, g->ad);
-  LLVMValueRef p = cg_address(c, &x, &g->n->opnd[j], a->dtype, a->rank);
-  return cg_convert(c, cg_load_el(c, p, a->dtype), a->dtype, g->ad);
-}
-
 static LLVMValueRef lt(Cg *c, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildICmp(c->b, LLVMIntSLT, a, b, "");
 }
+
+static LLVMValueRef land(Cg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAnd(c->b, a, b, ""); }
 
 /* i when ok, else 0 (an address that stays inside the operand). */
 static LLVMValueRef clamp0(Cg *c, LLVMValueRef ok, LLVMValueRef i) { return sel(c, ok, i, i64c(c, 0)); }
 
 /* Batch indices of bt (row-major over the output's leading dims). */
 static void batch_index(G *g, LLVMValueRef *iv) {
-  cu_split_rowmajor(g->c, g->bt, g->n->shape, g->n->rank - 2, iv);
+  for (int d = 0; d < g->n->rank - 2; d++) iv[d] = g->biv[d];
 }
 
-/* A conv's k = (ci KH + ky) KW + kx split into ci, ky, kx. */
+/* The address of operand j's element at iv (its own dims): a plain view. */
+static LLVMValueRef opnd_addr(G *g, int j, LLVMValueRef *iv) {
+  const IrValue *a = ir_val(g->c->k, g->v->args[j]);
+  LfNest dims = {.rank = a->rank};
+  NestCtx x = {.n = &dims};
+  for (int d = 0; d < a->rank; d++) x.iv[d] = iv[d];
+  return cg_address(g->c, &x, &g->n->opnd[j], a->dtype, a->rank);
+}
+
+/* Operand j at indices iv (its own dims), in the accumulator type. */
+static LLVMValueRef opnd(G *g, int j, LLVMValueRef *iv) {
+  Cg *c = g->c;
+  const IrValue *a = ir_val(c->k, g->v->args[j]);
+  if (j < 2 && g->n->pro[j]) {
+    LfNest dims = {.rank = a->rank};
+    NestCtx x = {.n = &dims};
+    for (int d = 0; d < a->rank; d++) x.iv[d] = iv[d];
+    const LfExpr *e = g->n->pro[j];
+    return cg_convert(c, cg_eval(c, &x, e), e->dtype, g->ad);
+  }
+  int b = g->n->opnd[j].buf; /* a view of a scalar parameter: its value */
+  if (b >= 0 && c->lk->bufs[b].kind == LFB_SCALAR)
+    return cg_convert(c, c->scalar[b], a->dtype, g->ad);
+  return cg_convert(c, cg_load_el(c, opnd_addr(g, j, iv), a->dtype), a->dtype, g->ad);
+}
+
+/* A conv's k = (ci KH + ky) KW + kx (kpix: (ky KW + kx) C/groups + ci)
+ * split into ci, ky, kx. */
 static void conv_k(G *g, LLVMValueRef k, LLVMValueRef *ckk) {
   LLVMBuilderRef b = g->c->b;
+  if (g->kpix) { /* k = (ky KW + kx) C/groups + ci */
+    LLVMValueRef r = LLVMBuildUDiv(b, k, g->cg, "");
+    ckk[0] = LLVMBuildURem(b, k, g->cg, "");
+    ckk[1] = LLVMBuildUDiv(b, r, g->KW, "");
+    ckk[2] = LLVMBuildURem(b, r, g->KW, "");
+    return;
+  }
   LLVMValueRef khw = LLVMBuildMul(b, g->KH, g->KW, ""), r = LLVMBuildURem(b, k, khw, "");
   ckk[0] = LLVMBuildUDiv(b, k, khw, "");
   ckk[1] = LLVMBuildUDiv(b, r, g->KW, "");
@@ -97,51 +215,61 @@ static void conv_k(G *g, LLVMValueRef k, LLVMValueRef *ckk) {
 static LLVMValueRef elem_a(G *g, LLVMValueRef m, LLVMValueRef k, LLVMValueRef ok) {
   Cg *c = g->c;
   LLVMValueRef iv[TDSL_MAX_RANK];
-  m = clamp0(c, ok, m), k = clamp0(c, ok, k);
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
     batch_index(g, iv);
-    iv[R - 2] = m, iv[R - 1] = k;
-  } else {
-    iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, g->gi, g->og, ""), m, "");
-    conv_k(g, k, iv + 1); /* the weight [O, C/groups, KH, KW] */
+    iv[R - 2] = clamp0(c, ok, m), iv[R - 1] = clamp0(c, ok, k);
+  } else { /* the weight [O, C/groups, KH, KW]; k split before clamping:
+              one split for the elements of a k */
+    iv[0] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, g->gi, g->og, ""), clamp0(c, ok, m), "");
+    conv_k(g, k, iv + 1);
+    for (int d = 1; d < 4; d++) iv[d] = clamp0(c, ok, iv[d]);
   }
   return sel(c, ok, opnd(g, 0 + (g->n->reduce == OP_CONV2D), iv), LLVMConstNull(g->t));
 }
 
-/* B(k, n) when ok (else 0; conv: also 0 in the padding). */
-static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef ok) {
+/* Conv: the input position of output column nn before the kernel
+ * offsets: oy sh - ph and ox sw - pw. */
+static void conv_origin(G *g, LLVMValueRef nn, LLVMValueRef *iy0, LLVMValueRef *ix0) {
+  LLVMBuilderRef b = g->c->b;
+  LLVMValueRef oy = LLVMBuildUDiv(b, nn, g->OW, ""), ox = LLVMBuildURem(b, nn, g->OW, "");
+  *iy0 = LLVMBuildSub(b, LLVMBuildMul(b, oy, g->attr[0], ""), g->attr[2], "");
+  *ix0 = LLVMBuildSub(b, LLVMBuildMul(b, ox, g->attr[1], ""), g->attr[3], "");
+}
+
+/* B(k, n) when ok (else 0; conv: also 0 in the padding); conv: iy0, ix0
+ * from conv_origin of nn. */
+static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef ok, LLVMValueRef iy0,
+                           LLVMValueRef ix0) {
   Cg *c = g->c;
   LLVMBuilderRef b = c->b;
   LLVMValueRef iv[TDSL_MAX_RANK];
-  k = clamp0(c, ok, k), nn = clamp0(c, ok, nn);
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
     batch_index(g, iv);
-    iv[R - 2] = k, iv[R - 1] = nn;
+    iv[R - 2] = clamp0(c, ok, k), iv[R - 1] = clamp0(c, ok, nn);
     return sel(c, ok, opnd(g, 1, iv), LLVMConstNull(g->t));
   }
+  /* k split before clamping: one split for the elements of a k */
   LLVMValueRef ckk[3];
   conv_k(g, k, ckk);
   LLVMValueRef ci = ckk[0], ky = ckk[1], kx = ckk[2];
-  LLVMValueRef oy = LLVMBuildUDiv(b, nn, g->OW, ""), ox = LLVMBuildURem(b, nn, g->OW, "");
-  LLVMValueRef iy = LLVMBuildAdd(b, LLVMBuildSub(b, LLVMBuildMul(b, oy, g->attr[0], ""), g->attr[2], ""),
-                                 LLVMBuildMul(b, ky, g->attr[4], ""), "");
-  LLVMValueRef ix = LLVMBuildAdd(b, LLVMBuildSub(b, LLVMBuildMul(b, ox, g->attr[1], ""), g->attr[3], ""),
-                                 LLVMBuildMul(b, kx, g->attr[5], ""), "");
-  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, iy, g->H, ""),
-                                 LLVMBuildICmp(b, LLVMIntULT, ix, g->W, ""), "");
-  ok = LLVMBuildAnd(b, ok, in, "");
+  LLVMValueRef iy = LLVMBuildAdd(b, iy0, LLVMBuildMul(b, ky, g->attr[4], ""), "");
+  LLVMValueRef ix = LLVMBuildAdd(b, ix0, LLVMBuildMul(b, kx, g->attr[5], ""), "");
+  LLVMValueRef in = land(c, LLVMBuildICmp(b, LLVMIntULT, iy, g->H, ""), LLVMBuildICmp(b, LLVMIntULT, ix, g->W, ""));
+  ok = land(c, ok, in);
   int xr = ir_val(c->k, g->v->args[0])->rank, d = 0;
   if (xr == 4) iv[d++] = g->img;
-  iv[d++] = LLVMBuildAdd(b, LLVMBuildMul(b, g->gi, g->cg, ""), ci, "");
+  iv[d++] = LLVMBuildAdd(b, LLVMBuildMul(b, g->gi, g->cg, ""), clamp0(c, ok, ci), "");
   iv[d++] = clamp0(c, ok, iy);
   iv[d] = clamp0(c, ok, ix);
   return sel(c, ok, opnd(g, 0, iv), LLVMConstNull(g->t));
 }
 
-/* Stores C(m, n) = v (accumulator type) through the epilogue. */
-static void store_c(G *g, LLVMValueRef m, LLVMValueRef nn, LLVMValueRef v, LLVMValueRef **rts) {
+/* Stores C(m, n) = v (accumulator type) through the epilogue; conv: oy,
+ * ox of column nn. */
+static void store_c(G *g, LLVMValueRef m, LLVMValueRef nn, LLVMValueRef v, LLVMValueRef oy,
+                    LLVMValueRef ox) {
   Cg *c = g->c;
   LLVMBuilderRef b = c->b;
   const LfNest *n = g->n;
@@ -150,7 +278,7 @@ static void store_c(G *g, LLVMValueRef m, LLVMValueRef nn, LLVMValueRef v, LLVMV
   for (int l = 0; l < R; l++) x.ub[l] = cg_sym_val(c, n->shape[l]);
   if (n->store.rt_strides) {
     const LfBuf *buf = &c->lk->bufs[n->store.buf];
-    for (int l = 0; l < R; l++) x.rt_stride[l] = rts[buf->index][l];
+    for (int l = 0; l < R; l++) x.rt_stride[l] = g->rts[buf->index][l];
   }
   if (n->reduce == OP_MATMUL) {
     batch_index(g, x.iv);
@@ -160,8 +288,8 @@ static void store_c(G *g, LLVMValueRef m, LLVMValueRef nn, LLVMValueRef v, LLVMV
     int d = 0;
     if (R == 4) x.iv[d++] = g->img;
     x.iv[d++] = ch;
-    x.iv[d++] = LLVMBuildUDiv(b, nn, g->OW, "");
-    x.iv[d] = LLVMBuildURem(b, nn, g->OW, "");
+    x.iv[d++] = oy;
+    x.iv[d] = ox;
     if (g->v->flags & IRF_BIAS) {
       LLVMValueRef bi[1] = {ch};
       LLVMValueRef bv = opnd(g, 2, bi);
@@ -189,16 +317,573 @@ static LLVMValueRef at(Cg *c, LLVMTypeRef t, LLVMValueRef arr, LLVMValueRef i) {
   return LLVMBuildGEP2(c->b, t, arr, &i, 1, "");
 }
 
+static LLVMValueRef ld(Cg *c, LLVMTypeRef t, LLVMValueRef p) { return LLVMBuildLoad2(c->b, t, p, ""); }
+
+/* ---- 4-vector global loads ------------------------------------------------ */
+
+/* Bytes a 4-vector of dt is aligned to (at most 16), 0 when dt does not
+ * load as vectors. */
+static int vec_align(DType dt) {
+  switch (dt) {
+  case DT_F16: case DT_BF16: return 8;
+  case DT_F32: case DT_F64: return 16;
+  default: return 0;
+  }
+}
+
+/* Whether operand j is a plain strided view of a buffer (no prologue,
+ * scalar, reshape or index tensor) of a dtype vec_align accepts. */
+static bool plain(G *g, int j) {
+  const LfAccess *a = &g->n->opnd[j];
+  if (g->c->opt == 0) return false; /* -O0: scalar loads only */
+  if (g->n->pro[j] || a->buf < 0 || g->c->lk->bufs[a->buf].kind == LFB_SCALAR) return false;
+  if (a->rt_strides || a->lin_rank || a->ndyn) return false;
+  DType dt = ir_val(g->c->k, g->v->args[j])->dtype;
+  return vec_align(dt) > 0 && cu_acc_dtype(dt) == g->ad;
+}
+
+static LLVMValueRef eq(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(c->b, LLVMIntEQ, a, b, "");
+}
+
+static LLVMValueRef mult4(Cg *c, LLVMValueRef v) {
+  return eq(c, LLVMBuildAnd(c->b, v, i64c(c, 3), ""), i64c(c, 0));
+}
+
+/* Whether pointer p is aligned to `al` bytes (i1). */
+static LLVMValueRef aligned(Cg *c, LLVMValueRef p, int al) {
+  LLVMValueRef i = LLVMBuildPtrToInt(c->b, p, c->i64, "");
+  return eq(c, LLVMBuildAnd(c->b, i, i64c(c, al - 1), ""), i64c(c, 0));
+}
+
+static LLVMValueRef stride(G *g, int j, int d) { return cg_sym_val(g->c, g->n->opnd[j].stride[d]); }
+
+/* Whether operand j of a matmul loads as 4-vectors along its dim unit
+ * (of length len): unit stride, len and every other stride multiples of
+ * 4, its first element aligned. */
+static LLVMValueRef vec_matmul(G *g, int j, int unit, LLVMValueRef len) {
+  Cg *c = g->c;
+  if (!plain(g, j)) return LLVMConstInt(c->i1, 0, 0);
+  const IrValue *a = ir_val(c->k, g->v->args[j]);
+  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), mult4(c, len));
+  for (int d = 0; d < a->rank; d++)
+    if (d != unit) ok = land(c, ok, mult4(c, stride(g, j, d)));
+  LLVMValueRef zero[TDSL_MAX_RANK];
+  for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
+  return land(c, ok, aligned(c, opnd_addr(g, j, zero), vec_align(a->dtype)));
+}
+
+/* Whether a conv's weight (operand 1) loads as 4-vectors along k: dense
+ * over [C/groups, KH, KW] (k is then the flat offset), K and the
+ * channel stride multiples of 4, its first element aligned. */
+static LLVMValueRef vec_weight(G *g) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  if (!plain(g, 1)) return LLVMConstInt(c->i1, 0, 0);
+  LLVMValueRef ok = land(c, eq(c, stride(g, 1, 3), i64c(c, 1)), eq(c, stride(g, 1, 2), g->KW));
+  ok = land(c, ok, eq(c, stride(g, 1, 1), LLVMBuildMul(b, g->KH, g->KW, "")));
+  ok = land(c, land(c, ok, mult4(c, stride(g, 1, 0))), mult4(c, g->K));
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), vec_align(ir_val(c->k, g->v->args[1])->dtype)));
+}
+
+/* Whether a conv's input (operand 0) loads as 4-vectors along n: a
+ * 1 x 1 kernel with stride 1 and no padding (n is then the offset in
+ * the image, oy W + ox) over an input dense in [H, W], N and the
+ * channel (and image) strides multiples of 4, its first element aligned.
+ * Known false when the kernel size, stride or padding is a constant
+ * that does not fit. */
+static LLVMValueRef vec_input(G *g) {
+  Cg *c = g->c;
+  const IrValue *w = ir_val(c->k, g->v->args[1]), *x = ir_val(c->k, g->v->args[0]);
+  LLVMValueRef no = LLVMConstInt(c->i1, 0, 0);
+  const Sym *need[6] = {w->shape[2], w->shape[3], g->v->attrs[0], g->v->attrs[1], g->v->attrs[2], g->v->attrs[3]};
+  const int64_t want[6] = {1, 1, 1, 1, 0, 0};
+  int64_t e;
+  for (int i = 0; i < 6; i++)
+    if (sym_is_const(need[i], &e) && e != want[i]) return no;
+  if (!plain(g, 0)) return no;
+  LLVMValueRef ok = LLVMConstInt(c->i1, 1, 0);
+  LLVMValueRef val[6] = {g->KH, g->KW, g->attr[0], g->attr[1], g->attr[2], g->attr[3]};
+  for (int i = 0; i < 6; i++) ok = land(c, ok, eq(c, val[i], i64c(c, want[i])));
+  int r = x->rank;
+  ok = land(c, ok, land(c, eq(c, stride(g, 0, r - 1), i64c(c, 1)), eq(c, stride(g, 0, r - 2), g->W)));
+  for (int d = 0; d < r - 2; d++) ok = land(c, ok, mult4(c, stride(g, 0, d)));
+  ok = land(c, ok, mult4(c, g->N));
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  return land(c, ok, aligned(c, opnd_addr(g, 0, zero), vec_align(x->dtype)));
+}
+
+/* Operand j's 4 elements from address p as a 4-vector of the
+ * accumulator type (0 when not ok).  Converted as a vector: the load
+ * stays one 4-vector load. */
+static LLVMValueRef load4(G *g, int j, LLVMValueRef p, LLVMValueRef ok) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  DType dt = ir_val(c->k, g->v->args[j])->dtype;
+  LLVMTypeRef st = cg_storage_type(c, dt), vt = LLVMVectorType(g->t, 4);
+  LLVMValueRef v = LLVMBuildLoad2(b, LLVMVectorType(st, 4), p, "");
+  LLVMSetAlignment(v, (unsigned)vec_align(dt));
+  if (dt == DT_BF16) {
+    v = LLVMBuildShl(b, LLVMBuildZExt(b, v, LLVMVectorType(c->i32, 4), ""),
+                     LLVMConstVector((LLVMValueRef[]){i32c(c, 16), i32c(c, 16), i32c(c, 16), i32c(c, 16)}, 4), "");
+    v = LLVMBuildBitCast(b, v, LLVMVectorType(c->f32, 4), "");
+  } else if (dt == DT_F16) {
+    v = LLVMBuildFPExt(b, v, LLVMVectorType(c->f32, 4), "");
+  }
+  if (LLVMTypeOf(v) != vt) v = LLVMBuildFPExt(b, v, vt, ""); /* f32 operands, f64 accumulation */
+  return sel(c, ok, v, LLVMConstNull(vt));
+}
+
+/* A 4-vector of e[0..3]. */
+static LLVMValueRef vec4(G *g, LLVMValueRef *e) {
+  LLVMValueRef x = LLVMGetUndef(LLVMVectorType(g->t, 4));
+  for (int i = 0; i < 4; i++) x = LLVMBuildInsertElement(g->c->b, x, e[i], i32c(g->c, i), "");
+  return x;
+}
+
+static LLVMValueRef elt(G *g, LLVMValueRef v, int i) {
+  return LLVMBuildExtractElement(g->c->b, v, i32c(g->c, i), "");
+}
+
+/* ---- one tile shape --------------------------------------------------------- */
+
+/* Per thread of a tile shape: which elements it loads and computes. */
+typedef struct Map {
+  Tile t;
+  int ea, eb, tm, tn;
+  /* scalar loads: A(am[i], ak), B(bk[i], bn[i]) */
+  LLVMValueRef am[MAXE], ak, bk[MAXE], bn[MAXE];
+  /* vector loads: A(vam[v], vak[v] + 0..3), B(vbk[v], vbn[v] + 0..3)
+   * (b_kmajor: B(vbk[v] + 0..3, vbn[v])) */
+  LLVMValueRef vam[MAXE / 4], vak[MAXE / 4], vbk[MAXE / 4], vbn[MAXE / 4];
+  LLVMValueRef tx, ty, n0;
+  LLVMValueRef iy0[MAXE], ix0[MAXE]; /* conv: conv_origin of B's columns */
+  LLVMValueRef pix[MAXE];            /* conv, plain input: iy0 sH + ix0 sW */
+  LLVMValueRef ra[MAXE / 4], rb[MAXE / 4]; /* the prefetched K tile: 4-vector allocas */
+  LLVMValueRef acc[MAXT][MAXT];      /* allocas */
+} Map;
+
+static LLVMValueRef udiv(Cg *c, LLVMValueRef a, int d) { return LLVMBuildUDiv(c->b, a, i64c(c, d), ""); }
+static LLVMValueRef urem(Cg *c, LLVMValueRef a, int d) { return LLVMBuildURem(c->b, a, i64c(c, d), ""); }
+static LLVMValueRef addc(Cg *c, LLVMValueRef a, long long d) { return LLVMBuildAdd(c->b, a, i64c(c, d), ""); }
+static LLVMValueRef add(Cg *c, LLVMValueRef a, LLVMValueRef d) { return LLVMBuildAdd(c->b, a, d, ""); }
+
+static void map_init(G *g, Map *mp, Tile t) {
+  Cg *c = g->c;
+  LLVMValueRef tid = g->tid;
+  mp->t = t;
+  mp->ea = t.bm * t.bk / NT, mp->eb = t.bn * t.bk / NT;
+  mp->tm = t.bm / 16, mp->tn = t.bn / 16;
+  if (mp->ea > MAXE || mp->eb > MAXE || mp->tm > MAXT || mp->tn > MAXT) ICE("gemm tile too large");
+  mp->ak = urem(c, tid, t.bk);
+  for (int i = 0; i < mp->ea; i++) mp->am[i] = addc(c, udiv(c, tid, t.bk), (NT / t.bk) * i);
+  LLVMValueRef lane = urem(c, tid, 32), warp = udiv(c, tid, 32);
+  int ng = t.bn / 32; /* column groups of 32 */
+  for (int i = 0; i < mp->eb; i++) {
+    if (g->kpix) { /* as A's: k = tid % BK */
+      mp->bk[i] = urem(c, tid, t.bk);
+      mp->bn[i] = addc(c, udiv(c, tid, t.bk), (NT / t.bk) * i);
+      continue;
+    }
+    mp->bn[i] = addc(c, lane, 32 * (i % ng));
+    mp->bk[i] = addc(c, LLVMBuildMul(c->b, warp, i64c(c, t.bk / 8), ""), i / ng);
+  }
+  for (int v = 0; v < mp->ea / 4; v++) {
+    LLVMValueRef e = addc(c, tid, NT * v);
+    mp->vam[v] = udiv(c, e, t.bk / 4);
+    mp->vak[v] = LLVMBuildMul(c->b, urem(c, e, t.bk / 4), i64c(c, 4), "");
+  }
+  for (int v = 0; v < mp->eb / 4; v++) {
+    LLVMValueRef e = addc(c, tid, NT * v);
+    if (g->b_kmajor) { /* B(vbk[v] + 0..3, vbn[v]) */
+      mp->vbn[v] = udiv(c, e, t.bk / 4);
+      mp->vbk[v] = LLVMBuildMul(c->b, urem(c, e, t.bk / 4), i64c(c, 4), "");
+    } else {
+      mp->vbk[v] = udiv(c, e, t.bn / 4);
+      mp->vbn[v] = LLVMBuildMul(c->b, urem(c, e, t.bn / 4), i64c(c, 4), "");
+    }
+  }
+  mp->tx = urem(c, tid, 16), mp->ty = udiv(c, tid, 16);
+  mp->n0 = LLVMBuildMul(c->b, LLVMBuildZExt(c->b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, t.bn), "");
+  if (g->n->reduce == OP_CONV2D) {
+    int xr = ir_val(c->k, g->v->args[0])->rank;
+    for (int i = 0; i < mp->eb; i++) {
+      conv_origin(g, add(c, mp->n0, mp->bn[i]), &mp->iy0[i], &mp->ix0[i]);
+      if (plain(g, 0))
+        mp->pix[i] = add(c, LLVMBuildMul(c->b, mp->iy0[i], stride(g, 0, xr - 2), ""),
+                         LLVMBuildMul(c->b, mp->ix0[i], stride(g, 0, xr - 1), ""));
+    }
+  }
+  for (int i = 0; i < mp->ea / 4; i++) mp->ra[i] = cg_entry_alloca(c, LLVMVectorType(g->t, 4), NULL);
+  for (int i = 0; i < mp->eb / 4; i++) mp->rb[i] = cg_entry_alloca(c, LLVMVectorType(g->t, 4), NULL);
+  for (int i = 0; i < mp->tm; i++)
+    for (int j = 0; j < mp->tn; j++) mp->acc[i][j] = cg_entry_alloca(c, g->t, NULL);
+}
+
+/* if (cond) { then(g, mp, arg) } else { other(g, mp, arg) } (other may be NULL). */
+typedef void (*Arm)(G *g, Map *mp, LLVMValueRef a0, LLVMValueRef a1);
+static void branch(G *g, Map *mp, LLVMValueRef cond, Arm then, Arm other, LLVMValueRef a0,
+                   LLVMValueRef a1) {
+  Cg *c = g->c;
+  if (LLVMIsAConstantInt(cond)) { /* known: only that arm */
+    Arm arm = LLVMConstIntGetZExtValue(cond) ? then : other;
+    if (arm) arm(g, mp, a0, a1);
+    return;
+  }
+  LLVMBasicBlockRef t = block(c, "then"), e = block(c, "else"), j = block(c, "endif");
+  LLVMBuildCondBr(c->b, cond, t, e);
+  LLVMPositionBuilderAtEnd(c->b, t);
+  then(g, mp, a0, a1);
+  LLVMBuildBr(c->b, j);
+  LLVMPositionBuilderAtEnd(c->b, e);
+  if (other) other(g, mp, a0, a1);
+  LLVMBuildBr(c->b, j);
+  LLVMPositionBuilderAtEnd(c->b, j);
+}
+
+/* Loads the K tile at k0 of row block m0 into mp->ra / mp->rb. */
+static void load_a_vec(G *g, Map *mp, LLVMValueRef m0, LLVMValueRef k0) {
+  Cg *c = g->c;
+  for (int v = 0; v < mp->ea / 4; v++) {
+    LLVMValueRef m = add(c, m0, mp->vam[v]), k = add(c, k0, mp->vak[v]);
+    LLVMValueRef ok = land(c, lt(c, m, g->M), lt(c, k, g->K)), p;
+    m = clamp0(c, ok, m), k = clamp0(c, ok, k);
+    if (g->n->reduce == OP_MATMUL) {
+      LLVMValueRef iv[TDSL_MAX_RANK];
+      int R = g->n->rank;
+      batch_index(g, iv);
+      iv[R - 2] = m, iv[R - 1] = k;
+      p = opnd_addr(g, 0, iv);
+    } else { /* the weight, dense over k */
+      LLVMValueRef iv[4] = {add(c, LLVMBuildMul(c->b, g->gi, g->og, ""), m), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+      p = opnd_addr(g, 1, iv);
+      DType dt = ir_val(c->k, g->v->args[1])->dtype;
+      p = at(c, cg_storage_type(c, dt), p, k);
+    }
+    LLVMBuildStore(c->b, load4(g, g->n->reduce == OP_MATMUL ? 0 : 1, p, ok), mp->ra[v]);
+  }
+}
+
+static void load_a_scalar(G *g, Map *mp, LLVMValueRef m0, LLVMValueRef k0) {
+  Cg *c = g->c;
+  LLVMValueRef k = add(c, k0, mp->ak), kok = lt(c, k, g->K), e[MAXE];
+  for (int i = 0; i < mp->ea; i++) {
+    LLVMValueRef m = add(c, m0, mp->am[i]);
+    e[i] = elem_a(g, m, k, land(c, lt(c, m, g->M), kok));
+  }
+  for (int v = 0; v < mp->ea / 4; v++) LLVMBuildStore(c->b, vec4(g, e + 4 * v), mp->ra[v]);
+}
+
+static void load_b_vec(G *g, Map *mp, LLVMValueRef k0, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  for (int v = 0; v < mp->eb / 4; v++) {
+    LLVMValueRef k = add(c, k0, mp->vbk[v]), nn = add(c, mp->n0, mp->vbn[v]);
+    LLVMValueRef ok = land(c, lt(c, k, g->K), lt(c, nn, g->N)), iv[TDSL_MAX_RANK];
+    k = clamp0(c, ok, k), nn = clamp0(c, ok, nn);
+    if (g->n->reduce == OP_MATMUL) {
+      int R = g->n->rank;
+      batch_index(g, iv);
+      iv[R - 2] = k, iv[R - 1] = nn;
+      LLVMBuildStore(c->b, load4(g, 1, opnd_addr(g, 1, iv), ok), mp->rb[v]);
+    } else { /* a 1 x 1 conv's input: channel k of the image, offset nn */
+      const IrValue *x = ir_val(c->k, g->v->args[0]);
+      int d = 0;
+      if (x->rank == 4) iv[d++] = g->img;
+      iv[d++] = add(c, LLVMBuildMul(c->b, g->gi, g->cg, ""), k);
+      iv[d++] = i64c(c, 0);
+      iv[d] = i64c(c, 0);
+      LLVMValueRef p = at(c, cg_storage_type(c, x->dtype), opnd_addr(g, 0, iv), nn);
+      LLVMBuildStore(c->b, load4(g, 0, p, ok), mp->rb[v]);
+    }
+  }
+}
+
+/* A conv's input B(k, n) for a plain view: the address of k's channel
+ * and kernel offset (once per k) plus the thread's column offset pix
+ * (iy0 sH + ix0 sW, once per thread); 0 outside the image or when not
+ * ok. */
+static LLVMValueRef conv_b_plain(G *g, LLVMValueRef k, LLVMValueRef ok, LLVMValueRef iy0,
+                                 LLVMValueRef ix0, LLVMValueRef pix) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  const IrValue *x = ir_val(c->k, g->v->args[0]);
+  LLVMValueRef ckk[3], iv[4];
+  conv_k(g, k, ckk);
+  LLVMValueRef dy = LLVMBuildMul(b, ckk[1], g->attr[4], ""), dx = LLVMBuildMul(b, ckk[2], g->attr[5], "");
+  LLVMValueRef iy = add(c, iy0, dy), ix = add(c, ix0, dx);
+  ok = land(c, ok, land(c, LLVMBuildICmp(b, LLVMIntULT, iy, g->H, ""), LLVMBuildICmp(b, LLVMIntULT, ix, g->W, "")));
+  int d = 0;
+  if (x->rank == 4) iv[d++] = g->img;
+  iv[d++] = add(c, LLVMBuildMul(b, g->gi, g->cg, ""), ckk[0]);
+  iv[d++] = dy;
+  iv[d] = dx;
+  LLVMValueRef p = at(c, cg_storage_type(c, x->dtype), opnd_addr(g, 0, iv), pix);
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  p = sel(c, ok, p, opnd_addr(g, 0, zero)); /* the first element: in range */
+  LLVMValueRef v = cg_convert(c, cg_load_el(c, p, x->dtype), x->dtype, g->ad);
+  return sel(c, ok, v, LLVMConstNull(g->t));
+}
+
+static void load_b_scalar(G *g, Map *mp, LLVMValueRef k0, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  LLVMValueRef e[MAXE];
+  for (int i = 0; i < mp->eb; i++) {
+    if (g->n->reduce == OP_CONV2D && plain(g, 0)) {
+      LLVMValueRef k = add(c, k0, mp->bk[i]), nn = add(c, mp->n0, mp->bn[i]);
+      e[i] = conv_b_plain(g, k, land(c, lt(c, k, g->K), lt(c, nn, g->N)), mp->iy0[i], mp->ix0[i], mp->pix[i]);
+      continue;
+    }
+    LLVMValueRef k = add(c, k0, mp->bk[i]), nn = add(c, mp->n0, mp->bn[i]);
+    LLVMValueRef ok = land(c, lt(c, k, g->K), lt(c, nn, g->N));
+    bool conv = g->n->reduce == OP_CONV2D;
+    e[i] = elem_b(g, k, nn, ok, conv ? mp->iy0[i] : NULL, conv ? mp->ix0[i] : NULL);
+  }
+  for (int v = 0; v < mp->eb / 4; v++) LLVMBuildStore(c->b, vec4(g, e + 4 * v), mp->rb[v]);
+}
+
+static void load_tile(G *g, Map *mp, LLVMValueRef m0, LLVMValueRef k0) {
+  branch(g, mp, g->vec_a, load_a_vec, load_a_scalar, m0, k0);
+  branch(g, mp, g->vec_b, load_b_vec, load_b_scalar, k0, NULL);
+}
+
+/* Stores the prefetched tile into stage s (i64 0 or 1). */
+static void store_a_vec(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  LLVMValueRef base = at(c, g->t, g->As, LLVMBuildMul(c->b, s, i64c(c, a_stage(mp->t)), ""));
+  for (int v = 0; v < mp->ea / 4; v++)
+    for (int e = 0; e < 4; e++) {
+      LLVMValueRef i = add(c, LLVMBuildMul(c->b, addc(c, mp->vak[v], e), i64c(c, mp->t.bm + APAD), ""), mp->vam[v]);
+      LLVMBuildStore(c->b, elt(g, ld(c, LLVMVectorType(g->t, 4), mp->ra[v]), e), at(c, g->t, base, i));
+    }
+}
+
+static void store_a_scalar(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  LLVMValueRef base = at(c, g->t, g->As, LLVMBuildMul(c->b, s, i64c(c, a_stage(mp->t)), ""));
+  LLVMValueRef row = LLVMBuildMul(c->b, mp->ak, i64c(c, mp->t.bm + APAD), "");
+  for (int i = 0; i < mp->ea; i++)
+    LLVMBuildStore(c->b, elt(g, ld(c, LLVMVectorType(g->t, 4), mp->ra[i / 4]), i % 4),
+                   at(c, g->t, base, add(c, row, mp->am[i])));
+}
+
+static void store_b_vec(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  LLVMValueRef base = at(c, g->t, g->Bs, LLVMBuildMul(c->b, s, i64c(c, b_stage(mp->t)), ""));
+  LLVMTypeRef vt = LLVMVectorType(g->t, 4);
+  for (int v = 0; v < mp->eb / 4; v++) {
+    LLVMValueRef x = ld(c, vt, mp->rb[v]);
+    if (g->b_kmajor) { /* 4 rows of one column */
+      for (int e = 0; e < 4; e++) {
+        LLVMValueRef i = add(c, LLVMBuildMul(c->b, addc(c, mp->vbk[v], e), i64c(c, mp->t.bn + APAD), ""), mp->vbn[v]);
+        LLVMBuildStore(c->b, elt(g, x, e), at(c, g->t, base, i));
+      }
+      continue;
+    }
+    LLVMValueRef i = add(c, LLVMBuildMul(c->b, mp->vbk[v], i64c(c, mp->t.bn + APAD), ""), mp->vbn[v]);
+    LLVMSetAlignment(LLVMBuildStore(c->b, x, at(c, g->t, base, i)), 16);
+  }
+}
+
+static void store_b_scalar(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
+  Cg *c = g->c;
+  (void)unused;
+  LLVMValueRef base = at(c, g->t, g->Bs, LLVMBuildMul(c->b, s, i64c(c, b_stage(mp->t)), ""));
+  for (int i = 0; i < mp->eb; i++) {
+    LLVMValueRef idx = add(c, LLVMBuildMul(c->b, mp->bk[i], i64c(c, mp->t.bn + APAD), ""), mp->bn[i]);
+    LLVMBuildStore(c->b, elt(g, ld(c, LLVMVectorType(g->t, 4), mp->rb[i / 4]), i % 4), at(c, g->t, base, idx));
+  }
+}
+
+static void store_tile(G *g, Map *mp, LLVMValueRef s) {
+  branch(g, mp, g->vec_a, store_a_vec, store_a_scalar, s, NULL);
+  branch(g, mp, g->vec_b, store_b_vec, store_b_scalar, s, NULL);
+}
+
+/* The BK x TM x TN multiply-adds of stage s, straight-line (f32; 8-byte
+ * accumulators: a loop over k, as straight-line code spills): per k,
+ * the thread's A and B values as 4-vectors from shared memory. */
+static void compute(G *g, Map *mp, LLVMValueRef s) {
+  Cg *c = g->c;
+  Tile t = mp->t;
+  LLVMTypeRef vt = LLVMVectorType(g->t, 4);
+  LLVMValueRef abase = at(c, g->t, g->As, add(c, LLVMBuildMul(c->b, s, i64c(c, a_stage(t)), ""),
+                                               LLVMBuildMul(c->b, mp->ty, i64c(c, 4), "")));
+  LLVMValueRef bbase = at(c, g->t, g->Bs, add(c, LLVMBuildMul(c->b, s, i64c(c, b_stage(t)), ""),
+                                               LLVMBuildMul(c->b, mp->tx, i64c(c, 4), "")));
+  LLVMValueRef acc[MAXT][MAXT], av[MAXT], bv[MAXT];
+  for (int i = 0; i < mp->tm; i++)
+    for (int j = 0; j < mp->tn; j++) acc[i][j] = ld(c, g->t, mp->acc[i][j]);
+  bool loop = g->ad != DT_F32;
+  LLVMValueRef kv = NULL;
+  if (loop) {
+    for (int i = 0; i < mp->tm; i++)
+      for (int j = 0; j < mp->tn; j++) LLVMBuildStore(c->b, acc[i][j], mp->acc[i][j]);
+    kv = cg_open_loop(c, i64c(c, t.bk));
+    for (int i = 0; i < mp->tm; i++)
+      for (int j = 0; j < mp->tn; j++) acc[i][j] = ld(c, g->t, mp->acc[i][j]);
+  }
+  for (int kk = 0; kk < (loop ? 1 : t.bk); kk++) {
+    LLVMValueRef ka = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bm + APAD), "") : i64c(c, kk * (t.bm + APAD));
+    LLVMValueRef kb = loop ? LLVMBuildMul(c->b, kv, i64c(c, t.bn + APAD), "") : i64c(c, kk * (t.bn + APAD));
+    for (int q = 0; q < mp->tm / 4; q++) {
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, abase, addc(c, ka, 64 * q)), "");
+      LLVMSetAlignment(v, 16);
+      for (int e = 0; e < 4; e++) av[4 * q + e] = LLVMBuildExtractElement(c->b, v, i32c(c, e), "");
+    }
+    for (int q = 0; q < mp->tn / 4; q++) {
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, at(c, g->t, bbase, addc(c, kb, 64 * q)), "");
+      LLVMSetAlignment(v, 16);
+      for (int e = 0; e < 4; e++) bv[4 * q + e] = LLVMBuildExtractElement(c->b, v, i32c(c, e), "");
+    }
+    for (int i = 0; i < mp->tm; i++)
+      for (int j = 0; j < mp->tn; j++) acc[i][j] = mac(g, av[i], bv[j], acc[i][j]);
+  }
+  for (int i = 0; i < mp->tm; i++)
+    for (int j = 0; j < mp->tn; j++) LLVMBuildStore(c->b, acc[i][j], mp->acc[i][j]);
+  if (loop) cg_close_loop(c);
+}
+
+static void store_arm(G *g, Map *mp, LLVMValueRef s, LLVMValueRef unused) {
+  (void)unused;
+  store_tile(g, mp, s);
+}
+static void load_arm(G *g, Map *mp, LLVMValueRef m0, LLVMValueRef k0) { load_tile(g, mp, m0, k0); }
+
+/* Special register `name` (i64), read by an inline-asm mov with side
+ * effects: not hoisted or merged with earlier reads, so what is computed
+ * from it is not kept in registers from the kernel's start. */
+static LLVMValueRef fresh_sreg(Cg *c, const char *name) {
+  char text[32];
+  snprintf(text, sizeof text, "mov.u32 $0, %%%s;", name);
+  LLVMTypeRef ft = LLVMFunctionType(c->i32, NULL, 0, 0);
+  LLVMValueRef asmv = LLVMGetInlineAsm(ft, text, strlen(text), "=r", 2, 1, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildZExt(c->b, LLVMBuildCall2(c->b, ft, asmv, NULL, 0, ""), c->i64, "");
+}
+
+/* The whole kernel body for tile shape t. */
+static void emit_tile(G *g, Tile t) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  Map mp;
+  map_init(g, &mp, t);
+  const LfNest *n = g->n;
+  LLVMValueRef mblocks = LLVMBuildUDiv(b, addc(c, g->M, t.bm - 1), i64c(c, t.bm), "");
+  CuLoop lb, lm, lk;
+  g->bt = cu_loop_open(c, &lb, LLVMBuildZExt(b, cu_sreg(c, "ctaid.z"), c->i64, ""), g->batch,
+                       LLVMBuildZExt(b, cu_sreg(c, "nctaid.z"), c->i64, ""));
+  if (n->reduce == OP_CONV2D) {
+    g->img = LLVMBuildUDiv(b, g->bt, g->groups, "");
+    g->gi = LLVMBuildURem(b, g->bt, g->groups, "");
+  } else {
+    cu_split_rowmajor(c, g->bt, n->shape, n->rank - 2, g->biv);
+  }
+  /* row blocks grid-stride in y (a grid's y extent is at most 65535) */
+  LLVMValueRef mb = cu_loop_open(c, &lm, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), mblocks,
+                                 LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
+  LLVMValueRef m0 = LLVMBuildMul(b, mb, i64c(c, t.bm), "");
+  for (int i = 0; i < mp.tm; i++)
+    for (int j = 0; j < mp.tn; j++) LLVMBuildStore(b, LLVMConstNull(g->t), mp.acc[i][j]);
+  /* the first K tile into stage 0 (zeros when K is 0) */
+  load_tile(g, &mp, m0, i64c(c, 0));
+  store_tile(g, &mp, i64c(c, 0));
+  cu_barrier(c);
+  LLVMValueRef k0 = cu_loop_open(c, &lk, i64c(c, 0), g->K, i64c(c, t.bk));
+  int lg = t.bk == 8 ? 3 : 4;
+  LLVMValueRef s = LLVMBuildAnd(b, LLVMBuildLShr(b, k0, i64c(c, lg), ""), i64c(c, 1), "");
+  LLVMValueRef k1 = addc(c, k0, t.bk), more = lt(c, k1, g->K);
+  branch(g, &mp, more, load_arm, NULL, m0, k1); /* the next tile into registers */
+  compute(g, &mp, s);
+  branch(g, &mp, more, store_arm, NULL, LLVMBuildXor(b, s, i64c(c, 1), ""), NULL);
+  cu_barrier(c);
+  cu_loop_close(c, &lk);
+  /* the outputs through shared memory, 64 rows at a time: each thread
+   * writes its values there (4-vectors), then the block stores the rows
+   * with consecutive threads on consecutive columns (one store_c in a
+   * loop).  The K loop's last barrier freed the operand tiles; indices
+   * come from fresh reads of tid.x and ctaid.x, so that they take no
+   * registers during the K loop. */
+  LLVMValueRef tid = fresh_sreg(c, "tid.x");
+  LLVMValueRef tx = urem(c, tid, 16), ty = udiv(c, tid, 16);
+  LLVMValueRef n0 = LLVMBuildMul(b, fresh_sreg(c, "ctaid.x"), i64c(c, t.bn), "");
+  for (int h = 0; h < mp.tm / 4; h++) {
+    for (int r = 0; r < 4; r++)
+      for (int q = 0; q < mp.tn / 4; q++) {
+        LLVMValueRef e[4];
+        for (int j = 0; j < 4; j++) e[j] = ld(c, g->t, mp.acc[4 * h + r][4 * q + j]);
+        LLVMValueRef row = addc(c, LLVMBuildMul(b, ty, i64c(c, 4), ""), r);
+        LLVMValueRef i = add(c, LLVMBuildMul(b, row, i64c(c, t.bn), ""), addc(c, LLVMBuildMul(b, tx, i64c(c, 4), ""), 64 * q));
+        LLVMSetAlignment(LLVMBuildStore(b, vec4(g, e), at(c, g->t, g->Cs, i)), 16);
+      }
+    cu_barrier(c);
+    LLVMValueRef it = cg_open_loop(c, i64c(c, 64 * t.bn / NT));
+    LLVMValueRef e = add(c, tid, LLVMBuildMul(b, it, i64c(c, NT), ""));
+    LLVMValueRef m = add(c, m0, addc(c, udiv(c, e, t.bn), 64 * h)), col = add(c, n0, urem(c, e, t.bn));
+    LLVMBasicBlockRef st = block(c, "store"), stored = block(c, "stored");
+    LLVMBuildCondBr(b, land(c, lt(c, m, g->M), lt(c, col, g->N)), st, stored);
+    LLVMPositionBuilderAtEnd(b, st);
+    LLVMValueRef oy = NULL, ox = NULL;
+    if (n->reduce == OP_CONV2D) oy = LLVMBuildUDiv(b, col, g->OW, ""), ox = LLVMBuildURem(b, col, g->OW, "");
+    store_c(g, m, col, ld(c, g->t, at(c, g->t, g->Cs, e)), oy, ox);
+    LLVMBuildBr(b, stored);
+    LLVMPositionBuilderAtEnd(b, stored);
+    cg_close_loop(c);
+    cu_barrier(c); /* before the next rows (or tiles) overwrite it */
+  }
+  cu_loop_close(c, &lm);
+  cu_loop_close(c, &lb);
+}
+
+static bool known_false(LLVMValueRef v) { return LLVMIsAConstantInt(v) && !LLVMConstIntGetZExtValue(v); }
+
+/* nvvm.annotations: fn's `key` is v (.maxntid, .maxnreg in the PTX). */
+static void annotate(Cg *c, LLVMValueRef fn, const char *key, int v) {
+  LLVMValueRef md[3] = {fn, LLVMMDStringInContext(c->ctx, key, (unsigned)strlen(key)), i32c(c, v)};
+  LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMDNodeInContext(c->ctx, md, 3));
+}
+
+enum { V_BIG = 1, V_VEC_A = 2, V_VEC_B = 4 };
+
+/* One whole kernel body per combination of the uniform conditions
+ * conds[i .. n) that are not known (cond k, when true, sets the flags
+ * masks[k] in `flags`): each body's loops hold only their own
+ * loop-invariant values (registers). */
+static void variants(G *g, LLVMValueRef *conds, const int *masks, int i, int n, int flags) {
+  Cg *c = g->c;
+  if (i == n) {
+    g->vec_a = LLVMConstInt(c->i1, (flags & V_VEC_A) != 0, 0);
+    g->vec_b = LLVMConstInt(c->i1, (flags & V_VEC_B) != 0, 0);
+    emit_tile(g, flags & V_BIG ? BIG : SMALL);
+    return;
+  }
+  if (LLVMIsAConstantInt(conds[i])) {
+    variants(g, conds, masks, i + 1, n, flags | (LLVMConstIntGetZExtValue(conds[i]) ? masks[i] : 0));
+    return;
+  }
+  LLVMBasicBlockRef t = block(c, "yes"), e = block(c, "no"), j = block(c, "joined");
+  LLVMBuildCondBr(c->b, conds[i], t, e);
+  for (int v = 1; v >= 0; v--) {
+    LLVMPositionBuilderAtEnd(c->b, v ? t : e);
+    variants(g, conds, masks, i + 1, n, flags | (v ? masks[i] : 0));
+    LLVMBuildBr(c->b, j);
+  }
+  LLVMPositionBuilderAtEnd(c->b, j);
+}
+
 void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   LLVMValueRef *rts[64];
   if (c->k->nresults > 64) ICE("more than 64 results");
   cu_unpack(c, fn, rts);
   LLVMBuilderRef b = c->b;
-  G g = {.c = c, .n = n, .v = ir_val(c->k, n->gemm)};
+  G g = {.c = c, .n = n, .v = ir_val(c->k, n->gemm), .rts = rts};
   g.ad = cu_acc_dtype(n->cdtype);
   g.t = cg_compute_type(c, g.ad);
-  LLVMValueRef batch;
-  cu_gemm_dims(c, n, &g.M, &g.N, &g.K, &batch);
+  cu_gemm_dims(c, n, &g.M, &g.N, &g.K, &g.batch);
   if (n->reduce == OP_CONV2D) {
     const IrValue *w = ir_val(c->k, g.v->args[1]), *xv = ir_val(c->k, g.v->args[0]);
     g.groups = cg_sym_val(c, g.v->attrs[6]);
@@ -208,70 +893,39 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.H = cg_sym_val(c, xv->shape[xv->rank - 2]), g.W = cg_sym_val(c, xv->shape[xv->rank - 1]);
     g.OW = cg_sym_val(c, n->shape[n->rank - 1]);
     for (int i = 0; i < 6; i++) g.attr[i] = cg_sym_val(c, g.v->attrs[i]);
+    const LfAccess *xa = &n->opnd[0];
+    g.kpix = c->opt > 0 && !n->pro[0] && xa->buf >= 0 && !xa->lin_rank && !xa->rt_strides &&
+             sym_is(xa->stride[xv->rank - 3], 1);
+    g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g);
+    g.vec_b = vec_input(&g);
+  } else {
+    /* B along n, or along k when its k stride is the constant 1 and its
+     * n stride is not (x @ w.T) */
+    const IrValue *bv = ir_val(c->k, g.v->args[1]);
+    const Sym *const *bs = n->opnd[1].stride;
+    g.b_kmajor = plain(&g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
+    g.vec_a = vec_matmul(&g, 0, ir_val(c->k, g.v->args[0])->rank - 1, g.K);
+    g.vec_b = g.b_kmajor ? vec_matmul(&g, 1, bv->rank - 2, g.K) : vec_matmul(&g, 1, bv->rank - 1, g.N);
   }
-  LLVMValueRef As = cu_shared(c, g.t, BK * BM, "gemm_a"), Bs = cu_shared(c, g.t, BK * BN, "gemm_b");
-  LLVMValueRef acc[TM][TN];
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TN; j++) acc[i][j] = cg_entry_alloca(c, g.t, NULL);
-  LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
-  LLVMValueRef tx = LLVMBuildURem(b, tid, i64c(c, 16), ""), ty = LLVMBuildUDiv(b, tid, i64c(c, 16), "");
-  LLVMValueRef n0 = LLVMBuildMul(b, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, BN), "");
-  LLVMValueRef mblocks = LLVMBuildUDiv(b, LLVMBuildAdd(b, g.M, i64c(c, BM - 1), ""), i64c(c, BM), "");
-  CuLoop lb, lm, lk;
-  g.bt = cu_loop_open(c, &lb, LLVMBuildZExt(b, cu_sreg(c, "ctaid.z"), c->i64, ""), batch,
-                      LLVMBuildZExt(b, cu_sreg(c, "nctaid.z"), c->i64, ""));
-  if (n->reduce == OP_CONV2D) {
-    g.img = LLVMBuildUDiv(b, g.bt, g.groups, "");
-    g.gi = LLVMBuildURem(b, g.bt, g.groups, "");
+  /* one shared array: the two stages of the A and B tiles, or 64 rows
+   * of outputs in the epilogue (8-byte accumulators: small tiles only) */
+  int as = 2 * imax(a_stage(SMALL), a_stage(BIG)), bs = 2 * imax(b_stage(SMALL), b_stage(BIG));
+  int cs = 64 * (g.ad == DT_F32 ? BIG.bn : SMALL.bn);
+  g.Cs = cu_shared(c, g.t, imax(as + bs, cs), "gemm_smem");
+  g.As = g.Cs;
+  g.Bs = at(c, g.t, g.Cs, i64c(c, as));
+  g.tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
+  annotate(c, fn, "maxntidx", NT);
+  if (g.ad == DT_F32) annotate(c, fn, "maxnreg", CU_GEMM_MAXNREG);
+  LLVMValueRef bigc = gemm_big(c, n, g.M, g.N, g.batch);
+  if (n->reduce == OP_CONV2D) { /* the weight and the input each */
+    LLVMValueRef conds[3] = {bigc, g.vec_a, g.vec_b};
+    variants(&g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
+  } else { /* vector loads when both operands qualify */
+    LLVMValueRef vec = known_false(g.vec_a) || known_false(g.vec_b) ? LLVMConstInt(c->i1, 0, 0)
+                                                                    : land(c, g.vec_a, g.vec_b);
+    LLVMValueRef conds[2] = {bigc, vec};
+    variants(&g, conds, (const int[2]){V_BIG, V_VEC_A | V_VEC_B}, 0, 2, 0);
   }
-  /* row blocks grid-stride in y (a grid's y extent is at most 65535) */
-  LLVMValueRef mb = cu_loop_open(c, &lm, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), mblocks,
-                                 LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
-  LLVMValueRef m0 = LLVMBuildMul(b, mb, i64c(c, BM), "");
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TN; j++) LLVMBuildStore(b, LLVMConstNull(g.t), acc[i][j]);
-  LLVMValueRef k0 = cu_loop_open(c, &lk, i64c(c, 0), g.K, i64c(c, BK));
-  for (int q = 0; q < BM * BK / CU_BLOCK; q++) { /* the A tile: k fastest */
-    LLVMValueRef e = LLVMBuildAdd(b, tid, i64c(c, q * CU_BLOCK), "");
-    LLVMValueRef mm = LLVMBuildUDiv(b, e, i64c(c, BK), ""), kk = LLVMBuildURem(b, e, i64c(c, BK), "");
-    LLVMValueRef m = LLVMBuildAdd(b, m0, mm, ""), k = LLVMBuildAdd(b, k0, kk, "");
-    LLVMValueRef v = elem_a(&g, m, k, LLVMBuildAnd(b, lt(c, m, g.M), lt(c, k, g.K), ""));
-    LLVMBuildStore(b, v, at(c, g.t, As, LLVMBuildAdd(b, LLVMBuildMul(b, kk, i64c(c, BM), ""), mm, "")));
-  }
-  for (int q = 0; q < BN * BK / CU_BLOCK; q++) { /* the B tile: n fastest */
-    LLVMValueRef e = LLVMBuildAdd(b, tid, i64c(c, q * CU_BLOCK), "");
-    LLVMValueRef kk = LLVMBuildUDiv(b, e, i64c(c, BN), ""), nn = LLVMBuildURem(b, e, i64c(c, BN), "");
-    LLVMValueRef k = LLVMBuildAdd(b, k0, kk, ""), col = LLVMBuildAdd(b, n0, nn, "");
-    LLVMValueRef v = elem_b(&g, k, col, LLVMBuildAnd(b, lt(c, k, g.K), lt(c, col, g.N), ""));
-    LLVMBuildStore(b, v, at(c, g.t, Bs, LLVMBuildAdd(b, LLVMBuildMul(b, kk, i64c(c, BN), ""), nn, "")));
-  }
-  cu_barrier(c);
-  LLVMValueRef kk = cg_open_loop(c, i64c(c, BK));
-  LLVMValueRef av[TM], bv[TN];
-  for (int i = 0; i < TM; i++)
-    av[i] = LLVMBuildLoad2(b, g.t, at(c, g.t, As, LLVMBuildAdd(b, LLVMBuildMul(b, kk, i64c(c, BM), ""),
-                                                               LLVMBuildAdd(b, ty, i64c(c, 16 * i), ""), "")), "");
-  for (int j = 0; j < TN; j++)
-    bv[j] = LLVMBuildLoad2(b, g.t, at(c, g.t, Bs, LLVMBuildAdd(b, LLVMBuildMul(b, kk, i64c(c, BN), ""),
-                                                               LLVMBuildAdd(b, tx, i64c(c, 16 * j), ""), "")), "");
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TN; j++)
-      LLVMBuildStore(b, mac(&g, av[i], bv[j], LLVMBuildLoad2(b, g.t, acc[i][j], "")), acc[i][j]);
-  cg_close_loop(c);
-  cu_barrier(c);
-  cu_loop_close(c, &lk);
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TN; j++) {
-      LLVMValueRef m = LLVMBuildAdd(b, m0, LLVMBuildAdd(b, ty, i64c(c, 16 * i), ""), "");
-      LLVMValueRef col = LLVMBuildAdd(b, n0, LLVMBuildAdd(b, tx, i64c(c, 16 * j), ""), "");
-      LLVMBasicBlockRef st = block(c, "store"), next = block(c, "stored");
-      LLVMBuildCondBr(b, LLVMBuildAnd(b, lt(c, m, g.M), lt(c, col, g.N), ""), st, next);
-      LLVMPositionBuilderAtEnd(b, st);
-      store_c(&g, m, col, LLVMBuildLoad2(b, g.t, acc[i][j], ""), rts);
-      LLVMBuildBr(b, next);
-      LLVMPositionBuilderAtEnd(b, next);
-    }
-  cu_loop_close(c, &lm);
-  cu_loop_close(c, &lb);
   LLVMBuildRetVoid(b);
 }

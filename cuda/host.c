@@ -84,12 +84,7 @@ static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMVal
     work = cu_outer_product(c, n, 0, n->shared);
     g[0] = cu_group_blocks(c, n);
   } else if (p.kind == CU_GEMM) {
-    LLVMValueRef M, N, K, batch;
-    cu_gemm_dims(c, n, &M, &N, &K, &batch);
-    g[0] = blocks(c, N, CU_GEMM_BN, 0x7fffffff);
-    g[1] = blocks(c, M, CU_GEMM_BM, 65535);
-    g[2] = cg_smin(c, batch, i64c(c, 65535), false);
-    work = LLVMBuildMul(c->b, LLVMBuildMul(c->b, M, N, ""), batch, "");
+    work = cu_gemm_grid(c, n, g);
   } else if (p.kind == CU_ELEMWISE && cu_transposes(c->m->st, n, c->target)) {
     work = cu_outer_product(c, n, 0, n->rank); /* a block per 32 x 32 tile, at most */
     g[0] = blocks(c, work, 1024, CU_MAX_BLOCKS);

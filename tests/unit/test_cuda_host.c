@@ -271,6 +271,37 @@ START_TEST(matmul_grid) {
 }
 END_TEST
 
+/* The tile shape follows the sizes (cuda/gemm.c): 128 x 128 once there
+ * are CU_GEMM_BIG_TILES (256) of them, else 64 x 64. */
+START_TEST(matmul_grid_tiles) {
+  static const struct {
+    int64_t m, n;
+    unsigned gx, gy;
+  } cases[] = {
+      {2048, 2048, 16, 16}, /* 256 big tiles */
+      {2048, 1900, 30, 32}, /* 16 x 15 = 240 big tiles: small ones */
+      {1024, 1024, 16, 16}, /* 64 big tiles: small ones */
+      {4096, 4000, 32, 32}, /* 1024 big tiles */
+      {100, 5000, 79, 2},   /* M < 128 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t as[2] = {cases[i].m, 30}, bs[2] = {30, cases[i].n}, cs[2] = {cases[i].m, cases[i].n};
+    /* "device" addresses far apart (the fake runs no kernel): no overlap */
+    DLTensor a = cuda_t((void *)(uintptr_t)(1ull << 40), 2, as, 0),
+             b = cuda_t((void *)(uintptr_t)(2ull << 40), 2, bs, 0),
+             c = cuda_t((void *)(uintptr_t)(3ull << 40), 2, cs, 0);
+    ck_assert_int_eq(((K2)fn(0, "mm"))(&a, &b, &c), TDSL_OK);
+    unsigned g[3], bl[3];
+    uint64_t p[256];
+    last_launch(g, bl, p, 256);
+    ck_assert_uint_eq(g[0], cases[i].gx);
+    ck_assert_uint_eq(g[1], cases[i].gy);
+    ck_assert_uint_eq(g[2], 1);
+    ck_assert_uint_eq(bl[0], 256);
+  }
+}
+END_TEST
+
 START_TEST(scratch_in_stream_order) {
   typedef int (*KT)(const DLTensor *, DLTensor *, DLTensor *);
   int64_t n[1] = {500};
@@ -597,6 +628,7 @@ int main(void) {
   tcase_add_test(t, index_check_verdict);
   tcase_add_test(t, row_group_is_one_launch);
   tcase_add_test(t, matmul_grid);
+  tcase_add_test(t, matmul_grid_tiles);
   tcase_add_test(t, scratch_in_stream_order);
   tcase_add_test(t, split_reduction_launches);
   tcase_add_test(t, legacy_stream_keeps_scratch);
