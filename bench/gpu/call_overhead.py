@@ -25,7 +25,9 @@ and after but not inside) of:
   eager          the same computation in PyTorch eager (out= where it has one)
   copy_          o.copy_(x): one PyTorch op of the smallest kind
 The variants are interleaved batch by batch, so that a machine's drift
-touches them alike.  "python" = tdsl out= minus bound: what Python adds
+touches them alike; a row whose call did not take the direct path says
+so.  On CUDA (without --only) two full-size reductions follow, timed in
+batches of 1, 10 and 100 calls with a synchronization between batches.  "python" = tdsl out= minus bound: what Python adds
 to the C entry.  On CUDA the kernels are enqueued on PyTorch's current
 stream and the host time is that of enqueuing them (the device keeps up:
 the tensors are tiny).
@@ -48,6 +50,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tdsl  # noqa: E402
+from tdsl import _kernel  # noqa: E402
 
 
 def workloads(dev):
@@ -105,6 +108,42 @@ def measure(variants, iters, runs, sync, stat=statistics.median):
     return {name: stat(v) for name, v in times.items()}
 
 
+def batches(mod, dev, opts, sync):
+    """Two full-size reductions (bench_gpu.py's mse and sum rows): host µs
+    per call of k(*args, out=o) and of its bound call in batches of 1, 10
+    and 100 calls with a synchronization between batches: a cost per batch
+    (the synchronization's aftermath) shows as a per-call time falling with
+    the batch size."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    a = torch.randn(4096, 4096, generator=g, device=dev)
+    b = torch.randn(4096, 4096, generator=g, device=dev)
+    x = torch.randn(32 << 20, generator=g, device=dev)
+    print()
+    print("full-size reductions: host µs per call by calls per batch (a sync between batches)")
+    print("| call | 1 | 10 | 100 |")
+    print("|---|---:|---:|---:|")
+    for name, kname, args in (("mse [4096,4096]", "mse", (a, b)), ("sum 32M", "sum_all", (x,))):
+        if kname not in mod.kernels:
+            continue
+        k = mod.kernels[kname]
+        out = torch.empty_like(k(*args))
+        bound = k.bind(*args, out=out)
+        for label, f in (("%s out=" % name, lambda: k(*args, out=out)), ("%s bound" % name, bound)):
+            row = []
+            for n in (1, 10, 100):
+                t = []
+                for _ in range(max(3, opts.runs)):
+                    sync()
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        f()
+                    t.append((time.perf_counter() - t0) * 1e6 / n)
+                sync()
+                row.append(statistics.median(t))
+            print("| %s | %s |" % (label, " | ".join("%.1f" % v for v in row)))
+        bound.release()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
@@ -120,6 +159,8 @@ def main():
     dev = torch.device(opts.device)
     cuda = dev.type == "cuda"
     if cuda:
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(dev)
     so = opts.so or os.path.join(HERE, "kernels_cuda.so" if cuda else "kernels_host.so")
     mod = tdsl.load(so)
@@ -128,9 +169,19 @@ def main():
         if cuda:
             torch.cuda.synchronize(dev)
 
-    print("library: %s (%s); torch %s; python %s; device %s" % (
+    print("library: %s (%s); torch %s; python %s; device %s%s" % (
         so, mod.device, torch.__version__, sys.version.split()[0],
-        torch.cuda.get_device_name(dev) if cuda else "cpu"))
+        torch.cuda.get_device_name(dev) if cuda else "cpu",
+        "; PyTorch's current stream: %#x" % _kernel._cuda_stream(dev.index) if cuda else ""))
+    # how often a call went the general path (DLPack) instead of the direct one
+    general = [0]
+    borrow = _kernel._borrow_as
+
+    def counting(*a, **k):
+        general[0] += 1
+        return borrow(*a, **k)
+
+    _kernel._borrow_as = counting
     cols = ["tdsl out=", "tdsl general", "tdsl alloc", "bound", "eager", "copy_"]
     print("host µs per call (%s of %d batches of %d calls)" % (
         "fastest" if opts.min else "median", opts.runs, opts.iters))
@@ -146,6 +197,9 @@ def main():
             continue
         k = mod.kernels[kname]
         k(*args, out=out)  # first call: module load, checks
+        before = general[0]
+        k(*args, out=out)
+        direct = general[0] == before
         bound = k.bind(*args, out=out)
         src = args[0] if args[0].dtype == out.dtype and args[0].numel() == out.numel() \
             else torch.empty_like(out)
@@ -162,8 +216,11 @@ def main():
         finally:
             bound.release()
         r["python"] = r["tdsl out="] - r["bound"]
-        rows.append({"workload": name, "kernel": kname, "us": r})
-        print("| %s | %s | %.1f |" % (name, " | ".join("%.1f" % r[c] for c in cols), r["python"]))
+        rows.append({"workload": name, "kernel": kname, "us": r, "direct": direct})
+        print("| %s%s | %s | %.1f |" % (name, "" if direct else " (general path!)",
+                                       " | ".join("%.1f" % r[c] for c in cols), r["python"]))
+    if cuda and not opts.only:
+        batches(mod, dev, opts, sync)
     print("tdsl out= / tdsl general / tdsl alloc: a Python call (the direct path for PyTorch "
           "tensors / forced through DLPack / results allocated); bound: Kernel.bind()'s "
           "call, the C entry alone; python = tdsl out= - bound.")
