@@ -431,8 +431,9 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
  * finish kernel (K__nI_fin, launched when S > 1) runs a block per output:
  * thread t combines partials t, t + B, ... in order, then the same tree,
  * and thread 0 finishes (mean, post, conversion) and stores.  Each
- * thread's chain is short (32M elements: 256 each), so a sum is more
- * accurate than one running sum (docs/numerics.md).  Windows, short
+ * thread's chain is short (32M elements: 256 each; longer past that, S
+ * staying at 512), so a sum is far more accurate than one running sum
+ * (docs/numerics.md).  Windows, short
  * constant reductions, scans and row groups are not split. */
 enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16, COLS_W = 32, COLS_R = CU_BLOCK / COLS_W };
 typedef enum SplitKind { SPLIT_NONE, SPLIT_ROWS, SPLIT_DYN, SPLIT_COLS } SplitKind;
