@@ -106,23 +106,37 @@ static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMVal
 
 /* ---- split reductions (nest.c "Split reductions") ----
  * The partials: one scratch buffer (tdsl_cuda_scratch, stream-ordered)
- * sized for the largest split nest of the kernel (the nests run in
- * stream order, so each reuses it); its pointer in *slot. */
+ * sized for the largest split nest of the kernel that runs with more
+ * than one block per output (the nests run in stream order, so each
+ * reuses it), NULL when none does; its pointer also in *slot. */
 static LLVMValueRef split_partials(Cg *c, LLVMValueRef slot) {
   const LfKernel *lk = c->lk;
-  LLVMValueRef bytes = i64c(c, CU_SPLIT_BYTES);
+  LLVMValueRef bytes = i64c(c, 0);
   for (int i = 0; i < lk->nnests; i++) {
     if (cu_unit_funcs(lk, i, c->opt) != 2) continue;
     const LfNest *n = &lk->nests[i];
     LLVMValueRef S = cu_split_count(c, n);
     LLVMValueRef k = LLVMBuildMul(c->b, cu_outer_product(c, n, 0, n->rank), S, "");
-    k = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), k, i64c(c, 1), "");
+    LLVMValueRef two = LLVMBuildAnd(c->b, cu_split_used(c, n),
+                                    LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), "");
+    k = LLVMBuildSelect(c->b, two, k, i64c(c, 0), "");
     bytes = cg_smin(c, bytes, LLVMBuildMul(c->b, k, i64c(c, CU_SPLIT_BYTES), ""), true);
   }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), get = block(c, "partials"),
+                    done = block(c, "partials_done");
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, bytes, i64c(c, 0), ""), get, done);
+  LLVMPositionBuilderAtEnd(c->b, get);
   LLVMValueRef p = scratch_alloc(c, bytes);
   LLVMBuildStore(c->b, p, slot);
   cg_check_rc(c, LLVMBuildSelect(c->b, LLVMBuildIsNull(c->b, p, ""), i32c(c, E_NOMEM), i32c(c, 0), ""));
-  return p;
+  LLVMBasicBlockRef got = LLVMGetInsertBlock(c->b);
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+  LLVMValueRef phi = LLVMBuildPhi(c->b, c->ptr, "partials");
+  LLVMValueRef null = LLVMConstNull(c->ptr);
+  LLVMAddIncoming(phi, &null, &pre, 1);
+  LLVMAddIncoming(phi, &p, &got, 1);
+  return phi;
 }
 
 static void launch_grid(Cg *c, LLVMValueRef fn, LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef args) {

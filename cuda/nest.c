@@ -453,11 +453,12 @@ static void emit_reduction(Cg *c, const LfNest *n, NestCtx *x, int G) {
  * + p), or, when S is 1, finishes and stores the output itself.  The
  * finish kernel (K__nI_fin, launched when S > 1) runs a block per output:
  * thread t combines partials t, t + B, ... in order, then the same tree,
- * and thread 0 finishes (mean, post, conversion) and stores.  Each
- * thread's chain is short (32M elements: 256 each), so a sum is more
- * accurate than one running sum (docs/numerics.md).  Windows, short
+ * and thread 0 finishes (mean, post, conversion) and stores.  A thread's
+ * float sum runs in chunks of SPLIT_CHAIN steps (256 elements), each
+ * from zero, added into a second accumulator: every running chain stays
+ * short at any length, then trees (docs/numerics.md).  Windows, short
  * constant reductions, scans and row groups are not split. */
-enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16, COLS_W = 32, COLS_R = CU_BLOCK / COLS_W };
+enum { SPLIT_UNROLL = 8, SPLIT_MIN = 16, SPLIT_CHAIN = 32, COLS_W = 32, COLS_R = CU_BLOCK / COLS_W };
 typedef enum SplitKind { SPLIT_NONE, SPLIT_ROWS, SPLIT_DYN, SPLIT_COLS } SplitKind;
 
 /* Whether nest i belongs to a row group (whatever the opt level: host
@@ -555,6 +556,15 @@ static void split_chain(Cg *c, const Red *r, const LfSchedule *s, NestCtx *x, LL
   LLVMBuilderRef b = c->b;
   const LfNest *n = x->n;
   CuLoop lm, lr;
+  /* a float sum: a cascade of two levels, chunks of SPLIT_CHAIN steps
+   * summed from zero into outer (the chain stays short at any length) */
+  LLVMValueRef outer = NULL, steps = NULL;
+  if (r->isf && (r->op == OP_SUM || r->op == OP_MEAN)) {
+    outer = cg_entry_alloca(c, r->t, NULL);
+    steps = cg_entry_alloca(c, c->i64, NULL);
+    LLVMBuildStore(b, LLVMConstNull(r->t), outer);
+    LLVMBuildStore(b, i64c(c, 0), steps);
+  }
   /* SPLIT_UNROLL elements a step while all are in range: the loads first */
   LLVMValueRef last = LLVMBuildSub(b, total, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL - 1), ""), "");
   LLVMValueRef j = cu_loop_open(c, &lm, j0, last, LLVMBuildMul(b, step, i64c(c, SPLIT_UNROLL), ""));
@@ -566,6 +576,14 @@ static void split_chain(Cg *c, const Red *r, const LfSchedule *s, NestCtx *x, LL
   }
   LLVMValueRef a = get(c, r->t, acc), ia = get(c, c->i64, idx);
   for (int u = 0; u < SPLIT_UNROLL; u++) combine(c, r, &a, &ia, v[u], jj[u]);
+  if (outer) { /* every SPLIT_CHAIN steps the chunk's sum moves to outer */
+    LLVMValueRef k = LLVMBuildAdd(b, get(c, c->i64, steps), i64c(c, 1), "");
+    LLVMValueRef full = LLVMBuildICmp(b, LLVMIntEQ, k, i64c(c, SPLIT_CHAIN), "");
+    LLVMValueRef o = get(c, r->t, outer);
+    LLVMBuildStore(b, sel(c, full, LLVMBuildFAdd(b, o, a, ""), o), outer);
+    a = sel(c, full, LLVMConstNull(r->t), a);
+    LLVMBuildStore(b, sel(c, full, i64c(c, 0), k), steps);
+  }
   LLVMBuildStore(b, a, acc);
   LLVMBuildStore(b, ia, idx);
   cu_loop_close(c, &lm);
@@ -574,6 +592,7 @@ static void split_chain(Cg *c, const Red *r, const LfSchedule *s, NestCtx *x, LL
   split_index(c, n, s, s->nouter, s->n, j, x);
   accumulate(c, r, x, acc, idx, j);
   cu_loop_close(c, &lr);
+  if (outer) LLVMBuildStore(b, LLVMBuildFAdd(b, get(c, r->t, outer), get(c, r->t, acc), ""), acc);
 }
 
 /* Output o's reduced (acc, idx): stored when S is 1, else partial o * S +

@@ -37,7 +37,8 @@ static const char *SRC =
     "kernel sl(x: f32[N, 5]) -> f32[N, 4] {\n  return x[:, 1:] * 2.0\n}\n"
     "kernel bc(x: f32[R, C], b: f32[C]) -> f32[R, C] {\n  return x + b\n}\n"
     "kernel tr(x: f32[A, B]) -> f32[B, A] {\n  return x.permute(1, 0).contiguous()\n}\n"
-    "kernel h8(x: f16[N]) -> f16[N] {\n  return x * 2.0\n}\n";
+    "kernel h8(x: f16[N]) -> f16[N] {\n  return x * 2.0\n}\n"
+    "kernel rs(x: f32[R, N]) -> f32[R] {\n  return x.sum(1)\n}\n";
 
 static void *so[2]; /* -O2, -O0 */
 static int (*stat_of)(const char *);
@@ -400,9 +401,10 @@ static void record_split(const char *name, const uint64_t *p, int n) {
 
 /* A long reduction to few outputs or along columns: the partial kernel
  * on S blocks per output group (S from the shapes: at most 512 blocks in
- * all, 16 elements per thread at least), then the finish kernel on a block per output,
- * both given the same partials, allocated and freed in stream order; a
- * short one (S = 1) is one launch that stores the result itself. */
+ * all, 16 elements per thread at least), then the finish kernel on a
+ * block per output, both given the same partials, allocated and freed in
+ * stream order; a short one (S = 1) is one launch that stores the result
+ * itself, with no partials. */
 START_TEST(split_reduction_launches) {
   for (int lib = 0; lib < 2; lib++) {
     set_stream(lib, (void *)0x5150); /* allocated per call (legacy_stream_keeps_scratch) */
@@ -424,13 +426,16 @@ START_TEST(split_reduction_launches) {
     ck_assert_int_eq(stat_of("async_allocs") - allocs, 1 + lib); /* -O0: and the sum's scratch */
     ck_assert_int_eq(stat_of("async_frees") - frees, 1 + lib);
     ck_assert_int_eq(stat_of("live"), live);
-    /* short: S = 1, one launch */
+    /* short: S = 1, one launch, no partials */
     n[0] = 1000;
     split_n = 0;
     before = stat_of("launches");
+    allocs = stat_of("async_allocs");
     ck_assert_int_eq(((K1)fn(lib, "big"))(&x, &s), TDSL_OK);
     ck_assert_int_eq(stat_of("launches"), before + 1 + lib);
     ck_assert_uint_eq(split_seen[0].grid[0], 1);
+    ck_assert_uint_eq(split_seen[0].partials, 0);
+    ck_assert_int_eq(stat_of("async_allocs") - allocs, lib);
     /* three outputs: S = min(512 / 3, ceil(100000 / 4096)) = 25 */
     int64_t s2[2] = {3, 100000}, s1[1] = {3};
     DLTensor x2 = cuda_t(xbuf, 2, s2, 0), y = cuda_t(ybuf, 1, s1, 0);
@@ -453,6 +458,24 @@ START_TEST(split_reduction_launches) {
     ck_assert_uint_eq(split_seen[0].grid[1], 2);
     ck_assert_str_eq(split_seen[1].name, "cs__n0_fin");
     ck_assert_uint_eq(split_seen[1].grid[0], 64);
+    /* a symbolic output count: split below 2048 outputs, else a warp
+     * per output (8 a block) in one launch without partials */
+    int64_t s5[2] = {3, 100000}, s6[1] = {3};
+    DLTensor x5 = cuda_t(xbuf, 2, s5, 0), y5 = cuda_t(ybuf, 1, s6, 0);
+    split_n = 0;
+    ck_assert_int_eq(((K1)fn(lib, "rs"))(&x5, &y5), TDSL_OK);
+    ck_assert_int_eq(split_n, 2 + lib);
+    ck_assert_uint_eq(split_seen[0].grid[0], 25);
+    ck_assert_uint_eq(split_seen[0].grid[1], 3);
+    ck_assert_str_eq(split_seen[1].name, "rs__n0_fin");
+    s5[0] = s6[0] = 3000, s5[1] = 10;
+    split_n = 0;
+    ck_assert_int_eq(((K1)fn(lib, "rs"))(&x5, &y5), TDSL_OK);
+    ck_assert_int_eq(split_n, 1 + lib);
+    ck_assert_str_eq(split_seen[0].name, "rs__n0");
+    ck_assert_uint_eq(split_seen[0].grid[0], 375);
+    ck_assert_uint_eq(split_seen[0].grid[1], 1);
+    ck_assert_uint_eq(split_seen[0].partials, 0);
     set_launch_hook(NULL);
     ck_assert_int_eq(stat_of("live"), live);
     set_stream(lib, NULL);
