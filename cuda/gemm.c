@@ -33,7 +33,8 @@
  * prologue, reshape or index tensor) of f16, bf16, f32 or f64 whose
  * unit-stride dim is k (A) or n (B) with a length that is a multiple of
  * 4, the other strides multiples of 4 and the first element aligned to
- * the vector (matmul: both operands, else neither); a conv's weight
+ * the vector (matmul: both operands, else neither, unless one of them
+ * never can: a prologue; then the other alone); a conv's weight
  * qualifies when dense over [C/groups, KH, KW] (k is then the flat
  * offset), its input for a 1 x 1 kernel with stride 1 and no padding
  * over an input dense in [H, W] (n is then the offset in the image).
@@ -921,10 +922,11 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   if (n->reduce == OP_CONV2D) { /* the weight and the input each */
     LLVMValueRef conds[3] = {bigc, g.vec_a, g.vec_b};
     variants(&g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
+  } else if (known_false(g.vec_a) || known_false(g.vec_b)) { /* the other one alone (a prologue) */
+    LLVMValueRef conds[3] = {bigc, g.vec_a, g.vec_b};
+    variants(&g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
   } else { /* vector loads when both operands qualify */
-    LLVMValueRef vec = known_false(g.vec_a) || known_false(g.vec_b) ? LLVMConstInt(c->i1, 0, 0)
-                                                                    : land(c, g.vec_a, g.vec_b);
-    LLVMValueRef conds[2] = {bigc, vec};
+    LLVMValueRef conds[2] = {bigc, land(c, g.vec_a, g.vec_b)};
     variants(&g, conds, (const int[2]){V_BIG, V_VEC_A | V_VEC_B}, 0, 2, 0);
   }
   LLVMBuildRetVoid(b);
