@@ -492,14 +492,15 @@ static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef 
  *    the same buffer, or when it goes to scratch that nothing else reads
  *    (statistics).
  * Teams of T = 32 (a warp per row, 8 rows per block) serve rows of up to
- * 1024 elements, T = 256 (a block per row) up to 4096; longer rows and
+ * 1024 elements (V = 8, 16 or 32: a short row computes few idle slots),
+ * T = 256 (a block per row) up to 4096; longer rows and
  * other groups take the general kernel below.  A thread keeps to its own
  * elements between members, so only block reductions need barriers. */
 enum { RG_MAXM = 16, RG_MAXC = 48 };
 
 static const struct {
   int T, V;
-} RG_TIERS[] = {{32, 8}, {32, 32}, {CU_BLOCK, 8}, {CU_BLOCK, 16}};
+} RG_TIERS[] = {{32, 8}, {32, 16}, {32, 32}, {CU_BLOCK, 8}, {CU_BLOCK, 16}};
 enum { RG_NT = sizeof RG_TIERS / sizeof RG_TIERS[0] };
 
 typedef struct RgClass {

@@ -5,7 +5,7 @@
  * half-precision statistics (tests/pytorch/cases/rowfuse_views.tdsl),
  * logsumexp with a one-value-per-row member (stats_logsumexp.tdsl) and
  * group norm (layers_norm.tdsl, its first group).  Row lengths cover each
- * tier (a warp per row up to 256 and 1024 elements, a block up to 2048
+ * tier (a warp per row up to 256, 512 and 1024 elements, a block up to 2048
  * and 4096), the general kernel beyond, rows that are not a multiple of
  * 4 (scalar variant) or are (vector variant), a misaligned input (scalar
  * again), row counts that are not a multiple of 8 and grids smaller than
@@ -216,7 +216,7 @@ static void group_norm(int64_t N, int64_t L) {
 }
 
 int main(void) {
-  static const int64_t K[] = {1, 3, 100, 256, 257, 300, 1024, 1025, 2048, 2049, 4096, 4097};
+  static const int64_t K[] = {1, 3, 100, 256, 257, 300, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097};
   for (int k = SOFTMAX; k <= RMSNORM; k++)
     for (size_t i = 0; i < sizeof K / sizeof *K; i++) norm((Norm)k, 11, K[i], 0, 0);
   for (int k = SOFTMAX; k <= RMSNORM; k++) {
