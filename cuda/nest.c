@@ -492,15 +492,20 @@ static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef 
  *    the same buffer, or when it goes to scratch that nothing else reads
  *    (statistics).
  * Teams of T = 32 (a warp per row, 8 rows per block) serve rows of up to
- * 1024 elements (V = 8, 16 or 32: a short row computes few idle slots),
- * T = 256 (a block per row) up to 4096; longer rows and
- * other groups take the general kernel below.  A thread keeps to its own
- * elements between members, so only block reductions need barriers. */
+ * 1024 elements (V = 8 up to 256), T = 256 (a block per row) up to 4096;
+ * when some access has unit stride along the row's last loop, a thread
+ * takes groups of 4 adjacent elements instead (e = 4 (lt + c T) + w),
+ * which those accesses load and store at once, and rows that do not
+ * allow it (rg_vec_ok) take the general kernel: one variant per group,
+ * as the driver's JIT time grows quickly with the straight-line code;
+ * longer rows and other groups take the general kernel below.  A thread
+ * keeps to its own elements between members, so only block reductions
+ * need barriers. */
 enum { RG_MAXM = 16, RG_MAXC = 48 };
 
 static const struct {
   int T, V;
-} RG_TIERS[] = {{32, 8}, {32, 16}, {32, 32}, {CU_BLOCK, 8}, {CU_BLOCK, 16}};
+} RG_TIERS[] = {{32, 8}, {32, 32}, {CU_BLOCK, 16}};
 enum { RG_NT = sizeof RG_TIERS / sizeof RG_TIERS[0] };
 
 typedef struct RgClass {
@@ -739,8 +744,9 @@ static LLVMValueRef rg_tier_of(Cg *c, LLVMValueRef E) {
 LLVMValueRef cu_group_blocks(Cg *c, const LfNest *first) {
   LLVMValueRef rows = cu_outer_product(c, first, 0, first->shared), per = i64c(c, 1);
   RgGroup g;
-  if (rg_analyze(c, first, &g)) {
+  if (rg_analyze(c, first, &g)) { /* the tier rg_dispatch picks */
     LLVMValueRef t = rg_tier_of(c, rg_row_len(c, &g));
+    if (rg_has_vec(&g)) t = sel(c, rg_vec_ok(c, &g), t, i32c(c, RG_NT));
     for (int i = 0; i < RG_NT; i++)
       per = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, t, i32c(c, i), ""), i64c(c, CU_BLOCK / RG_TIERS[i].T), per);
   }
@@ -1029,19 +1035,18 @@ static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, bool ve
 static void rg_dispatch(Cg *c, RgGroup *g, LLVMValueRef **rts) {
   LLVMValueRef E = rg_row_len(c, g), t = rg_tier_of(c, E);
   bool vec = rg_has_vec(g);
-  if (vec) { /* case RG_NT + 1 + i: tier i's vector variant */
-    LLVMValueRef v = LLVMBuildAnd(c->b, rg_vec_ok(c, g), LLVMBuildICmp(c->b, LLVMIntULT, t, i32c(c, RG_NT), ""), "");
-    t = LLVMBuildAdd(c->b, t, sel(c, v, i32c(c, RG_NT + 1), i32c(c, 0)), "");
-  }
+  /* one variant per group (each tier is large straight-line code: the
+   * driver's JIT time grows faster than its size): the vector one when
+   * some access can use it, rows it does not fit taking the general kernel */
+  if (vec) t = sel(c, rg_vec_ok(c, g), t, i32c(c, RG_NT));
   LLVMBasicBlockRef general = block(c, "rows_general");
-  LLVMValueRef sw = LLVMBuildSwitch(c->b, t, general, 2 * RG_NT);
-  for (int v = 0; v <= vec; v++)
-    for (int i = 0; i < RG_NT; i++) {
-      LLVMBasicBlockRef bb = block(c, "rows_tier");
-      LLVMAddCase(sw, i32c(c, v ? RG_NT + 1 + i : i), bb);
-      LLVMPositionBuilderAtEnd(c->b, bb);
-      rg_tier(c, g, rts, RG_TIERS[i].T, RG_TIERS[i].V, v, E);
-    }
+  LLVMValueRef sw = LLVMBuildSwitch(c->b, t, general, RG_NT);
+  for (int i = 0; i < RG_NT; i++) {
+    LLVMBasicBlockRef bb = block(c, "rows_tier");
+    LLVMAddCase(sw, i32c(c, i), bb);
+    LLVMPositionBuilderAtEnd(c->b, bb);
+    rg_tier(c, g, rts, RG_TIERS[i].T, RG_TIERS[i].V, vec, E);
+  }
   LLVMPositionBuilderAtEnd(c->b, general);
 }
 
