@@ -772,27 +772,31 @@ static LLVMValueRef loaded(Cg *c, LLVMValueRef v, DType dt) {
   return v;
 }
 
+/* The address of e's element for the current slot, or, for a slot past
+ * the row's end, of the row's element 0 (always there: E >= 1): every
+ * load is unconditional, so a thread's loads are all in flight at once
+ * (a load under a branch waits for the loads before it to be used). */
+static LLVMValueRef rg_address(Cg *c, NestCtx *x, const LfExpr *e, RgRun *r, int back) {
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  int n = x->n->rank + x->n->nred, k = (int)(x->n - r->g->first);
+  LLVMValueRef p = cg_address(c, x, &e->acc, dt, n), o = i64c(c, -back);
+  if (back) p = LLVMBuildGEP2(c->b, cg_storage_type(c, dt), p, &o, 1, "");
+  NestCtx y = *x;
+  for (int j = 0; j < r->g->nr[k]; j++) y.iv[r->g->row[k][j]] = i64c(c, 0);
+  return sel(c, r->valid[r->slot], p, cg_address(c, &y, &e->acc, dt, n));
+}
+
 /* The 4 slots of the current slot's group, one vector load (the slot's
  * address less its place in the group: the class has unit stride). */
 static LLVMValueRef rg_load4(Cg *c, NestCtx *x, const LfExpr *e, RgRun *r, int id) {
   DType dt = c->lk->bufs[e->acc.buf].dtype;
   LLVMTypeRef st = cg_storage_type(c, dt), vt = LLVMVectorType(st, 4);
   int w = r->slot % 4, sz = dtype_size(dt);
-  LLVMValueRef p = cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), back = i64c(c, -w);
-  p = LLVMBuildGEP2(c->b, st, p, &back, 1, "");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), join;
-  if_then(c, r->valid[r->slot], &join);
-  LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
+  LLVMValueRef v = LLVMBuildLoad2(c->b, vt, rg_address(c, x, e, r, w), "");
   LLVMSetAlignment(v, (unsigned)(4 * sz > 16 ? 16 : 4 * sz));
-  LLVMBasicBlockRef then = LLVMGetInsertBlock(c->b);
-  end_if(c, join);
-  LLVMValueRef phi = LLVMBuildPhi(c->b, vt, "");
-  LLVMValueRef in[2] = {v, LLVMConstNull(vt)};
-  LLVMBasicBlockRef from[2] = {then, pre};
-  LLVMAddIncoming(phi, in, from, 2);
   int s0 = r->slot - w;
   for (int j = 0; j < 4; j++)
-    r->cache[id * r->V + s0 + j] = loaded(c, LLVMBuildExtractElement(c->b, phi, i32c(c, j), ""), dt);
+    r->cache[id * r->V + s0 + j] = loaded(c, LLVMBuildExtractElement(c->b, v, i32c(c, j), ""), dt);
   return r->cache[id * r->V + r->slot];
 }
 
@@ -810,16 +814,7 @@ static LLVMValueRef rg_load(Cg *c, NestCtx *x, const LfExpr *e) {
     return *p;
   }
   if (r->vec && r->g->cls[id].vec) return rg_load4(c, x, e, r, id);
-  /* only a slot inside the row loads (the others get 0, never used) */
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), join;
-  if_then(c, r->valid[r->slot], &join);
-  LLVMValueRef v = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
-  LLVMBasicBlockRef then = LLVMGetInsertBlock(c->b);
-  end_if(c, join);
-  *p = LLVMBuildPhi(c->b, LLVMTypeOf(v), "");
-  LLVMValueRef in[2] = {v, LLVMConstNull(LLVMTypeOf(v))};
-  LLVMBasicBlockRef from[2] = {then, pre};
-  LLVMAddIncoming(*p, in, from, 2);
+  *p = cg_load_el(c, rg_address(c, x, e, r, 0), dt);
   return *p;
 }
 
