@@ -805,10 +805,11 @@ static LLVMValueRef rg_load(Cg *c, NestCtx *x, const LfExpr *e) {
   long k = x->n - r->g->first;
   if (k < 0 || k >= r->g->n) return NULL;
   int id = rg_class(r->g, (int)k, &e->acc, false, false);
-  if (id < 0) return NULL;
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  if (id < 0) /* not kept (dynamic, linearized, descriptor strides): each time, in range */
+    return cg_load_el(c, rg_address(c, x, e, r, 0), dt);
   LLVMValueRef *p = &r->cache[id * r->V + (r->g->cls[id].uniform ? 0 : r->slot)];
   if (*p) return *p;
-  DType dt = c->lk->bufs[e->acc.buf].dtype;
   if (r->g->cls[id].uniform) { /* the row's, always in range */
     *p = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
     return *p;
