@@ -804,14 +804,20 @@ static void group_member(Cg *c, const LfNest *n, LLVMValueRef row, LLVMValueRef 
  *    the same buffer, or when it goes to scratch that nothing else reads
  *    (statistics).
  * Teams of T = 32 (a warp per row, 8 rows per block) serve rows of up to
- * 1024 elements, T = 256 (a block per row) up to 4096; longer rows and
- * other groups take the general kernel below.  A thread keeps to its own
- * elements between members, so only block reductions need barriers. */
+ * 1024 elements (V = 8 up to 256), T = 256 (a block per row) up to 4096;
+ * when some access has unit stride along the row's last loop, a thread
+ * takes groups of 4 adjacent elements instead (e = 4 (lt + c T) + w),
+ * which those accesses load and store at once, and rows that do not
+ * allow it (rg_vec_ok) take the general kernel: one variant per group,
+ * as the driver's JIT time grows quickly with the straight-line code;
+ * longer rows and other groups take the general kernel below.  A thread
+ * keeps to its own elements between members, so only block reductions
+ * need barriers. */
 enum { RG_MAXM = 16, RG_MAXC = 48 };
 
 static const struct {
   int T, V;
-} RG_TIERS[] = {{32, 8}, {32, 32}, {CU_BLOCK, 8}, {CU_BLOCK, 16}};
+} RG_TIERS[] = {{32, 8}, {32, 32}, {CU_BLOCK, 16}};
 enum { RG_NT = sizeof RG_TIERS / sizeof RG_TIERS[0] };
 
 typedef struct RgClass {
@@ -819,6 +825,7 @@ typedef struct RgClass {
   const Sym *offset;
   const Sym *str[MAXL]; /* the shared loops' strides, then the row loops' (NULL: 0) */
   bool uniform;         /* every row stride 0: one value per row */
+  bool vec;             /* unit stride along the last row loop: 4 at once */
 } RgClass;
 
 typedef struct RgGroup {
@@ -994,7 +1001,40 @@ static bool rg_analyze(Cg *c, const LfNest *first, RgGroup *g) {
                         !read_outside(lk, g0, g->n, b);
     g->store_needed[k] = id < 0 || !(later || dead_scratch);
   }
+  for (int i = 0; i < g->ncls; i++) {
+    const Sym *last = g->cls[i].str[g->shared + g->nrow - 1]; /* NULL: stride 0 */
+    g->cls[i].vec = last && sym_is(last, 1);
+  }
   return true;
+}
+
+/* Whether a vector variant has anything to load or store 4 at once. */
+static bool rg_has_vec(const RgGroup *g) {
+  for (int i = 0; i < g->ncls; i++)
+    if (g->cls[i].vec) return true;
+  return false;
+}
+
+/* The vector variant's run-time condition (i1): the last row loop's
+ * extent a multiple of 4, and every vector class's group of 4 aligned to
+ * its size (at most 16 bytes) wherever it starts: the element 0 address
+ * and every other stride. */
+static LLVMValueRef rg_vec_ok(Cg *c, const RgGroup *g) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, cg_sym_val(c, g->ext[g->nrow - 1]), i64c(c, 3), ""),
+                                  i64c(c, 0), "");
+  for (int i = 0; i < g->ncls; i++) {
+    const RgClass *q = &g->cls[i];
+    if (!q->vec) continue;
+    int sz = dtype_size(c->lk->bufs[q->buf].dtype), A = 4 * sz > 16 ? 16 : 4 * sz;
+    LLVMValueRef m = i64c(c, A - 1), szv = i64c(c, sz);
+    LLVMValueRef a = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, c->base[q->buf], c->i64, ""),
+                                  LLVMBuildMul(b, cg_sym_val(c, q->offset), szv, ""), "");
+    for (int l = 0; l < g->shared + g->nrow - 1; l++)
+      if (q->str[l]) a = LLVMBuildOr(b, a, LLVMBuildMul(b, cg_sym_val(c, q->str[l]), szv, ""), "");
+    ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, a, m, ""), i64c(c, 0), ""), "");
+  }
+  return ok;
 }
 
 /* The row length E (i64): the product of the row loops' extents. */
@@ -1016,8 +1056,9 @@ static LLVMValueRef rg_tier_of(Cg *c, LLVMValueRef E) {
 LLVMValueRef cu_group_blocks(Cg *c, const LfNest *first) {
   LLVMValueRef rows = cu_outer_product(c, first, 0, first->shared), per = i64c(c, 1);
   RgGroup g;
-  if (rg_analyze(c, first, &g)) {
+  if (rg_analyze(c, first, &g)) { /* the tier rg_dispatch picks */
     LLVMValueRef t = rg_tier_of(c, rg_row_len(c, &g));
+    if (rg_has_vec(&g)) t = sel(c, rg_vec_ok(c, &g), t, i32c(c, RG_NT));
     for (int i = 0; i < RG_NT; i++)
       per = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, t, i32c(c, i), ""), i64c(c, CU_BLOCK / RG_TIERS[i].T), per);
   }
@@ -1032,31 +1073,61 @@ typedef struct RgRun {
   int V, slot;
   LLVMValueRef *cache; /* [class * V + slot]; a uniform class: slot 0 */
   LLVMValueRef *valid; /* per slot: inside the row (i1) */
+  bool vec;            /* the vector variant: slots 4c .. 4c + 3 adjacent */
 } RgRun;
+
+/* A value loaded from memory as cg_load_el converts it. */
+static LLVMValueRef loaded(Cg *c, LLVMValueRef v, DType dt) {
+  if (dt == DT_BOOL) return cg_to_bool(c, v);
+  if (dt == DT_BF16) return cg_bf16_to_f32v(c, v);
+  if (dt == DT_F16) return LLVMBuildFPExt(c->b, v, c->f32, "");
+  return v;
+}
+
+/* The address of e's element for the current slot, or, for a slot past
+ * the row's end, of the row's element 0 (always there: E >= 1): every
+ * load is unconditional, so a thread's loads are all in flight at once
+ * (a load under a branch waits for the loads before it to be used). */
+static LLVMValueRef rg_address(Cg *c, NestCtx *x, const LfExpr *e, RgRun *r, int back) {
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  int n = x->n->rank + x->n->nred, k = (int)(x->n - r->g->first);
+  LLVMValueRef p = cg_address(c, x, &e->acc, dt, n), o = i64c(c, -back);
+  if (back) p = LLVMBuildGEP2(c->b, cg_storage_type(c, dt), p, &o, 1, "");
+  NestCtx y = *x;
+  for (int j = 0; j < r->g->nr[k]; j++) y.iv[r->g->row[k][j]] = i64c(c, 0);
+  return sel(c, r->valid[r->slot], p, cg_address(c, &y, &e->acc, dt, n));
+}
+
+/* The 4 slots of the current slot's group, one vector load (the slot's
+ * address less its place in the group: the class has unit stride). */
+static LLVMValueRef rg_load4(Cg *c, NestCtx *x, const LfExpr *e, RgRun *r, int id) {
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  LLVMTypeRef st = cg_storage_type(c, dt), vt = LLVMVectorType(st, 4);
+  int w = r->slot % 4, sz = dtype_size(dt);
+  LLVMValueRef v = LLVMBuildLoad2(c->b, vt, rg_address(c, x, e, r, w), "");
+  LLVMSetAlignment(v, (unsigned)(4 * sz > 16 ? 16 : 4 * sz));
+  int s0 = r->slot - w;
+  for (int j = 0; j < 4; j++)
+    r->cache[id * r->V + s0 + j] = loaded(c, LLVMBuildExtractElement(c->b, v, i32c(c, j), ""), dt);
+  return r->cache[id * r->V + r->slot];
+}
 
 static LLVMValueRef rg_load(Cg *c, NestCtx *x, const LfExpr *e) {
   RgRun *r = c->load_data;
   long k = x->n - r->g->first;
   if (k < 0 || k >= r->g->n) return NULL;
   int id = rg_class(r->g, (int)k, &e->acc, false, false);
-  if (id < 0) return NULL;
+  DType dt = c->lk->bufs[e->acc.buf].dtype;
+  if (id < 0) /* not kept (dynamic, linearized, descriptor strides): each time, in range */
+    return cg_load_el(c, rg_address(c, x, e, r, 0), dt);
   LLVMValueRef *p = &r->cache[id * r->V + (r->g->cls[id].uniform ? 0 : r->slot)];
   if (*p) return *p;
-  DType dt = c->lk->bufs[e->acc.buf].dtype;
   if (r->g->cls[id].uniform) { /* the row's, always in range */
     *p = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
     return *p;
   }
-  /* only a slot inside the row loads (the others get 0, never used) */
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), join;
-  if_then(c, r->valid[r->slot], &join);
-  LLVMValueRef v = cg_load_el(c, cg_address(c, x, &e->acc, dt, x->n->rank + x->n->nred), dt);
-  LLVMBasicBlockRef then = LLVMGetInsertBlock(c->b);
-  end_if(c, join);
-  *p = LLVMBuildPhi(c->b, LLVMTypeOf(v), "");
-  LLVMValueRef in[2] = {v, LLVMConstNull(LLVMTypeOf(v))};
-  LLVMBasicBlockRef from[2] = {then, pre};
-  LLVMAddIncoming(*p, in, from, 2);
+  if (r->vec && r->g->cls[id].vec) return rg_load4(c, x, e, r, id);
+  *p = cg_load_el(c, rg_address(c, x, e, r, 0), dt);
   return *p;
 }
 
@@ -1128,6 +1199,24 @@ static LLVMValueRef rg_team_reduce(Cg *c, const Red *r, LLVMValueRef a, int T, L
   return a;
 }
 
+/* Stores v[0..3] (compute type) as dt at p, p + 1, ... when `in`. */
+static void rg_store4(Cg *c, LLVMValueRef *v, LLVMValueRef p, DType dt, LLVMValueRef in) {
+  LLVMTypeRef st = cg_storage_type(c, dt), vt = LLVMVectorType(st, 4);
+  LLVMValueRef q = LLVMGetUndef(vt);
+  for (int j = 0; j < 4; j++) {
+    LLVMValueRef e = v[j];
+    if (dt == DT_BOOL) e = cg_to_bool(c, e);
+    if (dt == DT_BF16) e = cg_f32_to_bf16v(c, e);
+    if (dt == DT_F16) e = LLVMBuildFPTrunc(c->b, e, st, "");
+    q = LLVMBuildInsertElement(c->b, q, e, i32c(c, j), "");
+  }
+  LLVMBasicBlockRef join;
+  if_then(c, in, &join);
+  int sz = dtype_size(dt);
+  LLVMSetAlignment(LLVMBuildStore(c->b, q, p), (unsigned)(4 * sz > 16 ? 16 : 4 * sz));
+  end_if(c, join);
+}
+
 /* Member k of the group at the current row, its elements' positions
  * (per slot: the row loops' values, and whether the slot is in the row). */
 static void rg_member(Cg *c, RgRun *run, int k, LLVMValueRef **rts, const LLVMValueRef *ivs,
@@ -1154,12 +1243,21 @@ static void rg_member(Cg *c, RgRun *run, int k, LLVMValueRef **rts, const LLVMVa
     return;
   }
   if (n->reduce == OP_COUNT) {
+    bool vs = run->vec && sid >= 0 && g->cls[sid].vec && g->store_needed[k];
+    LLVMValueRef four[4];
     for (int s = 0; s < V; s++) {
       run->slot = s;
       for (int j = 0; j < g->nrow; j++) x.iv[g->row[k][j]] = pos[s][j];
       LLVMValueRef v = cg_eval(c, &x, n->value);
       if (sid >= 0) run->cache[sid * V + s] = stored_value(c, v, bt);
       if (!g->store_needed[k]) continue;
+      if (vs) { /* the group of 4 at once, at its first slot's address */
+        four[s % 4] = v;
+        if (s % 4 < 3) continue;
+        for (int j = 0; j < g->nrow; j++) x.iv[g->row[k][j]] = pos[s - 3][j];
+        rg_store4(c, four, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype, valid[s]);
+        continue;
+      }
       if_then(c, valid[s], &join);
       cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
       end_if(c, join);
@@ -1188,7 +1286,7 @@ static void rg_member(Cg *c, RgRun *run, int k, LLVMValueRef **rts, const LLVMVa
 }
 
 /* Tier (T, V): the rows grid-stride, CU_BLOCK / T per block; returns. */
-static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, LLVMValueRef E) {
+static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, bool vec, LLVMValueRef E) {
   LLVMBuilderRef b = c->b;
   int R = CU_BLOCK / T;
   LLVMValueRef tid = LLVMBuildZExt(b, cu_sreg(c, "tid.x"), c->i64, "");
@@ -1201,9 +1299,16 @@ static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, LLVMVal
   LLVMValueRef **pos = arena_alloc(c->m->arena, sizeof *pos * (size_t)V);
   LLVMValueRef ext32[MAXL];
   for (int j = 0; j < g->nrow; j++) ext32[j] = LLVMBuildTrunc(b, cg_sym_val(c, g->ext[j]), c->i32, "");
+  /* slot s is at e = lt + s * T, in the row when s * T < E - lt (E <=
+   * 4096 here: i32); the vector variant's at e = 4 (lt + c T) + w for
+   * s = 4 c + w, in the row when 4 c T < E - 4 lt (E a multiple of 4) */
+  int W = vec ? 4 : 1;
+  LLVMValueRef lw = LLVMBuildMul(b, lt, i64c(c, W), "");
+  LLVMValueRef left = LLVMBuildTrunc(b, LLVMBuildSub(b, E, lw, ""), c->i32, "");
   for (int s = 0; s < V; s++) {
-    LLVMValueRef e = LLVMBuildAdd(b, lt, i64c(c, (long long)s * T), "");
-    valid[s] = LLVMBuildICmp(b, LLVMIntULT, e, E, "");
+    long long at = (long long)(s / W) * T * W;
+    LLVMValueRef e = LLVMBuildAdd(b, lw, i64c(c, at + s % W), "");
+    valid[s] = LLVMBuildICmp(b, LLVMIntSGT, left, i32c(c, at), "");
     pos[s] = arena_alloc(c->m->arena, sizeof **pos * (size_t)(g->nrow + 1));
     if (g->nrow == 1) {
       pos[s][0] = e;
@@ -1221,7 +1326,7 @@ static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, LLVMVal
                                   rows, LLVMBuildMul(b, nct, i64c(c, R), ""));
   LLVMValueRef ivs[MAXL];
   cu_split_rowmajor(c, row, g->first->shape, g->shared, ivs);
-  RgRun run = {.g = g, .V = V, .valid = valid};
+  RgRun run = {.g = g, .V = V, .valid = valid, .vec = vec};
   run.cache = arena_alloc(c->m->arena, sizeof *run.cache * (size_t)(g->ncls * V + 1));
   memset(run.cache, 0, sizeof *run.cache * (size_t)(g->ncls * V + 1));
   c->load_hook = rg_load;
@@ -1237,13 +1342,18 @@ static void rg_tier(Cg *c, RgGroup *g, LLVMValueRef **rts, int T, int V, LLVMVal
  * builder where the general kernel goes. */
 static void rg_dispatch(Cg *c, RgGroup *g, LLVMValueRef **rts) {
   LLVMValueRef E = rg_row_len(c, g), t = rg_tier_of(c, E);
+  bool vec = rg_has_vec(g);
+  /* one variant per group (each tier is large straight-line code: the
+   * driver's JIT time grows faster than its size): the vector one when
+   * some access can use it, rows it does not fit taking the general kernel */
+  if (vec) t = sel(c, rg_vec_ok(c, g), t, i32c(c, RG_NT));
   LLVMBasicBlockRef general = block(c, "rows_general");
   LLVMValueRef sw = LLVMBuildSwitch(c->b, t, general, RG_NT);
   for (int i = 0; i < RG_NT; i++) {
     LLVMBasicBlockRef bb = block(c, "rows_tier");
     LLVMAddCase(sw, i32c(c, i), bb);
     LLVMPositionBuilderAtEnd(c->b, bb);
-    rg_tier(c, g, rts, RG_TIERS[i].T, RG_TIERS[i].V, E);
+    rg_tier(c, g, rts, RG_TIERS[i].T, RG_TIERS[i].V, vec, E);
   }
   LLVMPositionBuilderAtEnd(c->b, general);
 }

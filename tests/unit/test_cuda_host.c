@@ -237,11 +237,14 @@ START_TEST(row_group_is_one_launch) {
   last_launch(g, b, p, 256);
   ck_assert_uint_eq(g[0], 5); /* rows of 100 in registers, a warp per row: 8 rows per block */
   ck_assert_uint_eq(b[0], 256);
-  int64_t rows[3][2] = {{37, 1024}, {37, 1025}, {37, 4097}}; /* a warp per row, then a block */
-  unsigned want[3] = {5, 37, 37};
-  for (int i = 0; i < 3; i++) {
+  /* a warp per row (8 per block) up to 1024 elements, then a block; rows
+   * that are not a multiple of 4, or a misaligned x, take the general
+   * kernel (a block per row) */
+  int64_t rows[5][2] = {{37, 1024}, {37, 1025}, {37, 4097}, {37, 1023}, {37, 1024}};
+  unsigned want[5] = {5, 37, 37, 37, 37};
+  for (int i = 0; i < 5; i++) {
     /* device addresses the stand-in never touches, apart by more than a tensor */
-    DLTensor xl = cuda_t((void *)(uintptr_t)0x10000000, 2, rows[i], 0);
+    DLTensor xl = cuda_t((void *)(uintptr_t)(i == 4 ? 0x10000004 : 0x10000000), 2, rows[i], 0);
     DLTensor yl = cuda_t((void *)(uintptr_t)0x20000000, 2, rows[i], 0);
     ck_assert_int_eq(((K1)fn(0, "sm"))(&xl, &yl), TDSL_OK);
     last_launch(g, b, p, 256);
