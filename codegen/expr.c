@@ -550,8 +550,8 @@ LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
       if (!c->scalar || !c->scalar[e->acc.buf]) ICE("scalar parameter without its value");
       return c->scalar[e->acc.buf];
     }
-    if (c->load_hook) { /* loaded ahead (cuda/variant.c) */
-      LLVMValueRef v = c->load_hook(c, e);
+    if (c->load_hook) { /* loaded ahead (cuda/variant.c) or kept in registers (cuda/nest.c) */
+      LLVMValueRef v = c->load_hook(c, x, e);
       if (v) return v;
     }
     return cg_load_el(c, cg_address(c, x, &e->acc, c->lk->bufs[e->acc.buf].dtype,

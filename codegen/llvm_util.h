@@ -64,6 +64,8 @@ static inline bool cg_isa_has(const CgIsa *isa, const char *f) {
   return false;
 }
 
+struct NestCtx;
+
 /* One module's emission state; the function fields describe the kernel
  * (or outlined function) being emitted. */
 typedef struct Cg {
@@ -105,13 +107,15 @@ typedef struct Cg {
   LLVMValueRef (*scratch_alloc)(struct Cg *c, LLVMValueRef bytes);
   void (*scratch_free)(struct Cg *c, LLVMValueRef p);
   /* CUDA's kernel variants (cuda/variant.c): idx32: cg_address computes
-   * element indices in 32 bits (the host checked that every index fits);
-   * load_hook, when set, gives a load's value (compute type) instead of
-   * cg_eval's own load, or NULL to let cg_eval load it (operands loaded
-   * ahead as vectors); hook_data is its state. */
+   * element indices in 32 bits (the host checked that every index fits). */
   bool idx32;
-  LLVMValueRef (*load_hook)(struct Cg *c, const struct LfExpr *e);
-  void *hook_data;
+  /* NULL, or asked first for every load cg_eval evaluates (not scalars'):
+   * its value (compute type), or NULL for the ordinary load. CUDA's
+   * vector variants load operands ahead as vectors (cuda/variant.c);
+   * CUDA row groups keep a row's elements in registers (cuda/nest.c).
+   * load_data is its state. */
+  LLVMValueRef (*load_hook)(struct Cg *c, struct NestCtx *x, const struct LfExpr *e);
+  void *load_data;
 } Cg;
 
 /* A nest's loop variables and bounds while its body is emitted. */

@@ -133,8 +133,9 @@ typedef struct VecState {
   LLVMValueRef val[MAX_LOADS]; /* VEC: the vector; BCAST: the value */
 } VecState;
 
-static LLVMValueRef vec_load_hook(Cg *c, const LfExpr *e) {
-  VecState *v = c->hook_data;
+static LLVMValueRef vec_load_hook(Cg *c, NestCtx *x, const LfExpr *e) {
+  (void)x;
+  VecState *v = c->load_data;
   for (int i = 0; i < v->nloads; i++) {
     if (v->load[i] != e || v->kind[i] == LANE) continue;
     if (v->kind[i] == BCAST) return v->val[i];
@@ -169,7 +170,7 @@ static void vec_body(Cg *c, const LfNest *n, NestCtx *x, const NestFacts *f, int
   LLVMTypeRef st = cg_storage_type(c, n->dtype);
   LLVMValueRef out = LLVMGetUndef(LLVMVectorType(st, (unsigned)N));
   c->load_hook = vec_load_hook;
-  c->hook_data = &v;
+  c->load_data = &v;
   for (int j = 0; j < N; j++) {
     v.lane = j;
     x->iv[f->inner] = LLVMBuildAdd(b, base, i64c(c, j), "");
@@ -177,7 +178,7 @@ static void vec_body(Cg *c, const LfNest *n, NestCtx *x, const NestFacts *f, int
     out = LLVMBuildInsertElement(b, out, el, i32c(c, j), "");
   }
   c->load_hook = NULL;
-  c->hook_data = NULL;
+  c->load_data = NULL;
   x->iv[f->inner] = base;
   LLVMValueRef s = LLVMBuildStore(b, out, store);
   LLVMSetAlignment(s, (unsigned)vec_align(N, dtype_size(n->dtype)));
