@@ -4,8 +4,9 @@
  * function tests each variant's condition on the actual sizes, strides
  * and pointers and launches the first that holds.
  *
- * Elementwise nests (every element computed exactly as the general
- * kernel computes it; only the indexing and the memory accesses differ):
+ * Elementwise nests at -O1 and up (every element computed exactly as
+ * the general kernel computes it; only the indexing and the memory
+ * accesses differ):
  *  - "i32": 32-bit index arithmetic.  The thread's linear index, its
  *    split over the schedule's virtual loops and every element index
  *    (codegen cg_address with Cg.idx32) are 32-bit; the host checks that
@@ -88,9 +89,11 @@ static NestFacts nest_facts(SymTab *st, const LfKernel *lk, const LfNest *n, con
   return f;
 }
 
+/* At -O1 and up: -O0 keeps one plain kernel per unit (its PTX, one
+ * kernel per IR value, is large enough already). */
 static bool elementwise_unit(const LfKernel *lk, int i, int opt) {
   const LfNest *n = &lk->nests[i];
-  return cu_unit(lk, i, opt) == 1 && !n->check && cu_plan(n).kind == CU_ELEMWISE && !lf_is_scan(n);
+  return opt > 0 && cu_unit(lk, i, opt) == 1 && !n->check && cu_plan(n).kind == CU_ELEMWISE && !lf_is_scan(n);
 }
 
 int cu_variants(SymTab *st, const LfKernel *lk, int i, int opt, const LfTarget *t, CuVariant *v) {
