@@ -315,6 +315,34 @@ def _numpy_desc(v, n, bf16, vals, arrays):
     return True
 
 
+def _torch_desc(v, n, cuda, dev, dtypes, strided, vals, arrays):
+    """Appends PyTorch tensor v's DLTensor (a tensor of rank n of a CUDA
+    kernel when cuda, whose tensors so far are on device dev, -1 for
+    none yet) to vals; returns the device, or None when the general path
+    must take it (another rank, dtype, layout or device)."""
+    dt = dtypes.get(v.dtype)
+    if dt is None or v.layout is not strided:
+        return None
+    shape = v.shape
+    if len(shape) != n:
+        return None
+    if cuda:
+        if not v.is_cuda:
+            return None
+        g = v.get_device()
+        if g != dev:
+            if dev >= 0:
+                return None
+            dev = g
+    elif not v.is_cpu:
+        return None
+    sa, ta = arrays
+    vals += (v.data_ptr(), dl.DL_CUDA if cuda else dl.DL_CPU, dev, n, dt[0], dt[1], 1, sa, ta, 0)
+    vals += shape
+    vals += v.stride()
+    return dev
+
+
 class _Descriptors:
     """One call's DLTensors (laid out as Kernel._dlayout says) and the C
     arguments pointing at them (scalars filled in per call)."""
@@ -451,27 +479,10 @@ class Kernel:
                         numpy = True
                         j += 1
                         continue
-                    dt = dtypes.get(v.dtype)
-                    if dt is None or v.layout is not strided:
+                    dev = _torch_desc(v, n, cuda, dev, dtypes, strided, vals, arrays[j])
+                    if dev is None:
                         return _GENERAL
-                    shape = v.shape
-                    if len(shape) != n:
-                        return _GENERAL
-                    if cuda:
-                        if not v.is_cuda:
-                            return _GENERAL
-                        g = v.get_device()
-                        if g != dev:
-                            if dev >= 0:
-                                return _GENERAL
-                            dev = g
-                    elif not v.is_cpu:
-                        return _GENERAL
-                    sa, ta = arrays[j]
                     j += 1
-                    vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
-                    vals += shape
-                    vals += v.stride()
                 else:
                     t = type(v)
                     if quick == "f" and t is float:
@@ -512,26 +523,9 @@ class Kernel:
                                             arrays[j + k]):
                         return _GENERAL
                     continue
-                dt = dtypes.get(v.dtype)
-                if dt is None or v.layout is not strided:
+                dev = _torch_desc(v, n, cuda, dev, dtypes, strided, vals, arrays[j + k])
+                if dev is None:
                     return _GENERAL
-                shape = v.shape
-                if len(shape) != n:
-                    return _GENERAL
-                if cuda:
-                    if not v.is_cuda:
-                        return _GENERAL
-                    g = v.get_device()
-                    if g != dev:
-                        if dev >= 0:
-                            return _GENERAL
-                        dev = g
-                elif not v.is_cpu:
-                    return _GENERAL
-                sa, ta = arrays[j + k]
-                vals += (v.data_ptr(), devtype, dev, n, dt[0], dt[1], 1, sa, ta, 0)
-                vals += shape
-                vals += v.stride()
             self._dstruct.pack_into(d.buf, 0, *vals)
             if cuda and self._set_stream_c(_cuda_stream(dev)) != 0:
                 return _GENERAL
