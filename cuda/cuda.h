@@ -5,7 +5,8 @@
  * (<tdsl/runtime.h> tdsl_cuda_*).  Files:
  *   backend.c  the backend (backend.h cg_cuda_backend): the two modules,
  *              the NVPTX target machine, PTX and host object output;
- *   nest.c     device kernels of elementwise and reduction nests;
+ *   nest.c     device kernels of elementwise, reduction and scan nests,
+ *              split reductions (partials and finish) and row groups;
  *   gemm.c     device kernels of matmul and conv2d nests;
  *   host.c     the host function: entry checks (kDLCUDA), device,
  *              module and scratch preparation, launches;

@@ -19,6 +19,13 @@
  * PyTorch's answer whatever the order: the first NaN, else the extreme
  * with the smallest position.  G = 1 (windows, short reductions) runs
  * the reduction loops sequentially.
+ *
+ * Split reductions (few outputs, or along columns): each output's
+ * reduction over S blocks writing partials to scratch, and a finish
+ * kernel (K__nI_fin) combining them in a fixed order.  Scans: a thread
+ * per row.  Row groups: one kernel for the group's nests, a block per
+ * row, or (section "row groups in registers") a warp or a block per row
+ * holding the row's elements in registers through Cg.load_hook.
  * Needs: cuda.h. */
 #include <math.h>
 #include <string.h>

@@ -24,3 +24,19 @@ def tdslc():
     if not path:
         pytest.skip("TDSLC is not set (run through ctest or tests/python/run.sh)")
     return path
+
+
+@pytest.fixture
+def borrows(monkeypatch):
+    """How many tensors the general path exported (a list of one count):
+    a call that took the direct path leaves it unchanged."""
+    from tdsl import _kernel
+    n = [0]
+    real = _kernel._borrow_as
+
+    def counting(*a, **k):
+        n[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(_kernel, "_borrow_as", counting)
+    return n

@@ -311,19 +311,12 @@ def test_cuda_kernels_on_a_side_stream(gm):
 
 
 @needs_gpu
-def test_direct_path_on_cuda_tensors(gm, monkeypatch):
+def test_direct_path_on_cuda_tensors(gm, borrows):
     """PyTorch CUDA tensors take the direct path (no DLPack export), on
     PyTorch's current stream, and agree bit for bit with the general path;
     what the direct path refuses raises what the general path raises."""
     cm = gm
-    n = [0]
-    real = _kernel._borrow_as
-
-    def counting(*a, **k):
-        n[0] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(_kernel, "_borrow_as", counting)
+    n = borrows
     dev = torch.device("cuda", 0)
     x = torch.randn(65, 97, device=dev)[1:, :96]  # a storage offset, row stride 97
     xc = x.contiguous()

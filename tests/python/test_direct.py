@@ -14,7 +14,6 @@ import pytest
 import torch
 
 import tdsl
-from tdsl import _kernel
 
 SRC = """\
 kernel act(x: f32[N, 64], s: f32) -> f32[N, 64] {
@@ -64,20 +63,6 @@ def m(tmp_path_factory):
         pytest.skip("TDSLC is not set (run through ctest or tests/python/run.sh)")
     os.environ.setdefault("TDSL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     return tdsl.compile(SRC)
-
-
-@pytest.fixture
-def borrows(monkeypatch):
-    """How many tensors the general path exported (a list of one count)."""
-    n = [0]
-    real = _kernel._borrow_as
-
-    def counting(*a, **k):
-        n[0] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(_kernel, "_borrow_as", counting)
-    return n
 
 
 def rand(*shape, dtype=torch.float32, seed=0):
