@@ -70,13 +70,23 @@ static LLVMValueRef blocks(Cg *c, LLVMValueRef a, int b, int64_t cap) {
 
 static LLVMValueRef u32(Cg *c, LLVMValueRef v) { return LLVMBuildTrunc(c->b, v, c->i32, ""); }
 
+/* tdsl_cuda_launch of fn on grid (gx, gy, gz) of CU_BLOCK-thread blocks
+ * (i64 values that fit 32 bits); a failure goes to the failure exit. */
+static void launch_grid(Cg *c, LLVMValueRef fn, LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef gz,
+                        LLVMValueRef args) {
+  LLVMTypeRef ps[10] = {c->ptr, c->ptr, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr};
+  LLVMValueRef a[10] = {c->kname, fn, u32(c, gx), u32(c, gy), u32(c, gz), i32c(c, CU_BLOCK),
+                        i32c(c, 1), i32c(c, 1), i32c(c, 0), args};
+  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
+}
+
 /* Launches the kernel fn of the unit starting at nest n (unit nests: a
  * row group when > 1; v: its variant, NULL for the general kernel), its
  * parameters in args, when it has work. */
 static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMValueRef fn,
                    LLVMValueRef args) {
   CuPlan p = cu_plan(n);
-  LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, bx = i64c(c, CU_BLOCK), work;
+  LLVMValueRef g[3] = {NULL, i64c(c, 1), i64c(c, 1)}, work;
   if (v && v->form == CU_FORM_PLAIN) { /* a thread per v->vec elements */
     work = cu_outer_product(c, n, 0, n->rank);
     g[0] = blocks(c, work, CU_BLOCK * v->vec, CU_MAX_BLOCKS);
@@ -96,10 +106,7 @@ static void launch(Cg *c, const LfNest *n, int unit, const CuVariant *v, LLVMVal
   LLVMBasicBlockRef go = block(c, "launch"), done = block(c, "launched");
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, work, i64c(c, 0), ""), go, done);
   LLVMPositionBuilderAtEnd(c->b, go);
-  LLVMTypeRef ps[10] = {c->ptr, c->ptr, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr};
-  LLVMValueRef a[10] = {c->kname, fn, u32(c, g[0]), u32(c, g[1]), u32(c, g[2]), u32(c, bx),
-                        i32c(c, 1), i32c(c, 1), i32c(c, 0), args};
-  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
+  launch_grid(c, fn, g[0], g[1], g[2], args);
   LLVMBuildBr(c->b, done);
   LLVMPositionBuilderAtEnd(c->b, done);
 }
@@ -139,13 +146,6 @@ static LLVMValueRef split_partials(Cg *c, LLVMValueRef slot) {
   return phi;
 }
 
-static void launch_grid(Cg *c, LLVMValueRef fn, LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef args) {
-  LLVMTypeRef ps[10] = {c->ptr, c->ptr, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr};
-  LLVMValueRef a[10] = {c->kname, fn, u32(c, gx), u32(c, gy), i32c(c, 1), i32c(c, CU_BLOCK),
-                        i32c(c, 1), i32c(c, 1), i32c(c, 0), args};
-  cg_check_rc(c, call(c, cg_fdecl(c, "tdsl_cuda_launch", c->i32, ps, 10, 0), a, 10));
-}
-
 /* Split reduction n: the partial kernel fn on grid (S, output groups),
  * then, when S > 1, the finish kernel fin on a block per output. */
 static void launch_split(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef fin, LLVMValueRef args) {
@@ -153,10 +153,10 @@ static void launch_split(Cg *c, const LfNest *n, LLVMValueRef fn, LLVMValueRef f
   LLVMBasicBlockRef go = block(c, "launch"), two = block(c, "launch_fin"), done = block(c, "launched");
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, outs, i64c(c, 0), ""), go, done);
   LLVMPositionBuilderAtEnd(c->b, go);
-  launch_grid(c, fn, S, cg_smin(c, cu_split_groups(c, n), i64c(c, 65535), false), args);
+  launch_grid(c, fn, S, cg_smin(c, cu_split_groups(c, n), i64c(c, 65535), false), i64c(c, 1), args);
   LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, S, i64c(c, 1), ""), two, done);
   LLVMPositionBuilderAtEnd(c->b, two);
-  launch_grid(c, fin, cg_smin(c, outs, i64c(c, CU_MAX_BLOCKS), false), i64c(c, 1), args);
+  launch_grid(c, fin, cg_smin(c, outs, i64c(c, CU_MAX_BLOCKS), false), i64c(c, 1), i64c(c, 1), args);
   LLVMBuildBr(c->b, done);
   LLVMPositionBuilderAtEnd(c->b, done);
 }
