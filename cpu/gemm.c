@@ -10,8 +10,10 @@
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
  *   A skinny product (all of M in one row block, N >= 2 M: x @ W with
  *   up to a few hundred rows) skips the shared B packing: each column
- *   chunk packs every B panel itself right before its micro-kernels,
- *   into one slot that stays in L1 (work_split, X_BFUSE).
+ *   chunk packs its B panels itself, a group of X_BGRP panels at a time
+ *   right before their micro-kernels, into slots that stay in L2 (the
+ *   panel in use in L1), reading B's rows as runs over the whole group
+ *   (work_split, X_BFUSE, gemm_pack_b_group).
  * MC, KC and NC come from the cache sizes the runtime reads at the first
  * call (blocking), MR and NV from the target's vector width and the
  * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B
@@ -424,10 +426,10 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
  *   all of M in one row block, and B's block at least twice A's (nc >=
  *     2 M: a skinny product, x @ W with a few hundred tokens): *nrb = 1,
  *     *nch = T column chunks (at most one per NR panel), and *fuse: each
- *     chunk packs every B panel itself right before its micro-kernels
- *     (block_body), so the panel is used from L1 and B is read once from
- *     memory, no separate packing pass; each chunk packs all of A (the
- *     small operand);
+ *     chunk packs its B panels itself, a group of X_BGRP at a time
+ *     right before their micro-kernels (block_body), so a panel is used
+ *     from L1 and L2 and B is read once from memory, no separate packing
+ *     pass; each chunk packs all of A (the small operand);
  *   at least T blocks of MC rows: *nrb = their count rounded up to a
  *     multiple of T (at most one per MR panel; even_part makes them as
  *     large as can be), *nch = 1, so each A block is packed once per K
@@ -485,6 +487,12 @@ static void run_gemm(G *g, Run *r) {
   LLVMValueRef nrb, nch, fuse;
   work_split(g, cx, M, nc, &nrb, &nch, &fuse);
   set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
+  /* B panels per group (block_body): packed together in the fused
+   * packing, a group takes half the bytes of a packed A block (MC x KC,
+   * itself half of L2), so both stay in L2 */
+  LLVMValueRef grp = sdiv(g, get(g, cx, X_MCB), k64(g, 2 * g->nr));
+  grp = LLVMBuildSelect(g->b, lt(g, grp, k64(g, 1)), k64(g, 1), grp, "");
+  set(g, cx, X_BGRP, grp);
   par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);

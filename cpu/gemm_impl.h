@@ -48,7 +48,8 @@ enum {
   X_SPACK, X_QP, X_KP, X_SWAP, X_MG4, X_TW,
   X_CSCR, /* partial sums of C in the compute type (G.cscr, gemm_lowp.c) */
   X_BFUSE, /* 1: block_body packs each B panel itself, just before its use, into its
-            * chunk's first panel slot (work_split) */
+            * chunk's first panel slots (work_split) */
+  X_BGRP,  /* B panels block_body walks as one group (packed together when X_BFUSE) */
   X_COUNT
 };
 
@@ -158,8 +159,10 @@ LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
 LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n);
 LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n);
 LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
-/* At the builder: B's panel at column j of the block into dst (block_body's fused packing). */
-void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j);
+/* At the builder (block_body's fused packing): B's panels at columns
+ * [j, jend) of the block into consecutive panel slots from dst. */
+void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
+                       LLVMValueRef jend);
 
 /* ---- gemm_lowp.c ------------------------------------------------------- */
 

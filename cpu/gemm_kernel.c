@@ -265,7 +265,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   set(g, cx, X_ERR, k64(g, 1));
   LLVMBuildRetVoid(g->b);
   LLVMPositionBuilderAtEnd(g->b, ok);
-  GLoop lb, lpa, lj, li;
+  GLoop lb, lpa, lg, lj, li;
   /* iteration t: row block t / nch, column chunk t % nch (work_chunks) */
   LLVMValueRef nch = get(g, cx, X_NCHUNK), nrb = get(g, cx, X_NROWB), i0, i1, j0, j1;
   LLVMValueRef t = gemm_loop_open(g, &lb, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
@@ -277,19 +277,22 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
   call(g, pack_a, pa, 5);
   gemm_loop_close(g, &lpa);
-  /* work_split's fused B packing: each panel packed just before its
-   * micro-kernels into one slot (the chunk's first panel's: no other
-   * item uses it), so it is used from L1 */
+  /* the panels in groups of X_BGRP; work_split's fused B packing packs
+   * each group just before its micro-kernels into the chunk's first
+   * panel slots (no other item uses them), so it is used from L1 and L2 */
   LLVMValueRef fuse = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BFUSE), k64(g, 0), "");
   LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, kc));
-  LLVMValueRef j = gemm_loop_open(g, &lj, j0, j1, k64(g, g->nr));
+  LLVMValueRef gstep = mul(g, get(g, cx, X_BGRP), k64(g, g->nr));
+  LLVMValueRef jg = gemm_loop_open(g, &lg, j0, j1, gstep), jgend = imin(g, add(g, jg, gstep), j1);
   LLVMBasicBlockRef bpk = blk(g, "bpack"), bgo = blk(g, "bpacked");
   LLVMBuildCondBr(g->b, fuse, bpk, bgo);
   LLVMPositionBuilderAtEnd(g->b, bpk);
-  gemm_pack_b_panel(g, cx, pack_b, slot, j);
+  gemm_pack_b_group(g, cx, pack_b, slot, jg, jgend);
   LLVMBuildBr(g->b, bgo);
   LLVMPositionBuilderAtEnd(g->b, bgo);
-  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, slot, gep(g, g->ct, bp, mul(g, j, kc)), "");
+  LLVMValueRef j = gemm_loop_open(g, &lj, jg, jgend, k64(g, g->nr));
+  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, gep(g, g->ct, slot, mul(g, sub(g, j, jg), kc)),
+                                      gep(g, g->ct, bp, mul(g, j, kc)), "");
   LLVMValueRef i = gemm_loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
@@ -298,6 +301,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
              imin(g, k64(g, g->nr), sub(g, nc, j)));
   gemm_loop_close(g, &li);
   gemm_loop_close(g, &lj);
+  gemm_loop_close(g, &lg);
   if (g->epi) call_epilogue(g, cx, i0, add(g, i0, mc), add(g, jc, j0), add(g, jc, j1));
   gemm_loop_close(g, &lb);
   LLVMBasicBlockRef fr = blk(g, "free_apack"), out = blk(g, "ret");

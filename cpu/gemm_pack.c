@@ -7,8 +7,8 @@
  * lanes contiguous along K, as in x @ w.T, through VW x VW in-register
  * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
  * along K (a row-major A) through the same transposes (pack_a_rows);
- * one B panel at a time for block_body's fused packing
- * (gemm_pack_b_panel).
+ * a group of B panels at a time for block_body's fused packing
+ * (gemm_pack_b_group).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,40 +491,58 @@ static void pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef t0, LLVMValueRef t1)
   gemm_loop_close(g, &lg);
 }
 
-/* At the builder (block_body's fused packing, work_split): the B panel
- * at column j of the current block into dst.  A full panel of a MAT B
- * with contiguous lanes (X_BI == 1) is copied row by row as vectors,
- * each row's run two panels on prefetched (the next panels read the
- * same rows of B: one new line per row and panel, which the hardware
- * prefetchers do not follow); any other panel goes through pack_b. */
-void gemm_pack_b_panel(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j) {
-  LLVMValueRef kc = get(g, cx, X_KC), jc = get(g, cx, X_JC);
+/* At the builder: B's panel at column j of the current block into dst,
+ * through pack_b. */
+static void pack_b_call(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j) {
   LLVMValueRef nvalid = imin(g, k64(g, g->nr), sub(g, get(g, cx, X_NC), j));
-  LLVMBasicBlockRef bc = blk(g, "bpanel_call"), done = blk(g, "bpanel_done");
+  LLVMValueRef a[5] = {cx, dst, add(g, get(g, cx, X_JC), j), nvalid, get(g, cx, X_KC)};
+  call(g, pack_b, a, 5);
+}
+
+/* At the builder (block_body's fused packing, work_split): B's panels at
+ * columns [j, jend) of the current block into consecutive panel slots
+ * from dst.  When they are all full panels of a MAT B with contiguous
+ * lanes (X_BI == 1), they are copied as vectors row by row of B: each row
+ * of K gives a contiguous run over the whole group (several cache lines of
+ * one page: with B's rows 16 KiB apart, one panel at a time read one line
+ * per row and page, bound by TLB and memory latency), and the same run
+ * one group on is prefetched.  Otherwise each panel goes through pack_b. */
+void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
+                       LLVMValueRef jend) {
+  LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, g->nr);
+  LLVMValueRef pstride = mul(g, kc, nr); /* elements from one panel slot to the next */
+  LLVMBasicBlockRef bc = blk(g, "bgroup_call"), done = blk(g, "bgroup_done");
   if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
     LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
-                                    LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, g->nr), ""), "");
-    LLVMBasicBlockRef bv = blk(g, "bpanel_vec");
+                                    LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, w, nr), k64(g, 0), ""), "");
+    LLVMBasicBlockRef bv = blk(g, "bgroup_vec");
     LLVMBuildCondBr(g->b, vec, bv, bc);
     LLVMPositionBuilderAtEnd(g->b, bv);
     LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
-    LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)), add(g, jc, j));
+    LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)),
+                            add(g, get(g, cx, X_JC), j));
+    LLVMValueRef ahead = mul(g, get(g, cx, X_BGRP), nr);
     LLVMTypeRef st = gemm_storage(g, g->bd);
-    GLoop lp;
+    GLoop lp, lt;
     LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
-    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, k64(g, g->nr)));
-    LLVMValueRef pf[4] = {gep(g, st, base, add(g, src, k64(g, 2 * g->nr))), LLVMConstInt(g->i32, 0, 0),
+    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, nr));
+    LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
+    LLVMValueRef s = add(g, src, t);
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, s, ahead)), LLVMConstInt(g->i32, 0, 0),
                           LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
     gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-    copy_b_row(g, base, src, row);
+    copy_b_row(g, base, s, gep(g, g->ct, row, mul(g, sdiv(g, t, nr), pstride)));
+    gemm_loop_close(g, &lt);
     gemm_loop_close(g, &lp);
     LLVMBuildBr(g->b, done);
   } else {
     LLVMBuildBr(g->b, bc);
   }
   LLVMPositionBuilderAtEnd(g->b, bc);
-  LLVMValueRef a[5] = {cx, dst, add(g, jc, j), nvalid, kc};
-  call(g, pack_b, a, 5);
+  GLoop lq;
+  LLVMValueRef q = gemm_loop_open(g, &lq, j, jend, nr);
+  pack_b_call(g, cx, pack_b, gep(g, g->ct, dst, mul(g, sdiv(g, sub(g, q, j), nr), pstride)), q);
+  gemm_loop_close(g, &lq);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
 }
