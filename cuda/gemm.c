@@ -60,7 +60,11 @@
  * The finished values go through the nest's epilogue (`post`) when it
  * has one and are stored through `store`.  Blocks run over batch indices
  * grid-stride in z and over row blocks grid-stride in y.
- * Needs: cuda.h.  Used by: backend.c (kernels), host.c (grids). */
+ * f16/bf16 matmuls and convs at -O1+ on sm_80+ run on tensor cores
+ * instead (the section "tensor cores" below: the same grid, loops,
+ * edges, epilogue and prologues).
+ * Needs: cuda.h, loops.h (lf_gemm_mma).  Used by: backend.c (kernels),
+ * host.c (grids). */
 #include <stdio.h>
 #include <string.h>
 
@@ -853,8 +857,8 @@ static void emit_tile(G *g, Tile t) {
 }
 
 /* ---- tensor cores ------------------------------------------------------------
- * A matmul whose operands are both f16 or both bf16, at -O1 and up on
- * sm_80 and up (lf_gemm_mma), runs on tensor cores: the same grid,
+ * A matmul or conv2d whose operands are both f16 or both bf16, at -O1
+ * and up on sm_80 and up (lf_gemm_mma), runs on tensor cores: the same grid,
  * batch and row-block loops, epilogue (store_rows, store_c) and edge
  * handling as above, but the block's 8 warps each compute a WM x WN warp
  * tile (2 x 4 warps: 64 x 32 of the 128 x 128 tiles, 32 x 16 of the
@@ -868,11 +872,13 @@ static void emit_tile(G *g, Tile t) {
  * fragment loads of a warp's 8 rows x 4 pairs fall on 32 different
  * banks), double-buffered as above.  Each thread loads 8 consecutive
  * elements per vector: A along k; B along k when its k stride is 1 and
- * its n stride is not (x @ w.T), else along n (stored into Bs one by
- * one); as one 16-byte load when the operand is a plain view with a
- * unit stride there, that length and the other strides multiples of 8
- * and an aligned start (checked once, uniform branches as above), else
- * as 8 element loads (elem_a / elem_b: any view, prologues, edges).
+ * its n stride is not (x @ w.T), and a conv's input (k runs
+ * (ci KH + ky) KW + kx in either layout), else along n (stored into Bs
+ * one by one); as one 16-byte load when the operand is a plain view with
+ * a unit stride there, that length and the other strides multiples of 8
+ * and an aligned start (a conv's weight: dense over [C/groups, KH, KW];
+ * checked once, uniform branches as above), else as 8 element loads
+ * (elem_a / elem_b: any view, prologues, edges, a conv's im2col).
  * Elements outside M, N or K are zeros in shared memory.  Each output
  * is rounded once, from the f32 accumulator, in the epilogue. */
 
@@ -896,6 +902,7 @@ typedef struct MMap {
   LLVMValueRef fa, fb;         /* the thread's fragment offsets in a stage */
   LLVMValueRef warp, g4, t4;   /* warp, lane / 4, lane % 4 */
   LLVMValueRef n0;
+  LLVMValueRef iy0[2], ix0[2]; /* conv: conv_origin of B vector v's column */
   LLVMValueRef acc[4][4][4];   /* [i][j][q]: fragment (i, j)'s c_q, allocas */
 } MMap;
 
@@ -915,6 +922,20 @@ static LLVMValueRef vec8_matmul(G *g, int j, int unit, LLVMValueRef len) {
   LLVMValueRef zero[TDSL_MAX_RANK];
   for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
   return land(c, ok, aligned(c, opnd_addr(g, j, zero), 16));
+}
+
+/* Whether a conv's weight (operand 1) loads as 16-byte vectors along
+ * k: dense over [C/groups, KH, KW] (k is then the flat offset), K and
+ * the output-channel stride multiples of 8, its first element aligned. */
+static LLVMValueRef vec8_weight(G *g) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  if (!plain(g, 1)) return LLVMConstInt(c->i1, 0, 0);
+  LLVMValueRef ok = land(c, eq(c, stride(g, 1, 3), i64c(c, 1)), eq(c, stride(g, 1, 2), g->KW));
+  ok = land(c, ok, eq(c, stride(g, 1, 1), LLVMBuildMul(b, g->KH, g->KW, "")));
+  ok = land(c, land(c, ok, mult8(c, stride(g, 1, 0))), mult8(c, g->K));
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), 16));
 }
 
 static void mma_map(G *g, MMap *mp, Tile t) {
@@ -948,6 +969,8 @@ static void mma_map(G *g, MMap *mp, Tile t) {
   mp->fa = add(c, LLVMBuildMul(b, add(c, wr, mp->g4), i64c(c, MROW), ""), t2);
   mp->fb = add(c, LLVMBuildMul(b, addc(c, add(c, wc, mp->g4), t.bm), i64c(c, MROW), ""), t2);
   mp->n0 = LLVMBuildMul(b, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, t.bn), "");
+  if (g->n->reduce == OP_CONV2D)
+    for (int v = 0; v < mp->vb; v++) conv_origin(g, add(c, mp->n0, mp->br[v]), &mp->iy0[v], &mp->ix0[v]);
   LLVMTypeRef vt = LLVMVectorType(c->i16, 8);
   for (int v = 0; v < mp->va; v++) mp->ra[v] = cg_entry_alloca(c, vt, NULL);
   for (int v = 0; v < mp->vb; v++) mp->rb[v] = cg_entry_alloca(c, vt, NULL);
@@ -993,7 +1016,12 @@ static void mma_load(G *g, MMap *mp, LLVMValueRef m0, LLVMValueRef k0) {
   for (int v = 0; v < mp->va; v++) {
     LLVMValueRef m = add(c, m0, mp->ar[v]), k = add(c, k0, mp->ak[v]), x;
     LLVMValueRef mok = lt(c, m, g->M);
-    if (va) { /* K is a multiple of 8: k < K covers k .. k + 7 */
+    if (va && g->n->reduce == OP_CONV2D) { /* the weight, dense over k */
+      LLVMValueRef ok = land(c, mok, lt(c, k, g->K));
+      LLVMValueRef w[4] = {add(c, LLVMBuildMul(c->b, g->gi, g->og, ""), clamp0(c, ok, m)), i64c(c, 0), i64c(c, 0),
+                           i64c(c, 0)};
+      x = load8(g, at(c, c->i16, opnd_addr(g, 1, w), clamp0(c, ok, k)), ok);
+    } else if (va) { /* K is a multiple of 8: k < K covers k .. k + 7 */
       LLVMValueRef ok = land(c, mok, lt(c, k, g->K));
       mm_index(g, clamp0(c, ok, m), clamp0(c, ok, k), iv);
       x = load8(g, opnd_addr(g, 0, iv), ok);
@@ -1016,7 +1044,9 @@ static void mma_load(G *g, MMap *mp, LLVMValueRef m0, LLVMValueRef k0) {
       x = LLVMGetUndef(vt);
       for (int i = 0; i < 8; i++) {
         LLVMValueRef ki = g->b_kmajor ? addc(c, k, i) : k, ni = g->b_kmajor ? nn : addc(c, nn, i);
-        x = ins(c, x, bits16(g, elem_b(g, ki, ni, land(c, lt(c, ki, g->K), lt(c, ni, g->N)), NULL, NULL)), i);
+        bool conv = g->n->reduce == OP_CONV2D; /* b_kmajor: the column's origin */
+        LLVMValueRef ok = land(c, lt(c, ki, g->K), lt(c, ni, g->N));
+        x = ins(c, x, bits16(g, elem_b(g, ki, ni, ok, conv ? mp->iy0[v] : NULL, conv ? mp->ix0[v] : NULL)), i);
       }
     }
     LLVMBuildStore(c->b, x, mp->rb[v]);
@@ -1121,7 +1151,12 @@ static void emit_mma(G *g, Tile t) {
   CuLoop lb, lm, lk;
   g->bt = cu_loop_open(c, &lb, LLVMBuildZExt(b, cu_sreg(c, "ctaid.z"), c->i64, ""), g->batch,
                        LLVMBuildZExt(b, cu_sreg(c, "nctaid.z"), c->i64, ""));
-  cu_split_rowmajor(c, g->bt, g->n->shape, g->n->rank - 2, g->biv);
+  if (g->n->reduce == OP_CONV2D) {
+    g->img = LLVMBuildUDiv(b, g->bt, g->groups, "");
+    g->gi = LLVMBuildURem(b, g->bt, g->groups, "");
+  } else {
+    cu_split_rowmajor(c, g->bt, g->n->shape, g->n->rank - 2, g->biv);
+  }
   LLVMValueRef mb = cu_loop_open(c, &lm, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), mblocks,
                                  LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
   LLVMValueRef m0 = LLVMBuildMul(b, mb, i64c(c, t.bm), "");
@@ -1214,9 +1249,16 @@ static void emit_mma_kernel(G *g, LLVMValueRef fn) {
   const Sym *const *bs = n->opnd[1].stride;
   g->mma = true;
   g->od = av->dtype;
-  g->b_kmajor = plain(g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
-  g->vec_a = vec8_matmul(g, 0, av->rank - 1, g->K);
-  g->vec_b = g->b_kmajor ? vec8_matmul(g, 1, bv->rank - 2, g->K) : vec8_matmul(g, 1, bv->rank - 1, g->N);
+  if (n->reduce == OP_CONV2D) { /* k = (ci KH + ky) KW + kx; B along k */
+    g->kpix = false;
+    g->b_kmajor = true;
+    g->vec_a = vec8_weight(g);
+    g->vec_b = LLVMConstInt(c->i1, 0, 0);
+  } else {
+    g->b_kmajor = plain(g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
+    g->vec_a = vec8_matmul(g, 0, av->rank - 1, g->K);
+    g->vec_b = g->b_kmajor ? vec8_matmul(g, 1, bv->rank - 2, g->K) : vec8_matmul(g, 1, bv->rank - 1, g->N);
+  }
   /* one shared array (f32 elements): the two stages of the operand
    * tiles (16-bit), or 64 rows of outputs in the epilogue */
   g->Cs = cu_shared(c, c->f32, imax(mma_stage(MBIG), 64 * MBIG.bn), "gemm_mma_smem");
@@ -1225,7 +1267,7 @@ static void emit_mma_kernel(G *g, LLVMValueRef fn) {
   annotate(c, fn, "maxntidx", NT);
   annotate(c, fn, "maxnreg", CU_GEMM_MAXNREG);
   LLVMValueRef bigc = gemm_big(c, n, g->M, g->N, g->batch);
-  if (known_false(g->vec_a) || known_false(g->vec_b)) { /* the other one alone (a prologue) */
+  if (known_false(g->vec_a) || known_false(g->vec_b)) { /* the other one alone (a prologue, a conv) */
     LLVMValueRef conds[3] = {bigc, g->vec_a, g->vec_b};
     variants(g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
   } else { /* vector loads when both operands qualify */
@@ -1244,10 +1286,7 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   g.ad = cu_acc_dtype(n->cdtype);
   g.t = cg_compute_type(c, g.ad);
   cu_gemm_dims(c, n, &g.M, &g.N, &g.K, &g.batch);
-  if (c->cu_sm >= 80 && lf_gemm_mma(c->k, n, c->opt)) { /* tensor cores */
-    emit_mma_kernel(&g, fn);
-    return;
-  }
+  bool mma = c->cu_sm >= 80 && lf_gemm_mma(c->k, n, c->opt); /* tensor cores */
   if (n->reduce == OP_CONV2D) {
     const IrValue *w = ir_val(c->k, g.v->args[1]), *xv = ir_val(c->k, g.v->args[0]);
     g.groups = cg_sym_val(c, g.v->attrs[6]);
@@ -1257,11 +1296,18 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.H = cg_sym_val(c, xv->shape[xv->rank - 2]), g.W = cg_sym_val(c, xv->shape[xv->rank - 1]);
     g.OW = cg_sym_val(c, n->shape[n->rank - 1]);
     for (int i = 0; i < 6; i++) g.attr[i] = cg_sym_val(c, g.v->attrs[i]);
+    if (mma) {
+      emit_mma_kernel(&g, fn);
+      return;
+    }
     const LfAccess *xa = &n->opnd[0];
     g.kpix = c->opt > 0 && !n->pro[0] && xa->buf >= 0 && !xa->lin_rank && !xa->rt_strides &&
              sym_is(xa->stride[xv->rank - 3], 1);
     g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g);
     g.vec_b = vec_input(&g);
+  } else if (mma) {
+    emit_mma_kernel(&g, fn);
+    return;
   } else {
     /* B along n, or along k when its k stride is the constant 1 and its
      * n stride is not (x @ w.T) */

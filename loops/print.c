@@ -48,8 +48,8 @@
  * reduction, `acc` the reduced value).  A matmul/conv2d nest instead has
  * `gemm OP %R: DTYPE -> ACCESS` (where the GEMM writes its value), for
  * a conv2d on the CPU `algorithm: implicit GEMM | depthwise | direct`
- * (conv_algo.c: the kernel the backend runs), for a matmul on CUDA
- * `kernel: tensor cores ... | CUDA cores` (lf_gemm_mma), its
+ * (conv_algo.c: the kernel the backend runs), on CUDA `kernel: tensor
+ * cores ... | CUDA cores` (lf_gemm_mma), its
  * operands over their own dims d0, d1, ... (a buffer access, or
  * `prologue EXPR` evaluated while packing), and with an epilogue the
  * `store` and `epilogue: EXPR` (`acc`: the GEMM's value).
@@ -319,7 +319,7 @@ static void print_gemm(Printer *p, const LfNest *n, int depth) {
     indent(p, depth + 1);
     fprintf(f, "algorithm: %s\n", lf_conv_algo_name(lf_conv_algo(p->lk->k, n, p->t)));
   }
-  if (n->reduce == OP_MATMUL && !strcmp(p->t->name, "cuda")) { /* cuda/gemm.c */
+  if (!strcmp(p->t->name, "cuda")) { /* cuda/gemm.c */
     indent(p, depth + 1);
     fputs(lf_gemm_mma(p->lk->k, n, p->opt) ? "kernel: tensor cores (mma.m16n8k16, f32 accumulation) at sm_80+\n"
                                            : "kernel: CUDA cores\n", f);

@@ -8,7 +8,9 @@
  * of 16, 8, 32 or the tiles (zero-filled edges), the 16-byte vector and
  * the element loads, both tile shapes (the 128 x 128 tiles need 256
  * tiles: batched), grids smaller than the rows or batches (grid-stride),
- * a bias + relu epilogue, transposed operands and an f32 result.  An
+ * a bias + relu epilogue, transposed operands and an f32 result; and
+ * conv2d as an implicit GEMM (padding, bias, stride, groups, a
+ * channels-last input; the weight's vector loads).  An
  * output passes when within the f32 accumulation's error bound plus
  * the output's rounding (an ulp of the output type, two with the
  * epilogue's second rounding) of the exact result, and within spec §9's
@@ -25,7 +27,7 @@
 #include "emu.h"
 
 extern void mm_f16__n0(void), mm_bf16__n0(void), bmm_f16__n0(void), mm_bias_relu_bf16__n0(void),
-    mm_tn_f16__n0(void), mm_nt_bf16__n0(void), mm_f16_f32__n0(void);
+    mm_tn_f16__n0(void), mm_nt_bf16__n0(void), mm_f16_f32__n0(void), conv_f16__n0(void), conv_bf16_groups__n0(void);
 int emu_tid(void) __asm__("emu.read.ptx.sreg.tid.x");
 
 #define U(p) ((uint64_t)(uintptr_t)(p))
@@ -209,6 +211,66 @@ static void run(Kind kd, int64_t B, int64_t M, int64_t N, int64_t K, int gy, int
   free(a), free(b), free(bias), free(out), free(A), free(Bv);
 }
 
+/* ---- conv2d ---- */
+
+/* conv_f16 (3 x 3, stride 1, padding 1, bias; NCHW), or conv_bf16_groups
+ * (x [2, 6, 9, 11] channels-last, w [10, 3, 3, 3], stride 2, padding 1,
+ * 2 groups). */
+static void run_conv(bool groups, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O) {
+  bool bf = groups;
+  int64_t G = groups ? 2 : 1, s = groups ? 2 : 1, p = 1, KH = 3, KW = 3, CG = C / G, OG = O / G;
+  int64_t OH = (H + 2 * p - KH) / s + 1, OW = (W + 2 * p - KW) / s + 1;
+  int64_t nx = N * C * H * W, nw = O * CG * KH * KW, no = N * O * OH * OW;
+  uint16_t *x = malloc(2 * (size_t)nx), *w = malloc(2 * (size_t)nw), *bias = malloc(2 * (size_t)O);
+  uint16_t *out = malloc(2 * (size_t)no);
+  /* x's element (n, c, y, xx) at its layout's offset */
+#define XOFF(n, c, y, xx) (groups ? (((n) * H + (y)) * W + (xx)) * C + (c) : (((n) * C + (c)) * H + (y)) * W + (xx))
+  for (int64_t i = 0; i < nx; i++) x[i] = bits_of(bf, urand());
+  for (int64_t i = 0; i < nw; i++) w[i] = bits_of(bf, urand());
+  for (int64_t i = 0; i < O; i++) bias[i] = bits_of(bf, urand());
+  memset(out, 0xff, 2 * (size_t)no);
+  int g[3];
+  grid_of(N * G, OG, OH * OW, g);
+  if (groups)
+    emu_launch3(conv_bf16_groups__n0, g, (uint64_t[]){U(x), U(w), U(out), 300, 30, 6, 1}, 7);
+  else
+    emu_launch3(conv_f16__n0, g, (uint64_t[]){U(x), U(w), U(bias), U(out), N, C, H, W, O, H * W * O, H * W, W, 1}, 13);
+  double wr = 0, wa = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t oy = 0; oy < OH; oy++)
+        for (int64_t ox = 0; ox < OW; ox++) {
+          double acc = 0, mag = 0;
+          for (int64_t ci = 0; ci < CG; ci++)
+            for (int64_t ky = 0; ky < KH; ky++)
+              for (int64_t kx = 0; kx < KW; kx++) {
+                int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                double v = val_of(bf, x[XOFF(n, o / OG * CG + ci, iy, ix)]) *
+                           val_of(bf, w[((o * CG + ci) * KH + ky) * KW + kx]);
+                acc += v, mag += fabs(v);
+              }
+          if (!groups) acc += val_of(bf, bias[o]), mag += fabs(val_of(bf, bias[o]));
+          double ref = val_of(bf, bits_of(bf, acc));
+          double bound = ulp_at(bf, ref) + ldexp(mag, -22) * (double)(CG * KH * KW / 16 + 3);
+          double got = val_of(bf, out[((n * O + o) * OH + oy) * OW + ox]), d = fabs(got - ref);
+          if (!(d / bound <= wr)) wr = d / bound;
+          if (!(d <= wa)) wa = d;
+          if (!(d <= 1e-2 + 1e-2 * fabs(ref))) wr = INFINITY; /* spec §9 */
+        }
+#undef XOFF
+  checks++;
+  if (!(wr <= 1)) {
+    fails++;
+    printf("FAIL %s N %lld C %lld H %lld W %lld O %lld: error %.3g of the bound (max abs %.3g)\n",
+           groups ? "conv_bf16_groups" : "conv_f16", (long long)N, (long long)C, (long long)H, (long long)W,
+           (long long)O, wr, wa);
+  }
+  if (wr > worst_rel) worst_rel = wr;
+  if (wa > worst_abs) worst_abs = wa;
+  free(x), free(w), free(bias), free(out);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   srand(7);
@@ -225,6 +287,10 @@ int main(void) {
   run(BMM_F16, 5, 70, 20, 19, 1, 2); /* grid-stride over rows and batches */
   run(BMM_F16, 256, 128, 128, 40, 0, 0); /* the 128 x 128 tiles, vector loads */
   run(BMM_F16, 64, 129, 130, 33, 0, 0);  /* the 128 x 128 tiles, edges, element loads */
+  run_conv(false, 2, 3, 5, 7, 5);     /* K = 27: the weight's element loads */
+  run_conv(false, 1, 8, 9, 9, 24);    /* K = 72: the weight's vector loads */
+  run_conv(false, 3, 16, 12, 13, 70); /* several row and column blocks */
+  run_conv(true, 2, 6, 9, 11, 10);
   printf("mma: %d of %d checks failed; worst error %.3g of the bound, %.3g absolute\n", fails, checks, worst_rel,
          worst_abs);
   return fails != 0;

@@ -27,10 +27,8 @@ while read -r file kernel; do
   "$tdslc" "$src/$file" --kernel="$kernel" --target=cuda:sm_90 --emit=llvm -o "$out.dev.ll" || exit 1
   python3 "$here/to_host.py" "$out.dev.ll" "$out.ll" || exit 1
   lls+=("$out.ll")
-done < <(if [[ $suite == mma ]]; then
-  for k in mm_f16 mm_bf16 bmm_f16 mm_bias_relu_bf16 mm_tn_f16 mm_nt_bf16 mm_f16_f32; do
-    echo "tests/gpu/emu/mma.tdsl $k"
-  done
+done < <(if [[ $suite == mma ]]; then # every kernel of mma.tdsl
+  sed -n 's/^kernel \([A-Za-z0-9_]*\).*/tests\/gpu\/emu\/mma.tdsl \1/p' "$here/mma.tdsl"
 else cat << 'LIST'
 bench/kernels.tdsl softmax_last
 bench/kernels.tdsl softmax_hand
