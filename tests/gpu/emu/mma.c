@@ -8,7 +8,8 @@
  * of 16, 8, 32 or the tiles (zero-filled edges), the 16-byte vector and
  * the element loads, both tile shapes (the 128 x 128 tiles need 256
  * tiles: batched), grids smaller than the rows or batches (grid-stride),
- * a bias + relu epilogue, transposed operands and an f32 result; and
+ * a bias + relu epilogue, transposed operands, an f32 result, a
+ * broadcast batch; and
  * conv2d as an implicit GEMM (padding, bias, stride, groups, a
  * channels-last input; the weight's vector loads).  An
  * output passes when within the f32 accumulation's error bound plus
@@ -27,7 +28,8 @@
 #include "emu.h"
 
 extern void mm_f16__n0(void), mm_bf16__n0(void), bmm_f16__n0(void), mm_bias_relu_bf16__n0(void),
-    mm_tn_f16__n0(void), mm_nt_bf16__n0(void), mm_f16_f32__n0(void), conv_f16__n0(void), conv_bf16_groups__n0(void);
+    mm_tn_f16__n0(void), mm_nt_bf16__n0(void), mm_f16_f32__n0(void), conv_f16__n0(void), conv_bf16_groups__n0(void),
+    bmm_bcast_bf16__n0(void);
 int emu_tid(void) __asm__("emu.read.ptx.sreg.tid.x");
 
 #define U(p) ((uint64_t)(uintptr_t)(p))
@@ -120,9 +122,9 @@ static void mma_alone(void) {
 
 /* ---- the kernels ---- */
 
-typedef enum { MM_F16, MM_BF16, BMM_F16, MM_BIAS_RELU, MM_TN, MM_NT, MM_F32 } Kind;
+typedef enum { MM_F16, MM_BF16, BMM_F16, MM_BIAS_RELU, MM_TN, MM_NT, MM_F32, BMM_BCAST } Kind;
 static const char *kind_name[] = {"mm_f16", "mm_bf16", "bmm_f16", "mm_bias_relu_bf16", "mm_tn_f16", "mm_nt_bf16",
-                                  "mm_f16_f32"};
+                                  "mm_f16_f32", "bmm_bcast_bf16"};
 
 /* The host's grid (cu_gemm_grid): 128 x 128 tiles when M, N >= 128 and
  * at least 256 of them over the batch, else 64 x 64. */
@@ -136,7 +138,7 @@ static double worst_rel, worst_abs;
 
 /* One run: B x (M x K) @ (K x N); gy, gz > 0: grid y, z instead of the host's. */
 static void run(Kind kd, int64_t B, int64_t M, int64_t N, int64_t K, int gy, int gz) {
-  bool bf = kd == MM_BF16 || kd == MM_BIAS_RELU || kd == MM_NT;
+  bool bf = kd == MM_BF16 || kd == MM_BIAS_RELU || kd == MM_NT || kd == BMM_BCAST;
   bool f32 = kd == MM_F32;
   int64_t na = B * M * K, nb = B * K * N, nc = B * M * N;
   uint16_t *a = malloc(2 * (size_t)(na + 8)), *b = malloc(2 * (size_t)(nb + 8)), *bias = malloc(2 * (size_t)(N + 8));
@@ -152,10 +154,10 @@ static void run(Kind kd, int64_t B, int64_t M, int64_t N, int64_t K, int gy, int
       }
   for (int64_t bt = 0; bt < B; bt++)
     for (int64_t k = 0; k < K; k++)
-      for (int64_t n = 0; n < N; n++) {
-        uint16_t h = bits_of(bf, urand());
+      for (int64_t n = 0; n < N; n++) { /* BMM_BCAST: one b for every batch */
+        uint16_t h = kd == BMM_BCAST && bt ? b[k * N + n] : bits_of(bf, urand());
         Bv[(bt * K + k) * N + n] = val_of(bf, h);
-        b[kd == MM_NT ? n * K + k : (bt * K + k) * N + n] = h;
+        b[kd == MM_NT ? n * K + k : kd == BMM_BCAST ? k * N + n : (bt * K + k) * N + n] = h;
       }
   for (int64_t n = 0; n < N; n++) bias[n] = bits_of(bf, urand());
   memset(out, 0xff, (f32 ? 4 : 2) * (size_t)nc); /* NaN */
@@ -171,6 +173,9 @@ static void run(Kind kd, int64_t B, int64_t M, int64_t N, int64_t K, int gy, int
     emu_launch3(mm_f16_f32__n0, g, (uint64_t[]){U(out), U(a), U(b), 0, M, K, N, N, 1}, 9);
     break;
   case BMM_F16: emu_launch3(bmm_f16__n0, g, (uint64_t[]){U(a), U(b), U(out), B, M, K, N, M * N, N, 1}, 10); break;
+  case BMM_BCAST:
+    emu_launch3(bmm_bcast_bf16__n0, g, (uint64_t[]){U(a), U(b), U(out), B, M, K, N, M * N, N, 1}, 10);
+    break;
   case MM_BIAS_RELU:
     emu_launch3(mm_bias_relu_bf16__n0, g, (uint64_t[]){U(bias), U(out), U(a), U(b), 0, M, K, N, N, 1}, 10);
     break;
@@ -287,6 +292,8 @@ int main(void) {
   run(BMM_F16, 5, 70, 20, 19, 1, 2); /* grid-stride over rows and batches */
   run(BMM_F16, 256, 128, 128, 40, 0, 0); /* the 128 x 128 tiles, vector loads */
   run(BMM_F16, 64, 129, 130, 33, 0, 0);  /* the 128 x 128 tiles, edges, element loads */
+  run(BMM_BCAST, 3, 40, 24, 32, 0, 0);   /* b's batch stride 0: vector loads */
+  run(BMM_BCAST, 2, 17, 30, 21, 0, 0);   /* element loads */
   run_conv(false, 2, 3, 5, 7, 5);     /* K = 27: the weight's element loads */
   run_conv(false, 1, 8, 9, 9, 24);    /* K = 72: the weight's vector loads */
   run_conv(false, 3, 16, 12, 13, 70); /* several row and column blocks */
