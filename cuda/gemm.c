@@ -246,10 +246,11 @@ static void conv_origin(G *g, LLVMValueRef nn, LLVMValueRef *iy0, LLVMValueRef *
 
 /* B(k, n) when ok (else 0; conv: also 0 in the padding); conv: iy0, ix0
  * from conv_origin of nn. */
+static LLVMValueRef conv_b(G *g, LLVMValueRef *ckk, LLVMValueRef ok, LLVMValueRef iy0, LLVMValueRef ix0);
+
 static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef ok, LLVMValueRef iy0,
                            LLVMValueRef ix0) {
   Cg *c = g->c;
-  LLVMBuilderRef b = c->b;
   LLVMValueRef iv[TDSL_MAX_RANK];
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
@@ -260,6 +261,15 @@ static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef o
   /* k split before clamping: one split for the elements of a k */
   LLVMValueRef ckk[3];
   conv_k(g, k, ckk);
+  return conv_b(g, ckk, ok, iy0, ix0);
+}
+
+/* A conv's input B(k, n) for k split into ckk (ci, ky, kx; conv_k) and
+ * column n's iy0, ix0 (conv_origin), 0 when not ok or in the padding. */
+static LLVMValueRef conv_b(G *g, LLVMValueRef *ckk, LLVMValueRef ok, LLVMValueRef iy0, LLVMValueRef ix0) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef iv[TDSL_MAX_RANK];
   LLVMValueRef ci = ckk[0], ky = ckk[1], kx = ckk[2];
   LLVMValueRef iy = LLVMBuildAdd(b, iy0, LLVMBuildMul(b, ky, g->attr[4], ""), "");
   LLVMValueRef ix = LLVMBuildAdd(b, ix0, LLVMBuildMul(b, kx, g->attr[5], ""), "");
@@ -1040,13 +1050,28 @@ static void mma_load(G *g, MMap *mp, LLVMValueRef m0, LLVMValueRef k0) {
       LLVMValueRef ok = land(c, lt(c, nn, g->N), lt(c, k, g->K));
       mm_index(g, clamp0(c, ok, k), clamp0(c, ok, nn), iv);
       x = load8(g, opnd_addr(g, 1, iv), ok);
+    } else if (g->n->reduce == OP_CONV2D) { /* 8 consecutive k of column nn: k split once,
+                                               then stepped (kx, then ky, then ci) */
+      LLVMBuilderRef b = c->b;
+      LLVMValueRef ckk[3], nok = lt(c, nn, g->N);
+      conv_k(g, k, ckk);
+      x = LLVMGetUndef(vt);
+      for (int i = 0; i < 8; i++) {
+        LLVMValueRef ok = land(c, lt(c, addc(c, k, i), g->K), nok);
+        x = ins(c, x, bits16(g, conv_b(g, ckk, ok, mp->iy0[v], mp->ix0[v])), i);
+        if (i == 7) break;
+        LLVMValueRef kx = addc(c, ckk[2], 1), wx = eq(c, kx, g->KW);
+        LLVMValueRef ky = LLVMBuildAdd(b, ckk[1], LLVMBuildZExt(b, wx, c->i64, ""), ""), wy = eq(c, ky, g->KH);
+        ckk[2] = sel(c, wx, i64c(c, 0), kx);
+        ckk[1] = sel(c, wy, i64c(c, 0), ky);
+        ckk[0] = LLVMBuildAdd(b, ckk[0], LLVMBuildZExt(b, wy, c->i64, ""), "");
+      }
     } else {
       x = LLVMGetUndef(vt);
       for (int i = 0; i < 8; i++) {
         LLVMValueRef ki = g->b_kmajor ? addc(c, k, i) : k, ni = g->b_kmajor ? nn : addc(c, nn, i);
-        bool conv = g->n->reduce == OP_CONV2D; /* b_kmajor: the column's origin */
         LLVMValueRef ok = land(c, lt(c, ki, g->K), lt(c, ni, g->N));
-        x = ins(c, x, bits16(g, elem_b(g, ki, ni, ok, conv ? mp->iy0[v] : NULL, conv ? mp->ix0[v] : NULL)), i);
+        x = ins(c, x, bits16(g, elem_b(g, ki, ni, ok, NULL, NULL)), i);
       }
     }
     LLVMBuildStore(c->b, x, mp->rb[v]);
