@@ -100,6 +100,8 @@ typedef struct Cg {
                             without libm: CUDA); else llvm.sin etc. */
   bool own_frem;         /* fmod by expr.c's exact loop (frem is not
                             libm's fmod: CUDA) */
+  int cu_sm;             /* CUDA: the target's compute capability (80 for
+                            sm_80; cuda/gemm.c's tensor cores); 0 elsewhere */
   /* Scratch memory (entry.c): NULL for the host's tdsl_alloc/tdsl_free;
    * a backend with its own memory (CUDA: stream-ordered device memory)
    * returns the block (NULL when it failed, the runtime's message set)

@@ -290,6 +290,7 @@ static char *device_ptx(LLVMModuleRef mod, const CgOptions *o, int *status) {
 static void init_cg(Cg *c, IrModule *m, const CgOptions *o, LLVMContextRef ctx, const char *name) {
   *c = (Cg){.m = m, .opt = o->opt_level, .dl_device = DL_CUDA, .layer_trig = true, .own_frem = true,
             .target = lf_target_params(cg_cuda_backend.sched)};
+  c->cu_sm = atoi(sm_of(o->target) + 3); /* "sm_90a": 90 */
   c->ctx = ctx;
   c->mod = LLVMModuleCreateWithNameInContext(name, ctx);
   c->b = LLVMCreateBuilderInContext(ctx);

@@ -7,7 +7,8 @@
  *              the NVPTX target machine, PTX and host object output;
  *   nest.c     device kernels of elementwise, reduction and scan nests,
  *              split reductions (partials and finish) and row groups;
- *   gemm.c     device kernels of matmul and conv2d nests;
+ *   gemm.c     device kernels of matmul and conv2d nests (CUDA cores;
+ *              f16/bf16 on tensor cores at sm_80+);
  *   host.c     the host function: entry checks (kDLCUDA), device,
  *              module and scratch preparation, launches;
  *   check.c    index checks: their device kernels and verdicts;

@@ -60,7 +60,11 @@
  * The finished values go through the nest's epilogue (`post`) when it
  * has one and are stored through `store`.  Blocks run over batch indices
  * grid-stride in z and over row blocks grid-stride in y.
- * Needs: cuda.h.  Used by: backend.c (kernels), host.c (grids). */
+ * f16/bf16 matmuls and convs at -O1+ on sm_80+ run on tensor cores
+ * instead (the section "tensor cores" below: the same grid, loops,
+ * edges, epilogue and prologues).
+ * Needs: cuda.h, loops.h (lf_gemm_mma).  Used by: backend.c (kernels),
+ * host.c (grids). */
 #include <stdio.h>
 #include <string.h>
 
@@ -151,6 +155,8 @@ typedef struct G {
                     fastest, and B's scalar loads put consecutive threads
                     on consecutive k (consecutive addresses) */
   LLVMValueRef **rts;
+  bool mma; /* tensor cores (emit_mma); od: the operands' dtype (f16, bf16) */
+  DType od;
   /* conv: */
   LLVMValueRef groups, og, cg, KH, KW, H, W, OW, attr[6], img, gi;
 } G;
@@ -240,10 +246,11 @@ static void conv_origin(G *g, LLVMValueRef nn, LLVMValueRef *iy0, LLVMValueRef *
 
 /* B(k, n) when ok (else 0; conv: also 0 in the padding); conv: iy0, ix0
  * from conv_origin of nn. */
+static LLVMValueRef conv_b(G *g, LLVMValueRef *ckk, LLVMValueRef ok, LLVMValueRef iy0, LLVMValueRef ix0);
+
 static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef ok, LLVMValueRef iy0,
                            LLVMValueRef ix0) {
   Cg *c = g->c;
-  LLVMBuilderRef b = c->b;
   LLVMValueRef iv[TDSL_MAX_RANK];
   if (g->n->reduce == OP_MATMUL) {
     int R = g->n->rank;
@@ -254,6 +261,15 @@ static LLVMValueRef elem_b(G *g, LLVMValueRef k, LLVMValueRef nn, LLVMValueRef o
   /* k split before clamping: one split for the elements of a k */
   LLVMValueRef ckk[3];
   conv_k(g, k, ckk);
+  return conv_b(g, ckk, ok, iy0, ix0);
+}
+
+/* A conv's input B(k, n) for k split into ckk (ci, ky, kx; conv_k) and
+ * column n's iy0, ix0 (conv_origin), 0 when not ok or in the padding. */
+static LLVMValueRef conv_b(G *g, LLVMValueRef *ckk, LLVMValueRef ok, LLVMValueRef iy0, LLVMValueRef ix0) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef iv[TDSL_MAX_RANK];
   LLVMValueRef ci = ckk[0], ky = ckk[1], kx = ckk[2];
   LLVMValueRef iy = LLVMBuildAdd(b, iy0, LLVMBuildMul(b, ky, g->attr[4], ""), "");
   LLVMValueRef ix = LLVMBuildAdd(b, ix0, LLVMBuildMul(b, kx, g->attr[5], ""), "");
@@ -767,6 +783,29 @@ static LLVMValueRef fresh_sreg(Cg *c, const char *name) {
   return LLVMBuildZExt(c->b, LLVMBuildCall2(c->b, ft, asmv, NULL, 0, ""), c->i64, "");
 }
 
+/* After the block wrote rows 64 h .. 64 h + 63 of its BM x BN tile
+ * (at m0, n0) to Cs (64 x BN f32): a barrier, then the block stores
+ * them through store_c, consecutive threads on consecutive columns
+ * (tid: the thread's index), and a barrier before Cs is written again. */
+static void store_rows(G *g, Tile t, LLVMValueRef tid, LLVMValueRef m0, LLVMValueRef n0, int h) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  cu_barrier(c);
+  LLVMValueRef it = cg_open_loop(c, i64c(c, 64 * t.bn / NT));
+  LLVMValueRef e = add(c, tid, LLVMBuildMul(b, it, i64c(c, NT), ""));
+  LLVMValueRef m = add(c, m0, addc(c, udiv(c, e, t.bn), 64 * h)), col = add(c, n0, urem(c, e, t.bn));
+  LLVMBasicBlockRef st = block(c, "store"), stored = block(c, "stored");
+  LLVMBuildCondBr(b, land(c, lt(c, m, g->M), lt(c, col, g->N)), st, stored);
+  LLVMPositionBuilderAtEnd(b, st);
+  LLVMValueRef oy = NULL, ox = NULL;
+  if (g->n->reduce == OP_CONV2D) oy = LLVMBuildUDiv(b, col, g->OW, ""), ox = LLVMBuildURem(b, col, g->OW, "");
+  store_c(g, m, col, ld(c, g->t, at(c, g->t, g->Cs, e)), oy, ox);
+  LLVMBuildBr(b, stored);
+  LLVMPositionBuilderAtEnd(b, stored);
+  cg_close_loop(c);
+  cu_barrier(c); /* before the next rows (or tiles) overwrite it */
+}
+
 /* The whole kernel body for tile shape t. */
 static void emit_tile(G *g, Tile t) {
   Cg *c = g->c;
@@ -821,20 +860,370 @@ static void emit_tile(G *g, Tile t) {
         LLVMValueRef i = add(c, LLVMBuildMul(b, row, i64c(c, t.bn), ""), addc(c, LLVMBuildMul(b, tx, i64c(c, 4), ""), 64 * q));
         LLVMSetAlignment(LLVMBuildStore(b, vec4(g, e), at(c, g->t, g->Cs, i)), 16);
       }
-    cu_barrier(c);
-    LLVMValueRef it = cg_open_loop(c, i64c(c, 64 * t.bn / NT));
-    LLVMValueRef e = add(c, tid, LLVMBuildMul(b, it, i64c(c, NT), ""));
-    LLVMValueRef m = add(c, m0, addc(c, udiv(c, e, t.bn), 64 * h)), col = add(c, n0, urem(c, e, t.bn));
-    LLVMBasicBlockRef st = block(c, "store"), stored = block(c, "stored");
-    LLVMBuildCondBr(b, land(c, lt(c, m, g->M), lt(c, col, g->N)), st, stored);
-    LLVMPositionBuilderAtEnd(b, st);
-    LLVMValueRef oy = NULL, ox = NULL;
-    if (n->reduce == OP_CONV2D) oy = LLVMBuildUDiv(b, col, g->OW, ""), ox = LLVMBuildURem(b, col, g->OW, "");
-    store_c(g, m, col, ld(c, g->t, at(c, g->t, g->Cs, e)), oy, ox);
-    LLVMBuildBr(b, stored);
-    LLVMPositionBuilderAtEnd(b, stored);
-    cg_close_loop(c);
-    cu_barrier(c); /* before the next rows (or tiles) overwrite it */
+    store_rows(g, t, tid, m0, n0, h);
+  }
+  cu_loop_close(c, &lm);
+  cu_loop_close(c, &lb);
+}
+
+/* ---- tensor cores ------------------------------------------------------------
+ * A matmul or conv2d whose operands are both f16 or both bf16, at -O1
+ * and up on sm_80 and up (lf_gemm_mma), runs on tensor cores: the same grid,
+ * batch and row-block loops, epilogue (store_rows, store_c) and edge
+ * handling as above, but the block's 8 warps each compute a WM x WN warp
+ * tile (2 x 4 warps: 64 x 32 of the 128 x 128 tiles, 32 x 16 of the
+ * 64 x 64 ones) as 16 x 8 fragments with
+ * mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (NVVM's
+ * llvm.nvvm.mma.m16n8k16.row.col.f32.f32 and .bf16), accumulating in
+ * f32 registers (the fragment layout is the PTX ISA's "Matrix Fragments
+ * for mma.m16n8k16 with floating point type").  K steps by MK = 32.
+ * Shared memory holds the operands' 16-bit bits, A as As[m][k] and B
+ * as Bs[n][k] (k contiguous, rows of MROW = 40 elements: the 32-bit
+ * fragment loads of a warp's 8 rows x 4 pairs fall on 32 different
+ * banks), double-buffered as above.  Each thread loads 8 consecutive
+ * elements per vector: A along k; B along k when its k stride is 1 and
+ * its n stride is not (x @ w.T), and a conv's input (k runs
+ * (ci KH + ky) KW + kx in either layout), else along n (stored into Bs
+ * one by one); as one 16-byte load when the operand is a plain view with
+ * a unit stride there, that length and the other strides multiples of 8
+ * and an aligned start (a conv's weight: dense over [C/groups, KH, KW];
+ * checked once, uniform branches as above), else as 8 element loads
+ * (elem_a / elem_b: any view, prologues, edges, a conv's im2col).
+ * Elements outside M, N or K are zeros in shared memory.  Each output
+ * is rounded once, from the f32 accumulator, in the epilogue. */
+
+static const Tile MBIG = {128, 128, 32}, MSMALL = {64, 64, 32};
+enum {
+  MK = 32,       /* K step */
+  MROW = MK + 8, /* a shared row, 16-bit elements */
+};
+
+/* 16-bit elements of one stage (A then B). */
+static int mma_stage(Tile t) { return (t.bm + t.bn) * MROW; }
+
+typedef struct MMap {
+  Tile t;
+  int wm, wn, mt, nt;          /* warp tile WM x WN: mt x nt fragments of 16 x 8 */
+  int va, vb;                  /* 8-element vectors of A and B per thread and K step */
+  LLVMValueRef ar[2], ak[2];   /* A vector v: A(m0 + ar, k0 + ak + 0..7) */
+  LLVMValueRef br[2], bk[2];   /* B vector v: B(k0 + bk + 0..7, n0 + br) when b_kmajor,
+                                  else B(k0 + bk, n0 + br + 0..7) */
+  LLVMValueRef ra[2], rb[2];   /* the prefetched K tile: <8 x i16> allocas */
+  LLVMValueRef fa, fb;         /* the thread's fragment offsets in a stage */
+  LLVMValueRef warp, g4, t4;   /* warp, lane / 4, lane % 4 */
+  LLVMValueRef n0;
+  LLVMValueRef iy0[2], ix0[2]; /* conv: conv_origin of B vector v's column */
+  LLVMValueRef acc[4][4][4];   /* [i][j][q]: fragment (i, j)'s c_q, allocas */
+} MMap;
+
+static LLVMValueRef mult8(Cg *c, LLVMValueRef v) {
+  return eq(c, LLVMBuildAnd(c->b, v, i64c(c, 7), ""), i64c(c, 0));
+}
+
+/* Whether operand j of a matmul loads as 16-byte vectors of 8 elements
+ * along its dim unit (of length len). */
+static LLVMValueRef vec8_matmul(G *g, int j, int unit, LLVMValueRef len) {
+  Cg *c = g->c;
+  if (!plain(g, j)) return LLVMConstInt(c->i1, 0, 0);
+  const IrValue *a = ir_val(c->k, g->v->args[j]);
+  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), mult8(c, len));
+  for (int d = 0; d < a->rank; d++)
+    if (d != unit) ok = land(c, ok, mult8(c, stride(g, j, d)));
+  LLVMValueRef zero[TDSL_MAX_RANK];
+  for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
+  return land(c, ok, aligned(c, opnd_addr(g, j, zero), 16));
+}
+
+/* Whether a conv's weight (operand 1) loads as 16-byte vectors along
+ * k: dense over [C/groups, KH, KW] (k is then the flat offset), K and
+ * the output-channel stride multiples of 8, its first element aligned. */
+static LLVMValueRef vec8_weight(G *g) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  if (!plain(g, 1)) return LLVMConstInt(c->i1, 0, 0);
+  LLVMValueRef ok = land(c, eq(c, stride(g, 1, 3), i64c(c, 1)), eq(c, stride(g, 1, 2), g->KW));
+  ok = land(c, ok, eq(c, stride(g, 1, 1), LLVMBuildMul(b, g->KH, g->KW, "")));
+  ok = land(c, land(c, ok, mult8(c, stride(g, 1, 0))), mult8(c, g->K));
+  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
+  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), 16));
+}
+
+static void mma_map(G *g, MMap *mp, Tile t) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  mp->t = t;
+  mp->wm = t.bm / 2, mp->wn = t.bn / 4;
+  mp->mt = mp->wm / 16, mp->nt = mp->wn / 8;
+  mp->va = t.bm * MK / 8 / NT, mp->vb = t.bn * MK / 8 / NT;
+  if (mp->mt > 4 || mp->nt > 4 || mp->va > 2 || mp->vb > 2) ICE("mma tile too large");
+  for (int v = 0; v < mp->va; v++) {
+    LLVMValueRef e = addc(c, g->tid, NT * v);
+    mp->ar[v] = udiv(c, e, MK / 8);
+    mp->ak[v] = LLVMBuildMul(b, urem(c, e, MK / 8), i64c(c, 8), "");
+  }
+  for (int v = 0; v < mp->vb; v++) {
+    LLVMValueRef e = addc(c, g->tid, NT * v);
+    if (g->b_kmajor) {
+      mp->br[v] = udiv(c, e, MK / 8);
+      mp->bk[v] = LLVMBuildMul(b, urem(c, e, MK / 8), i64c(c, 8), "");
+    } else {
+      mp->bk[v] = udiv(c, e, t.bn / 8);
+      mp->br[v] = LLVMBuildMul(b, urem(c, e, t.bn / 8), i64c(c, 8), "");
+    }
+  }
+  LLVMValueRef lane = urem(c, g->tid, 32);
+  mp->warp = udiv(c, g->tid, 32), mp->g4 = udiv(c, lane, 4), mp->t4 = urem(c, lane, 4);
+  LLVMValueRef wr = LLVMBuildMul(b, udiv(c, mp->warp, 4), i64c(c, mp->wm), "");
+  LLVMValueRef wc = LLVMBuildMul(b, urem(c, mp->warp, 4), i64c(c, mp->wn), "");
+  LLVMValueRef t2 = LLVMBuildMul(b, mp->t4, i64c(c, 2), "");
+  mp->fa = add(c, LLVMBuildMul(b, add(c, wr, mp->g4), i64c(c, MROW), ""), t2);
+  mp->fb = add(c, LLVMBuildMul(b, addc(c, add(c, wc, mp->g4), t.bm), i64c(c, MROW), ""), t2);
+  mp->n0 = LLVMBuildMul(b, LLVMBuildZExt(b, cu_sreg(c, "ctaid.x"), c->i64, ""), i64c(c, t.bn), "");
+  if (g->n->reduce == OP_CONV2D)
+    for (int v = 0; v < mp->vb; v++) conv_origin(g, add(c, mp->n0, mp->br[v]), &mp->iy0[v], &mp->ix0[v]);
+  LLVMTypeRef vt = LLVMVectorType(c->i16, 8);
+  for (int v = 0; v < mp->va; v++) mp->ra[v] = cg_entry_alloca(c, vt, NULL);
+  for (int v = 0; v < mp->vb; v++) mp->rb[v] = cg_entry_alloca(c, vt, NULL);
+  for (int i = 0; i < mp->mt; i++)
+    for (int j = 0; j < mp->nt; j++)
+      for (int q = 0; q < 4; q++) mp->acc[i][j][q] = cg_entry_alloca(c, c->f32, NULL);
+}
+
+/* An operand element (the accumulator type, as elem_a / elem_b give
+ * it) as its 16-bit bits. */
+static LLVMValueRef bits16(G *g, LLVMValueRef v) {
+  Cg *c = g->c;
+  LLVMValueRef s = cg_to_storage(c, cg_convert(c, v, g->ad, g->od), g->od);
+  return LLVMTypeOf(s) == c->i16 ? s : LLVMBuildBitCast(c->b, s, c->i16, "");
+}
+
+/* 8 elements of operand j from address p (16 bytes), zeros when not ok. */
+static LLVMValueRef load8(G *g, LLVMValueRef p, LLVMValueRef ok) {
+  Cg *c = g->c;
+  LLVMTypeRef vt = LLVMVectorType(c->i16, 8);
+  LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
+  LLVMSetAlignment(v, 16);
+  return sel(c, ok, v, LLVMConstNull(vt));
+}
+
+static LLVMValueRef ins(Cg *c, LLVMValueRef v, LLVMValueRef e, int i) {
+  return LLVMBuildInsertElement(c->b, v, e, i32c(c, i), "");
+}
+
+/* Operand indices of a matmul: the batch, then r, s. */
+static void mm_index(G *g, LLVMValueRef r, LLVMValueRef s, LLVMValueRef *iv) {
+  int R = g->n->rank;
+  batch_index(g, iv);
+  iv[R - 2] = r, iv[R - 1] = s;
+}
+
+/* The K tile at k0 of row block m0 into mp->ra / mp->rb. */
+static void mma_load(G *g, MMap *mp, LLVMValueRef m0, LLVMValueRef k0) {
+  Cg *c = g->c;
+  bool va = LLVMConstIntGetZExtValue(g->vec_a), vb = LLVMConstIntGetZExtValue(g->vec_b);
+  LLVMTypeRef vt = LLVMVectorType(c->i16, 8);
+  LLVMValueRef iv[TDSL_MAX_RANK];
+  for (int v = 0; v < mp->va; v++) {
+    LLVMValueRef m = add(c, m0, mp->ar[v]), k = add(c, k0, mp->ak[v]), x;
+    LLVMValueRef mok = lt(c, m, g->M);
+    if (va && g->n->reduce == OP_CONV2D) { /* the weight, dense over k */
+      LLVMValueRef ok = land(c, mok, lt(c, k, g->K));
+      LLVMValueRef w[4] = {add(c, LLVMBuildMul(c->b, g->gi, g->og, ""), clamp0(c, ok, m)), i64c(c, 0), i64c(c, 0),
+                           i64c(c, 0)};
+      x = load8(g, at(c, c->i16, opnd_addr(g, 1, w), clamp0(c, ok, k)), ok);
+    } else if (va) { /* K is a multiple of 8: k < K covers k .. k + 7 */
+      LLVMValueRef ok = land(c, mok, lt(c, k, g->K));
+      mm_index(g, clamp0(c, ok, m), clamp0(c, ok, k), iv);
+      x = load8(g, opnd_addr(g, 0, iv), ok);
+    } else {
+      x = LLVMGetUndef(vt);
+      for (int i = 0; i < 8; i++) {
+        LLVMValueRef ki = addc(c, k, i);
+        x = ins(c, x, bits16(g, elem_a(g, m, ki, land(c, mok, lt(c, ki, g->K)))), i);
+      }
+    }
+    LLVMBuildStore(c->b, x, mp->ra[v]);
+  }
+  for (int v = 0; v < mp->vb; v++) {
+    LLVMValueRef nn = add(c, mp->n0, mp->br[v]), k = add(c, k0, mp->bk[v]), x;
+    if (vb) { /* the vector's dim (k or n) is a multiple of 8 long */
+      LLVMValueRef ok = land(c, lt(c, nn, g->N), lt(c, k, g->K));
+      mm_index(g, clamp0(c, ok, k), clamp0(c, ok, nn), iv);
+      x = load8(g, opnd_addr(g, 1, iv), ok);
+    } else if (g->n->reduce == OP_CONV2D) { /* 8 consecutive k of column nn: k split once,
+                                               then stepped (kx, then ky, then ci) */
+      LLVMBuilderRef b = c->b;
+      LLVMValueRef ckk[3], nok = lt(c, nn, g->N);
+      conv_k(g, k, ckk);
+      x = LLVMGetUndef(vt);
+      for (int i = 0; i < 8; i++) {
+        LLVMValueRef ok = land(c, lt(c, addc(c, k, i), g->K), nok);
+        x = ins(c, x, bits16(g, conv_b(g, ckk, ok, mp->iy0[v], mp->ix0[v])), i);
+        if (i == 7) break;
+        LLVMValueRef kx = addc(c, ckk[2], 1), wx = eq(c, kx, g->KW);
+        LLVMValueRef ky = LLVMBuildAdd(b, ckk[1], LLVMBuildZExt(b, wx, c->i64, ""), ""), wy = eq(c, ky, g->KH);
+        ckk[2] = sel(c, wx, i64c(c, 0), kx);
+        ckk[1] = sel(c, wy, i64c(c, 0), ky);
+        ckk[0] = LLVMBuildAdd(b, ckk[0], LLVMBuildZExt(b, wy, c->i64, ""), "");
+      }
+    } else {
+      x = LLVMGetUndef(vt);
+      for (int i = 0; i < 8; i++) {
+        LLVMValueRef ki = g->b_kmajor ? addc(c, k, i) : k, ni = g->b_kmajor ? nn : addc(c, nn, i);
+        LLVMValueRef ok = land(c, lt(c, ki, g->K), lt(c, ni, g->N));
+        x = ins(c, x, bits16(g, elem_b(g, ki, ni, ok, NULL, NULL)), i);
+      }
+    }
+    LLVMBuildStore(c->b, x, mp->rb[v]);
+  }
+}
+
+/* The prefetched tile into stage s (i64 0 or 1). */
+static void mma_store(G *g, MMap *mp, LLVMValueRef s) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  LLVMTypeRef vt = LLVMVectorType(c->i16, 8);
+  LLVMValueRef base = at(c, c->i16, g->As, LLVMBuildMul(b, s, i64c(c, mma_stage(mp->t)), ""));
+  for (int v = 0; v < mp->va; v++) {
+    LLVMValueRef i = add(c, LLVMBuildMul(b, mp->ar[v], i64c(c, MROW), ""), mp->ak[v]);
+    LLVMSetAlignment(LLVMBuildStore(b, ld(c, vt, mp->ra[v]), at(c, c->i16, base, i)), 16);
+  }
+  LLVMValueRef bs = at(c, c->i16, base, i64c(c, mp->t.bm * MROW));
+  for (int v = 0; v < mp->vb; v++) {
+    LLVMValueRef x = ld(c, vt, mp->rb[v]);
+    if (g->b_kmajor) { /* Bs[n][k .. k + 7] */
+      LLVMValueRef i = add(c, LLVMBuildMul(b, mp->br[v], i64c(c, MROW), ""), mp->bk[v]);
+      LLVMSetAlignment(LLVMBuildStore(b, x, at(c, c->i16, bs, i)), 16);
+      continue;
+    }
+    for (int e = 0; e < 8; e++) { /* Bs[n + e][k] */
+      LLVMValueRef i = add(c, LLVMBuildMul(b, addc(c, mp->br[v], e), i64c(c, MROW), ""), mp->bk[v]);
+      LLVMBuildStore(b, elt(g, x, e), at(c, c->i16, bs, i));
+    }
+  }
+}
+
+/* A 32-bit word (two 16-bit elements) of shared memory at element i of base. */
+static LLVMValueRef word(Cg *c, LLVMValueRef base, LLVMValueRef i) {
+  LLVMValueRef v = ld(c, c->i32, at(c, c->i16, base, i));
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+/* acc[0..3] += A fragment a[0..3] x B fragment b[0..1] (one mma.sync). */
+static void mma_op(G *g, LLVMValueRef *a, LLVMValueRef *bf, LLVMValueRef *acc) {
+  Cg *c = g->c;
+  bool bf16 = g->od == DT_BF16;
+  LLVMTypeRef h2 = LLVMVectorType(c->f16, 2);
+  LLVMValueRef args[10];
+  for (int i = 0; i < 4; i++) args[i] = bf16 ? a[i] : LLVMBuildBitCast(c->b, a[i], h2, "");
+  for (int i = 0; i < 2; i++) args[4 + i] = bf16 ? bf[i] : LLVMBuildBitCast(c->b, bf[i], h2, "");
+  for (int i = 0; i < 4; i++) args[6 + i] = acc[i];
+  LLVMValueRef r = cg_intrinsic(c, bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+                                NULL, 0, args, 10);
+  for (int i = 0; i < 4; i++) acc[i] = LLVMBuildExtractValue(c->b, r, (unsigned)i, "");
+}
+
+/* The mma.sync operations of stage s: per 16 of k, the warp's B
+ * fragments, then per 16 rows its A fragment and the row's nt mmas.
+ * Fragment (i, j) of the warp: rows WM (warp / 4) + 16 i + .., columns
+ * WN (warp % 4) + 8 j + ..; a thread's words: A at rows g4 and g4 + 8,
+ * k 2 t4 and 2 t4 + 8; B at column g4, the same k (PTX ISA layout). */
+static void mma_compute(G *g, MMap *mp, LLVMValueRef s) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef base = at(c, c->i16, g->As, LLVMBuildMul(b, s, i64c(c, mma_stage(mp->t)), ""));
+  LLVMValueRef pa = at(c, c->i16, base, mp->fa), pb = at(c, c->i16, base, mp->fb);
+  LLVMValueRef acc[4][4][4];
+  for (int i = 0; i < mp->mt; i++)
+    for (int j = 0; j < mp->nt; j++)
+      for (int q = 0; q < 4; q++) acc[i][j][q] = ld(c, c->f32, mp->acc[i][j][q]);
+  for (int kk = 0; kk < MK; kk += 16) {
+    LLVMValueRef bfr[4][2];
+    for (int j = 0; j < mp->nt; j++)
+      for (int h = 0; h < 2; h++) bfr[j][h] = word(c, pb, i64c(c, j * 8 * MROW + kk + 8 * h));
+    for (int i = 0; i < mp->mt; i++) {
+      LLVMValueRef afr[4];
+      for (int r = 0; r < 4; r++) /* a0: (g4, 2 t4), a1: (g4 + 8, ..), a2: (g4, 2 t4 + 8), a3 */
+        afr[r] = word(c, pa, i64c(c, (i * 16 + 8 * (r & 1)) * MROW + kk + 8 * (r >> 1)));
+      for (int j = 0; j < mp->nt; j++) mma_op(g, afr, bfr[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < mp->mt; i++)
+    for (int j = 0; j < mp->nt; j++)
+      for (int q = 0; q < 4; q++) LLVMBuildStore(b, acc[i][j][q], mp->acc[i][j][q]);
+}
+
+/* if (cond) { load (or store) the tile } */
+static void mma_if(G *g, MMap *mp, LLVMValueRef cond, LLVMValueRef m0, LLVMValueRef k1, LLVMValueRef s) {
+  Cg *c = g->c;
+  LLVMBasicBlockRef t = block(c, "then"), j = block(c, "endif");
+  LLVMBuildCondBr(c->b, cond, t, j);
+  LLVMPositionBuilderAtEnd(c->b, t);
+  if (s) mma_store(g, mp, s);
+  else mma_load(g, mp, m0, k1);
+  LLVMBuildBr(c->b, j);
+  LLVMPositionBuilderAtEnd(c->b, j);
+}
+
+/* The whole tensor-core kernel body for tile shape t. */
+static void emit_mma(G *g, Tile t) {
+  Cg *c = g->c;
+  LLVMBuilderRef b = c->b;
+  MMap mp;
+  mma_map(g, &mp, t);
+  LLVMValueRef mblocks = LLVMBuildUDiv(b, addc(c, g->M, t.bm - 1), i64c(c, t.bm), "");
+  CuLoop lb, lm, lk;
+  g->bt = cu_loop_open(c, &lb, LLVMBuildZExt(b, cu_sreg(c, "ctaid.z"), c->i64, ""), g->batch,
+                       LLVMBuildZExt(b, cu_sreg(c, "nctaid.z"), c->i64, ""));
+  if (g->n->reduce == OP_CONV2D) {
+    g->img = LLVMBuildUDiv(b, g->bt, g->groups, "");
+    g->gi = LLVMBuildURem(b, g->bt, g->groups, "");
+  } else {
+    cu_split_rowmajor(c, g->bt, g->n->shape, g->n->rank - 2, g->biv);
+  }
+  LLVMValueRef mb = cu_loop_open(c, &lm, LLVMBuildZExt(b, cu_sreg(c, "ctaid.y"), c->i64, ""), mblocks,
+                                 LLVMBuildZExt(b, cu_sreg(c, "nctaid.y"), c->i64, ""));
+  LLVMValueRef m0 = LLVMBuildMul(b, mb, i64c(c, t.bm), "");
+  for (int i = 0; i < mp.mt; i++)
+    for (int j = 0; j < mp.nt; j++)
+      for (int q = 0; q < 4; q++) LLVMBuildStore(b, LLVMConstNull(c->f32), mp.acc[i][j][q]);
+  mma_load(g, &mp, m0, i64c(c, 0)); /* zeros when K is 0 */
+  mma_store(g, &mp, i64c(c, 0));
+  cu_barrier(c);
+  LLVMValueRef k0 = cu_loop_open(c, &lk, i64c(c, 0), g->K, i64c(c, MK));
+  LLVMValueRef s = LLVMBuildAnd(b, LLVMBuildLShr(b, k0, i64c(c, 5), ""), i64c(c, 1), "");
+  LLVMValueRef k1 = addc(c, k0, MK), more = lt(c, k1, g->K);
+  mma_if(g, &mp, more, m0, k1, NULL);
+  mma_compute(g, &mp, s);
+  mma_if(g, &mp, more, NULL, NULL, LLVMBuildXor(b, s, i64c(c, 1), ""));
+  cu_barrier(c);
+  cu_loop_close(c, &lk);
+  /* the outputs through shared memory, 64 rows at a time (the warps
+   * whose rows they are write them), as the CUDA-core kernel does */
+  LLVMValueRef tid = fresh_sreg(c, "tid.x"), lane = urem(c, tid, 32), warp = udiv(c, tid, 32);
+  LLVMValueRef g4 = udiv(c, lane, 4), t2 = LLVMBuildMul(b, urem(c, lane, 4), i64c(c, 2), "");
+  LLVMValueRef wr = LLVMBuildMul(b, udiv(c, warp, 4), i64c(c, mp.wm), "");
+  LLVMValueRef wc = LLVMBuildMul(b, urem(c, warp, 4), i64c(c, mp.wn), "");
+  LLVMValueRef n0 = LLVMBuildMul(b, fresh_sreg(c, "ctaid.x"), i64c(c, t.bn), "");
+  LLVMTypeRef v2 = LLVMVectorType(c->f32, 2);
+  for (int h = 0; h < t.bm / 64; h++) {
+    LLVMBasicBlockRef w = block(c, "mine"), done = block(c, "written");
+    LLVMBuildCondBr(b, eq(c, udiv(c, wr, 64), i64c(c, h)), w, done);
+    LLVMPositionBuilderAtEnd(b, w);
+    for (int i = 0; i < mp.mt; i++)
+      for (int j = 0; j < mp.nt; j++)
+        for (int q = 0; q < 2; q++) { /* c0, c1 at row g4; c2, c3 at g4 + 8 */
+          LLVMValueRef row = add(c, addc(c, wr, i * 16 + 8 * q - 64 * h), g4);
+          LLVMValueRef col = add(c, addc(c, wc, j * 8), t2);
+          LLVMValueRef e[2] = {ld(c, c->f32, mp.acc[i][j][2 * q]), ld(c, c->f32, mp.acc[i][j][2 * q + 1])};
+          LLVMValueRef x = ins(c, ins(c, LLVMGetUndef(v2), e[0], 0), e[1], 1);
+          LLVMValueRef p = at(c, c->f32, g->Cs, add(c, LLVMBuildMul(b, row, i64c(c, t.bn), ""), col));
+          LLVMSetAlignment(LLVMBuildStore(b, x, p), 8);
+        }
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    store_rows(g, t, tid, m0, n0, h);
   }
   cu_loop_close(c, &lm);
   cu_loop_close(c, &lb);
@@ -859,7 +1248,8 @@ static void variants(G *g, LLVMValueRef *conds, const int *masks, int i, int n, 
   if (i == n) {
     g->vec_a = LLVMConstInt(c->i1, (flags & V_VEC_A) != 0, 0);
     g->vec_b = LLVMConstInt(c->i1, (flags & V_VEC_B) != 0, 0);
-    emit_tile(g, flags & V_BIG ? BIG : SMALL);
+    if (g->mma) emit_mma(g, flags & V_BIG ? MBIG : MSMALL);
+    else emit_tile(g, flags & V_BIG ? BIG : SMALL);
     return;
   }
   if (LLVMIsAConstantInt(conds[i])) {
@@ -876,6 +1266,42 @@ static void variants(G *g, LLVMValueRef *conds, const int *masks, int i, int n, 
   LLVMPositionBuilderAtEnd(c->b, j);
 }
 
+/* The tensor-core kernel of matmul nest g->n (lf_gemm_mma). */
+static void emit_mma_kernel(G *g, LLVMValueRef fn) {
+  Cg *c = g->c;
+  const LfNest *n = g->n;
+  const IrValue *av = ir_val(c->k, g->v->args[0]), *bv = ir_val(c->k, g->v->args[1]);
+  const Sym *const *bs = n->opnd[1].stride;
+  g->mma = true;
+  g->od = av->dtype;
+  if (n->reduce == OP_CONV2D) { /* k = (ci KH + ky) KW + kx; B along k */
+    g->kpix = false;
+    g->b_kmajor = true;
+    g->vec_a = vec8_weight(g);
+    g->vec_b = LLVMConstInt(c->i1, 0, 0);
+  } else {
+    g->b_kmajor = plain(g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
+    g->vec_a = vec8_matmul(g, 0, av->rank - 1, g->K);
+    g->vec_b = g->b_kmajor ? vec8_matmul(g, 1, bv->rank - 2, g->K) : vec8_matmul(g, 1, bv->rank - 1, g->N);
+  }
+  /* one shared array (f32 elements): the two stages of the operand
+   * tiles (16-bit), or 64 rows of outputs in the epilogue */
+  g->Cs = cu_shared(c, c->f32, imax(mma_stage(MBIG), 64 * MBIG.bn), "gemm_mma_smem");
+  g->As = g->Cs;
+  g->tid = LLVMBuildZExt(c->b, cu_sreg(c, "tid.x"), c->i64, "");
+  annotate(c, fn, "maxntidx", NT);
+  annotate(c, fn, "maxnreg", CU_GEMM_MAXNREG);
+  LLVMValueRef bigc = gemm_big(c, n, g->M, g->N, g->batch);
+  if (known_false(g->vec_a) || known_false(g->vec_b)) { /* the other one alone (a prologue, a conv) */
+    LLVMValueRef conds[3] = {bigc, g->vec_a, g->vec_b};
+    variants(g, conds, (const int[3]){V_BIG, V_VEC_A, V_VEC_B}, 0, 3, 0);
+  } else { /* vector loads when both operands qualify */
+    LLVMValueRef conds[2] = {bigc, land(c, g->vec_a, g->vec_b)};
+    variants(g, conds, (const int[2]){V_BIG, V_VEC_A | V_VEC_B}, 0, 2, 0);
+  }
+  LLVMBuildRetVoid(c->b);
+}
+
 void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   LLVMValueRef *rts[64];
   if (c->k->nresults > 64) ICE("more than 64 results");
@@ -885,6 +1311,7 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
   g.ad = cu_acc_dtype(n->cdtype);
   g.t = cg_compute_type(c, g.ad);
   cu_gemm_dims(c, n, &g.M, &g.N, &g.K, &g.batch);
+  bool mma = c->cu_sm >= 80 && lf_gemm_mma(c->k, n, c->opt); /* tensor cores */
   if (n->reduce == OP_CONV2D) {
     const IrValue *w = ir_val(c->k, g.v->args[1]), *xv = ir_val(c->k, g.v->args[0]);
     g.groups = cg_sym_val(c, g.v->attrs[6]);
@@ -894,11 +1321,18 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     g.H = cg_sym_val(c, xv->shape[xv->rank - 2]), g.W = cg_sym_val(c, xv->shape[xv->rank - 1]);
     g.OW = cg_sym_val(c, n->shape[n->rank - 1]);
     for (int i = 0; i < 6; i++) g.attr[i] = cg_sym_val(c, g.v->attrs[i]);
+    if (mma) {
+      emit_mma_kernel(&g, fn);
+      return;
+    }
     const LfAccess *xa = &n->opnd[0];
     g.kpix = c->opt > 0 && !n->pro[0] && xa->buf >= 0 && !xa->lin_rank && !xa->rt_strides &&
              sym_is(xa->stride[xv->rank - 3], 1);
     g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g);
     g.vec_b = vec_input(&g);
+  } else if (mma) {
+    emit_mma_kernel(&g, fn);
+    return;
   } else {
     /* B along n, or along k when its k stride is the constant 1 and its
      * n stride is not (x @ w.T) */

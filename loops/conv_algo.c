@@ -3,8 +3,9 @@
  * direct kernel or the 1x1 conv as a plain GEMM.  The choice is made from the nest's static facts alone
  * (weight shape, groups, output strides, prologues), so the loop form's
  * printer (print.c, the report) and the CPU backend (cpu/gemm_nest.c)
- * always agree on it.
- * Needs: loops.h.  Used by: print.c, cpu/gemm_nest.c. */
+ * always agree on it.  Also lf_gemm_mma: whether CUDA's matmul or conv2d
+ * runs on tensor cores (print.c and cuda/gemm.c agree through it).
+ * Needs: loops.h.  Used by: print.c, cpu/gemm_nest.c, cuda/gemm.c. */
 #include <string.h>
 
 #include "loops.h"
@@ -131,4 +132,11 @@ const char *lf_conv_algo_name(LfConvAlgo a) {
   case LF_CONV_1X1: return "GEMM (1x1, no im2col)";
   default: return "implicit GEMM";
   }
+}
+
+bool lf_gemm_mma(const IrKernel *k, const LfNest *n, int opt) {
+  if (opt < 1 || (n->reduce != OP_MATMUL && n->reduce != OP_CONV2D)) return false;
+  const IrValue *v = ir_val(k, n->gemm);
+  DType a = ir_val(k, v->args[0])->dtype, b = ir_val(k, v->args[1])->dtype;
+  return a == b && (a == DT_F16 || a == DT_BF16);
 }

@@ -9,7 +9,8 @@
  *   stats.c   lf_stats     traffic and nest counts for the report; the
  *                          scratch sizes of an LfKernel (lf_scratch_*)
  *   conv_algo.c lf_conv_algo which conv2d kernel a target runs (implicit
- *                          GEMM, depthwise, direct)
+ *                          GEMM, depthwise, direct); lf_gemm_mma whether
+ *                          CUDA's matmul or conv2d runs on tensor cores
  *   schedule.c lf_schedule how a target runs a nest's loops (collapsing,
  *                          order, tiles, parallel loops), from the
  *                          target's parameters (lf_target_params)
@@ -419,6 +420,10 @@ bool lf_expr_collapses(SymTab *st, const LfNest *n, const LfExpr *e, int oa, int
 typedef enum LfConvAlgo { LF_CONV_GEMM, LF_CONV_DEPTHWISE, LF_CONV_DIRECT, LF_CONV_1X1 } LfConvAlgo;
 LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t);
 const char *lf_conv_algo_name(LfConvAlgo a);
+/* Whether CUDA runs matmul or conv2d nest n at -O opt on tensor cores
+ * (cuda/gemm.c: mma.m16n8k16, f32 accumulation) on a target of sm_80 and
+ * up: both operands f16, or both bf16, at -O1 and up. */
+bool lf_gemm_mma(const IrKernel *k, const LfNest *n, int opt);
 /* The load under gemm nest n's prologue j when the prologue only widens
  * a tensor's elements (ir/dtype.h dtype_widens; `x.to(i32)` of an i8
  * tensor): the GEMM and the conv kernels read that narrow operand and

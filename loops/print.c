@@ -48,7 +48,8 @@
  * reduction, `acc` the reduced value).  A matmul/conv2d nest instead has
  * `gemm OP %R: DTYPE -> ACCESS` (where the GEMM writes its value), for
  * a conv2d on the CPU `algorithm: implicit GEMM | depthwise | direct`
- * (conv_algo.c: the kernel the backend runs), its
+ * (conv_algo.c: the kernel the backend runs), on CUDA `kernel: tensor
+ * cores ... | CUDA cores` (lf_gemm_mma), its
  * operands over their own dims d0, d1, ... (a buffer access, or
  * `prologue EXPR` evaluated while packing), and with an epilogue the
  * `store` and `epilogue: EXPR` (`acc`: the GEMM's value).
@@ -72,6 +73,7 @@ typedef struct Printer {
   IrModule *m;
   const LfKernel *lk;
   const LfTarget *t;
+  int opt;
 } Printer;
 
 /* Shortest of %.15g..%.17g that reads back to the same double. */
@@ -317,6 +319,11 @@ static void print_gemm(Printer *p, const LfNest *n, int depth) {
     indent(p, depth + 1);
     fprintf(f, "algorithm: %s\n", lf_conv_algo_name(lf_conv_algo(p->lk->k, n, p->t)));
   }
+  if (!strcmp(p->t->name, "cuda")) { /* cuda/gemm.c */
+    indent(p, depth + 1);
+    fputs(lf_gemm_mma(p->lk->k, n, p->opt) ? "kernel: tensor cores (mma.m16n8k16, f32 accumulation) at sm_80+\n"
+                                           : "kernel: CUDA cores\n", f);
+  }
   for (int j = 0; j < n->nopnd; j++) {
     const IrValue *x = ir_val(p->lk->k, g->args[j]);
     indent(p, depth + 1);
@@ -402,7 +409,7 @@ static void print_group(Printer *p, const LfNest *n) {
 }
 
 void lf_print(FILE *f, IrModule *m, const LfKernel *lk, int opt_level, const LfTarget *t) {
-  Printer p = {.f = f, .m = m, .lk = lk, .t = t};
+  Printer p = {.f = f, .m = m, .lk = lk, .t = t, .opt = opt_level};
   const Sym *scratch = lf_scratch_total(m->st, lk);
   fprintf(f, "kernel %s -O%d: %d buffer%s, %d nest%s, scratch ", lk->k->name, opt_level,
           lk->nbufs, lk->nbufs == 1 ? "" : "s", lk->nnests, lk->nnests == 1 ? "" : "s");

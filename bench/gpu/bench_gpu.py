@@ -49,6 +49,7 @@ import tdsl  # noqa: E402
 EW = dict(rtol=1e-5, atol=1e-6)      # spec §9, f32 elementwise
 RED = dict(rtol=1e-4, atol=1e-5)     # reductions, @, conv, normalizations
 EXACT = dict(rtol=0.0, atol=0.0)     # data movement
+LOWP = dict(rtol=1e-2, atol=1e-2)    # f16/bf16 results
 
 
 class Workload:
@@ -188,6 +189,20 @@ def workloads():
           lambda a, b: ((a - b) ** 2).mean(), tol=RED),
         W("gelu_tanh [4096,4096]", "gelu_tanh", lambda d, q, g: [randn(g, d, *mat(q, 4096, 4096))],
           lambda x: torch.tanh(F.gelu(x)), lambda out, x: torch.tanh(F.gelu(x), out=out)),
+        # bf16 on tensor cores (cuda/gemm.c "tensor cores"; cuBLAS/cuDNN use them too)
+        W("matmul bf16 1024³", "matmul_bf16",
+          lambda d, q, g: [randn(g, d, *mat(q, 1024, 1024)).bfloat16(),
+                           randn(g, d, *mat(q, 1024, 1024)).bfloat16()],
+          torch.matmul, lambda out, a, b: torch.matmul(a, b, out=out), _mm_flops, LOWP),
+        W("matmul bf16 4096³", "matmul_bf16",
+          lambda d, q, g: [randn(g, d, *mat(q, 4096, 4096)).bfloat16(),
+                           randn(g, d, *mat(q, 4096, 4096)).bfloat16()],
+          torch.matmul, lambda out, a, b: torch.matmul(a, b, out=out), _mm_flops, LOWP),
+        W("conv3x3 bf16 channels-last", "conv3x3_bf16_nhwc",
+          lambda d, q, g: [_cl(randn(g, d, *((2, 64, 8, 8) if q else nchw(q)))).bfloat16(),
+                           (randn(g, d, 64, 64, 3, 3) * 0.1).bfloat16()],
+          lambda x, w: F.conv2d(x, w, padding=1), None,
+          lambda x, w: _conv_flops(x, w, x.shape[2:]), LOWP),
     ]
 
 

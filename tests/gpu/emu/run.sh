@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# run.sh — the CUDA row-group kernels on the CPU (rows.c, emu.c):
-#   tests/gpu/emu/run.sh TDSLC [SOURCE_DIR]
-# compiles each kernel rows.c checks with `--target=cuda:sm_90
+# run.sh — CUDA kernels on the CPU (emu.c): the row-group kernels
+# (rows.c) or the tensor-core matmuls (mma.c, mma.tdsl):
+#   tests/gpu/emu/run.sh TDSLC [SOURCE_DIR [rows|mma]]
+# compiles each kernel the test checks with `--target=cuda:sm_90
 # --emit=llvm`, makes the device IR x86-64 (to_host.py), builds it with
-# rows.c and emu.c using clang 19 (the IR's LLVM) and runs the checks.
+# the test and emu.c using clang 19 (the IR's LLVM) and runs the checks.
 # Without clang 19 or python3: "run.sh: skipped: ...", exit 77.
 set -u
-[[ $# -ge 1 && $# -le 2 ]] || { echo "usage: $0 TDSLC [SOURCE_DIR]" >&2; exit 2; }
+[[ $# -ge 1 && $# -le 3 ]] || { echo "usage: $0 TDSLC [SOURCE_DIR [rows|mma]]" >&2; exit 2; }
+suite=${3:-rows}
 tdslc=$1
 case $tdslc in /*) ;; */*) tdslc=$PWD/$tdslc ;; esac
 src=${2:-$(cd "$(dirname "$0")/../../.." && pwd)}
@@ -25,7 +27,9 @@ while read -r file kernel; do
   "$tdslc" "$src/$file" --kernel="$kernel" --target=cuda:sm_90 --emit=llvm -o "$out.dev.ll" || exit 1
   python3 "$here/to_host.py" "$out.dev.ll" "$out.ll" || exit 1
   lls+=("$out.ll")
-done << 'LIST'
+done < <(if [[ $suite == mma ]]; then # every kernel of mma.tdsl
+  sed -n 's/^kernel \([A-Za-z0-9_]*\).*/tests\/gpu\/emu\/mma.tdsl \1/p' "$here/mma.tdsl"
+else cat << 'LIST'
 bench/kernels.tdsl softmax_last
 bench/kernels.tdsl softmax_hand
 bench/kernels.tdsl layer_norm_last
@@ -36,5 +40,6 @@ tests/pytorch/cases/rowfuse_views.tdsl rowfuse_f16
 tests/pytorch/cases/stats_logsumexp.tdsl lse_wide
 tests/pytorch/cases/layers_norm.tdsl gn_basic
 LIST
-"$clang" -O1 -w -o "$tmp/rows" "$here/rows.c" "$here/emu.c" "${lls[@]}" -lpthread -lm || exit 1
-"$tmp/rows"
+fi)
+"$clang" -O1 -w -o "$tmp/$suite" "$here/$suite.c" "$here/emu.c" "${lls[@]}" -lpthread -lm || exit 1
+"$tmp/$suite"
