@@ -330,6 +330,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
   g->nregs = e->vec_bits >= 512 ? 32 : 16;
   g->params = e->params;
+  g->small_forms = GEMM_SMALL_FORMS_ALL;
 }
 
 typedef struct Run {
@@ -340,7 +341,50 @@ typedef struct Run {
 
 /* Whether this GEMM has the small path (gemm_small.c): matmul operands
  * read from memory. */
-static bool has_small(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb; }
+static bool has_small(const G *g) {
+  return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb && g->small_forms;
+}
+
+/* Whether `v == c` (eq) or `v <= c` (!eq) may hold for the i64 v:
+ * always, unless v is a constant (a size or stride known at compile
+ * time). */
+static bool may(LLVMValueRef v, bool eq, long long c) {
+  if (!v || !LLVMIsAConstantInt(v)) return true;
+  long long x = LLVMConstIntGetSExtValue(v);
+  return eq ? x == c : x <= c;
+}
+
+static bool may_not(LLVMValueRef v, bool eq, long long c) {
+  if (!v || !LLVMIsAConstantInt(v)) return true;
+  return !may(v, eq, c);
+}
+
+/* The small path's forms (gemm_small.c: bit 2 * axpy + four) a matmul
+ * can take, as gemm_small_select and gemm_small_run choose them at run
+ * time, less those its compile-time sizes and strides rule out: S = A
+ * needs M <= GEMM_SMALL_MAX and B contiguous along a dim (axpy when its
+ * lane stride is 1, else dot; four rows when M > 1), S = B^T the same
+ * with N and A.  Only the forms left are emitted (mlp's x @ W.T with a
+ * [128, 64] W: the dot forms), and none when no form is left. */
+static void small_forms(G *g, const GemmTensor *a, const GemmTensor *b, const GemmTensor *out) {
+  int R = out->rank, f = 0;
+  LLVMValueRef M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
+  bool empty = !may_not(M, false, 0) || !may_not(N, false, 0) || !may_not(K, false, 0);
+  for (int swap = 0; swap < 2 && !empty; swap++) {
+    /* S's rows, V's lane and K strides */
+    LLVMValueRef q = swap ? N : M, vl = swap ? a->stride[R - 2] : b->stride[R - 1];
+    LLVMValueRef vk = swap ? a->stride[R - 1] : b->stride[R - 2];
+    if (swap && g->ad != g->bd) continue;
+    if (!may(q, false, GEMM_SMALL_MAX) || !(may(vl, true, 1) || may(vk, true, 1))) continue;
+    for (int axpy = 0; axpy < 2; axpy++)
+      for (int four = 0; four < 2; four++)
+        if ((axpy ? may(vl, true, 1) : may_not(vl, true, 1)) &&
+            (four ? may_not(q, false, 1) : may(q, false, 1)))
+          f |= 1 << (2 * axpy + four);
+  }
+  g->small_forms = f;
+  if (has_small(g) && f != GEMM_SMALL_FORMS_ALL) snprintf(g->small_sfx, sizeof g->small_sfx, ".s%u", (unsigned)f & 15u);
+}
 
 /* The helper functions depend only on the dtypes, operand kinds, bias
  * and vector width (every size, stride and offset lives in the run-time
@@ -360,7 +404,9 @@ static void run_gemm(G *g, Run *r);
  * like the others (shared per configuration, the light pipeline), so
  * the kernel's entry holds only the context's set-up and a call. */
 static LLVMValueRef emit_run(G *g, Run *r) {
-  LLVMValueRef f = gemm_new_fn(g, "run", &g->ptr, 1);
+  char what[16];
+  snprintf(what, sizeof what, "run%s", g->small_sfx);
+  LLVMValueRef f = gemm_new_fn(g, what, &g->ptr, 1);
   Run in = *r;
   in.cx = LLVMGetParam(f, 0);
   if (in.small_body) {
@@ -391,9 +437,9 @@ static Run make_fns(G *g, const GemmEmit *e) {
   r.block_body = LLVMGetNamedFunction(g->mod, name);
   snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.small_body", g->key);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.small_body%s", g->key, g->small_sfx);
   r.small_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s%s", g->key, g->small_sfx);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
   if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
     LLVMValueRef pa = gemm_emit_pack(g, 0), pb = gemm_emit_pack(g, 1);
@@ -403,7 +449,7 @@ static Run make_fns(G *g, const GemmEmit *e) {
   bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
   if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
   else if (!has_small(g)) r.small_body = r.small_pack = NULL;
-  snprintf(name, sizeof name, "tdsl.gemm.%s.run", g->key);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.run%s", g->key, g->small_sfx);
   r.run = LLVMGetNamedFunction(g->mod, name);
   if (!r.run || fresh) r.run = emit_run(g, &r);
   LLVMDisposeBuilder(g->b);
@@ -576,6 +622,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  small_forms(&g, a, b, out);
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
 }
@@ -641,6 +688,7 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  small_forms(&g, a, b, out);
   Run r = make_fns(&g, e);
   set_prologues(&g, r.cx);
   int R = out->rank;

@@ -71,6 +71,12 @@ typedef struct G {
   unsigned isa;      /* GEMM_ISA_* of the code being emitted (gemm.h) */
   int pairs;         /* gemm_lowp.c: GP_NONE, or how K pairs are packed and multiplied */
   bool cscr;         /* output dtype != compute dtype: K blocks sum through X_CSCR */
+  /* The small path's forms this product can take (gemm_small.c: bit
+   * 2 * axpy + four), from the sizes and strides known at compile time
+   * (GEMM_SMALL_FORMS_ALL when nothing is known; 0: no small path), and
+   * the suffix naming the functions that depend on them ("" for all). */
+  int small_forms;
+  char small_sfx[8];
   LLVMValueRef fn;
 } G;
 
@@ -210,6 +216,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
 
 /* Rows of the small operand up to which the small path runs. */
 #define GEMM_SMALL_MAX 32
+#define GEMM_SMALL_FORMS_ALL 15
 /* Bytes of the packed small operand for K (an i64 at the builder). */
 LLVMValueRef gemm_small_bytes(G *g, LLVMValueRef K);
 /* The small path's functions (shared per configuration like the packed

@@ -56,12 +56,16 @@ LLVMValueRef gemm_small_bytes(G *g, LLVMValueRef K) {
  * compute type, zeros in the padding.  form: X_VL == 1 picks axpy. */
 static LLVMValueRef emit_pack_s(G *g) {
   LLVMTypeRef ps[1] = {g->ptr};
-  LLVMValueRef f = gemm_new_fn(g, "pack_s", ps, 1);
+  char what[24];
+  snprintf(what, sizeof what, "pack_s%s", g->small_sfx);
+  LLVMValueRef f = gemm_new_fn(g, what, ps, 1);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   LLVMValueRef dst = getp(g, cx, X_SPACK), src = getp(g, cx, X_QB), off = get(g, cx, X_QOFF);
   LLVMValueRef qr = get(g, cx, X_QR), qk = get(g, cx, X_QK), qn = get(g, cx, X_QN);
   LLVMValueRef qp = get(g, cx, X_QP), kp = get(g, cx, X_KP), K = get(g, cx, X_K);
   LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
+  if (!(g->small_forms & 12) || !(g->small_forms & 3)) /* one layout only */
+    axpy = LLVMConstInt(g->i1, (g->small_forms & 12) != 0, 0);
   /* element (r, k) goes to r * rs + k * ks */
   LLVMValueRef rs = LLVMBuildSelect(g->b, axpy, k64(g, 1), kp, "");
   LLVMValueRef ks = LLVMBuildSelect(g->b, axpy, qp, k64(g, 1), "");
@@ -314,7 +318,9 @@ static void small_epilogue(G *g, LLVMValueRef cx, LLVMValueRef l0, LLVMValueRef 
 /* small_body(ctx, begin, end): lane tiles [begin, end). */
 static LLVMValueRef emit_small_body(G *g) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
-  LLVMValueRef f = gemm_new_fn(g, "small_body", ps, 3);
+  char what[24];
+  snprintf(what, sizeof what, "small_body%s", g->small_sfx);
+  LLVMValueRef f = gemm_new_fn(g, what, ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0), vn = get(g, cx, X_VN);
   int most = 4 * dot_nr(g, 1);
   if (dot_nr(g, 0) > most) most = dot_nr(g, 0);
@@ -332,6 +338,10 @@ static LLVMValueRef emit_small_body(G *g) {
   for (int i = 1; i < 4; i++) LLVMAddCase(sw, k64(g, i), bb[i]);
   for (int i = 0; i < 4; i++) { /* i: 2 * axpy + four */
     LLVMPositionBuilderAtEnd(g->b, bb[i]);
+    if (!(g->small_forms >> i & 1)) { /* never taken (gemm.c small_forms): no code */
+      LLVMBuildUnreachable(g->b);
+      continue;
+    }
     GLoop lt_;
     LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
     LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
