@@ -435,15 +435,33 @@ static Run make_fns(G *g, const GemmEmit *e) {
   make_key(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
+  /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
+   * read from memory depends on B's side only (its dtype, kind, the
+   * vector width): configurations that differ in A, the epilogue or the
+   * bias share it under B's key (mlp's two matmuls: one copy) */
+  char bkey[sizeof g->key] = "";
+  if (g->kb == GK_MAT && !g->pb && g->pairs == GP_NONE && g->ad == g->cd && g->bd == g->cd &&
+      !g->cscr)
+    snprintf(bkey, sizeof bkey, "%d%d%d.v%d.b", (int)g->bd, (int)g->od, (int)g->kb, g->vec_bits);
+  const char *pkey = *bkey ? bkey : g->key;
+  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", pkey);
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_b", pkey);
+  LLVMValueRef pb = *bkey ? LLVMGetNamedFunction(g->mod, name) : NULL;
   snprintf(name, sizeof name, "tdsl.gemm.%s.small_body%s", g->key, g->small_sfx);
   r.small_body = LLVMGetNamedFunction(g->mod, name);
   snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s%s", g->key, g->small_sfx);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
-  if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
-    LLVMValueRef pa = gemm_emit_pack(g, 0), pb = gemm_emit_pack(g, 1);
-    r.pack_body = gemm_emit_packb_body(g, pb);
+  if (!r.block_body || !r.pack_body || !pb || g->pa || g->pb) { /* prologues: the kernel's own */
+    LLVMValueRef pa = gemm_emit_pack(g, 0);
+    if (!pb || !r.pack_body) {
+      char key[sizeof g->key]; /* gemm_new_fn names them by g->key */
+      memcpy(key, g->key, sizeof key);
+      if (*bkey) memcpy(g->key, bkey, sizeof key);
+      pb = gemm_emit_pack(g, 1);
+      r.pack_body = gemm_emit_packb_body(g, pb);
+      memcpy(g->key, key, sizeof key);
+    }
     r.block_body = gemm_emit_block_body(g, pa, pb);
   }
   bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
