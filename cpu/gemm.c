@@ -386,6 +386,26 @@ static void small_forms(G *g, const GemmTensor *a, const GemmTensor *b, const Ge
   if (has_small(g) && f != GEMM_SMALL_FORMS_ALL) snprintf(g->small_sfx, sizeof g->small_sfx, ".s%u", (unsigned)f & 15u);
 }
 
+/* A small body the module has already for more forms than g's (every
+ * form first): taken instead of emitting one for g's forms (a module's
+ * matvec after its matmul: one small body). */
+static void reuse_small_forms(G *g) {
+  if (!has_small(g) || g->small_forms == GEMM_SMALL_FORMS_ALL) return;
+  char name[96];
+  for (int i = 0; i < 16; i++) {
+    int f = i ? i : GEMM_SMALL_FORMS_ALL;
+    if ((f & g->small_forms) != g->small_forms || f == g->small_forms) continue;
+    char sfx[8] = "";
+    if (f != GEMM_SMALL_FORMS_ALL) snprintf(sfx, sizeof sfx, ".s%u", (unsigned)f & 15u);
+    snprintf(name, sizeof name, "tdsl.gemm.%s.small_body%s", g->key, sfx);
+    if (LLVMGetNamedFunction(g->mod, name)) {
+      g->small_forms = f;
+      memcpy(g->small_sfx, sfx, sizeof sfx);
+      return;
+    }
+  }
+}
+
 /* The helper functions depend only on the dtypes, operand kinds, bias
  * and vector width (every size, stride and offset lives in the run-time
  * context), so all GEMMs of a module with the same configuration share
@@ -433,6 +453,7 @@ static Run make_fns(G *g, const GemmEmit *e) {
   char name[80];
   gemm_lowp_choose(g);
   make_key(g);
+  reuse_small_forms(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);
   /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
