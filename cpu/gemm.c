@@ -335,15 +335,17 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
-  LLVMValueRef small_pack, small_body; /* the small path's, or NULL */
+  LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
 
 /* Whether this GEMM has the small path (gemm_small.c): matmul operands
  * read from memory. */
-static bool has_small(const G *g) {
-  return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb && g->small_forms;
-}
+static bool has_small_cfg(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb; }
+
+/* Whether this product may take the small path (needs its packing
+ * bytes): the configuration has one and some form is possible. */
+static bool has_small(const G *g) { return has_small_cfg(g) && g->small_forms; }
 
 /* Whether `v == c` (eq) or `v <= c` (!eq) may hold for the i64 v:
  * always, unless v is a constant (a size or stride known at compile
@@ -383,27 +385,6 @@ static void small_forms(G *g, const GemmTensor *a, const GemmTensor *b, const Ge
           f |= 1 << (2 * axpy + four);
   }
   g->small_forms = f;
-  if (has_small(g) && f != GEMM_SMALL_FORMS_ALL) snprintf(g->small_sfx, sizeof g->small_sfx, ".s%u", (unsigned)f & 15u);
-}
-
-/* A small body the module has already for more forms than g's (every
- * form first): taken instead of emitting one for g's forms (a module's
- * matvec after its matmul: one small body). */
-static void reuse_small_forms(G *g) {
-  if (!has_small(g) || g->small_forms == GEMM_SMALL_FORMS_ALL) return;
-  char name[96];
-  for (int i = 0; i < 16; i++) {
-    int f = i ? i : GEMM_SMALL_FORMS_ALL;
-    if ((f & g->small_forms) != g->small_forms || f == g->small_forms) continue;
-    char sfx[8] = "";
-    if (f != GEMM_SMALL_FORMS_ALL) snprintf(sfx, sizeof sfx, ".s%u", (unsigned)f & 15u);
-    snprintf(name, sizeof name, "tdsl.gemm.%s.small_body%s", g->key, sfx);
-    if (LLVMGetNamedFunction(g->mod, name)) {
-      g->small_forms = f;
-      memcpy(g->small_sfx, sfx, sizeof sfx);
-      return;
-    }
-  }
 }
 
 /* The helper functions depend only on the dtypes, operand kinds, bias
@@ -424,16 +405,14 @@ static void run_gemm(G *g, Run *r);
  * like the others (shared per configuration, the light pipeline), so
  * the kernel's entry holds only the context's set-up and a call. */
 static LLVMValueRef emit_run(G *g, Run *r) {
-  char what[16];
-  snprintf(what, sizeof what, "run%s", g->small_sfx);
-  LLVMValueRef f = gemm_new_fn(g, what, &g->ptr, 1);
+  LLVMValueRef f = gemm_new_fn(g, "run", &g->ptr, 1);
   Run in = *r;
   in.cx = LLVMGetParam(f, 0);
-  if (in.small_body) {
+  if (has_small_cfg(g)) {
     LLVMBasicBlockRef bs = blk(g, "gemm_small"), bp = blk(g, "gemm_packed"), bj = blk(g, "gemm_done");
     LLVMBuildCondBr(g->b, gemm_small_select(g, in.cx), bs, bp);
     LLVMPositionBuilderAtEnd(g->b, bs);
-    gemm_small_run(g, in.cx, in.small_pack, in.small_body);
+    gemm_small_run(g, in.cx, in.small_pack);
     LLVMBuildBr(g->b, bj);
     LLVMPositionBuilderAtEnd(g->b, bp);
     run_gemm(g, &in);
@@ -453,7 +432,6 @@ static Run make_fns(G *g, const GemmEmit *e) {
   char name[80];
   gemm_lowp_choose(g);
   make_key(g);
-  reuse_small_forms(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);
   /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
@@ -469,9 +447,7 @@ static Run make_fns(G *g, const GemmEmit *e) {
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
   snprintf(name, sizeof name, "tdsl.gemm.%s.pack_b", pkey);
   LLVMValueRef pb = *bkey ? LLVMGetNamedFunction(g->mod, name) : NULL;
-  snprintf(name, sizeof name, "tdsl.gemm.%s.small_body%s", g->key, g->small_sfx);
-  r.small_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s%s", g->key, g->small_sfx);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
   if (!r.block_body || !r.pack_body || !pb || g->pa || g->pb) { /* prologues: the kernel's own */
     LLVMValueRef pa = gemm_emit_pack(g, 0);
@@ -486,9 +462,18 @@ static Run make_fns(G *g, const GemmEmit *e) {
     r.block_body = gemm_emit_block_body(g, pa, pb);
   }
   bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
-  if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
-  else if (!has_small(g)) r.small_body = r.small_pack = NULL;
-  snprintf(name, sizeof name, "tdsl.gemm.%s.run%s", g->key, g->small_sfx);
+  /* the small path: S's packing and a function per form this product
+   * can take (the others stay NULL in X_SFORM), each emitted once per
+   * configuration and module */
+  if (has_small_cfg(g) && !r.small_pack) r.small_pack = gemm_emit_small_pack(g);
+  for (int i = 0; i < 4; i++) {
+    r.small_form[i] = NULL;
+    if (!has_small(g) || !(g->small_forms >> i & 1)) continue;
+    snprintf(name, sizeof name, "tdsl.gemm.%s.small_f%d", g->key, i);
+    r.small_form[i] = LLVMGetNamedFunction(g->mod, name);
+    if (!r.small_form[i]) r.small_form[i] = gemm_emit_small_form(g, i);
+  }
+  snprintf(name, sizeof name, "tdsl.gemm.%s.run", g->key);
   r.run = LLVMGetNamedFunction(g->mod, name);
   if (!r.run || fresh) r.run = emit_run(g, &r);
   LLVMDisposeBuilder(g->b);
@@ -730,6 +715,8 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   small_forms(&g, a, b, out);
   Run r = make_fns(&g, e);
   set_prologues(&g, r.cx);
+  for (int i = 0; i < 4 && has_small_cfg(&g); i++)
+    set(&g, r.cx, X_SFORM + i, r.small_form[i] ? r.small_form[i] : LLVMConstNull(g.ptr));
   int R = out->rank;
   LLVMValueRef cx = r.cx, M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
   set(&g, cx, X_A, a->base), set(&g, cx, X_B, b->base), set(&g, cx, X_C, out->base);

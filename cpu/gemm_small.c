@@ -56,16 +56,12 @@ LLVMValueRef gemm_small_bytes(G *g, LLVMValueRef K) {
  * compute type, zeros in the padding.  form: X_VL == 1 picks axpy. */
 static LLVMValueRef emit_pack_s(G *g) {
   LLVMTypeRef ps[1] = {g->ptr};
-  char what[24];
-  snprintf(what, sizeof what, "pack_s%s", g->small_sfx);
-  LLVMValueRef f = gemm_new_fn(g, what, ps, 1);
+  LLVMValueRef f = gemm_new_fn(g, "pack_s", ps, 1);
   LLVMValueRef cx = LLVMGetParam(f, 0);
   LLVMValueRef dst = getp(g, cx, X_SPACK), src = getp(g, cx, X_QB), off = get(g, cx, X_QOFF);
   LLVMValueRef qr = get(g, cx, X_QR), qk = get(g, cx, X_QK), qn = get(g, cx, X_QN);
   LLVMValueRef qp = get(g, cx, X_QP), kp = get(g, cx, X_KP), K = get(g, cx, X_K);
   LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
-  if (!(g->small_forms & 12) || !(g->small_forms & 3)) /* one layout only */
-    axpy = LLVMConstInt(g->i1, (g->small_forms & 12) != 0, 0);
   /* element (r, k) goes to r * rs + k * ks */
   LLVMValueRef rs = LLVMBuildSelect(g->b, axpy, k64(g, 1), kp, "");
   LLVMValueRef ks = LLVMBuildSelect(g->b, axpy, qp, k64(g, 1), "");
@@ -315,51 +311,34 @@ static void small_epilogue(G *g, LLVMValueRef cx, LLVMValueRef l0, LLVMValueRef 
   LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), getp(g, cx, X_EPIFN), a, 6, "");
 }
 
-/* small_body(ctx, begin, end): lane tiles [begin, end). */
-static LLVMValueRef emit_small_body(G *g) {
+/* small_f<form>(ctx, begin, end): lane tiles [begin, end) in one form
+ * (2 * axpy + four): a function per form, emitted only for the forms
+ * some product of the module can take (gemm.c small_forms), reached
+ * through the context (X_SFORM). */
+LLVMValueRef gemm_emit_small_form(G *g, int form) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
-  char what[24];
-  snprintf(what, sizeof what, "small_body%s", g->small_sfx);
+  char what[16];
+  snprintf(what, sizeof what, "small_f%d", form & 3);
   LLVMValueRef f = gemm_new_fn(g, what, ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0), vn = get(g, cx, X_VN);
-  int most = 4 * dot_nr(g, 1);
-  if (dot_nr(g, 0) > most) most = dot_nr(g, 0);
-  LLVMValueRef tile = gemm_entry_alloca(g, g->ct, most);
-  LLVMValueRef acc = gemm_entry_alloca(g, g->ct, AXPY_ACC_BYTES / dtype_size(g->cd));
+  bool axpy = form >= 2;
+  int four = form & 1;
+  LLVMValueRef buf = axpy ? gemm_entry_alloca(g, g->ct, AXPY_ACC_BYTES / dtype_size(g->cd))
+                          : gemm_entry_alloca(g, g->ct, mg_of(four) * dot_nr(g, four));
   LLVMValueRef tw = tile_width(g, cx);
   LLVMValueRef l0 = mul(g, LLVMGetParam(f, 1), tw), l1 = imin(g, vn, mul(g, LLVMGetParam(f, 2), tw));
-  LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
-  LLVMValueRef four = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_MG4), k64(g, 0), "");
-  LLVMBasicBlockRef bb[4], done = blk(g, "small_done");
-  for (int i = 0; i < 4; i++) bb[i] = blk(g, "small_form");
-  LLVMValueRef sel = add(g, mul(g, LLVMBuildZExt(g->b, axpy, g->i64, ""), k64(g, 2)),
-                         LLVMBuildZExt(g->b, four, g->i64, ""));
-  LLVMValueRef sw = LLVMBuildSwitch(g->b, sel, bb[0], 3);
-  for (int i = 1; i < 4; i++) LLVMAddCase(sw, k64(g, i), bb[i]);
-  for (int i = 0; i < 4; i++) { /* i: 2 * axpy + four */
-    LLVMPositionBuilderAtEnd(g->b, bb[i]);
-    if (!(g->small_forms >> i & 1)) { /* never taken (gemm.c small_forms): no code */
-      LLVMBuildUnreachable(g->b);
-      continue;
-    }
-    GLoop lt_;
-    LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
-    LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
-    if (i >= 2) axpy_tile(g, cx, i & 1, acc, l, nvl);
-    else dot_tile(g, cx, i & 1, tile, l, nvl);
-    gemm_loop_close(g, &lt_);
-    LLVMBuildBr(g->b, done);
-  }
-  LLVMPositionBuilderAtEnd(g->b, done);
+  GLoop lt_;
+  LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
+  LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
+  if (axpy) axpy_tile(g, cx, four, buf, l, nvl);
+  else dot_tile(g, cx, four, buf, l, nvl);
+  gemm_loop_close(g, &lt_);
   if (g->epi) small_epilogue(g, cx, l0, l1);
   LLVMBuildRetVoid(g->b);
   return f;
 }
 
-void gemm_emit_small(G *g, LLVMValueRef *pack, LLVMValueRef *body) {
-  *pack = emit_pack_s(g);
-  *body = emit_small_body(g);
-}
+LLVMValueRef gemm_emit_small_pack(G *g) { return emit_pack_s(g); }
 
 /* Sets the roles for S = rows of A (swap 0) or columns of B (swap 1). */
 static void set_roles(G *g, LLVMValueRef cx, LLVMValueRef swap) {
@@ -409,7 +388,7 @@ LLVMValueRef gemm_small_select(G *g, LLVMValueRef cx) {
   return LLVMBuildAnd(g->b, kok, LLVMBuildOr(g->b, a_ok, b_ok, ""), "");
 }
 
-void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body) {
+void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack) {
   LLVMValueRef qn = get(g, cx, X_QN), K = get(g, cx, X_K);
   LLVMValueRef four = lt(g, k64(g, 1), qn);
   set(g, cx, X_MG4, LLVMBuildZExt(g->b, four, g->i64, ""));
@@ -430,6 +409,10 @@ void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body)
   LLVMValueRef dw = imin(g, nr, cdiv(g, get(g, cx, X_VN), T));
   set(g, cx, X_TW, LLVMBuildSelect(g->b, axpy, imin(g, tw, most), dw, ""));
   LLVMValueRef tiles = cdiv(g, get(g, cx, X_VN), tile_width(g, cx));
+  /* the form's function: X_SFORM + 2 * axpy + four */
+  LLVMValueRef form = add(g, mul(g, LLVMBuildZExt(g->b, axpy, g->i64, ""), k64(g, 2)),
+                          LLVMBuildZExt(g->b, four, g->i64, ""));
+  LLVMValueRef body = LLVMBuildLoad2(g->b, g->ptr, gep(g, g->i64, cx, add(g, k64(g, X_SFORM), form)), "");
   LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
   LLVMValueRef a[4] = {tiles, k64(g, 1), body, cx};
   call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);
