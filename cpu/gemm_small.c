@@ -16,6 +16,11 @@
  *   dot form, V's K stride 1 (x @ W.T with W [N, K]: linear, or A @ v):
  *     NR lanes (rows of V) by MG rows of S, vectors along K, reduced to
  *     scalars at the end (a masked load for the K tail; S's padding is 0).
+ * Each form (axpy or dot, MG 1 or 4) is a function of its own
+ * (gemm_emit_small_form), emitted for the forms some product of the
+ * module can take (gemm.c small_forms: sizes and strides known at
+ * compile time rule forms out) and reached through the context
+ * (X_SFORM).
  * MG is 1 when S has one row, else 4 (S padded with zero rows: the
  * padded results are computed and dropped); NV and NR follow from the
  * register file (16 or 32 vector registers).  The work is split over the
