@@ -63,10 +63,10 @@ LLVMValueRef cg_dl_stride(Cg *c, LLVMValueRef t, int rank, int d) {
 }
 
 /* DLDataType passed by value: {code, bits, lanes} packed in an i32. */
-static LLVMValueRef dl_dtype(Cg *c, DType t) {
+static int dl_dtype_bits(DType t) {
   int code = t == DT_BOOL ? 6 : t == DT_BF16 ? 4 : dtype_is_float(t) ? 2
            : t == DT_U8 ? 1 : 0;
-  return i32c(c, code | (8 * dtype_size(t)) << 8 | 1 << 16);
+  return code | (8 * dtype_size(t)) << 8 | 1 << 16;
 }
 
 /* ---- the kernel function ------------------------------------------------- */
@@ -147,41 +147,65 @@ static Arg result_arg(Cg *c, int i) {
                (int)r->layout, r->shape, r->qstride};
 }
 
-static void check3(Cg *c, const char *fn, const Arg *a) {
-  LLVMValueRef v[3] = {c->kname, a->name, a->t};
-  cg_check_rc(c, cg_rt_check(c, fn, v, 3));
+/* The checks run as tables of tdsl_check_ops (the runtime's, one op per
+ * check, in the order of the calls they stand for): a call and a branch
+ * for each run of checks instead of each check, the kernel's entry a
+ * fraction of the code.  t: the tensors, inputs then outputs; names:
+ * theirs (a constant array); want: output dims known only at run time
+ * (DIM_AT). */
+enum { CK_TENSOR, CK_OUTPUT, CK_DIM, CK_DIM_AT, CK_BIND, CK_LAYOUT, CK_INTERNAL_OVERLAP,
+       CK_DATA, CK_ALIGN, CK_EXTENT }; /* runtime.h TDSL_CK_* */
+
+typedef struct Ops {
+  LLVMTypeRef ty; /* { i32 op, i32 arg, i32 a, i32 pad, i64 x, ptr s } */
+  LLVMValueRef *v, t, names, want;
+  int n, cap, nwant;
+} Ops;
+
+static void op(Cg *c, Ops *o, int kind, int arg, int a, long long x, LLVMValueRef s) {
+  if (o->n == o->cap) {
+    int cap = o->cap ? 2 * o->cap : 16;
+    LLVMValueRef *v = arena_alloc(c->m->arena, sizeof *v * (size_t)cap);
+    if (o->n) memcpy(v, o->v, sizeof *v * (size_t)o->n);
+    o->v = v, o->cap = cap;
+  }
+  LLVMValueRef f[6] = {i32c(c, kind), i32c(c, arg), i32c(c, a), i32c(c, 0), i64c(c, x),
+                       s ? s : LLVMConstNull(c->ptr)};
+  o->v[o->n++] = LLVMConstNamedStruct(o->ty, f, 6);
+}
+
+/* Runs the ops gathered so far: one call, one branch to the exit. */
+static void flush(Cg *c, Ops *o) {
+  if (!o->n) return;
+  LLVMTypeRef at = LLVMArrayType2(o->ty, (uint64_t)o->n);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, at, ".checks");
+  LLVMSetInitializer(g, LLVMConstArray2(o->ty, o->v, (uint64_t)o->n));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMValueRef v[8] = {c->kname, g, i32c(c, o->n), o->t, o->names,
+                       o->want ? o->want : LLVMConstNull(c->ptr), c->envp, c->boundp};
+  cg_check_rc(c, cg_rt_check(c, "tdsl_check_ops", v, 8));
+  o->n = 0;
 }
 
 /* fn: tdsl_check_tensor, or tdsl_check_output, which leaves the dims
  * alone (a shape query's output shape arrays are uninitialized). */
-static void check_tensor(Cg *c, const char *fn, const Arg *a) {
-  LLVMValueRef v[6] = {c->kname, a->name, a->t, dl_dtype(c, a->dtype),
-                       i32c(c, a->rank), i32c(c, c->dl_device)};
-  cg_check_rc(c, cg_rt_check(c, fn, v, 6));
-}
-
-static void check_dim(Cg *c, const Arg *a, int d, LLVMValueRef want, const Sym *text) {
-  LLVMValueRef v[6] = {c->kname, a->name, a->t, i32c(c, d), want,
-                       str(c, sym_str(c->m->arena, text))};
-  cg_check_rc(c, cg_rt_check(c, "tdsl_check_dim", v, 6));
+static void check_tensor(Cg *c, Ops *o, int kind, int arg, const Arg *a) {
+  op(c, o, kind, arg, dl_dtype_bits(a->dtype), (long long)a->rank << 32 | c->dl_device, NULL);
 }
 
 /* Binds size symbols from parameter dims, checks the static ones. */
-static void bind_param_dims(Cg *c, const Arg *a) {
+static void bind_param_dims(Cg *c, Ops *o, int arg, const Arg *a) {
   for (int d = 0; d < a->rank; d++) {
     int id;
     if (sym_is_var(a->shape[d], &id) && c->k->syms[id].kind == SYMK_SIZE) {
-      LLVMValueRef o = i64c(c, id);
-      LLVMValueRef v[7] = {c->kname, a->name, a->t, i32c(c, d),
-                           str(c, c->k->syms[id].name),
-                           LLVMBuildGEP2(c->b, c->i64, c->envp, &o, 1, ""),
-                           LLVMBuildGEP2(c->b, c->i32, c->boundp, &o, 1, "")};
-      cg_check_rc(c, cg_rt_check(c, "tdsl_bind_symbol", v, 7));
+      op(c, o, CK_BIND, arg, d, id, str(c, c->k->syms[id].name));
     } else {
       int64_t want;
       if (!sym_is_const(a->shape[d], &want))
         ICE("parameter '%s' dim %d is neither a constant nor a symbol", a->cname, d);
-      check_dim(c, a, d, i64c(c, want), a->shape[d]);
+      op(c, o, CK_DIM, arg, d, want, str(c, sym_str(c->m->arena, a->shape[d])));
     }
   }
 }
@@ -226,30 +250,9 @@ static void run_ir_checks(Cg *c) {
   }
 }
 
-static LLVMValueRef ptr_array(Cg *c, LLVMValueRef *v, int n) {
-  if (n == 0) return LLVMConstNull(c->ptr);
-  LLVMValueRef a = cg_entry_alloca(c, c->ptr, i32c(c, n));
-  for (int i = 0; i < n; i++) {
-    LLVMValueRef o = i64c(c, i);
-    LLVMBuildStore(c->b, v[i], LLVMBuildGEP2(c->b, c->ptr, a, &o, 1, ""));
-  }
-  return a;
-}
-
 /* Arrays sized by the kernel: any number of tensor parameters. */
 static LLVMValueRef *value_list(Cg *c, int n) {
   return arena_alloc(c->m->arena, sizeof(LLVMValueRef) * (size_t)(n + 1));
-}
-
-static void check_overlap(Cg *c, Arg *in, int nin, Arg *out, int nout) {
-  LLVMValueRef *t[2] = {value_list(c, nin), value_list(c, nout)};
-  LLVMValueRef *nm[2] = {value_list(c, nin), value_list(c, nout)};
-  for (int i = 0; i < nin; i++) t[0][i] = in[i].t, nm[0][i] = in[i].name;
-  for (int i = 0; i < nout; i++) t[1][i] = out[i].t, nm[1][i] = out[i].name;
-  LLVMValueRef v[7] = {c->kname, ptr_array(c, t[1], nout), ptr_array(c, nm[1], nout),
-                       i32c(c, nout), ptr_array(c, t[0], nin),
-                       ptr_array(c, nm[0], nin), i32c(c, nin)};
-  cg_check_rc(c, cg_rt_check(c, "tdsl_check_overlap_named", v, 7));
 }
 
 /* Writes output shapes (and strides when given): the shape query. */
@@ -297,18 +300,36 @@ void cg_emit_entry_checks(Cg *c) {
   for (int i = 0; i < c->k->nparams; i++)
     if (c->k->params[i].is_tensor) in[nin++] = param_arg(c, i);
   for (int i = 0; i < nout; i++) out[i] = result_arg(c, i);
-  for (int i = 0; i < nin; i++) check_tensor(c, "tdsl_check_tensor", &in[i]);
-  for (int i = 0; i < nout; i++) check_tensor(c, "tdsl_check_output", &out[i]);
-  for (int i = 0; i < nin; i++) bind_param_dims(c, &in[i]);
+  int na = nin + nout;
+  LLVMTypeRef ft[6] = {c->i32, c->i32, c->i32, c->i32, c->i64, c->ptr};
+  Ops o = {.ty = LLVMStructTypeInContext(c->ctx, ft, 6, 0)};
+  o.t = cg_entry_alloca(c, c->ptr, i32c(c, na));
+  LLVMValueRef *nm = value_list(c, na);
+  for (int i = 0; i < na; i++) {
+    const Arg *a = i < nin ? &in[i] : &out[i - nin];
+    LLVMValueRef ix = i64c(c, i);
+    LLVMBuildStore(c->b, a->t, LLVMBuildGEP2(c->b, c->ptr, o.t, &ix, 1, ""));
+    nm[i] = a->name;
+  }
+  LLVMValueRef names = LLVMAddGlobal(c->mod, LLVMArrayType2(c->ptr, (uint64_t)na), ".argnames");
+  LLVMSetInitializer(names, LLVMConstArray2(c->ptr, nm, (uint64_t)na));
+  LLVMSetGlobalConstant(names, 1);
+  LLVMSetLinkage(names, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(names, LLVMGlobalUnnamedAddr);
+  o.names = names;
+  for (int i = 0; i < nin; i++) check_tensor(c, &o, CK_TENSOR, i, &in[i]);
+  for (int i = 0; i < nout; i++) check_tensor(c, &o, CK_OUTPUT, nin + i, &out[i]);
+  for (int i = 0; i < nin; i++) bind_param_dims(c, &o, i, &in[i]);
+  flush(c, &o);
   bind_strides(c);
   run_ir_checks(c);
   for (int i = 0; i < nin; i++) {
-    LLVMValueRef v[4] = {c->kname, in[i].name, in[i].t, i32c(c, in[i].layout)};
-    cg_check_rc(c, cg_rt_check(c, "tdsl_check_layout", v, 4));
-    check3(c, "tdsl_check_data", &in[i]);
-    check3(c, "tdsl_check_align", &in[i]);
-    check3(c, "tdsl_check_extent", &in[i]);
+    op(c, &o, CK_LAYOUT, i, in[i].layout, 0, NULL);
+    op(c, &o, CK_DATA, i, 0, 0, NULL);
+    op(c, &o, CK_ALIGN, i, 0, 0, NULL);
+    op(c, &o, CK_EXTENT, i, 0, 0, NULL);
   }
+  flush(c, &o);
   /* shape query: every output's data is NULL */
   LLVMValueRef all = LLVMConstInt(c->i1, 1, 0);
   for (int i = 0; i < nout; i++)
@@ -319,18 +340,35 @@ void cg_emit_entry_checks(Cg *c) {
   for (int i = 0; i < nout; i++) write_shapes(c, &out[i]);
   LLVMBuildRet(c->b, i32c(c, 0));
   LLVMPositionBuilderAtEnd(c->b, run);
+  int ndims = 0;
+  for (int i = 0; i < nout; i++) ndims += out[i].rank;
+  if (ndims) o.want = cg_entry_alloca(c, c->i64, i32c(c, ndims));
   for (int i = 0; i < nout; i++) {
-    for (int d = 0; d < out[i].rank; d++)
-      check_dim(c, &out[i], d, cg_sym_val(c, out[i].shape[d]), out[i].shape[d]);
-    LLVMValueRef v[4] = {c->kname, out[i].name, out[i].t, i32c(c, out[i].layout)};
-    cg_check_rc(c, cg_rt_check(c, "tdsl_check_layout", v, 4));
-    if (out[i].layout == LAYOUT_STRIDED)
-      check3(c, "tdsl_check_internal_overlap", &out[i]);
-    check3(c, "tdsl_check_data", &out[i]);
-    check3(c, "tdsl_check_align", &out[i]);
-    check3(c, "tdsl_check_extent", &out[i]);
+    int arg = nin + i;
+    for (int d = 0; d < out[i].rank; d++) {
+      LLVMValueRef w = cg_sym_val(c, out[i].shape[d]);
+      LLVMValueRef text = str(c, sym_str(c->m->arena, out[i].shape[d]));
+      if (LLVMIsAConstantInt(w)) {
+        op(c, &o, CK_DIM, arg, d, LLVMConstIntGetSExtValue(w), text);
+      } else {
+        LLVMValueRef ix = i64c(c, o.nwant);
+        LLVMBuildStore(c->b, w, LLVMBuildGEP2(c->b, c->i64, o.want, &ix, 1, ""));
+        op(c, &o, CK_DIM_AT, arg, d, o.nwant++, text);
+      }
+    }
+    op(c, &o, CK_LAYOUT, arg, out[i].layout, 0, NULL);
+    if (out[i].layout == LAYOUT_STRIDED) op(c, &o, CK_INTERNAL_OVERLAP, arg, 0, 0, NULL);
+    op(c, &o, CK_DATA, arg, 0, 0, NULL);
+    op(c, &o, CK_ALIGN, arg, 0, 0, NULL);
+    op(c, &o, CK_EXTENT, arg, 0, 0, NULL);
   }
-  check_overlap(c, in, nin, out, nout);
+  flush(c, &o);
+  /* no output overlaps an input or another output */
+  LLVMValueRef k = i64c(c, nin);
+  LLVMValueRef v[7] = {c->kname, LLVMBuildGEP2(c->b, c->ptr, o.t, &k, 1, ""),
+                       LLVMConstGEP2(c->ptr, names, &k, 1), i32c(c, nout), o.t, names,
+                       i32c(c, nin)};
+  cg_check_rc(c, cg_rt_check(c, "tdsl_check_overlap_named", v, 7));
 }
 
 /* ---- buffers ---------------------------------------------------------- */
@@ -456,8 +494,7 @@ static LLVMValueRef param_info(Cg *c, LLVMTypeRef pt, const char *name, bool ten
                                DType dt, int rank, const Sym **shape, int layout) {
   LLVMValueRef dims[TDSL_MAX_RANK];
   for (int d = 0; d < rank; d++) dims[d] = cstr(c, sym_str(c->m->arena, shape[d]));
-  LLVMValueRef code = dl_dtype(c, dt);
-  unsigned long long pk = LLVMConstIntGetZExtValue(code);
+  unsigned long long pk = (unsigned long long)dl_dtype_bits(dt);
   LLVMValueRef dv[3] = {ci(c->i8, (long long)(pk & 255)), ci(c->i8, (long long)(pk >> 8 & 255)),
                         ci(c->i16, 1)};
   LLVMValueRef f[6] = {cstr(c, name), i32c(c, tensor), LLVMConstStructInContext(c->ctx, dv, 3, 0),

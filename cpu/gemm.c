@@ -332,17 +332,62 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
   g->vt = LLVMVectorType(g->ct, (unsigned)g->vw);
   g->nregs = e->vec_bits >= 512 ? 32 : 16;
   g->params = e->params;
+  g->small_forms = GEMM_SMALL_FORMS_ALL;
 }
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
-  LLVMValueRef small_pack, small_body; /* the small path's, or NULL */
+  LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
 
 /* Whether this GEMM has the small path (gemm_small.c): matmul operands
  * read from memory. */
-static bool has_small(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb; }
+static bool has_small_cfg(const G *g) { return g->ka == GK_MAT && g->kb == GK_MAT && !g->pa && !g->pb; }
+
+/* Whether this product may take the small path (needs its packing
+ * bytes): the configuration has one and some form is possible. */
+static bool has_small(const G *g) { return has_small_cfg(g) && g->small_forms; }
+
+/* Whether `v == c` (eq) or `v <= c` (!eq) may hold for the i64 v:
+ * always, unless v is a constant (a size or stride known at compile
+ * time). */
+static bool may(LLVMValueRef v, bool eq, long long c) {
+  if (!v || !LLVMIsAConstantInt(v)) return true;
+  long long x = LLVMConstIntGetSExtValue(v);
+  return eq ? x == c : x <= c;
+}
+
+static bool may_not(LLVMValueRef v, bool eq, long long c) {
+  if (!v || !LLVMIsAConstantInt(v)) return true;
+  return !may(v, eq, c);
+}
+
+/* The small path's forms (gemm_small.c: bit 2 * axpy + four) a matmul
+ * can take, as gemm_small_select and gemm_small_run choose them at run
+ * time, less those its compile-time sizes and strides rule out: S = A
+ * needs M <= GEMM_SMALL_MAX and B contiguous along a dim (axpy when its
+ * lane stride is 1, else dot; four rows when M > 1), S = B^T the same
+ * with N and A.  Only the forms left are emitted (mlp's x @ W.T with a
+ * [128, 64] W: the dot forms), and none when no form is left. */
+static void small_forms(G *g, const GemmTensor *a, const GemmTensor *b, const GemmTensor *out) {
+  int R = out->rank, f = 0;
+  LLVMValueRef M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
+  bool empty = !may_not(M, false, 0) || !may_not(N, false, 0) || !may_not(K, false, 0);
+  for (int swap = 0; swap < 2 && !empty; swap++) {
+    /* S's rows, V's lane and K strides */
+    LLVMValueRef q = swap ? N : M, vl = swap ? a->stride[R - 2] : b->stride[R - 1];
+    LLVMValueRef vk = swap ? a->stride[R - 1] : b->stride[R - 2];
+    if (swap && g->ad != g->bd) continue;
+    if (!may(q, false, GEMM_SMALL_MAX) || !(may(vl, true, 1) || may(vk, true, 1))) continue;
+    for (int axpy = 0; axpy < 2; axpy++)
+      for (int four = 0; four < 2; four++)
+        if ((axpy ? may(vl, true, 1) : may_not(vl, true, 1)) &&
+            (four ? may_not(q, false, 1) : may(q, false, 1)))
+          f |= 1 << (2 * axpy + four);
+  }
+  g->small_forms = f;
+}
 
 /* The helper functions depend only on the dtypes, operand kinds, bias
  * and vector width (every size, stride and offset lives in the run-time
@@ -365,11 +410,11 @@ static LLVMValueRef emit_run(G *g, Run *r) {
   LLVMValueRef f = gemm_new_fn(g, "run", &g->ptr, 1);
   Run in = *r;
   in.cx = LLVMGetParam(f, 0);
-  if (in.small_body) {
+  if (has_small_cfg(g)) {
     LLVMBasicBlockRef bs = blk(g, "gemm_small"), bp = blk(g, "gemm_packed"), bj = blk(g, "gemm_done");
     LLVMBuildCondBr(g->b, gemm_small_select(g, in.cx), bs, bp);
     LLVMPositionBuilderAtEnd(g->b, bs);
-    gemm_small_run(g, in.cx, in.small_pack, in.small_body);
+    gemm_small_run(g, in.cx, in.small_pack);
     LLVMBuildBr(g->b, bj);
     LLVMPositionBuilderAtEnd(g->b, bp);
     run_gemm(g, &in);
@@ -391,20 +436,45 @@ static Run make_fns(G *g, const GemmEmit *e) {
   make_key(g);
   snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
   r.block_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", g->key);
+  /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
+   * read from memory depends on B's side only (its dtype, kind, the
+   * vector width): configurations that differ in A, the epilogue or the
+   * bias share it under B's key (mlp's two matmuls: one copy) */
+  char bkey[sizeof g->key] = "";
+  if (g->kb == GK_MAT && !g->pb && g->pairs == GP_NONE && g->ad == g->cd && g->bd == g->cd &&
+      !g->cscr)
+    snprintf(bkey, sizeof bkey, "%d%d%d.v%d.b", (int)g->bd, (int)g->od, (int)g->kb, g->vec_bits);
+  const char *pkey = *bkey ? bkey : g->key;
+  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", pkey);
   r.pack_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.small_body", g->key);
-  r.small_body = LLVMGetNamedFunction(g->mod, name);
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_b", pkey);
+  LLVMValueRef pb = *bkey ? LLVMGetNamedFunction(g->mod, name) : NULL;
   snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
-  if (!r.block_body || !r.pack_body || g->pa || g->pb) { /* prologues: the kernel's own */
-    LLVMValueRef pa = gemm_emit_pack(g, 0), pb = gemm_emit_pack(g, 1);
-    r.pack_body = gemm_emit_packb_body(g, pb);
+  if (!r.block_body || !r.pack_body || !pb || g->pa || g->pb) { /* prologues: the kernel's own */
+    LLVMValueRef pa = gemm_emit_pack(g, 0);
+    if (!pb || !r.pack_body) {
+      char key[sizeof g->key]; /* gemm_new_fn names them by g->key */
+      memcpy(key, g->key, sizeof key);
+      if (*bkey) memcpy(g->key, bkey, sizeof key);
+      pb = gemm_emit_pack(g, 1);
+      r.pack_body = gemm_emit_packb_body(g, pb);
+      memcpy(g->key, key, sizeof key);
+    }
     r.block_body = gemm_emit_block_body(g, pa, pb);
   }
   bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
-  if (has_small(g) && (!r.small_body || !r.small_pack)) gemm_emit_small(g, &r.small_pack, &r.small_body);
-  else if (!has_small(g)) r.small_body = r.small_pack = NULL;
+  /* the small path: S's packing and a function per form this product
+   * can take (the others stay NULL in X_SFORM), each emitted once per
+   * configuration and module */
+  if (has_small_cfg(g) && !r.small_pack) r.small_pack = gemm_emit_small_pack(g);
+  for (int i = 0; i < 4; i++) {
+    r.small_form[i] = NULL;
+    if (!has_small(g) || !(g->small_forms >> i & 1)) continue;
+    snprintf(name, sizeof name, "tdsl.gemm.%s.small_f%d", g->key, i);
+    r.small_form[i] = LLVMGetNamedFunction(g->mod, name);
+    if (!r.small_form[i]) r.small_form[i] = gemm_emit_small_form(g, i);
+  }
   snprintf(name, sizeof name, "tdsl.gemm.%s.run", g->key);
   r.run = LLVMGetNamedFunction(g->mod, name);
   if (!r.run || fresh) r.run = emit_run(g, &r);
@@ -584,6 +654,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  small_forms(&g, a, b, out);
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
 }
@@ -649,8 +720,11 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  small_forms(&g, a, b, out);
   Run r = make_fns(&g, e);
   set_prologues(&g, r.cx);
+  for (int i = 0; i < 4 && has_small_cfg(&g); i++)
+    set(&g, r.cx, X_SFORM + i, r.small_form[i] ? r.small_form[i] : LLVMConstNull(g.ptr));
   int R = out->rank;
   LLVMValueRef cx = r.cx, M = out->shape[R - 2], N = out->shape[R - 1], K = a->shape[R - 1];
   set(&g, cx, X_A, a->base), set(&g, cx, X_B, b->base), set(&g, cx, X_C, out->base);

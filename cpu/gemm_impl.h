@@ -50,7 +50,9 @@ enum {
   X_BFUSE, /* 1: block_body packs each B panel itself, just before its use, into its
             * chunk's first panel slots (work_split) */
   X_BGRP,  /* B panels block_body walks as one group (packed together when X_BFUSE) */
-  X_COUNT
+  X_SFORM, /* 4 slots: the small path's function of each form (gemm_small.c
+            * small_f<2 * axpy + four>), NULL for a form the product never takes */
+  X_COUNT = X_SFORM + 4
 };
 
 typedef struct G {
@@ -72,6 +74,10 @@ typedef struct G {
   unsigned isa;      /* GEMM_ISA_* of the code being emitted (gemm.h) */
   int pairs;         /* gemm_lowp.c: GP_NONE, or how K pairs are packed and multiplied */
   bool cscr;         /* output dtype != compute dtype: K blocks sum through X_CSCR */
+  /* The small path's forms this product can take (gemm_small.c: bit
+   * 2 * axpy + four), from the sizes and strides known at compile time
+   * (GEMM_SMALL_FORMS_ALL when nothing is known; 0: none). */
+  int small_forms;
   LLVMValueRef fn;
 } G;
 
@@ -213,15 +219,18 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
 
 /* Rows of the small operand up to which the small path runs. */
 #define GEMM_SMALL_MAX 32
+#define GEMM_SMALL_FORMS_ALL 15
 /* Bytes of the packed small operand for K (an i64 at the builder). */
 LLVMValueRef gemm_small_bytes(G *g, LLVMValueRef K);
 /* The small path's functions (shared per configuration like the packed
- * path's): *pack packs S, *body computes lane tiles [begin, end). */
-void gemm_emit_small(G *g, LLVMValueRef *pack, LLVMValueRef *body);
+ * path's): pack_s packs S; small_f<form> computes lane tiles [begin,
+ * end) in one form (2 * axpy + four), found through X_SFORM. */
+LLVMValueRef gemm_emit_small_pack(G *g);
+LLVMValueRef gemm_emit_small_form(G *g, int form);
 /* In the kernel, for one batch item whose slots (X_A.., X_M.., X_CM..,
  * offsets) are set: the i1 "the small path takes this GEMM", after
  * setting its slots; gemm_small_run then runs it. */
 LLVMValueRef gemm_small_select(G *g, LLVMValueRef cx);
-void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body);
+void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack);
 
 #endif

@@ -16,6 +16,11 @@
  *   dot form, V's K stride 1 (x @ W.T with W [N, K]: linear, or A @ v):
  *     NR lanes (rows of V) by MG rows of S, vectors along K, reduced to
  *     scalars at the end (a masked load for the K tail; S's padding is 0).
+ * Each form (axpy or dot, MG 1 or 4) is a function of its own
+ * (gemm_emit_small_form), emitted for the forms some product of the
+ * module can take (gemm.c small_forms: sizes and strides known at
+ * compile time rule forms out) and reached through the context
+ * (X_SFORM).
  * MG is 1 when S has one row, else 4 (S padded with zero rows: the
  * padded results are computed and dropped); NV and NR follow from the
  * register file (16 or 32 vector registers).  The work is split over the
@@ -311,45 +316,34 @@ static void small_epilogue(G *g, LLVMValueRef cx, LLVMValueRef l0, LLVMValueRef 
   LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), getp(g, cx, X_EPIFN), a, 6, "");
 }
 
-/* small_body(ctx, begin, end): lane tiles [begin, end). */
-static LLVMValueRef emit_small_body(G *g) {
+/* small_f<form>(ctx, begin, end): lane tiles [begin, end) in one form
+ * (2 * axpy + four): a function per form, emitted only for the forms
+ * some product of the module can take (gemm.c small_forms), reached
+ * through the context (X_SFORM). */
+LLVMValueRef gemm_emit_small_form(G *g, int form) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
-  LLVMValueRef f = gemm_new_fn(g, "small_body", ps, 3);
+  char what[16];
+  snprintf(what, sizeof what, "small_f%d", form & 3);
+  LLVMValueRef f = gemm_new_fn(g, what, ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0), vn = get(g, cx, X_VN);
-  int most = 4 * dot_nr(g, 1);
-  if (dot_nr(g, 0) > most) most = dot_nr(g, 0);
-  LLVMValueRef tile = gemm_entry_alloca(g, g->ct, most);
-  LLVMValueRef acc = gemm_entry_alloca(g, g->ct, AXPY_ACC_BYTES / dtype_size(g->cd));
+  bool axpy = form >= 2;
+  int four = form & 1;
+  LLVMValueRef buf = axpy ? gemm_entry_alloca(g, g->ct, AXPY_ACC_BYTES / dtype_size(g->cd))
+                          : gemm_entry_alloca(g, g->ct, mg_of(four) * dot_nr(g, four));
   LLVMValueRef tw = tile_width(g, cx);
   LLVMValueRef l0 = mul(g, LLVMGetParam(f, 1), tw), l1 = imin(g, vn, mul(g, LLVMGetParam(f, 2), tw));
-  LLVMValueRef axpy = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_VL), k64(g, 1), "");
-  LLVMValueRef four = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_MG4), k64(g, 0), "");
-  LLVMBasicBlockRef bb[4], done = blk(g, "small_done");
-  for (int i = 0; i < 4; i++) bb[i] = blk(g, "small_form");
-  LLVMValueRef sel = add(g, mul(g, LLVMBuildZExt(g->b, axpy, g->i64, ""), k64(g, 2)),
-                         LLVMBuildZExt(g->b, four, g->i64, ""));
-  LLVMValueRef sw = LLVMBuildSwitch(g->b, sel, bb[0], 3);
-  for (int i = 1; i < 4; i++) LLVMAddCase(sw, k64(g, i), bb[i]);
-  for (int i = 0; i < 4; i++) { /* i: 2 * axpy + four */
-    LLVMPositionBuilderAtEnd(g->b, bb[i]);
-    GLoop lt_;
-    LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
-    LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
-    if (i >= 2) axpy_tile(g, cx, i & 1, acc, l, nvl);
-    else dot_tile(g, cx, i & 1, tile, l, nvl);
-    gemm_loop_close(g, &lt_);
-    LLVMBuildBr(g->b, done);
-  }
-  LLVMPositionBuilderAtEnd(g->b, done);
+  GLoop lt_;
+  LLVMValueRef l = gemm_loop_open(g, &lt_, l0, l1, tw);
+  LLVMValueRef nvl = imin(g, tw, sub(g, vn, l));
+  if (axpy) axpy_tile(g, cx, four, buf, l, nvl);
+  else dot_tile(g, cx, four, buf, l, nvl);
+  gemm_loop_close(g, &lt_);
   if (g->epi) small_epilogue(g, cx, l0, l1);
   LLVMBuildRetVoid(g->b);
   return f;
 }
 
-void gemm_emit_small(G *g, LLVMValueRef *pack, LLVMValueRef *body) {
-  *pack = emit_pack_s(g);
-  *body = emit_small_body(g);
-}
+LLVMValueRef gemm_emit_small_pack(G *g) { return emit_pack_s(g); }
 
 /* Sets the roles for S = rows of A (swap 0) or columns of B (swap 1). */
 static void set_roles(G *g, LLVMValueRef cx, LLVMValueRef swap) {
@@ -399,7 +393,7 @@ LLVMValueRef gemm_small_select(G *g, LLVMValueRef cx) {
   return LLVMBuildAnd(g->b, kok, LLVMBuildOr(g->b, a_ok, b_ok, ""), "");
 }
 
-void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body) {
+void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack) {
   LLVMValueRef qn = get(g, cx, X_QN), K = get(g, cx, X_K);
   LLVMValueRef four = lt(g, k64(g, 1), qn);
   set(g, cx, X_MG4, LLVMBuildZExt(g->b, four, g->i64, ""));
@@ -420,6 +414,10 @@ void gemm_small_run(G *g, LLVMValueRef cx, LLVMValueRef pack, LLVMValueRef body)
   LLVMValueRef dw = imin(g, nr, cdiv(g, get(g, cx, X_VN), T));
   set(g, cx, X_TW, LLVMBuildSelect(g->b, axpy, imin(g, tw, most), dw, ""));
   LLVMValueRef tiles = cdiv(g, get(g, cx, X_VN), tile_width(g, cx));
+  /* the form's function: X_SFORM + 2 * axpy + four */
+  LLVMValueRef form = add(g, mul(g, LLVMBuildZExt(g->b, axpy, g->i64, ""), k64(g, 2)),
+                          LLVMBuildZExt(g->b, four, g->i64, ""));
+  LLVMValueRef body = LLVMBuildLoad2(g->b, g->ptr, gep(g, g->i64, cx, add(g, k64(g, X_SFORM), form)), "");
   LLVMTypeRef ps[4] = {g->i64, g->i64, g->ptr, g->ptr};
   LLVMValueRef a[4] = {tiles, k64(g, 1), body, cx};
   call(g, fdecl(g, "tdsl_parallel_for", g->vd, ps, 4), a, 4);

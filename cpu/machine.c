@@ -1,6 +1,7 @@
 /* machine.c — the CPU target machine (host or an x86-64 level), the
  * module's verification, the LLVM pass pipelines (llvm_passes: -O2's is
- * our own, the others LLVM's "default<On>"; light_passes for functions
+ * our own, in two halves around keep_remainders_rolled, the others
+ * LLVM's "default<On>"; light_passes for functions
  * emitted as finished vector code, cpu_mark_light) and the textual IR,
  * assembly or object written through it, or an object in memory (one
  * module of a build split across threads, kernel.c).
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -68,7 +70,10 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
  * it (loop-unroll<O2;no-runtime>) the objects were a third smaller and
  * code generation a quarter faster, but the direct conv's channel loop
  * and the GEMM's packing loops lost their unrolled copies and
- * conv3x3_nchw ran slower (docs/architecture.md). */
+ * conv3x3_nchw ran slower (docs/architecture.md).  It runs in two
+ * halves: through the loop vectorizer (o2_passes), then the rest
+ * (o2_rest_passes), the vectorizer's scalar remainders kept rolled in
+ * between (keep_remainders_rolled). */
 static const char o2_passes[] =
     "inferattrs,function<eager-inv>(simplifycfg,sroa<modify-cfg>,early-cse),ipsccp,"
     "called-value-propagation,globalopt,"
@@ -88,7 +93,16 @@ static const char o2_passes[] =
     "instcombine<no-verify-fixpoint>),function-attrs)),"
     "deadargelim,globalopt,globaldce,rpo-function-attrs,recompute-globalsaa,"
     "function<eager-inv>(float2int,lower-constant-intrinsics,loop(loop-rotate,loop-deletion),"
-    "loop-distribute,inject-tli-mappings,loop-vectorize,infer-alignment,loop-load-elim,"
+    "loop-distribute,inject-tli-mappings,loop-vectorize)";
+
+/* The rest of o2_passes, run after the loop vectorizer's remainders are
+ * marked (keep_remainders_rolled): the module analyses the first half
+ * left cached, computed again, then the function passes from where the
+ * first half stopped (the same code: the objects of bench/ and
+ * examples/ were byte for byte those of the one pipeline). */
+static const char o2_rest_passes[] =
+    "require<globals-aa>,require<profile-summary>,function<eager-inv>("
+    "infer-alignment,loop-load-elim,"
     "simplifycfg<forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
     "hoist-common-insts;sink-common-insts>,"
     "slp-vectorizer,vector-combine,instcombine<no-verify-fixpoint>,loop-unroll<O2>,"
@@ -96,6 +110,64 @@ static const char o2_passes[] =
     "loop-mssa(licm<allowspeculation>),alignment-from-assumptions,loop-sink,instsimplify,"
     "div-rem-pairs,tailcallelim,simplifycfg<switch-range-to-icmp;speculate-unpredictables>),"
     "globaldce,constmerge";
+
+/* The scalar remainder the loop vectorizer leaves after a vector loop
+ * carries "llvm.loop.isvectorized" but, unlike the vector loop, no
+ * "llvm.loop.unroll.runtime.disable", so o2_passes' loop-unroll unrolled
+ * it four times with a prologue loop: code for at most VF - 1
+ * iterations that doubled a nest's size and made loop strength
+ * reduction, whose time grows with the addresses in a loop, the most
+ * expensive pass of code generation (preprocess's nest: 24 of 44 ms).
+ * Such loops get runtime unrolling disabled (full unrolling of a known
+ * trip count stays); loops with any unroll hint of their own are left
+ * alone. */
+/* Whether node is !{!"name", ...} (prefix: a name starting so). */
+static bool md_named(LLVMValueRef node, const char *name, bool prefix) {
+  unsigned n = node && LLVMIsAMDNode(node) ? LLVMGetMDNodeNumOperands(node) : 0, len = 0;
+  if (n < 1 || n > 8) return false;
+  LLVMValueRef ops[8];
+  LLVMGetMDNodeOperands(node, ops);
+  const char *s = ops[0] ? LLVMGetMDString(ops[0], &len) : NULL;
+  size_t k = strlen(name);
+  return s && (prefix ? len >= k : len == k) && !memcmp(s, name, k);
+}
+
+static void keep_remainders_rolled(LLVMModuleRef mod) {
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  unsigned kind = LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9);
+  const char *rd = "llvm.loop.unroll.runtime.disable";
+  LLVMMetadataRef rdnode = NULL;
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb)) {
+      LLVMValueRef br = LLVMGetBasicBlockTerminator(bb), id = br ? LLVMGetMetadata(br, kind) : NULL;
+      unsigned n = id ? LLVMGetMDNodeNumOperands(id) : 0;
+      if (n < 2 || n > 16) continue;
+      LLVMValueRef ops[16];
+      LLVMGetMDNodeOperands(id, ops);
+      bool vectorized = false, hinted = false;
+      for (unsigned i = 1; i < n; i++) {
+        vectorized |= md_named(ops[i], "llvm.loop.isvectorized", false);
+        hinted |= md_named(ops[i], "llvm.loop.unroll.", true);
+      }
+      if (!vectorized || hinted) continue;
+      if (!rdnode) {
+        LLVMMetadataRef s = LLVMMDStringInContext2(ctx, rd, strlen(rd));
+        rdnode = LLVMMDNodeInContext2(ctx, &s, 1);
+      }
+      LLVMMetadataRef md[17], tmp = LLVMTemporaryMDNode(ctx, NULL, 0);
+      md[0] = tmp;
+      for (unsigned i = 1; i < n; i++) md[i] = LLVMValueAsMetadata(ops[i]);
+      md[n] = rdnode;
+      LLVMMetadataRef nid = LLVMMDNodeInContext2(ctx, md, n + 1);
+      LLVMMetadataReplaceAllUsesWith(tmp, nid); /* self-reference; disposes of tmp */
+      LLVMValueRef v = LLVMMetadataAsValue(ctx, nid);
+      /* every latch of the loop (one after loop-simplify) */
+      for (LLVMBasicBlockRef b2 = LLVMGetFirstBasicBlock(f); b2; b2 = LLVMGetNextBasicBlock(b2)) {
+        LLVMValueRef t = LLVMGetBasicBlockTerminator(b2);
+        if (t && LLVMGetMetadata(t, kind) == id) LLVMSetMetadata(t, kind, v);
+      }
+    }
+}
 
 /* The pipeline of the functions marked light (cpu_mark_light) at -O1 and
  * above: the GEMM's micro-kernels, packing and small-product bodies are
@@ -156,6 +228,12 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   if (!quiet) cg_phase_ms(o, "llvm-verify", &t);
   LLVMErrorRef e = LLVMRunPasses(mod, passes, tm, po);
+  if (!e && passes == o2_passes) { /* the second half (keep_remainders_rolled) */
+    keep_remainders_rolled(mod);
+    LLVMDisposePassBuilderOptions(po);
+    po = LLVMCreatePassBuilderOptions();
+    e = LLVMRunPasses(mod, o2_rest_passes, tm, po);
+  }
   if (e) {
     if (passes != o2_passes && passes != light_passes && passes != buf)
       user_pipeline_error(passes, e);

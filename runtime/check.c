@@ -397,3 +397,40 @@ int tdsl_check_size_scalar(const char *kernel, const char *arg, double v) {
   return rt_fail(TDSL_E_SCALAR, kernel, arg,
                  "expected a finite number for a size, got %g", v);
 }
+
+int tdsl_check_ops(const char *kernel, const tdsl_check_op *ops, int nops,
+                   const DLTensor *const *t, const char *const *names,
+                   const int64_t *want, int64_t *env, int *bound) {
+  for (int i = 0; i < nops; i++) {
+    const tdsl_check_op *o = &ops[i];
+    const DLTensor *x = t[o->arg];
+    const char *arg = names[o->arg];
+    DLDataType dt = {(uint8_t)(o->a & 255), (uint8_t)(o->a >> 8 & 255),
+                     (uint16_t)((uint32_t)o->a >> 16)};
+    int rc = TDSL_E_INVALID;
+    switch (o->op) {
+    case TDSL_CK_TENSOR:
+      rc = tdsl_check_tensor(kernel, arg, x, dt, (int)(o->x >> 32), (int)(o->x & 0xFFFFFFFF));
+      break;
+    case TDSL_CK_OUTPUT:
+      rc = tdsl_check_output(kernel, arg, x, dt, (int)(o->x >> 32), (int)(o->x & 0xFFFFFFFF));
+      break;
+    case TDSL_CK_DIM: rc = tdsl_check_dim(kernel, arg, x, o->a, o->x, o->s); break;
+    case TDSL_CK_DIM_AT: rc = tdsl_check_dim(kernel, arg, x, o->a, want[o->x], o->s); break;
+    case TDSL_CK_BIND:
+      rc = tdsl_bind_symbol(kernel, arg, x, o->a, o->s, env + o->x, bound + o->x);
+      break;
+    case TDSL_CK_LAYOUT: rc = tdsl_check_layout(kernel, arg, x, o->a); break;
+    case TDSL_CK_INTERNAL_OVERLAP: rc = tdsl_check_internal_overlap(kernel, arg, x); break;
+    case TDSL_CK_DATA: rc = tdsl_check_data(kernel, arg, x); break;
+    case TDSL_CK_ALIGN: rc = tdsl_check_align(kernel, arg, x); break;
+    case TDSL_CK_EXTENT: rc = tdsl_check_extent(kernel, arg, x); break;
+    default:
+      return tdsl_set_error(TDSL_E_INVALID, "kernel %s: unknown entry check %d",
+                            kernel ? kernel : "?", (int)o->op);
+    }
+    if (rc != TDSL_OK)
+      return rc;
+  }
+  return TDSL_OK;
+}

@@ -7,7 +7,8 @@
  * strided and sliced operands; conv2d with stride, padding, dilation,
  * groups (incl. depthwise), bias, 1x1 / 3x3 / 7x7 kernels, NCHW,
  * channels-last and unbatched inputs, in f32, f64, f16 and i64; the small
- * path (M or N up to 32, cpu/gemm_small.c) in both its forms; a module
+ * path (M or N up to 32, cpu/gemm_small.c) in both its forms, also
+ * with only the forms static shapes allow; a module
  * built whole (light and full parts linked back, TDSL_JOBS=1).  Each
  * kernel is compiled with tdslc for the host (AVX-512 tiles here) and
  * for --target=x86-64-v2 (SSE tiles), run through the C ABI and compared
@@ -333,6 +334,42 @@ START_TEST(matmul_small_dtypes) {
 }
 END_TEST
 
+/* Weights of static shapes: the small path then emits only the forms
+ * the known sizes and strides allow (gemm.c small_forms), and products
+ * whose forms a small body of the module already covers use that one:
+ * x @ w.T the dot forms, x @ u the axpy forms, x @ v (N = 3: S may be
+ * B^T) and x @ z (N = 1) both kinds, y @ x.T (M = 5) the dot forms;
+ * M = 1 (one-row forms), 5, 32 (four-row forms) and 33, 70 (the packed
+ * path), against the interpreter. */
+static const char *MMF =
+    "kernel sf(x: f32[M, 64], w: f32[96, 64], u: f32[64, 40], v: f32[64, 3], y: f32[5, 64], "
+    "z: f32[64, 1]) -> (f32[M, 96], f32[M, 40], f32[M, 3], f32[5, M], f32[M, 1]) {\n"
+    "  return x @ w.T, x @ u, x @ v, y @ x.T, x @ z\n}\n";
+
+START_TEST(matmul_small_static_forms) {
+  static const int64_t ms[] = {1, 5, 32, 33, 70};
+  static const int64_t ws[5][2] = {{96, 64}, {64, 40}, {64, 3}, {5, 64}, {64, 1}};
+  for (int t = 0; t < 2; t++) {
+    Lib L;
+    build_flags(&L, MMF, "sf", TARGETS[t]);
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+      int64_t M = ms[i], sx[2] = {M, 64};
+      int64_t so[5][2] = {{M, 96}, {M, 40}, {M, 3}, {5, M}, {M, 1}};
+      Ten in[6], out[5];
+      ten(&in[0], DT_F32, 2, sx, NULL, 1, false);
+      for (int j = 0; j < 5; j++) {
+        ten(&in[j + 1], DT_F32, 2, ws[j], NULL, j + 2, false);
+        out_ten(&out[j], DT_F32, 2, so[j]);
+      }
+      run_and_compare_k(&L, "sf", in, 6, out, 5, false, 64);
+      for (int j = 0; j < 6; j++) ten_free(&in[j]);
+      for (int j = 0; j < 5; j++) ten_free(&out[j]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- conv2d --------------------------------------------------------------- */
 
 static const char *CONV =
@@ -503,6 +540,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv2d_dtypes);
   tcase_add_test(t, conv2d_pack_edges);
   tcase_add_test(t, matmul_whole_module);
+  tcase_add_test(t, matmul_small_static_forms);
   suite_add_tcase(s, t);
   return s;
 }

@@ -283,6 +283,35 @@ int tdsl_check_overlap_named(const char *kernel, const DLTensor *const *outs,
 /* A scalar used as a size must not be NaN or infinite (TDSL_E_SCALAR). */
 int tdsl_check_size_scalar(const char *kernel, const char *arg, double v);
 
+/* A run of the checks above as one call from a constant table (what a
+ * kernel's entry emits: less code than a call and a branch per check).
+ * The ops run in order; the first that fails returns its code, its
+ * message set, exactly as the calls one by one would. Each names its
+ * tensor t[arg] and that argument's name names[arg]; a, x and s are the
+ * check's operands:
+ *   TENSOR, OUTPUT  tdsl_check_tensor / _output: a = the DLDataType as
+ *                   code | bits << 8 | lanes << 16, x = ndim << 32 |
+ *                   device_type
+ *   DIM             tdsl_check_dim: a = dim, x = expected, s = its text
+ *   DIM_AT          the same with expected want[x]
+ *   BIND            tdsl_bind_symbol: a = dim, s = the symbol, slot
+ *                   env + x, bound + x
+ *   LAYOUT          tdsl_check_layout: a = layout
+ *   INTERNAL_OVERLAP, DATA, ALIGN, EXTENT: the check of that name. */
+enum {
+  TDSL_CK_TENSOR, TDSL_CK_OUTPUT, TDSL_CK_DIM, TDSL_CK_DIM_AT, TDSL_CK_BIND,
+  TDSL_CK_LAYOUT, TDSL_CK_INTERNAL_OVERLAP, TDSL_CK_DATA, TDSL_CK_ALIGN,
+  TDSL_CK_EXTENT
+};
+typedef struct tdsl_check_op {
+  int32_t op, arg, a, pad;
+  int64_t x;
+  const char *s;
+} tdsl_check_op;
+int tdsl_check_ops(const char *kernel, const tdsl_check_op *ops, int nops,
+                   const DLTensor *const *t, const char *const *names,
+                   const int64_t *want, int64_t *env, int *bound);
+
 /* ---- CUDA (cuda.c) ---------------------------------------------------- *
  * The driver (libcuda.so.1) is loaded with dlopen at the first call and
  * searched for only once; no CUDA toolkit is needed to build or link.
