@@ -19,7 +19,13 @@
  * WIDE channel blocks at once (one pixel by NOB vectors alone would be
  * NOB chains of dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
- * masks.
+ * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
+ * 14-wide layers) run in the image form instead (img_item): a work item
+ * is an image by IMG_GB channel blocks, its pixels flattened by
+ * rectangles that share the taps outside the input, in blocks that span
+ * rows, the taps outside read from a zero row (they add 0 * w, as the
+ * implicit GEMM's padded im2col columns do: a non-finite weight makes
+ * such an output NaN where the row form skips the tap).
  * An NCHW output (column stride 1; stride 1 along columns and an input
  * column stride of 1) transposes the roles: vectors over output columns,
  * NOB = 2 of them by PX = 6 output channels in registers, the weights
@@ -29,7 +35,8 @@
  * wrapping i32 for integer outputs of at most 32 bits, else i64), the
  * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
- * each finished row (conv.h).  Low-precision channels-last inputs
+ * each finished row (the image form: on its item's pixels by channels;
+ * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include "conv_impl.h"
@@ -181,17 +188,16 @@ static void dr_row(Cv *d, LLVMValueRef t) {
  * (a block may span rows), each pixel's input address computed per tap
  * and pointed at a zero row (in the pool) when the tap falls outside the
  * input, a tap skipped when it falls outside for every pixel of the
- * block.  Needs the input's channel stride 1 (the zero row is C
- * contiguous elements). */
+ * block.  An input whose channel stride is not the constant 1 (an NCHW
+ * input) steps each pixel's channels by its own stride, 0 in the zero
+ * row (the row holds C elements). */
 enum { IMG_OW = 16, IMG_GB = 4 };
 
 /* Whether the row (t = image * OH + oy) or the image form runs: an i1
  * from v[] (channels-last output, no pairs). */
 static LLVMValueRef img_use(Cv *d, LLVMValueRef *v) {
   G *g = &d->g;
-  LLVMValueRef c1 = LLVMBuildICmp(g->b, LLVMIntEQ, v[V_XSC], k64(g, 1), "");
-  LLVMValueRef ow = LLVMBuildICmp(g->b, LLVMIntSLE, v[V_OW], k64(g, IMG_OW), "");
-  return LLVMBuildAnd(g->b, c1, ow, "");
+  return LLVMBuildICmp(g->b, LLVMIntSLE, v[V_OW], k64(g, IMG_OW), "");
 }
 
 /* Work items of the image form per image: groups of IMG_GB channel blocks. */
@@ -245,7 +251,8 @@ static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
   LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
   LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
   LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
-  LLVMValueRef dy = mul(g, ky, v[V_DH]), dx = mul(g, kx, v[V_DW]), xp[16], any = NULL;
+  LLVMValueRef dy = mul(g, ky, v[V_DH]), dx = mul(g, kx, v[V_DW]), xp[16], xs[16], any = NULL;
+  bool c1 = cv_is_one(v[V_XSC]);
   for (int p = 0; p < np; p++) { /* the tap's input element, or the zero row */
     LLVMValueRef iy = add(g, iy0[p], dy), ix = add(g, ix0[p], dx);
     LLVMValueRef in = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, iy, v[V_H], ""),
@@ -253,6 +260,7 @@ static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
     LLVMValueRef off = add(g, xb, add(g, mul(g, iy, v[V_XSH]), mul(g, ix, v[V_XSW])));
     LLVMValueRef at = gep(g, gemm_storage(g, d->xd), v[V_X], off);
     xp[p] = LLVMBuildSelect(g->b, in, at, zr, "");
+    xs[p] = c1 ? NULL : LLVMBuildSelect(g->b, in, v[V_XSC], k64(g, 0), "");
     any = any ? LLVMBuildOr(g->b, any, in, "") : in;
   }
   LLVMBasicBlockRef run = blk(g, "img_tap"), skip = blk(g, "img_skip");
@@ -263,10 +271,10 @@ static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
   LLVMValueRef wc = add(g, wt, mul(g, c, k64(g, nb))), wv[8];
   for (int j = 0; j < nob; j++) wv[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
   for (int p = 0; p < np; p++) {
-    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, xp[p], c, d->xd));
+    LLVMValueRef xv = cv_splat(g, gemm_load_c(g, xp[p], c1 ? c : mul(g, c, xs[p]), d->xd));
     for (int j = 0; j < nob; j++) {
       LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
-      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), acc[p][j]);
+      LLVMBuildStore(g->b, gemm_fma(g, xv, wv[j], a), acc[p][j]);
     }
   }
   gemm_loop_close(g, &lc);
@@ -493,29 +501,65 @@ static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
   return mul(g, cdiv(g, O, nb), nb);
 }
 
+/* The block of NB output channels from o0 of the weights packed (pack):
+ * tail: O < o0 + NB, the channels past O zero (checked, else not). */
+static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
+  G *g = &d->g;
+  LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]);
+  LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
+  GLoop lt_, lc, lo;
+  LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
+  LLVMValueRef tsrc = add(g, add(g, w->offset, mul(g, sdiv(g, t, k[V_KW]), w->stride[2])),
+                          mul(g, srem(g, t, k[V_KW]), w->stride[3]));
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), C, k64(g, 1));
+  LLVMValueRef row = add(g, mul(g, add(g, mul(g, o0, kk), mul(g, t, nb)), C), mul(g, c, nb));
+  LLVMValueRef csrc = add(g, tsrc, mul(g, c, w->stride[1]));
+  if (d->cl && !tail) { /* NB = NOB vectors, each gathered from NB rows of w */
+    int vw = g->vw;
+    for (int j = 0; j < d->nob; j++) {
+      LLVMValueRef oj = cv_vadd(g, cv_splat(g, add(g, o0, k64(g, j * vw))), d->lanes);
+      LLVMValueRef idx = cv_vadd(g, cv_splat(g, csrc), cv_vmul(g, oj, cv_splat(g, w->stride[0])));
+      LLVMValueRef x = cv_vload(g, w->dtype, w->base, NULL, idx, NULL);
+      LLVMValueRef st = LLVMBuildStore(g->b, x, gep(g, g->ct, wp, add(g, row, k64(g, j * vw))));
+      LLVMSetAlignment(st, (unsigned)(vw * dtype_size(g->cd)));
+    }
+  } else {
+    LLVMValueRef ol = gemm_loop_open(g, &lo, k64(g, 0), nb, k64(g, 1));
+    LLVMValueRef o = add(g, o0, ol);
+    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0])), p = gep(g, g->ct, wp, add(g, row, ol));
+    if (tail) cv_pack_elem(g, w, src, o, k[V_O], p);
+    else LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), p);
+    gemm_loop_close(g, &lo);
+  }
+  gemm_loop_close(g, &lc);
+  gemm_loop_close(g, &lt_);
+}
+
 /* The weights into wp as [O / NB][KH][KW][C][NB] (zeros past O), then
- * the bias (or zeros) at wp[OPAD * KH * KW * C ..]. */
+ * the bias (or zeros) at wp[OPAD * KH * KW * C ..]: the destination in
+ * order (output channel innermost; channels-last: NOB vectors gathered
+ * at a time), the NB channels of a block read from NB rows of w that
+ * stay in cache across the block's (tap, c); the last block, where O is
+ * not a multiple of NB, checked. */
 static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
   G *g = &d->g;
   LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), opad = k[V_OPAD];
-  LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
-  GLoop lo, lt_, lc;
-  LLVMValueRef o = gemm_loop_open(g, &lo, k64(g, 0), opad, k64(g, 1));
-  LLVMValueRef ob = mul(g, mul(g, sdiv(g, o, nb), kk), mul(g, C, nb)), ol = srem(g, o, nb);
-  LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
-  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), C, k64(g, 1));
-  LLVMValueRef dst = add(g, add(g, ob, mul(g, add(g, mul(g, t, C), c), nb)), ol);
-  LLVMValueRef src = add(g, add(g, w->offset, mul(g, o, w->stride[0])), mul(g, c, w->stride[1]));
-  src = add(
-      g, src,
-      add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
-  cv_pack_elem(g, w, src, o, k[V_O], gep(g, g->ct, wp, dst));
-  gemm_loop_close(g, &lc);
-  gemm_loop_close(g, &lt_);
-  LLVMValueRef bdst = add(g, mul(g, mul(g, kk, C), opad), o);
-  LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o, bias->stride[0])) : NULL;
-  cv_pack_elem(g, bias, bsrc, o, k[V_O], gep(g, g->ct, wp, bdst));
-  gemm_loop_close(g, &lo);
+  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O], full = sub(g, O, srem(g, O, nb));
+  GLoop l;
+  LLVMValueRef o0 = gemm_loop_open(g, &l, k64(g, 0), full, nb);
+  pack_block(d, w, o0, false);
+  gemm_loop_close(g, &l);
+  LLVMBasicBlockRef tail = blk(g, "pk_tail"), done = blk(g, "pk_done");
+  LLVMBuildCondBr(g->b, lt(g, full, opad), tail, done);
+  LLVMPositionBuilderAtEnd(g->b, tail);
+  pack_block(d, w, full, true);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  o0 = gemm_loop_open(g, &l, k64(g, 0), opad, k64(g, 1));
+  LLVMValueRef bdst = add(g, mul(g, mul(g, kk, k[V_C]), opad), o0);
+  LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o0, bias->stride[0])) : NULL;
+  cv_pack_elem(g, bias, bsrc, o0, O, gep(g, g->ct, wp, bdst));
+  gemm_loop_close(g, &l);
 }
 
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
@@ -546,6 +590,7 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_C] = w->shape[1];
   k[V_M] = k64(g, 1);
   k[V_OPAD] = opad_of(&d, w->shape[0]);
+  d.lanes = cv_lanes(g);
   if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
   else pack(&d, w, bias);
   /* small channels-last images: the image form (img_item) where the
