@@ -183,9 +183,10 @@ static void dr_row(Cv *d, LLVMValueRef t) {
 /* A row of OW <= IMG_OW columns (ResNet's 7- and 14-wide layers) has few
  * interior columns for the row blocks above and two border pixels that
  * run one at a time; such images run as one work item per image and
- * IMG_GB channel blocks instead: the image's OH * OW pixels in the
- * flattened order q = oy * OW + ox, in blocks of PX and PX - 1 pixels
- * (a block may span rows), each pixel's input address computed per tap
+ * IMG_GB channel blocks instead (the weights of a channel block then
+ * serve the whole image): the image's pixels by rectangles (img_pixels),
+ * each flattened (q = row * width + column) in even blocks of at most PX
+ * pixels that may span rows, each pixel's input address computed per tap
  * and pointed at a zero row (in the pool) when the tap falls outside the
  * input, a tap skipped when it falls outside for every pixel of the
  * block.  An input whose channel stride is not the constant 1 (an NCHW
@@ -214,9 +215,9 @@ static LLVMValueRef img_zero_row(Cv *d, LLVMValueRef *v) {
   return gep(g, LLVMInt8TypeInContext(g->ctx), v[V_WP], mul(g, n, k64(g, dtype_size(g->cd))));
 }
 
-/* np pixels from q of image n (input offset xb, output offset obn) by the
- * output channels oc .. oc + NB (tail: masked against O); zr the zero
- * row. */
+/* np pixels from q of the rectangle rect = {y0, x0, width} of image n
+ * (input offset xb, output offset obn) by the output channels oc .. oc
+ * + NB (tail: masked against O); zr the zero row. */
 static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
                       const LLVMValueRef rect[3], LLVMValueRef q, LLVMValueRef oc, int np,
                       bool tail) {
