@@ -15,7 +15,10 @@
  * channels-last and for NCHW outputs (vectors of output columns, the
  * border vectors masked); the channels-last register blocks (the rest
  * of a row in blocks of PX / 2, PX / 4 and 2 pixels, border pixels by
- * four channel blocks) with 83 output channels and rows of 5 to 13; and
+ * four channel blocks) with 83 output channels and rows of 18 to 25, and
+ * the small-image form (rows of at most 16 columns: blocks of pixels
+ * spanning rows by rectangles, taps outside from a zero row; symbolic
+ * sizes choosing the form at run time); and
  * 1x1 convs at stride 1 with NCHW outputs as a plain GEMM per image
  * (cpu/conv_1x1.c): inputs in either layout, odd channel counts (13 of
  * 7, 37 of 9), batch 3 and unbatched, 3 output channels (the small-M
