@@ -178,6 +178,12 @@ static int call_conv3x3_i8_nhwc(DLTensor *t) { return conv3x3_i8_nhwc(&t[0], &t[
 #else
 #define CALL_conv3x3_i8_nhwc NULL, BENCH_WHY_conv3x3_i8_nhwc
 #endif
+#ifdef BENCH_HAVE_conv3x3_7x7_nhwc
+static int call_conv3x3_7x7_nhwc(DLTensor *t) { return conv3x3_7x7_nhwc(&t[0], &t[1], &t[2]); }
+#define CALL_conv3x3_7x7_nhwc call_conv3x3_7x7_nhwc, NULL
+#else
+#define CALL_conv3x3_7x7_nhwc NULL, BENCH_WHY_conv3x3_7x7_nhwc
+#endif
 #ifdef BENCH_HAVE_conv_bias_relu
 static int call_conv_bias_relu(DLTensor *t) { return conv_bias_relu(&t[0], &t[1], &t[2], &t[3]); }
 #define CALL_conv_bias_relu call_conv_bias_relu, NULL
@@ -366,6 +372,9 @@ static const workload k_workloads[] = {
      {{EL_I8, 4, {32, 64, 56, 56}, 1, FILL_BYTES}, {EL_I8, 4, {64, 64, 3, 3}, 0, FILL_BYTES},
       {EL_I32, 4, {32, 64, 56, 56}, 1, FILL_BYTES}},
      CONV_FLOPS(32, 64, 56, 56, 64, 3, 3), CALL_conv3x3_i8_nhwc},
+    {"conv3x3_7x7_nhwc", 2, 1,
+     {F32CL(8, 512, 7, 7), F32(512, 512, 3, 3), F32CL(8, 512, 7, 7)},
+     CONV_FLOPS(8, 512, 7, 7, 512, 3, 3), CALL_conv3x3_7x7_nhwc},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

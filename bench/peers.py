@@ -512,6 +512,9 @@ def workloads(rng):
          conv_lowp(True)),
         ("conv3x3_i8_nhwc", ew_n * 5 + 64 * 64 * 9, conv_flops(32, 64, 56, 56, 64, 3, 3),
          conv_lowp(False)),
+        ("conv3x3_7x7_nhwc", (2 * 8 * 512 * 49 + 512 * 512 * 9) * f32,
+         conv_flops(8, 512, 7, 7, 512, 3, 3),
+         conv((8, 512, 7, 7), (512, 512, 3, 3), 1, 1, True)),
     ]
 
 
@@ -572,6 +575,7 @@ def check_refs():
         "matmul_i8": lambda a, b: a @ b,  # exact in float64 (|sums| < 2^53)
         "matmul_i8_layer": lambda a, b: a @ b,
         "conv3x3_i8_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),  # exact
+        "conv3x3_7x7_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),
     }
 
 

@@ -219,6 +219,7 @@ PIPELINES = {
     "gemm_m128_4k": lambda rng: _matmul(rng, m=128, k=4096, n=4096),
     "linear_m128_768": lambda rng: _matmul(rng, m=128, k=768, n=3072, nt=True),
     "gemm_m1024_3072": lambda rng: _matmul(rng, m=1024, k=3072, n=768),
+    "conv3x3_7x7_nhwc": _conv((8, 512, 7, 7), (512, 512, 3, 3), 1, 1, True),
 }
 
 

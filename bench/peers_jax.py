@@ -142,6 +142,7 @@ def _workloads():
             lambda x, w: lax.conv_general_dilated(
                 x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NHWC", "OIHW", "NHWC"),
                 preferred_element_type=jnp.int32)),
+        "conv3x3_7x7_nhwc": conv((8, 512, 7, 7), (512, 512, 3, 3), 1, 1, True),
     }
 
 

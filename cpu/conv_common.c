@@ -332,7 +332,12 @@ LLVMValueRef cv_body_close(Cv *d, GLoop *l) {
 LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes) {
   G *g = &d->g;
   g->b = e->b, g->fn = e->fn;
-  LLVMValueRef items = mul(g, d->k[V_N], d->k[planes ? V_O : V_OH]);
+  return cv_launch_items(d, e, body, mul(g, d->k[V_N], d->k[planes ? V_O : V_OH]));
+}
+
+LLVMValueRef cv_launch_items(Cv *d, const GemmEmit *e, LLVMValueRef body, LLVMValueRef items) {
+  G *g = &d->g;
+  g->b = e->b, g->fn = e->fn;
   LLVMValueRef cx = gemm_entry_alloca(g, g->i64, V_COUNT);
   for (int i = 0; i < V_COUNT; i++)
     if (d->k[i] && !LLVMIsConstant(d->k[i])) set(g, cx, i, d->k[i]);

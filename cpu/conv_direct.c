@@ -19,7 +19,13 @@
  * WIDE channel blocks at once (one pixel by NOB vectors alone would be
  * NOB chains of dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
- * masks.
+ * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
+ * 14-wide layers) run in the image form instead (img_item): a work item
+ * is an image by IMG_GB channel blocks, its pixels flattened by
+ * rectangles that share the taps outside the input, in blocks that span
+ * rows, the taps outside read from a zero row (they add 0 * w, as the
+ * implicit GEMM's padded im2col columns do: a non-finite weight makes
+ * such an output NaN where the row form skips the tap).
  * An NCHW output (column stride 1; stride 1 along columns and an input
  * column stride of 1) transposes the roles: vectors over output columns,
  * NOB = 2 of them by PX = 6 output channels in registers, the weights
@@ -29,7 +35,8 @@
  * wrapping i32 for integer outputs of at most 32 bits, else i64), the
  * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
- * each finished row (conv.h).  Low-precision channels-last inputs
+ * each finished row (the image form: on its item's pixels by channels;
+ * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include "conv_impl.h"
@@ -171,6 +178,204 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   }
 }
 
+/* ---- small images: blocks of pixels over the whole image ------------------- */
+
+/* A row of OW <= IMG_OW columns (ResNet's 7- and 14-wide layers) has few
+ * interior columns for the row blocks above and two border pixels that
+ * run one at a time; such images run as one work item per image and
+ * IMG_GB channel blocks instead (the weights of a channel block then
+ * serve the whole image): the image's pixels by rectangles (img_pixels),
+ * each flattened (q = row * width + column) in even blocks of at most PX
+ * pixels that may span rows, each pixel's input address computed per tap
+ * and pointed at a zero row (in the pool) when the tap falls outside the
+ * input, a tap skipped when it falls outside for every pixel of the
+ * block.  An input whose channel stride is not the constant 1 (an NCHW
+ * input) steps each pixel's channels by its own stride, 0 in the zero
+ * row (the row holds C elements). */
+enum { IMG_OW = 16, IMG_GB = 4 };
+
+/* Whether the row (t = image * OH + oy) or the image form runs: an i1
+ * from v[] (channels-last output, no pairs). */
+static LLVMValueRef img_use(Cv *d, LLVMValueRef *v) {
+  G *g = &d->g;
+  return LLVMBuildICmp(g->b, LLVMIntSLE, v[V_OW], k64(g, IMG_OW), "");
+}
+
+/* Work items of the image form per image: groups of IMG_GB channel blocks. */
+static LLVMValueRef img_groups(Cv *d, LLVMValueRef *v) {
+  G *g = &d->g;
+  return cdiv(g, v[V_OPAD], k64(g, (long long)nb_of(d) * IMG_GB));
+}
+
+/* The zero row after the packed weights and bias: C elements of any
+ * dtype (8 bytes each reserved). */
+static LLVMValueRef img_zero_row(Cv *d, LLVMValueRef *v) {
+  G *g = &d->g;
+  LLVMValueRef n = mul(g, add(g, mul(g, mul(g, v[V_KH], v[V_KW]), v[V_C]), k64(g, 1)), v[V_OPAD]);
+  return gep(g, LLVMInt8TypeInContext(g->ctx), v[V_WP], mul(g, n, k64(g, dtype_size(g->cd))));
+}
+
+/* np pixels from q of the rectangle rect = {y0, x0, width} of image n
+ * (input offset xb, output offset obn) by the output channels oc .. oc
+ * + NB (tail: masked against O); zr the zero row. */
+static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
+                      const LLVMValueRef rect[3], LLVMValueRef q, LLVMValueRef oc, int np,
+                      bool tail) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int nob = d->nob, vw = g->vw, nb = nb_of(d);
+  LLVMValueRef acc[16][8], mask[8], iy0[16], ix0[16], ob[16];
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]);
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
+  for (int j = 0; j < nob; j++) {
+    LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
+    mask[j] = NULL;
+    if (tail)
+      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
+                              cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
+                              cv_splat(g, v[V_O]), "");
+    for (int p = 0; p < np; p++) {
+      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, bj, acc[p][j]);
+    }
+  }
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef qp = add(g, q, k64(g, p));
+    LLVMValueRef oy = add(g, rect[0], sdiv(g, qp, rect[2])),
+                 ox = add(g, rect[1], srem(g, qp, rect[2]));
+    iy0[p] = sub(g, mul(g, oy, v[V_SH]), v[V_PH]);
+    ix0[p] = sub(g, mul(g, ox, v[V_SW]), v[V_PW]);
+    ob[p] = add(g, obn, add(g, mul(g, oy, v[V_OSH]), mul(g, ox, v[V_OSW])));
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]), ckn = mul(g, v[V_C], k64(g, nb));
+  GLoop ly, lx;
+  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
+  LLVMValueRef dy = mul(g, ky, v[V_DH]), dx = mul(g, kx, v[V_DW]), xp[16], xs[16], any = NULL;
+  bool c1 = cv_is_one(v[V_XSC]);
+  for (int p = 0; p < np; p++) { /* the tap's input element, or the zero row */
+    LLVMValueRef iy = add(g, iy0[p], dy), ix = add(g, ix0[p], dx);
+    LLVMValueRef in = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, iy, v[V_H], ""),
+                                   LLVMBuildICmp(g->b, LLVMIntULT, ix, v[V_W], ""), "");
+    LLVMValueRef off = add(g, xb, add(g, mul(g, iy, v[V_XSH]), mul(g, ix, v[V_XSW])));
+    LLVMValueRef at = gep(g, gemm_storage(g, d->xd), v[V_X], off);
+    xp[p] = LLVMBuildSelect(g->b, in, at, zr, "");
+    xs[p] = c1 ? NULL : LLVMBuildSelect(g->b, in, v[V_XSC], k64(g, 0), "");
+    any = any ? LLVMBuildOr(g->b, any, in, "") : in;
+  }
+  LLVMBasicBlockRef run = blk(g, "img_tap"), skip = blk(g, "img_skip");
+  LLVMBuildCondBr(g->b, any, run, skip);
+  LLVMPositionBuilderAtEnd(g->b, run);
+  GLoop lc;
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef wc = add(g, wt, mul(g, c, k64(g, nb))), wv[8];
+  for (int j = 0; j < nob; j++) wv[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef xv = cv_splat(g, gemm_load_c(g, xp[p], c1 ? c : mul(g, c, xs[p]), d->xd));
+    for (int j = 0; j < nob; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xv, wv[j], a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+  LLVMBuildBr(g->b, skip);
+  LLVMPositionBuilderAtEnd(g->b, skip);
+  gemm_loop_close(g, &lx);
+  gemm_loop_close(g, &ly);
+  for (int p = 0; p < np; p++)
+    for (int j = 0; j < nob; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
+                add(g, ob[p], add(g, oc, k64(g, j * vw))), mask[j]);
+}
+
+/* The pixels of the rectangle rect = {y0, x0, width} of hgt rows of
+ * image n for the channel block at oc, flattened (q = row * width +
+ * column) in ceil(P / PX) blocks as even as can be: blocks of s + 1 and
+ * of s pixels, P = hgt * width. */
+static void img_rect(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr, LLVMValueRef oc,
+                     bool tail, const LLVMValueRef rect[3], LLVMValueRef hgt) {
+  G *g = &d->g;
+  int px = d->px;
+  LLVMValueRef P = mul(g, hgt, rect[2]);
+  LLVMValueRef nblk = cdiv(g, P, k64(g, px));
+  LLVMValueRef nz = LLVMBuildSelect(g->b, lt(g, k64(g, 0), nblk), nblk, k64(g, 1), "");
+  LLVMValueRef sz = sdiv(g, P, nz), nbig = srem(g, P, nz), at = k64(g, 0);
+  for (int np = px; np >= 1; np--) {
+    /* blocks of np pixels: the nbig of s + 1, or the rest of s */
+    LLVMValueRef big = LLVMBuildICmp(g->b, LLVMIntEQ, add(g, sz, k64(g, 1)), k64(g, np), "");
+    LLVMValueRef small = LLVMBuildICmp(g->b, LLVMIntEQ, sz, k64(g, np), "");
+    LLVMValueRef cnt = LLVMBuildSelect(
+        g->b, big, nbig, LLVMBuildSelect(g->b, small, sub(g, nblk, nbig), k64(g, 0), ""), "");
+    LLVMValueRef end = add(g, at, mul(g, cnt, k64(g, np)));
+    GLoop l;
+    LLVMValueRef q = gemm_loop_open(g, &l, at, end, k64(g, np));
+    img_block(d, xb, obn, zr, rect, q, oc, np, tail);
+    gemm_loop_close(g, &l);
+    at = end;
+  }
+}
+
+/* Every pixel of image n for the channel block at oc, by rectangles
+ * whose pixels share the taps that fall outside the input: the rows
+ * above and below the interior (some rows of taps outside), the columns
+ * left and right of it (some columns of taps outside), the interior
+ * (none), so that a block's taps are outside for all its pixels or for
+ * few (a tap outside for every pixel is skipped). */
+static void img_pixels(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr, LLVMValueRef oc,
+                       bool tail, const LLVMValueRef in[4]) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, z = k64(g, 0);
+  LLVMValueRef ylo = in[0], yhi = in[1], lo = in[2], hi = in[3], mid = sub(g, yhi, ylo);
+  const LLVMValueRef r[5][3] = {{z, z, v[V_OW]},  {yhi, z, v[V_OW]}, {ylo, z, lo},
+                                {ylo, hi, sub(g, v[V_OW], hi)}, {ylo, lo, sub(g, hi, lo)}};
+  const LLVMValueRef h[5] = {ylo, sub(g, v[V_OH], yhi), mid, mid, mid};
+  for (int i = 0; i < 5; i++) img_rect(d, xb, obn, zr, oc, tail, r[i], h[i]);
+}
+
+/* The output rows [*lo, *hi) whose taps all fall inside the input rows
+ * (cv_interior's for columns). */
+static void img_rows(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, oh = v[V_OH];
+  *lo = imin(g, oh, cdiv(g, v[V_PH], v[V_SH]));
+  LLVMValueRef num = sub(g, add(g, sub(g, v[V_H], k64(g, 1)), v[V_PH]),
+                         mul(g, sub(g, v[V_KH], k64(g, 1)), v[V_DH]));
+  LLVMValueRef h = add(g, sdiv(g, num, v[V_SH]), k64(g, 1));
+  h = LLVMBuildSelect(g->b, lt(g, num, k64(g, 0)), k64(g, 0), h, "");
+  h = imin(g, h, oh);
+  *hi = LLVMBuildSelect(g->b, lt(g, h, *lo), *lo, h, "");
+}
+
+/* Work item t = image * groups + group: the group's IMG_GB channel
+ * blocks (the last one masked where O is not a multiple of NB) over the
+ * whole image, then the epilogue hook on its pixels by its channels. */
+static void img_item(Cv *d, LLVMValueRef t) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  LLVMValueRef ng = img_groups(d, v), n = sdiv(g, t, ng), gi = srem(g, t, ng);
+  LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
+  LLVMValueRef obn = add(g, v[V_OOFF], mul(g, n, v[V_OSN])), zr = img_zero_row(d, v);
+  LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
+  LLVMValueRef oc0 = mul(g, gi, k64(g, (long long)nb_of(d) * IMG_GB));
+  LLVMValueRef oc1 = imin(g, add(g, oc0, k64(g, (long long)nb_of(d) * IMG_GB)), v[V_OPAD]);
+  LLVMValueRef in[4];
+  img_rows(d, &in[0], &in[1]);
+  cv_interior(d, &in[2], &in[3]);
+  GLoop l;
+  LLVMValueRef oc = gemm_loop_open(g, &l, oc0, imin(g, oc1, full), nbk);
+  img_pixels(d, xb, obn, zr, oc, false, in);
+  gemm_loop_close(g, &l);
+  LLVMBasicBlockRef tail = blk(g, "img_tail"), done = blk(g, "img_done");
+  LLVMBuildCondBr(g->b, lt(g, full, oc1), tail, done);
+  LLVMPositionBuilderAtEnd(g->b, tail);
+  img_pixels(d, xb, obn, zr, full, true, in);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  if (d->epi)
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0, imin(g, oc1, O));
+}
+
 /* ---- NCHW output, stride 1 along columns ---------------------------------- */
 
 /* nvec vectors of output columns from ox (checked: one vector, its lanes
@@ -297,29 +502,65 @@ static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
   return mul(g, cdiv(g, O, nb), nb);
 }
 
+/* The block of NB output channels from o0 of the weights packed (pack):
+ * tail: O < o0 + NB, the channels past O zero (checked, else not). */
+static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
+  G *g = &d->g;
+  LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]);
+  LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
+  GLoop lt_, lc, lo;
+  LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
+  LLVMValueRef tsrc = add(g, add(g, w->offset, mul(g, sdiv(g, t, k[V_KW]), w->stride[2])),
+                          mul(g, srem(g, t, k[V_KW]), w->stride[3]));
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), C, k64(g, 1));
+  LLVMValueRef row = add(g, mul(g, add(g, mul(g, o0, kk), mul(g, t, nb)), C), mul(g, c, nb));
+  LLVMValueRef csrc = add(g, tsrc, mul(g, c, w->stride[1]));
+  if (d->cl && !tail) { /* NB = NOB vectors, each gathered from NB rows of w */
+    int vw = g->vw;
+    for (int j = 0; j < d->nob; j++) {
+      LLVMValueRef oj = cv_vadd(g, cv_splat(g, add(g, o0, k64(g, j * vw))), d->lanes);
+      LLVMValueRef idx = cv_vadd(g, cv_splat(g, csrc), cv_vmul(g, oj, cv_splat(g, w->stride[0])));
+      LLVMValueRef x = cv_vload(g, w->dtype, w->base, NULL, idx, NULL);
+      LLVMValueRef st = LLVMBuildStore(g->b, x, gep(g, g->ct, wp, add(g, row, k64(g, j * vw))));
+      LLVMSetAlignment(st, (unsigned)(vw * dtype_size(g->cd)));
+    }
+  } else {
+    LLVMValueRef ol = gemm_loop_open(g, &lo, k64(g, 0), nb, k64(g, 1));
+    LLVMValueRef o = add(g, o0, ol);
+    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0])), p = gep(g, g->ct, wp, add(g, row, ol));
+    if (tail) cv_pack_elem(g, w, src, o, k[V_O], p);
+    else LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), p);
+    gemm_loop_close(g, &lo);
+  }
+  gemm_loop_close(g, &lc);
+  gemm_loop_close(g, &lt_);
+}
+
 /* The weights into wp as [O / NB][KH][KW][C][NB] (zeros past O), then
- * the bias (or zeros) at wp[OPAD * KH * KW * C ..]. */
+ * the bias (or zeros) at wp[OPAD * KH * KW * C ..]: the destination in
+ * order (output channel innermost; channels-last: NOB vectors gathered
+ * at a time), the NB channels of a block read from NB rows of w that
+ * stay in cache across the block's (tap, c); the last block, where O is
+ * not a multiple of NB, checked. */
 static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
   G *g = &d->g;
   LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), opad = k[V_OPAD];
-  LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
-  GLoop lo, lt_, lc;
-  LLVMValueRef o = gemm_loop_open(g, &lo, k64(g, 0), opad, k64(g, 1));
-  LLVMValueRef ob = mul(g, mul(g, sdiv(g, o, nb), kk), mul(g, C, nb)), ol = srem(g, o, nb);
-  LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
-  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), C, k64(g, 1));
-  LLVMValueRef dst = add(g, add(g, ob, mul(g, add(g, mul(g, t, C), c), nb)), ol);
-  LLVMValueRef src = add(g, add(g, w->offset, mul(g, o, w->stride[0])), mul(g, c, w->stride[1]));
-  src = add(
-      g, src,
-      add(g, mul(g, sdiv(g, t, k[V_KW]), w->stride[2]), mul(g, srem(g, t, k[V_KW]), w->stride[3])));
-  cv_pack_elem(g, w, src, o, k[V_O], gep(g, g->ct, wp, dst));
-  gemm_loop_close(g, &lc);
-  gemm_loop_close(g, &lt_);
-  LLVMValueRef bdst = add(g, mul(g, mul(g, kk, C), opad), o);
-  LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o, bias->stride[0])) : NULL;
-  cv_pack_elem(g, bias, bsrc, o, k[V_O], gep(g, g->ct, wp, bdst));
-  gemm_loop_close(g, &lo);
+  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O], full = sub(g, O, srem(g, O, nb));
+  GLoop l;
+  LLVMValueRef o0 = gemm_loop_open(g, &l, k64(g, 0), full, nb);
+  pack_block(d, w, o0, false);
+  gemm_loop_close(g, &l);
+  LLVMBasicBlockRef tail = blk(g, "pk_tail"), done = blk(g, "pk_done");
+  LLVMBuildCondBr(g->b, lt(g, full, opad), tail, done);
+  LLVMPositionBuilderAtEnd(g->b, tail);
+  pack_block(d, w, full, true);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  o0 = gemm_loop_open(g, &l, k64(g, 0), opad, k64(g, 1));
+  LLVMValueRef bdst = add(g, mul(g, mul(g, kk, k[V_C]), opad), o0);
+  LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o0, bias->stride[0])) : NULL;
+  cv_pack_elem(g, bias, bsrc, o0, O, gep(g, g->ct, wp, bdst));
+  gemm_loop_close(g, &l);
 }
 
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
@@ -333,7 +574,8 @@ LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
   LLVMValueRef kkc = mul(g, mul(g, w->shape[2], w->shape[3]), w->shape[1]);
   LLVMValueRef n = mul(g, add(g, kkc, k64(g, 1)), opad_of(&d, w->shape[0]));
   *threads = k64(g, 1);
-  return add(g, k64(g, 64), mul(g, n, k64(g, dtype_size(g->cd))));
+  LLVMValueRef zrow = channels_last ? mul(g, w->shape[1], k64(g, 8)) : k64(g, 0); /* img_zero_row */
+  return add(g, add(g, k64(g, 64), mul(g, n, k64(g, dtype_size(g->cd)))), zrow);
 }
 
 LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const GemmTensor *w,
@@ -349,14 +591,40 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_C] = w->shape[1];
   k[V_M] = k64(g, 1);
   k[V_OPAD] = opad_of(&d, w->shape[0]);
+  d.lanes = cv_lanes(g);
   if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
   else pack(&d, w, bias);
+  /* small channels-last images: the image form (img_item) where the
+   * input's channels are contiguous, chosen at run time unless the shapes
+   * decide it */
+  LLVMValueRef img = d.cl && !g->pairs ? img_use(&d, k) : LLVMConstInt(g->i1, 0, 0);
+  bool img_only = cv_is_one(LLVMBuildZExt(g->b, img, g->i64, "")),
+       img_never = LLVMIsAConstantInt(img) && !img_only;
+  if (!img_never)
+    LLVMBuildMemSet(g->b, img_zero_row(&d, k), LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0),
+                    mul(g, k[V_C], k64(g, 8)), 1);
+  LLVMValueRef items = mul(g, k[V_N], k[V_OH]);
+  if (!img_never)
+    items = LLVMBuildSelect(g->b, img, mul(g, k[V_N], img_groups(&d, k)), items, "");
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
-  if (d.cl)
-    dr_row(&d, t);
-  else
+  if (!d.cl) {
     dn_row(&d, t);
+  } else if (img_never) {
+    dr_row(&d, t);
+  } else if (img_only) {
+    img_item(&d, t);
+  } else {
+    LLVMBasicBlockRef bi = blk(g, "img"), br = blk(g, "rows"), join = blk(g, "form_done");
+    LLVMBuildCondBr(g->b, img_use(&d, d.v), bi, br);
+    LLVMPositionBuilderAtEnd(g->b, bi);
+    img_item(&d, t);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, br);
+    dr_row(&d, t);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+  }
   LLVMValueRef body = cv_body_close(&d, &l);
-  return cv_launch(&d, e, body, false);
+  return cv_launch_items(&d, e, body, items);
 }

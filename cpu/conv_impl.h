@@ -131,6 +131,8 @@ LLVMValueRef cv_body_close(Cv *d, GLoop *l);
  * body in parallel over N * OH output rows (planes: N * O output planes);
  * returns the i32 0. */
 LLVMValueRef cv_launch(Cv *d, const GemmEmit *e, LLVMValueRef body, bool planes);
+/* The same over `items` work items (computed in the kernel). */
+LLVMValueRef cv_launch_items(Cv *d, const GemmEmit *e, LLVMValueRef body, LLVMValueRef items);
 
 /* ---- conv_lowp.c: the direct kernel's K-pair path ---- */
 

@@ -15,7 +15,10 @@
  * channels-last and for NCHW outputs (vectors of output columns, the
  * border vectors masked); the channels-last register blocks (the rest
  * of a row in blocks of PX / 2, PX / 4 and 2 pixels, border pixels by
- * four channel blocks) with 83 output channels and rows of 5 to 13; and
+ * four channel blocks) with 83 output channels and rows of 18 to 25, and
+ * the small-image form (rows of at most 16 columns: blocks of pixels
+ * spanning rows by rectangles, taps outside from a zero row; symbolic
+ * sizes choosing the form at run time); and
  * 1x1 convs at stride 1 with NCHW outputs as a plain GEMM per image
  * (cpu/conv_1x1.c): inputs in either layout, odd channel counts (13 of
  * 7, 37 of 9), batch 3 and unbatched, 3 output channels (the small-M
@@ -212,28 +215,29 @@ START_TEST(direct_channels_last) {
 }
 END_TEST
 
-/* The direct kernel's register blocks: rows whose interior is not a
- * multiple of the pixel block (7 - 2 = 5 and 13 - 2 = 11 columns, 12 - 2
- * = 10 sliced, 6 - 4 = 2 with two border columns a side), so every rest
- * block (PX / 2, PX / 4, 2, 1 pixels) runs, and 83 output channels:
- * border pixels by four channel blocks at a time (at least 64 channels
- * on AVX2, 32 with SSE2 vectors), then the full blocks left, then the
- * masked last block. */
+/* The direct kernel's register blocks over rows (rows wider than the
+ * small-image form's 16 columns): rows whose interior is not a multiple
+ * of the pixel block (25 - 2 = 23 = 3 * 6 + 5 and 24 - 2 = 22 sliced,
+ * 19 - 2 = 17, 18 - 4 = 14 with two border columns a side), so every
+ * rest block (PX / 2, PX / 4, 2, 1 pixels) runs, and 83 output
+ * channels: border pixels by four channel blocks at a time (at least 64
+ * channels on AVX2, 32 with SSE2 vectors), then the full blocks left,
+ * then the masked last block. */
 static const char *DR_BLK =
-    "kernel rb(x: f32[2, 16, 7, 13] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
-    "y: f32[1, 16, 5, 7] channels_last) -> "
-    "(f32[2, 83, 7, 13] channels_last, f32[2, 83, 7, 13] channels_last, "
-    "f32[2, 83, 7, 12] channels_last, f32[1, 83, 5, 7] channels_last, "
-    "f32[2, 83, 7, 6] channels_last) {\n"
+    "kernel rb(x: f32[2, 16, 7, 25] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
+    "y: f32[1, 16, 5, 19] channels_last) -> "
+    "(f32[2, 83, 7, 25] channels_last, f32[2, 83, 7, 25] channels_last, "
+    "f32[2, 83, 7, 24] channels_last, f32[1, 83, 5, 19] channels_last, "
+    "f32[2, 83, 7, 18] channels_last) {\n"
     "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w, None, 1, 2, 2), "
-    "conv2d(x[:, :, :, 1:13], w, b, padding=1), conv2d(y, w, b, padding=1), "
-    "conv2d(x[:, :, :, 0:6], w, None, 1, [1, 2], [1, 2])\n}\n";
+    "conv2d(x[:, :, :, 1:25], w, b, padding=1), conv2d(y, w, b, padding=1), "
+    "conv2d(x[:, :, :, 0:18], w, None, 1, [1, 2], [1, 2])\n}\n";
 
 START_TEST(direct_blocks) {
-  static const int64_t si[4][4] = {{2, 16, 7, 13}, {83, 16, 3, 3}, {83}, {1, 16, 5, 7}};
+  static const int64_t si[4][4] = {{2, 16, 7, 25}, {83, 16, 3, 3}, {83}, {1, 16, 5, 19}};
   static const int rk[4] = {4, 4, 1, 4};
-  static const int64_t so[5][4] = {{2, 83, 7, 13}, {2, 83, 7, 13}, {2, 83, 7, 12}, {1, 83, 5, 7},
-                                   {2, 83, 7, 6}};
+  static const int64_t so[5][4] = {{2, 83, 7, 25}, {2, 83, 7, 25}, {2, 83, 7, 24}, {1, 83, 5, 19},
+                                   {2, 83, 7, 18}};
   for (int t = 0; t < 3; t++) {
     Lib L;
     build_flags(&L, DR_BLK, "rb", FLAGS[t]);
@@ -247,6 +251,66 @@ START_TEST(direct_blocks) {
     if (t == 0) same_at_threads(&L, "rb", in, 4, out, 5);
     for (int i = 0; i < 4; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* The small-image form (rows of at most 16 columns, channels contiguous
+ * in the input): work items of an image by four channel blocks, 83
+ * output channels (two groups, the masked last block in the second),
+ * the image's pixels in blocks of PX and PX - 1 spanning rows (7 x 7 =
+ * 49, 14 x 14 = 196, 5 x 7 = 35), fewer pixels than a block (2 x 2: the
+ * rest blocks; 1 x 5: one block of 5), taps outside the input read from
+ * the zero row (padding 1, and 3 a side: columns of bias alone; stride
+ * 2, dilation 2), a bias with relu, a sliced input (a column stride of 2
+ * pixels) and an input with symbolic sizes (the form chosen at run
+ * time). */
+static const char *DR_IMG =
+    "kernel ri(x: f32[2, 16, 7, 7] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
+    "y: f32[3, 16, 14, 14] channels_last, u: f32[1, 16, 5, 7] channels_last) -> "
+    "(f32[2, 83, 7, 7] channels_last, f32[2, 83, 4, 4] channels_last, "
+    "f32[3, 83, 14, 14] channels_last, f32[1, 83, 3, 11] channels_last, "
+    "f32[2, 83, 2, 2] channels_last, f32[3, 83, 1, 5] channels_last, "
+    "f32[2, 83, 7, 4] channels_last) {\n"
+    "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w, None, 2, 1), "
+    "conv2d(y, w, b, padding=1), conv2d(u, w, b, 1, [1, 3], [2, 1]), "
+    "conv2d(x, w, b, 2, 0, 2), conv2d(y[:, :, 0:1, 0:9:2], w, None, 1, 1), "
+    "conv2d(x[:, :, :, 0:7:2], w, b, padding=1)\n}\n"
+    "kernel rs(x: f32[N, 16, H, W] channels_last, w: f32[83, 16, 3, 3]) -> "
+    "f32[N, 83, H, W] channels_last {\n"
+    "  return conv2d(x, w, padding=1)\n}\n";
+
+START_TEST(direct_image) {
+  static const int64_t si[5][4] = {{2, 16, 7, 7}, {83, 16, 3, 3}, {83}, {3, 16, 14, 14}, {1, 16, 5, 7}};
+  static const int rk[5] = {4, 4, 1, 4, 4};
+  static const int64_t so[7][4] = {{2, 83, 7, 7}, {2, 83, 4, 4}, {3, 83, 14, 14}, {1, 83, 3, 11},
+                                   {2, 83, 2, 2}, {3, 83, 1, 5}, {2, 83, 7, 4}};
+    /* rs at sizes in (small image) and out of the form (24 columns) */
+  static const int64_t ss[2][4] = {{3, 16, 9, 11}, {1, 16, 3, 24}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_IMG, "ri", FLAGS[t]);
+    Ten in[5], out[7];
+    for (int i = 0; i < 5; i++) {
+      if (i == 0 || i == 3 || i == 4) cl_ten(&in[i], DT_F32, rk[i], si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 7; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "ri", in, 5, out, 7, false, 16 * 9);
+    if (t == 0) same_at_threads(&L, "ri", in, 5, out, 7);
+    for (int s = 0; s < 2; s++) {
+      Ten x, o;
+      int64_t os_[4] = {ss[s][0], 83, ss[s][2], ss[s][3]};
+      cl_ten(&x, DT_F32, 4, ss[s], false);
+      cl_ten(&o, DT_F32, 4, os_, true);
+      Ten rin[2] = {x, in[1]};
+      run_and_compare_k(&L, "rs", rin, 2, &o, 1, false, 16 * 9);
+      if (t == 0) same_at_threads(&L, "rs", rin, 2, &o, 1);
+      ten_free(&x), ten_free(&o);
+    }
+    for (int i = 0; i < 5; i++) ten_free(&in[i]);
+    for (int i = 0; i < 7; i++) ten_free(&out[i]);
     unbuild_pool(&L);
   }
 }
@@ -508,6 +572,7 @@ static Suite *suite(void) {
   tcase_add_test(t, depthwise_dtypes);
   tcase_add_test(t, direct_channels_last);
   tcase_add_test(t, direct_blocks);
+  tcase_add_test(t, direct_image);
   tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, direct_nchw);
   tcase_add_test(t, gemm_1x1_nchw);
