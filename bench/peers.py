@@ -336,6 +336,20 @@ def workloads(rng):
         xt = torch.from_numpy(x)
         return lambda: torch.tanh(F.gelu(xt))
 
+    def rope(impl):
+        x, y, t = (rand_f32(rng, (4096, 1024)) for _ in range(3))
+        if impl == "numpy":
+            return lambda: x * np.cos(t) + y * np.sin(t)
+        xt, yt, tt = map(torch.from_numpy, (x, y, t))
+        return lambda: xt * torch.cos(tt) + yt * torch.sin(tt)
+
+    def pow_atan2(impl):
+        x, y = rand_f32(rng, (4096, 1024), True), rand_f32(rng, (4096, 1024))
+        if impl == "numpy":
+            return lambda: np.power(x, y) + np.arctan2(y, x)
+        xt, yt = map(torch.from_numpy, (x, y))
+        return lambda: torch.pow(xt, yt) + torch.atan2(yt, xt)
+
     def rmsnorm_hand(impl):
         x = rand_f32(rng, (8192, 1024))
         w = rand_f32(rng, (1024,), True)
@@ -512,6 +526,8 @@ def workloads(rng):
          conv_lowp(True)),
         ("conv3x3_i8_nhwc", ew_n * 5 + 64 * 64 * 9, conv_flops(32, 64, 56, 56, 64, 3, 3),
          conv_lowp(False)),
+        ("rope", 4 * 4096 * 1024 * f32, 0, rope),
+        ("pow_atan2", 3 * 4096 * 1024 * f32, 0, pow_atan2),
     ]
 
 
@@ -572,6 +588,8 @@ def check_refs():
         "matmul_i8": lambda a, b: a @ b,  # exact in float64 (|sums| < 2^53)
         "matmul_i8_layer": lambda a, b: a @ b,
         "conv3x3_i8_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),  # exact
+        "rope": lambda x, y, t: x * torch.cos(t) + y * torch.sin(t),
+        "pow_atan2": lambda x, y: torch.pow(x, y) + torch.atan2(y, x),
     }
 
 
