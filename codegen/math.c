@@ -864,7 +864,7 @@ static V sigmoid_f32(M *m, V x) {
 
 /* ---- f32 sin, cos, tan ---------------------------------------------------- */
 
-/* Types of the f32 algorithms' wide helpers: i64 and f64 of m's shape. */
+/* f64 scalars or vectors of m's shape (int_t gives the integers). */
 static LLVMTypeRef f64_t(M *m) {
   LLVMTypeRef t = LLVMDoubleTypeInContext(m->ctx);
   return m->lanes ? LLVMVectorType(t, m->lanes) : t;

@@ -391,10 +391,10 @@ static Worst exhaust32(MathFn fn) {
  * names pow or atan2, or all; 2^32 x 2^32 pairs are too many): 2^26
  * pairs of random bit patterns (pow: a third with |y log2 |x|| <= 150,
  * where results are neither 0 nor inf, a third with integer y for
- * negative x), then grids: every 4093rd f32 x against 97 y (the special
- * values, small integers and halves, the edges of the result range) and
- * the same y against every 4093rd x the other way round; against
- * glibc's double pow and atan2. */
+ * negative x), then grids: every 100003rd f32 x against 97 y (the
+ * special values, small integers and halves, the edges of the result
+ * range) and the same y against every 100003rd x the other way round;
+ * against glibc's double pow and atan2. */
 static float grid_val(int i) {
   static const float g[] = {0.0f, 1.0f, 2.0f, 3.0f, 0.5f, 1.5f, 10.0f, 0.25f, 1e-10f, 1e10f,
                             126.0f, 127.0f, 128.0f, 149.0f, 150.0f, 0x1p-149f, FLT_MIN, FLT_MAX,
@@ -423,7 +423,7 @@ static Worst exhaust2(MathFn fn) {
         }
       }
     } else {
-      for (int64_t u = 0; u < 0x100000000ll && n + 97 <= CH; u += 4093)
+      for (int64_t u = 0; u < 0x100000000ll && n + 97 <= CH; u += 100003)
         for (int j = 0; j < 97; j++) {
           float a = f_of((uint32_t)u), g = grid_val(j);
           x[n] = pass == 16 ? a : g, y[n] = pass == 16 ? g : a, n++;
