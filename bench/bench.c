@@ -247,6 +247,19 @@ static int call_conv_dw3x3_nhwc(DLTensor *t) { return conv_dw3x3_nhwc(&t[0], &t[
 #define CALL_conv_dw3x3_nhwc NULL, BENCH_WHY_conv_dw3x3_nhwc
 #endif
 
+#ifdef BENCH_HAVE_rope
+static int call_rope(DLTensor *t) { return rope(&t[0], &t[1], &t[2], &t[3]); }
+#define CALL_rope call_rope, NULL
+#else
+#define CALL_rope NULL, BENCH_WHY_rope
+#endif
+#ifdef BENCH_HAVE_pow_atan2
+static int call_pow_atan2(DLTensor *t) { return pow_atan2(&t[0], &t[1], &t[2]); }
+#define CALL_pow_atan2 call_pow_atan2, NULL
+#else
+#define CALL_pow_atan2 NULL, BENCH_WHY_pow_atan2
+#endif
+
 /* ---- variants: the same kernel built with other options -------------- */
 
 /* One extra build of benchmark `name` (bench/CMakeLists.txt: -O0, and for
@@ -375,6 +388,11 @@ static const workload k_workloads[] = {
     {"conv3x3_7x7_nhwc", 2, 1,
      {F32CL(8, 512, 7, 7), F32(512, 512, 3, 3), F32CL(8, 512, 7, 7)},
      CONV_FLOPS(8, 512, 7, 7, 512, 3, 3), CALL_conv3x3_7x7_nhwc},
+    {"rope", 3, 1, {MAT(4096, 1024), MAT(4096, 1024), MAT(4096, 1024), MAT(4096, 1024)}, 0,
+     CALL_rope},
+    {"pow_atan2", 2, 1,
+     {{0, 2, {4096, 1024}, 0, FILL_POSITIVE}, MAT(4096, 1024), MAT(4096, 1024)}, 0,
+     CALL_pow_atan2},
 };
 
 /* ---- inputs ----------------------------------------------------------- */

@@ -336,6 +336,20 @@ def workloads(rng):
         xt = torch.from_numpy(x)
         return lambda: torch.tanh(F.gelu(xt))
 
+    def rope(impl):
+        x, y, t = (rand_f32(rng, (4096, 1024)) for _ in range(3))
+        if impl == "numpy":
+            return lambda: x * np.cos(t) + y * np.sin(t)
+        xt, yt, tt = map(torch.from_numpy, (x, y, t))
+        return lambda: xt * torch.cos(tt) + yt * torch.sin(tt)
+
+    def pow_atan2(impl):
+        x, y = rand_f32(rng, (4096, 1024), True), rand_f32(rng, (4096, 1024))
+        if impl == "numpy":
+            return lambda: np.power(x, y) + np.arctan2(y, x)
+        xt, yt = map(torch.from_numpy, (x, y))
+        return lambda: torch.pow(xt, yt) + torch.atan2(yt, xt)
+
     def rmsnorm_hand(impl):
         x = rand_f32(rng, (8192, 1024))
         w = rand_f32(rng, (1024,), True)
@@ -515,6 +529,8 @@ def workloads(rng):
         ("conv3x3_7x7_nhwc", (2 * 8 * 512 * 49 + 512 * 512 * 9) * f32,
          conv_flops(8, 512, 7, 7, 512, 3, 3),
          conv((8, 512, 7, 7), (512, 512, 3, 3), 1, 1, True)),
+        ("rope", 4 * 4096 * 1024 * f32, 0, rope),
+        ("pow_atan2", 3 * 4096 * 1024 * f32, 0, pow_atan2),
     ]
 
 
@@ -576,6 +592,8 @@ def check_refs():
         "matmul_i8_layer": lambda a, b: a @ b,
         "conv3x3_i8_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),  # exact
         "conv3x3_7x7_nhwc": lambda x, w: nhwc(F.conv2d(nchw(x), w, padding=1)),
+        "rope": lambda x, y, t: x * torch.cos(t) + y * torch.sin(t),
+        "pow_atan2": lambda x, y: torch.pow(x, y) + torch.atan2(y, x),
     }
 
 

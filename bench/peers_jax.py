@@ -124,6 +124,10 @@ def _workloads():
                 lambda a, b: ((a - b) ** 2).mean()),
         "gelu_tanh": (lambda r: [_f32(r, (4096, 4096))],
                       lambda x: jnp.tanh(jax.nn.gelu(x, approximate=False))),
+        "rope": (lambda r: [_f32(r, (4096, 1024)), _f32(r, (4096, 1024)), _f32(r, (4096, 1024))],
+                 lambda x, y, t: x * jnp.cos(t) + y * jnp.sin(t)),
+        "pow_atan2": (lambda r: [_f32(r, (4096, 1024), True), _f32(r, (4096, 1024))],
+                      lambda x, y: jnp.power(x, y) + jnp.arctan2(y, x)),
         "rmsnorm_hand": (
             lambda r: [_f32(r, (8192, 1024)), _f32(r, (1024,), True)],
             lambda x, w: x * lax.rsqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w),

@@ -71,15 +71,23 @@ void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
 }
 
 /* ---- transcendental functions ----------------------------------------------
- * All but sin, cos and tan go through the math layer (math.h): plain IR, no
- * libm, vectorized by the loop vectorizer, the same on every target.
- * sin, cos and tan stay libm's on the CPU: the layer's argument reduction is
- * exact only for |x| < 2^27 pi/2, and PyTorch's results are correctly
- * reduced for every argument (sin(1e9) included).  Targets without libm
- * (CUDA, Cg.layer_trig) use the layer's. */
+ * Every one goes through the math layer (math.h): plain IR, no libm,
+ * vectorized by the loop vectorizer, the same on every target.  The one
+ * exception: f64 sin, cos and tan stay libm's on the CPU (glibc's are
+ * faster than the layer's f64 ones); f32 (and f16/bf16) use the layer's
+ * f32 algorithms, exactly reduced at every magnitude, and targets without
+ * libm (CUDA, Cg.layer_trig) use the layer for every type. */
 static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
   CgMath m = {c->ctx, c->mod, c->b, c->opt};
   return cg_math(&m, fn, x, y);
+}
+
+/* sin, cos, tan: the layer's, or libm's (the intrinsic) for f64 on the CPU. */
+static LLVMValueRef trig_fn(Cg *c, MathFn fn, const char *intr, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);
+  if (c->layer_trig || LLVMGetTypeKind(t) == LLVMFloatTypeKind) return math_fn(c, fn, x, NULL);
+  return cg_unary_intr(c, intr, x);
 }
 
 static LLVMValueRef exp_f(Cg *c, LLVMValueRef x) { return math_fn(c, MATH_EXP, x, NULL); }
@@ -107,8 +115,8 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValue
   case OP_ABS: return cg_unary_intr(c, "llvm.fabs", x);
   case OP_SQRT: return cg_unary_intr(c, "llvm.sqrt", x);
   case OP_RSQRT: return LLVMBuildFDiv(b, one, cg_unary_intr(c, "llvm.sqrt", x), "");
-  case OP_SIN: return c->layer_trig ? math_fn(c, MATH_SIN, x, NULL) : cg_unary_intr(c, "llvm.sin", x);
-  case OP_COS: return c->layer_trig ? math_fn(c, MATH_COS, x, NULL) : cg_unary_intr(c, "llvm.cos", x);
+  case OP_SIN: return trig_fn(c, MATH_SIN, "llvm.sin", x);
+  case OP_COS: return trig_fn(c, MATH_COS, "llvm.cos", x);
   case OP_SIGMOID:
   case OP_SILU: {
     LLVMValueRef d = LLVMBuildFAdd(b, one, exp_f(c, LLVMBuildFNeg(b, x, "")), "");
@@ -134,8 +142,7 @@ static LLVMValueRef unary_f(Cg *c, Op op, int flags, const double *fa, LLVMValue
     return sel(c, fcmp(c, LLVMRealOGT, x, zero), one,
                sel(c, fcmp(c, LLVMRealOLT, x, zero), fconst(x, -1), zero));
   case OP_RECIPROCAL: return LLVMBuildFDiv(b, one, x, "");
-  case OP_TAN: /* libm's on the CPU, as sin and cos */
-    return c->layer_trig ? math_fn(c, MATH_TAN, x, NULL) : cg_unary_intr(c, "llvm.tan", x);
+  case OP_TAN: return trig_fn(c, MATH_TAN, "llvm.tan", x);
   case OP_TRUNC: return cg_unary_intr(c, "llvm.trunc", x);
   case OP_FRAC: return LLVMBuildFSub(b, x, cg_unary_intr(c, "llvm.trunc", x), "");
   case OP_SOFTPLUS: { /* PyTorch's: x beta > threshold ? x : log1p(exp(x beta)) / beta */

@@ -1,10 +1,12 @@
 /* math.c — the math layer (math.h): each function is built from IEEE
  * operations only, so its IR is the same on every target and vectorizes
  * as a whole.  f64 functions are computed in f64.  exp, exp2, expm1,
- * log, log2, log10, log1p, tanh, sigmoid and erf on f32 have their own
- * f32 algorithms (the section "f32 algorithms", 1-2.4 ulp); the other
- * f32 functions are computed in f64 (the argument extended, the result
- * rounded once: about 0.5 ulp plus the f64 error scaled down by 2^-29).
+ * log, log2, log10, log1p, tanh, sigmoid, erf, sin, cos, tan, atan,
+ * atan2, sinh and cosh on f32 have their own f32 algorithms (the
+ * sections "f32 algorithms" onwards, 0.7-2.4 ulp); pow, asin, acos,
+ * asinh, acosh and atanh on f32 are computed in f64 with polynomials
+ * sized for an f32 result (the argument extended, the result rounded
+ * once: about 0.5 ulp).
  *
  * Conventions: a V is an f64 scalar or vector (M.t), or an i64 of the
  * same shape (M.it); polynomials are Horner chains of llvm.fmuladd (fused
@@ -291,6 +293,8 @@ static V log_dd(M *m, V a, V *lo) {
 
 /* ---- pow --------------------------------------------------------------------- */
 
+static V pow_special(M *m, V x, V y, V r);
+
 /* C99's pow (PyTorch's std::pow): exp(y log|x|) in double-double, then
  * the sign and special cases of Annex F. */
 static V pow64(M *m, V x, V y) {
@@ -301,7 +305,11 @@ static V pow64(M *m, V x, V y) {
   plo = fmadd(m, y, llo, plo);
   /* a non-finite or huge product has no meaningful low part */
   plo = sel(m, lt(m, fabs_(m, p), 1000), plo, K(m, 0));
-  V r = exp64(m, p, plo);
+  return pow_special(m, x, y, exp64(m, p, plo));
+}
+
+/* pow's sign and special cases (C99 Annex F) around r = |x|^y. */
+static V pow_special(M *m, V x, V y, V r) {
   V yint = cmp(m, LLVMRealOEQ, floor_(m, y), y);
   V hy = mul(m, y, K(m, 0.5));
   V yodd = LLVMBuildAnd(m->b, yint, cmp(m, LLVMRealUNE, floor_(m, hy), hy), "");
@@ -313,6 +321,48 @@ static V pow64(M *m, V x, V y) {
   V m1inf = LLVMBuildAnd(m->b, eq(m, x, -1), eq(m, fabs_(m, y), INFINITY), "");
   V one = LLVMBuildOr(m->b, LLVMBuildOr(m->b, m1inf, eq(m, x, 1), ""), eq(m, y, 0), "");
   return sel(m, one, K(m, 1), r);
+}
+
+/* ---- f32 pow, computed in f64 to f32 accuracy ------------------------------
+ * pow needs y log2|x| to about 2^-35 relative, more than an f32 can
+ * carry, so its f32 version runs in f64 (M.t is f64, the inputs exact
+ * extensions of f32), with polynomials as short as f32 results allow:
+ * half the lanes of the f32 algorithms, but a third of the operations of
+ * the f64 pow (no double-double). */
+
+/* log2 a for a > 0 finite (log_special's values otherwise): a = 2^e (1
+ * + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R), s = f / (2 + f), R's
+ * series cut after 2/13 s^12 (the rest below 2^-41 of the result). */
+static V log2_for_f32(M *m, V a) {
+  double c[6];
+  for (int n = 0; n < 6; n++) c[n] = (double)(2.0L / (2 * n + 3));
+  V e, f = log_split(m, a, &e);
+  V s = fdiv(m, f, add(m, K(m, 2), f)), z = mul(m, s, s);
+  V hfsq = mul(m, K(m, 0.5), mul(m, f, f));
+  V l = add(m, f, sub(m, mul(m, s, add(m, hfsq, mul(m, z, poly(m, z, c, 6)))), hfsq));
+  return log_special(m, a, fmadd(m, l, K(m, INV_LN2), e));
+}
+
+/* 2^p rounded to f32 later: k = round(p), r = (p - k) ln 2 (p - k
+ * exact), e^r by its Taylor series to r^8/8! (|r| <= 0.35: the next
+ * term is below 2^-32 relative), times 2^k in one step (p is clamped
+ * to [-170, 130], whose 2^k are normal f64: the f32 rounding that
+ * follows is the only one that overflows or goes subnormal). */
+static V exp2_for_f32(M *m, V p) {
+  double c[9];
+  long double f = 1;
+  for (int n = 0; n <= 8; n++) f *= n ? n : 1, c[n] = (double)(1.0L / f);
+  V k, pc = minc(m, maxc(m, p, -170), 130);
+  V kf = round_k(m, pc, &k);
+  V r = mul(m, sub(m, pc, kf), K(m, LN2));
+  return mul(m, poly(m, r, c, 9), pow2i(m, k));
+}
+
+/* pow for f32 x, y given as f64: 2^(y log2|x|), then pow's special
+ * cases; the caller rounds the result to f32 once. */
+static V pow_for_f32(M *m, V x, V y) {
+  V l = log2_for_f32(m, fabs_(m, x));
+  return pow_special(m, x, y, exp2_for_f32(m, mul(m, y, l)));
 }
 
 /* ---- trigonometric ----------------------------------------------------------- */
@@ -812,8 +862,332 @@ static V sigmoid_f32(M *m, V x) {
   return fdiv(m, sel(m, lt(m, x, 0), e, K(m, 1)), add(m, K(m, 1), e));
 }
 
-/* The f32 algorithm of fn, or NULL where f32 is computed in f64. */
-static V dispatch_f32(M *m, MathFn fn, V x) {
+/* ---- f32 sin, cos, tan ---------------------------------------------------- */
+
+/* f64 scalars or vectors of m's shape (int_t gives the integers). */
+static LLVMTypeRef f64_t(M *m) {
+  LLVMTypeRef t = LLVMDoubleTypeInContext(m->ctx);
+  return m->lanes ? LLVMVectorType(t, m->lanes) : t;
+}
+static V K64(M *m, double v) { return splat(m, LLVMConstReal(LLVMDoubleTypeInContext(m->ctx), v)); }
+
+/* pi/2 in four parts: the first three of 12 significant bits, so k times
+ * each is exact in f32 for |k| < 2^12 (with or without a fused
+ * multiply-add); their sum is pi/2 within 2^-68.  2/pi rounded to f32. */
+#define F_PIO2_1 0x1.922p+0
+#define F_PIO2_2 -0x1.2aep-18
+#define F_PIO2_3 -0x1.deap-31
+#define F_PIO2_4 0x1.184698p-44
+#define F_TWO_OVER_PI 0x1.45f306p-1
+#define F_TRIG_SMALL 0x1.8p12 /* |x| < 6144: k <= 3912 */
+
+/* x = k pi/2 + r + c for |x| < F_TRIG_SMALL (Cody-Waite): k = round(x
+ * 2/pi) (off by one near the midpoints is harmless: |r| stays below
+ * 0.79); x - k part1 is exact (Sterbenz), and so are the other steps
+ * where r is small; where not, each rounding error is recovered (a fast
+ * two-sum) into c, a correction below an ulp of r.  *q = k. */
+static V trig_reduce_small_f32(M *m, V x, V *q, V *c) {
+  static const double part[4] = {F_PIO2_1, F_PIO2_2, F_PIO2_3, F_PIO2_4};
+  V t = add(m, mul(m, x, K(m, F_TWO_OVER_PI)), K(m, F_MAGIC));
+  V kf = sub(m, t, K(m, F_MAGIC));
+  *q = LLVMBuildSub(m->b, bits(m, t), KI(m, 0x4b400000), "");
+  V r = sub(m, x, mul(m, kf, K(m, part[0])));
+  *c = NULL;
+  for (int i = 1; i < 4; i++) {
+    V p = mul(m, kf, K(m, part[i])), rn = sub(m, r, p);
+    V e = sub(m, sub(m, r, rn), p);
+    *c = *c ? add(m, *c, e) : e;
+    r = rn;
+  }
+  return r;
+}
+
+/* Payne-Hanek for an f32 a = |x| >= 2^-7 (finite; other lanes give a
+ * harmless garbage): a = mant 2^(E-23) with mant < 2^24.  The bits of
+ * 2/pi of weight 2^-(E-24) and below (the 32-bit words of
+ * two_over_pi_bits, shifted by the exponent; the bits above only add
+ * multiples of 4) are taken as a 96-bit integer W, so a 2/pi = mant W
+ * 2^-94 mod 4 up to 2^-70.  Bits 32..95 of mant W (bit 94 is the units)
+ * give k mod 4 and 62 fraction bits; a fraction >= 1/2 is taken as f - 1
+ * with k + 1.  r = f pi/2 in f64, rounded to f32, *c the rest (the
+ * closest f32 to a multiple of pi/2 leaves |r| far above the 2^-61
+ * truncation).
+ * The words are chosen and shifted in i32 lanes; only the two full
+ * products and their carries need i64. */
+static V trig_reduce_large_f32(M *m, V a, V *q, V *c) {
+  LLVMBuilderRef b = m->b;
+  LLVMTypeRef t64 = int_t(m, 64), d = f64_t(m);
+  /* the words of 2/pi, 32 bits each, after one word of zeros */
+  unsigned long long w32[8] = {0};
+  for (int i = 0; i < 7; i++)
+    w32[i + 1] = i % 2 ? two_over_pi_bits[i / 2] & 0xffffffffull : two_over_pi_bits[i / 2] >> 32;
+  V ba = bits(m, a);
+  V e = LLVMBuildAnd(b, LLVMBuildLShr(b, ba, KI(m, 23), ""), KI(m, 255), "");
+  V mant = LLVMBuildOr(b, LLVMBuildAnd(b, ba, KI(m, 0x7fffff), ""), KI(m, 0x800000), "");
+  /* the window starts after bit s = E - 25 of 2/pi, bit s + 32 of the
+   * table; s + 32 = e - 120 for the biased exponent e, clamped */
+  V s = LLVMBuildSub(b, e, KI(m, 120), "");
+  s = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, s, KI(m, 0), ""), KI(m, 0), s, "");
+  s = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, s, KI(m, 134), ""), KI(m, 134), s, "");
+  V idx = LLVMBuildLShr(b, s, KI(m, 5), "");
+  V sh = LLVMBuildAnd(b, s, KI(m, 31), ""), rsh = LLVMBuildSub(b, KI(m, 31), sh, "");
+  V w[4];
+  for (int j = 0; j < 4; j++) {
+    w[j] = KI(m, (long long)w32[j]);
+    for (int i = 1; i <= 4; i++)
+      w[j] = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, idx, KI(m, i), ""), KI(m, (long long)w32[i + j]),
+                             w[j], "");
+  }
+  /* W's words: w[j] << sh with the top bits of w[j + 1] (shifted by 1,
+   * then 31 - sh, so that sh = 0 shifts in nothing) */
+  V win[3];
+  for (int j = 0; j < 3; j++)
+    win[j] = LLVMBuildOr(b, LLVMBuildShl(b, w[j], sh, ""),
+                         LLVMBuildLShr(b, LLVMBuildLShr(b, w[j + 1], KI(m, 1), ""), rsh, ""), "");
+  V m64 = LLVMBuildZExt(b, mant, t64, "");
+  V p1 = LLVMBuildMul(b, m64, LLVMBuildZExt(b, win[1], t64, ""), "");
+  V p2 = LLVMBuildMul(b, m64, LLVMBuildZExt(b, win[2], t64, ""), "");
+  V p0 = LLVMBuildMul(b, mant, win[0], ""); /* only its low word counts */
+  V c32 = KW(m, 64, 32);
+  V mid = LLVMBuildAdd(b, LLVMBuildLShr(b, p2, c32, ""), LLVMBuildAnd(b, p1, KW(m, 64, 0xffffffffull), ""), "");
+  V hi = LLVMBuildAdd(b, p0, LLVMBuildTrunc(b, LLVMBuildLShr(b, p1, c32, ""), m->it, ""), "");
+  hi = LLVMBuildAdd(b, hi, LLVMBuildTrunc(b, LLVMBuildLShr(b, mid, c32, ""), m->it, ""), "");
+  V lo = LLVMBuildTrunc(b, mid, m->it, "");
+  /* k = the top two bits; f = the 62 below as fh 2^32 + fl, signed */
+  V fh = LLVMBuildOr(b, LLVMBuildShl(b, hi, KI(m, 2), ""), LLVMBuildLShr(b, lo, KI(m, 30), ""), "");
+  V fl = LLVMBuildAnd(b, lo, KI(m, 0x3fffffff), ""); /* (lo << 2) / 4 */
+  V neg = LLVMBuildICmp(b, LLVMIntSLT, fh, KI(m, 0), "");
+  *q = LLVMBuildAdd(b, LLVMBuildLShr(b, hi, KI(m, 30), ""), LLVMBuildZExt(b, neg, m->it, ""), "");
+  V dh = LLVMBuildSIToFP(b, fh, d, ""), dl = LLVMBuildSIToFP(b, fl, d, "");
+  V r = LLVMBuildFAdd(b, LLVMBuildFMul(b, dh, K64(m, PIO2 * 0x1p-32), ""),
+                      LLVMBuildFMul(b, dl, K64(m, PIO2 * 0x1p-62), ""), "");
+  V r32 = LLVMBuildFPTrunc(b, r, m->t, "");
+  *c = LLVMBuildFPTrunc(b, LLVMBuildFSub(b, r, LLVMBuildFPExt(b, r32, d, ""), ""), m->t, "");
+  return r32;
+}
+
+/* x = k pi/2 + r + c, |r| <= pi/4 (a little more near the midpoints),
+ * c below an ulp of r, *q = k mod 4 (low bits), for every finite x:
+ * Cody-Waite below 6144, Payne-Hanek above, on |x| with the signs put
+ * back.  Vectors compute both and select per lane; scalars (the CUDA
+ * backend's case) branch, so the long path costs only where a lane
+ * needs it. */
+static void large_signed_f32(M *m, V x, V ax, V *r, V *q, V *c) {
+  V rl = trig_reduce_large_f32(m, ax, q, c);
+  V xneg = lt(m, x, 0);
+  *r = sel(m, xneg, LLVMBuildFNeg(m->b, rl, ""), rl);
+  *c = sel(m, xneg, LLVMBuildFNeg(m->b, *c, ""), *c);
+  *q = LLVMBuildSelect(m->b, xneg, LLVMBuildNeg(m->b, *q, ""), *q, "");
+}
+
+static V trig_reduce_f32(M *m, V x, V *q, V *c) {
+  V ax = fabs_(m, x), big = cmp(m, LLVMRealOGE, ax, K(m, F_TRIG_SMALL));
+  V qs, ql, rl, cs, cl, rs = trig_reduce_small_f32(m, x, &qs, &cs);
+  if (m->lanes) {
+    large_signed_f32(m, x, ax, &rl, &ql, &cl);
+    *q = LLVMBuildSelect(m->b, big, ql, qs, "");
+    *c = sel(m, big, cl, cs);
+    return sel(m, big, rl, rs);
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(m->b);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(pre);
+  LLVMBasicBlockRef large = LLVMAppendBasicBlockInContext(m->ctx, fn, "trig_large"),
+                    join = LLVMAppendBasicBlockInContext(m->ctx, fn, "trig_reduced");
+  LLVMBuildCondBr(m->b, big, large, join);
+  LLVMPositionBuilderAtEnd(m->b, large);
+  large_signed_f32(m, x, ax, &rl, &ql, &cl);
+  LLVMBasicBlockRef large_end = LLVMGetInsertBlock(m->b);
+  LLVMBuildBr(m->b, join);
+  LLVMPositionBuilderAtEnd(m->b, join);
+  V r = LLVMBuildPhi(m->b, m->t, "r"), qp = LLVMBuildPhi(m->b, m->it, "q");
+  V cp = LLVMBuildPhi(m->b, m->t, "c");
+  V rv[2] = {rs, rl}, qv[2] = {qs, ql}, cv[2] = {cs, cl};
+  LLVMBasicBlockRef from[2] = {pre, large_end};
+  LLVMAddIncoming(r, rv, from, 2);
+  LLVMAddIncoming(qp, qv, from, 2);
+  LLVMAddIncoming(cp, cv, from, 2);
+  *q = qp, *c = cp;
+  return r;
+}
+
+/* sin(r + c) = r + (r z S(z) + c w), z = r^2, w = 1 - z/2 (~ cos r),
+ * |r| <= 0.786: S of degree 3, weighted error 1.6e-10 relative to sin r. */
+static V sin_poly_f32(M *m, V r, V c, V z, V w) {
+  static const double s[4] = {-0x1.555556p-3, 0x1.111174p-7, -0x1.a05964p-13, 0x1.7c3474p-19};
+  return add(m, r, fmadd(m, mul(m, r, z), poly(m, z, s, 4), mul(m, c, w)));
+}
+
+/* cos(r + c) = w + ((1 - w) - z/2 + z^2 C(z) - c r), w = 1 - z/2 (its
+ * rounding error added back exactly): C of degree 3, weighted error
+ * 7.3e-12. */
+static V cos_poly_f32(M *m, V r, V c, V z, V hz, V w) {
+  static const double cc[4] = {0x1.555556p-5, -0x1.6c175ep-10, 0x1.a071bap-16, -0x1.361664p-22};
+  V corr = sub(m, sub(m, sub(m, K(m, 1), w), hz), mul(m, c, r));
+  return add(m, w, fmadd(m, mul(m, z, z), poly(m, z, cc, 4), corr));
+}
+
+/* tan(r + c) = r + (r z T(z) + c (1 + z)): T of degree 6, weighted error
+ * 1.3e-9 relative to tan r; odd k gives -1/tan. */
+static V tan_poly_f32(M *m, V r, V c, V z) {
+  static const double t[7] = {0x1.55556p-2,   0x1.110d9cp-3, 0x1.bada56p-5, 0x1.5cb93p-6,
+                              0x1.62f992p-7, 0x1.7b1e88p-14, 0x1.1ed8b6p-8};
+  return add(m, r, fmadd(m, mul(m, r, z), poly(m, z, t, 7), fmadd(m, c, z, c)));
+}
+
+/* which: 0 sin, 1 cos, 2 tan. */
+static V trig_f32(M *m, V x, int which) {
+  V q, c, r = trig_reduce_f32(m, x, &q, &c), z = mul(m, r, r), res;
+  V odd = bit(m, q, 1);
+  if (which == 2) {
+    V t = tan_poly_f32(m, r, c, z);
+    res = sel(m, odd, fdiv(m, K(m, -1), t), t);
+  } else {
+    V hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
+    V s = sin_poly_f32(m, r, c, z, w), co = cos_poly_f32(m, r, c, z, hz, w);
+    V v = which == 0 ? sel(m, odd, co, s) : sel(m, odd, s, co);
+    V nq = which == 0 ? q : LLVMBuildAdd(m->b, q, KI(m, 1), "");
+    res = sel(m, bit(m, nq, 2), LLVMBuildFNeg(m->b, v, ""), v);
+  }
+  res = sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(m, INFINITY)), res, K(m, NAN));
+  return which == 1 ? res : keep_zero(m, x, res);
+}
+
+/* ---- f32 atan, atan2 --------------------------------------------------------- */
+
+#define F_PIO2_HI 0x1.921fb6p+0 /* pi/2 = F_PIO2_HI + F_PIO2_LO within 2^-50 */
+#define F_PIO2_LO -0x1.777a5cp-25
+
+/* atan t for t in [0, 1]: t + t z P(z), z = t^2, P of degree 8 (weighted
+ * error 2.7e-9 relative to atan t). */
+static V atan01_f32(M *m, V t) {
+  static const double c[9] = {-0x1.55553ep-2, 0x1.9991e4p-3, -0x1.242084p-3,
+                              0x1.c08c1ap-4,  -0x1.580814p-4, 0x1.da24cap-5,
+                              -0x1.fd6fbcp-6, 0x1.6410e4p-7, -0x1.d32dacp-10};
+  V z = mul(m, t, t);
+  return fmadd(m, mul(m, t, z), poly(m, z, c, 9), t);
+}
+
+/* atan |x| = atan t with t = |x| <= 1, or pi/2 - atan(1/|x|) above (one
+ * division either way); the sign is x's (inf gives pi/2, NaN stays). */
+static V atan_f32(M *m, V x) {
+  V a = fabs_(m, x), inv = gt(m, a, 1);
+  V t = fdiv(m, sel(m, inv, K(m, 1), a), sel(m, inv, a, K(m, 1)));
+  V at = atan01_f32(m, t);
+  V r = sel(m, inv, add(m, K(m, F_PIO2_HI), sub(m, K(m, F_PIO2_LO), at)), at);
+  return copysign_(m, r, x);
+}
+
+/* atan2(y, x), C99's, as atan2_64: atan01 on min(|x|, |y|) / max(|x|,
+ * |y|), then the quadrant with pi/2 and pi in two parts. */
+static V atan2_f32(M *m, V y, V x) {
+  V ay = fabs_(m, y), ax = fabs_(m, x);
+  V swap = cmp(m, LLVMRealOGT, ay, ax);
+  V t = fdiv(m, sel(m, swap, ax, ay), sel(m, swap, ay, ax));
+  V same = cmp(m, LLVMRealOEQ, ay, ax);
+  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, 0), ""), K(m, 0), t);
+  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, INFINITY), ""), K(m, 1), t);
+  V at = atan01_f32(m, t);
+  V neg = LLVMBuildICmp(m->b, LLVMIntSLT, bits(m, x), KI(m, 0), "");
+  V r_pos = sel(m, swap, add(m, K(m, F_PIO2_HI), sub(m, K(m, F_PIO2_LO), at)), at);
+  V r_neg = sel(m, swap, add(m, K(m, F_PIO2_HI), add(m, at, K(m, F_PIO2_LO))),
+                add(m, K(m, 2 * F_PIO2_HI), sub(m, K(m, 2 * F_PIO2_LO), at)));
+  return copysign_(m, sel(m, neg, r_neg, r_pos), y);
+}
+
+/* ---- f32 sinh, cosh ---------------------------------------------------------- */
+
+/* e^a / 2 for a in [0, 89.5] (NaN passes): exp's reduction with k - 1. */
+static V half_exp_f32(M *m, V a) {
+  V kf, k, r = exp_reduce_f32(m, a, &kf, &k);
+  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  return scale_f32(m, p, LLVMBuildSub(m->b, k, KI(m, 1), ""));
+}
+
+/* sinh |x|: below 1, a + a^3 (1/3! + a^2/5! + ... a^8/11!) (the next
+ * term below 2^-32 relative); from 1, h - 1/(4h) with h = e^a / 2 (the
+ * second term at most 0.16 of the first, so exp's error stays about 1
+ * ulp); inf where h overflows. */
+static V sinh_f32(M *m, V x) {
+  double c[5];
+  long double f = 1;
+  for (int n = 3, i = 0; n <= 11; n += 2, i++) f *= (long double)n * (n - 1), c[i] = (double)(float)(1.0L / f);
+  V a = fabs_(m, x), z = mul(m, a, a);
+  V small = fmadd(m, mul(m, a, z), poly(m, z, c, 5), a);
+  V h = half_exp_f32(m, minc(m, a, 89.5));
+  V big = sub(m, h, fdiv(m, K(m, 0.25), h));
+  return copysign_(m, sel(m, lt(m, a, 1), small, big), x);
+}
+
+/* cosh |x| = h + 1/(4h), h = e^a / 2: both terms positive. */
+static V cosh_f32(M *m, V x) {
+  V h = half_exp_f32(m, minc(m, fabs_(m, x), 89.5));
+  return add(m, h, fdiv(m, K(m, 0.25), h));
+}
+
+/* ---- f32 asin, acos, asinh, acosh, atanh, computed in f64 ---------------------
+ * As pow: M.t is f64, the input an exact f32, the caller rounds once;
+ * each formula's cancellations are harmless in f64, so short
+ * polynomials (the f32 fit for asin) give about 0.5 ulp of f32. */
+
+/* asin t for t in [0, 1/2]: t + t z P(z), P of degree 5 (weighted error
+ * 2.9e-10 relative to asin t). */
+static V asin_small_for_f32(M *m, V t, V z) {
+  static const double c[6] = {0x1.55554cp-3, 0x1.3338acp-4, 0x1.6ca744p-5,
+                              0x1.04d452p-5, 0x1.d4fb36p-7, 0x1.34db14p-5};
+  return fmadd(m, mul(m, t, z), poly(m, z, c, 6), t);
+}
+
+/* asin |x| below 1/2 directly, above pi/2 - 2 asin(sqrt((1 - |x|)/2));
+ * |x| > 1 gives the sqrt of a negative number, NaN.  acos x: pi/2 -
+ * asin x below 1/2, 2 asin(sqrt((1 - x)/2)) above, pi - that below -1/2. */
+static V asin_acos_for_f32(M *m, V x, int is_acos) {
+  V a = fabs_(m, x), small = lt(m, a, 0.5);
+  V zs = mul(m, a, a), zb = mul(m, sub(m, K(m, 1), a), K(m, 0.5));
+  V z = sel(m, small, zs, zb), t = sel(m, small, a, sqrt_(m, zb));
+  V u = asin_small_for_f32(m, t, z); /* asin a (small) or asin sqrt(zb) */
+  V neg = lt(m, x, 0);
+  if (!is_acos) {
+    V r = sel(m, small, u, sub(m, K(m, PIO2), add(m, u, u)));
+    return copysign_(m, r, x);
+  }
+  V su = copysign_(m, u, x);
+  V big = sel(m, neg, sub(m, K(m, 2 * PIO2), add(m, u, u)), add(m, u, u));
+  return sel(m, small, sub(m, K(m, PIO2), su), big);
+}
+
+/* ln v for v > 0 (log_special's values otherwise), about 2^-41 relative. */
+static V ln_for_f32(M *m, V v) { return mul(m, log2_for_f32(m, v), K(m, LN2)); }
+
+/* asinh |x| = ln(a + sqrt(a^2 + 1)); below 2^-10 a - a^3/6 (1 + a
+ * would lose a's low bits); the sign is x's. */
+static V asinh_for_f32(M *m, V x) {
+  V a = fabs_(m, x), z = mul(m, a, a);
+  V r = ln_for_f32(m, add(m, a, sqrt_(m, add(m, z, K(m, 1)))));
+  V small = fmadd(m, mul(m, a, z), K(m, -1.0 / 6), a);
+  return copysign_(m, sel(m, lt(m, a, 0x1p-10), small, r), x);
+}
+
+/* acosh x = ln(x + sqrt((x - 1)(x + 1))): x - 1, x + 1 and their
+ * product are exact in f64; NaN below 1. */
+static V acosh_for_f32(M *m, V x) {
+  V w = mul(m, sub(m, x, K(m, 1)), add(m, x, K(m, 1)));
+  V r = ln_for_f32(m, add(m, x, sqrt_(m, w)));
+  return sel(m, lt(m, x, 1), K(m, NAN), r);
+}
+
+/* atanh |x| = ln((1 + a) / (1 - a)) / 2 (1 +- a exact in f64; a > 1
+ * gives the log of a negative number, NaN; 1 gives inf); below 2^-10
+ * a + a^3/3. */
+static V atanh_for_f32(M *m, V x) {
+  V a = fabs_(m, x), z = mul(m, a, a);
+  V r = mul(m, K(m, 0.5), ln_for_f32(m, fdiv(m, add(m, K(m, 1), a), sub(m, K(m, 1), a))));
+  V small = fmadd(m, mul(m, a, z), K(m, 1.0 / 3), a);
+  return copysign_(m, sel(m, lt(m, a, 0x1p-10), small, r), x);
+}
+
+/* The f32 algorithm of fn, or NULL where f32 is computed in f64 (by
+ * dispatch, or by the f32-accuracy functions cg_math picks). */
+static V dispatch_f32(M *m, MathFn fn, V x, V y) {
   switch (fn) {
   case MATH_EXP: return exp_f32(m, x);
   case MATH_EXP2: return exp2_f32(m, x);
@@ -825,6 +1199,13 @@ static V dispatch_f32(M *m, MathFn fn, V x) {
   case MATH_TANH: return tanh_f32(m, x);
   case MATH_SIGMOID: return sigmoid_f32(m, x);
   case MATH_ERF: return erf_f32(m, x);
+  case MATH_SIN: return trig_f32(m, x, 0);
+  case MATH_COS: return trig_f32(m, x, 1);
+  case MATH_TAN: return trig_f32(m, x, 2);
+  case MATH_ATAN: return atan_f32(m, x);
+  case MATH_ATAN2: return atan2_f32(m, x, y);
+  case MATH_SINH: return sinh_f32(m, x);
+  case MATH_COSH: return cosh_f32(m, x);
   default: return NULL;
   }
 }
@@ -875,7 +1256,7 @@ LLVMValueRef cg_math(CgMath *cm, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
     M s = m;
     s.ef = f32, s.ei = i32;
     s.t = t, s.it = m.lanes ? LLVMVectorType(i32, m.lanes) : i32;
-    V r = dispatch_f32(&s, fn, x);
+    V r = dispatch_f32(&s, fn, x, y);
     if (r) return r;
   }
   m.ef = f64, m.ei = i64;
@@ -884,7 +1265,17 @@ LLVMValueRef cg_math(CgMath *cm, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
   if (el == f64) return dispatch(&m, fn, x, y);
   V xd = LLVMBuildFPExt(cm->b, x, m.t, "");
   V yd = y ? LLVMBuildFPExt(cm->b, y, m.t, "") : NULL;
-  return LLVMBuildFPTrunc(cm->b, dispatch(&m, fn, xd, yd), t, "");
+  V r;
+  switch (fn) { /* f32 functions computed in f64 to f32 accuracy */
+  case MATH_POW: r = pow_for_f32(&m, xd, yd); break;
+  case MATH_ASIN: r = asin_acos_for_f32(&m, xd, 0); break;
+  case MATH_ACOS: r = asin_acos_for_f32(&m, xd, 1); break;
+  case MATH_ASINH: r = asinh_for_f32(&m, xd); break;
+  case MATH_ACOSH: r = acosh_for_f32(&m, xd); break;
+  case MATH_ATANH: r = atanh_for_f32(&m, xd); break;
+  default: r = dispatch(&m, fn, xd, yd);
+  }
+  return LLVMBuildFPTrunc(cm->b, r, t, "");
 }
 
 const char *math_fn_name(MathFn fn) {

@@ -4,10 +4,12 @@
  * llvm.* math intrinsic that lowers to a libcall.  So the same IR is
  * valid on every target, and LLVM's loop vectorizer widens it on the
  * CPU.  Values may be scalars or vectors of f32 or f64.  exp, exp2,
- * expm1, the log family, tanh, sigmoid and erf have f32 algorithms
- * computed in f32; the other f32 functions are computed in f64 and
- * rounded once (f16/bf16 compute in f32, spec §5.5).  The measured
- * errors are in docs/numerics.md.
+ * expm1, the log family, tanh, sigmoid, erf, sin, cos, tan, atan,
+ * atan2, sinh and cosh have f32 algorithms computed in f32; the other
+ * f32 functions (pow, asin, acos and the inverse hyperbolic ones) are
+ * computed in f64 with polynomials sized for f32 and rounded once
+ * (f16/bf16 compute in f32, spec §5.5).  The measured errors are in
+ * docs/numerics.md.
  * Needs: llvm-c (LLVM 19).  Used by: codegen/expr.c, tests. */
 #ifndef TDSL_CODEGEN_MATH_H
 #define TDSL_CODEGEN_MATH_H

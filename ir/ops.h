@@ -110,8 +110,8 @@
   OP(EXPM1, "expm1", 1, IRK_UNARY, DR_FLOAT, 8, EXPM1)                                \
   OP(SQRT, "sqrt", 1, IRK_UNARY, DR_FLOAT, 8, NONE)                                   \
   OP(RSQRT, "rsqrt", 1, IRK_UNARY, DR_FLOAT, 8, NONE)                                 \
-  OP(SIN, "sin", 1, IRK_UNARY, DR_FLOAT, 8, NONE)     /* libm's on the CPU: exact     \
-                                     argument reduction at every magnitude */         \
+  OP(SIN, "sin", 1, IRK_UNARY, DR_FLOAT, 8, NONE)     /* f64: libm's on the CPU;      \
+                                     f32: the math layer's (expr.c trig_fn) */        \
   OP(COS, "cos", 1, IRK_UNARY, DR_FLOAT, 8, NONE)                                     \
   OP(TANH, "tanh", 1, IRK_UNARY, DR_FLOAT, 8, TANH)                                   \
   OP(SIGMOID, "sigmoid", 1, IRK_UNARY, DR_FLOAT, 8, NONE) /* 1 / (1 + exp(-x)) */    \
@@ -128,7 +128,7 @@
   OP(LOGICAL_NOT, "logical_not", 1, IRK_UNARY, DR_TO_BOOL, 1, NONE)                   \
   OP(BITNOT, "bitnot", 1, IRK_UNARY, DR_BITS, 1, NONE) /* ~: bool not, integer      \
                                      bitwise */                                       \
-  OP(TAN, "tan", 1, IRK_UNARY, DR_FLOAT, 8, NONE)     /* libm's on the CPU, as sin */ \
+  OP(TAN, "tan", 1, IRK_UNARY, DR_FLOAT, 8, NONE)     /* as sin */                    \
   OP(ASIN, "asin", 1, IRK_UNARY, DR_FLOAT, 8, ASIN)                                   \
   OP(ACOS, "acos", 1, IRK_UNARY, DR_FLOAT, 8, ACOS)                                   \
   OP(ATAN, "atan", 1, IRK_UNARY, DR_FLOAT, 8, ATAN)                                   \

@@ -93,6 +93,23 @@ def log_l(f):
     return (math.log1p(f) - f + f * f / 2) / f ** 3
 
 
+def odd_p(f, series):
+    """(f(x) - x) / x^3 in z = x^2 for an odd f, its series near 0."""
+    def g(z):
+        if z < 1e-6:
+            return series(z)
+        x = math.sqrt(z)
+        return (f(x) - x) / (x * z)
+    return g
+
+
+def cos_c(z):
+    # (cos(x) - 1 + z/2) / z^2 with x = sqrt(z); its series near 0
+    if z < 1e-6:
+        return 1 / 24 - z / 720 + z * z / 40320
+    return (math.cos(math.sqrt(z)) - 1 + z / 2) / (z * z)
+
+
 if __name__ == "__main__":
     # Each weight turns the polynomial's error into the error relative to
     # the function's value, where the polynomial enters the result (tanh:
@@ -108,3 +125,21 @@ if __name__ == "__main__":
            lambda x: math.erfc(x) / math.erf(x), center=2.421875)
     report("log: (log1p f - f + f^2/2) / f^3", log_l, math.sqrt(0.5) - 1, math.sqrt(2) - 1, 8,
            lambda f: abs(f ** 3 / math.log1p(f)) if f else 0.0)
+    # sin, cos, tan on the reduced argument |r| <= 0.786 (pi/4 and the
+    # slack of k = round(x 2/pi) computed in f32); atan on [0, 1]; asin on
+    # [0, 1/2] (evaluated in f64 for the f32 asin and acos).
+    TRIG_R = 0.786
+    odd_w = lambda f: (lambda z: z ** 1.5 / f(math.sqrt(z)) if z else 0.0)
+    report("sin: (sin r - r) / r^3 in z = r^2",
+           odd_p(math.sin, lambda z: -1 / 6 + z / 120 - z * z / 5040), 0.0, TRIG_R ** 2, 3,
+           odd_w(math.sin))
+    report("cos: (cos r - 1 + z/2) / z^2", cos_c, 0.0, TRIG_R ** 2, 3,
+           lambda z: z * z / math.cos(math.sqrt(z)))
+    report("tan: (tan r - r) / r^3 in z = r^2",
+           odd_p(math.tan, lambda z: 1 / 3 + 2 * z / 15 + 17 * z * z / 315), 0.0, TRIG_R ** 2, 6,
+           odd_w(math.tan))
+    report("atan: (atan t - t) / t^3 in z = t^2",
+           odd_p(math.atan, lambda z: -1 / 3 + z / 5 - z * z / 7), 0.0, 1.0, 8, odd_w(math.atan))
+    report("asin: (asin t - t) / t^3 in z = t^2",
+           odd_p(math.asin, lambda z: 1 / 6 + 3 * z / 40 + 15 * z * z / 336), 0.0, 0.25, 5,
+           odd_w(math.asin))

@@ -7,7 +7,8 @@
  * below an f32 ulp) over every 8191st f32 bit pattern of all signs and
  * magnitudes plus every 256th pattern of the key range 2^-4 <= |x| < 8
  * (TDSL_MATH_EXHAUSTIVE=all or =tanh,erf,... checks every f32 input of
- * the one-argument functions first: minutes per function);
+ * the one-argument functions first, and a dense sample of pow and atan2:
+ * minutes per function);
  * f64 results with libm's long double function on 150k samples (pow and
  * atan2: pairs, with every pair of their special values).  Each
  * function's maximum error in ulps must stay within its bound (the
@@ -386,6 +387,59 @@ static Worst exhaust32(MathFn fn) {
   return w;
 }
 
+/* The dense check of the two-argument f32 functions (TDSL_MATH_EXHAUSTIVE
+ * names pow or atan2, or all; 2^32 x 2^32 pairs are too many): 2^26
+ * pairs of random bit patterns (pow: a third with |y log2 |x|| <= 150,
+ * where results are neither 0 nor inf, a third with integer y for
+ * negative x), then grids: every 100003rd f32 x against 97 y (the
+ * special values, small integers and halves, the edges of the result
+ * range) and the same y against every 100003rd x the other way round;
+ * against glibc's double pow and atan2. */
+static float grid_val(int i) {
+  static const float g[] = {0.0f, 1.0f, 2.0f, 3.0f, 0.5f, 1.5f, 10.0f, 0.25f, 1e-10f, 1e10f,
+                            126.0f, 127.0f, 128.0f, 149.0f, 150.0f, 0x1p-149f, FLT_MIN, FLT_MAX,
+                            INFINITY, 1.0f / 3, 7.0f, 31.0f, 64.0f, 1000.0f, 0.1f, 0.75f, 2.5f,
+                            1 + 0x1p-23f, 1 - 0x1p-24f, 0x1p24f, 0x1p24f + 2, 0x1p25f + 4, 5.0f, 6.0f,
+                            9.0f, 11.0f, 12.5f, 13.0f, 17.0f, 33.0f, 63.0f, 65.0f, 100.0f, 255.0f,
+                            0.125f, 0.375f, 0.0625f, 4.0f};
+  int n = (int)(sizeof g / sizeof g[0]);
+  return i < n ? g[i] : i < 2 * n ? -g[i - n] : NAN;
+}
+
+static Worst exhaust2(MathFn fn) {
+  enum { CH = 1 << 22 };
+  float *x = malloc(sizeof *x * CH), *y = malloc(sizeof *y * CH), *o = malloc(sizeof *o * CH);
+  Worst w = {0, 0, 0};
+  for (int pass = 0; pass < 18; pass++) {
+    int64_t n = 0;
+    if (pass < 16) {
+      for (; n < CH; n++) {
+        x[n] = f_of((uint32_t)next()), y[n] = f_of((uint32_t)next());
+        if (fn == MATH_POW && n % 3 == 1 && isfinite(x[n]) && x[n] != 0) {
+          double l2 = fabs(log2(fabs((double)x[n]))) + 1e-3;
+          y[n] = (float)((2 * urand() - 1) * fmin(150 / l2, 1e7));
+        } else if (fn == MATH_POW && n % 3 == 2) {
+          y[n] = (float)round((2 * urand() - 1) * 300), x[n] = -fabsf(x[n]);
+        }
+      }
+    } else {
+      for (int64_t u = 0; u < 0x100000000ll && n + 97 <= CH; u += 100003)
+        for (int j = 0; j < 97; j++) {
+          float a = f_of((uint32_t)u), g = grid_val(j);
+          x[n] = pass == 16 ? a : g, y[n] = pass == 16 ? g : a, n++;
+        }
+    }
+    kernel(fn, 0)(x, y, o, n);
+    for (int64_t i = 0; i < n; i++) {
+      double want = fn == MATH_POW ? pow(x[i], y[i]) : atan2(x[i], y[i]);
+      double e = ulp_err(o[i], want, 0);
+      if (e > w.ulps) w.ulps = e, w.x = x[i], w.y = y[i];
+    }
+  }
+  free(x), free(y), free(o);
+  return w;
+}
+
 /* The bound per function and dtype, in ulps.  f32: the functions with
  * their own f32 algorithm (codegen/math.c) are bounded by their maximum
  * over all 2^32 inputs (docs/numerics.md) plus a margin; the others are
@@ -398,6 +452,13 @@ static double limit32(MathFn fn) {
   case MATH_EXPM1: case MATH_LOG2: case MATH_LOG1P: case MATH_TANH: return 2;
   case MATH_LOG10: return 2.5;
   case MATH_SIGMOID: return 3;
+  case MATH_SIN: case MATH_COS: return 1.5;
+  case MATH_TAN: return 2.5;
+  case MATH_ATAN: return 2;
+  case MATH_ATAN2: return 2;
+  case MATH_SINH: case MATH_COSH: return 2;
+  case MATH_POW: return 1;
+  case MATH_ASIN: case MATH_ACOS: case MATH_ASINH: case MATH_ACOSH: case MATH_ATANH: return 0.75;
   default: return 0.51;
   }
 }
@@ -420,20 +481,19 @@ START_TEST(math_ulps) {
   /* TDSL_MATH_EXHAUSTIVE=all or a comma-separated list of names */
   const char *ex = getenv("TDSL_MATH_EXHAUSTIVE");
   if (ex) {
-    printf("| function | f32 max ulp, all 2^32 inputs | at x |\n|---|---|---|\n");
+    printf("| function | f32 max ulp, all 2^32 inputs (pow, atan2: dense) | at x, y |\n|---|---|---|\n");
     for (int fn = 0; fn < MATH_NFNS; fn++) {
       const char *name = math_fn_name((MathFn)fn);
       size_t len = strlen(name);
       const char *p = ex;
-      if (!REF1[fn].d) continue; /* one-argument functions only */
       int want = !strcmp(ex, "all");
       while (!want && (p = strstr(p, name)) != NULL) {
         want = (p == ex || p[-1] == ',') && (p[len] == ',' || !p[len]);
         p += len;
       }
       if (!want) continue;
-      Worst w = exhaust32((MathFn)fn);
-      printf("| %s | %.3f | %a |\n", name, w.ulps, (double)w.x), fflush(stdout);
+      Worst w = REF1[fn].d ? exhaust32((MathFn)fn) : exhaust2((MathFn)fn);
+      printf("| %s | %.3f | %a, %a |\n", name, w.ulps, (double)w.x, (double)w.y), fflush(stdout);
       if (w.ulps > limit((MathFn)fn, 0)) bad = 1;
     }
   }
@@ -462,17 +522,18 @@ END_TEST
 
 /* tdslc's kernels call no math library at -O0 and -O2: every call is
  * to an llvm.* intrinsic that needs no libcall, or to the runtime.
- * (sin and cos stay libm's on the CPU for arguments beyond the layer's
- * reduction range: codegen/expr.c.) */
+ * (f64 sin, cos and tan stay libm's on the CPU: codegen/expr.c.) */
 static const char *USES =
     "kernel f(x: f32[N], d: f64[N], h: f16[N]) -> (f32[N], f64[N], f16[N]) {\n"
     "  return x.exp() + x.log() + x.log1p() + x.expm1() + x.tanh()"
-    " + x.erf() + x.sigmoid() + x.gelu() + x.gelu(approximate=\"tanh\") + x.pow(x),"
+    " + x.erf() + x.sigmoid() + x.gelu() + x.gelu(approximate=\"tanh\") + x.pow(x)"
+    " + x.sin() + x.cos() + x.tan() + x.atan() + x.atan2(x) + x.asin() + x.acos()"
+    " + x.sinh() + x.cosh() + x.asinh() + x.acosh() + x.atanh(),"
     " d.exp() + d.log() + d.tanh() + d.erf() + d.pow(d) + d.log1p()"
     " + d.expm1() + d.asin() + d.acos() + d.atan() + d.atan2(d) + d.sinh() + d.cosh()"
     " + d.asinh() + d.acosh() + d.atanh() + d.exp2() + d.log2() + d.log10() + d.hypot(d)"
     " + d.logaddexp(d) + softplus(d) + mish(d) + elu(d),"
-    " h.exp() + h.tanh() + h.erf() + h.pow(h) + h.atan2(h) + h.log2() + h.hypot(h)\n}\n";
+    " h.exp() + h.tanh() + h.erf() + h.pow(h) + h.atan2(h) + h.log2() + h.hypot(h) + h.sin()\n}\n";
 
 static void no_libm_calls(const char *opt) {
   char d[64] = "/tmp/tdsl_mathk_XXXXXX", cmd[512], path[128];
@@ -498,6 +559,8 @@ static void no_libm_calls(const char *opt) {
                         !strncmp(at, "@llvm.floor", 11) || !strncmp(at, "@llvm.copysign", 14) ||
                         !strncmp(at, "@llvm.sqrt", 10) || !strncmp(at, "@llvm.experimental", 18) ||
                         !strncmp(at, "@llvm.smin", 10) || !strncmp(at, "@llvm.smax", 10) ||
+                        !strncmp(at, "@llvm.umin", 10) || !strncmp(at, "@llvm.umax", 10) ||
+                        !strncmp(at, "@llvm.fshl", 10) || !strncmp(at, "@llvm.fshr", 10) ||
                         !strncmp(at, "@tdsl", 5),
                     "%s: a call that needs a math library: %.60s", opt, at);
     }
