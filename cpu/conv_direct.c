@@ -373,7 +373,8 @@ static void img_item(Cv *d, LLVMValueRef t) {
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi)
-    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0, imin(g, oc1, O));
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0,
+                imin(g, oc1, O));
 }
 
 /* ---- NCHW output, stride 1 along columns ---------------------------------- */
@@ -527,7 +528,8 @@ static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
   } else {
     LLVMValueRef ol = gemm_loop_open(g, &lo, k64(g, 0), nb, k64(g, 1));
     LLVMValueRef o = add(g, o0, ol);
-    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0])), p = gep(g, g->ct, wp, add(g, row, ol));
+    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0]));
+    LLVMValueRef p = gep(g, g->ct, wp, add(g, row, ol));
     if (tail) cv_pack_elem(g, w, src, o, k[V_O], p);
     else LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), p);
     gemm_loop_close(g, &lo);
