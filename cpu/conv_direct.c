@@ -327,10 +327,25 @@ static void img_pixels(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr
   G *g = &d->g;
   LLVMValueRef *v = d->v, z = k64(g, 0);
   LLVMValueRef ylo = in[0], yhi = in[1], lo = in[2], hi = in[3], mid = sub(g, yhi, ylo);
-  const LLVMValueRef r[5][3] = {{z, z, v[V_OW]},  {yhi, z, v[V_OW]}, {ylo, z, lo},
-                                {ylo, hi, sub(g, v[V_OW], hi)}, {ylo, lo, sub(g, hi, lo)}};
-  const LLVMValueRef h[5] = {ylo, sub(g, v[V_OH], yhi), mid, mid, mid};
-  for (int i = 0; i < 5; i++) img_rect(d, xb, obn, zr, oc, tail, r[i], h[i]);
+  const LLVMValueRef r[5][4] = {{z, z, v[V_OW], ylo},
+                                {yhi, z, v[V_OW], sub(g, v[V_OH], yhi)},
+                                {ylo, z, lo, mid},
+                                {ylo, hi, sub(g, v[V_OW], hi), mid},
+                                {ylo, lo, sub(g, hi, lo), mid}};
+  /* one copy of the blocks for the five rectangles: their {y0, x0,
+   * width, height} in a table walked by a loop (the blocks' code is
+   * the same for each; unrolled it was five times the function) */
+  LLVMValueRef tab = gemm_entry_alloca(g, g->i64, 20);
+  for (int i = 0; i < 5; i++)
+    for (int f = 0; f < 4; f++) LLVMBuildStore(g->b, r[i][f], gep(g, g->i64, tab, k64(g, i * 4 + f)));
+  GLoop l;
+  LLVMValueRef i = gemm_loop_open(g, &l, z, k64(g, 5), k64(g, 1)), rect[3];
+  for (int f = 0; f < 3; f++)
+    rect[f] = LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, tab, add(g, mul(g, i, k64(g, 4)), k64(g, f))), "");
+  LLVMValueRef hgt =
+      LLVMBuildLoad2(g->b, g->i64, gep(g, g->i64, tab, add(g, mul(g, i, k64(g, 4)), k64(g, 3))), "");
+  img_rect(d, xb, obn, zr, oc, tail, rect, hgt);
+  gemm_loop_close(g, &l);
 }
 
 /* The output rows [*lo, *hi) whose taps all fall inside the input rows
@@ -373,7 +388,8 @@ static void img_item(Cv *d, LLVMValueRef t) {
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi)
-    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0, imin(g, oc1, O));
+    cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0,
+                imin(g, oc1, O));
 }
 
 /* ---- NCHW output, stride 1 along columns ---------------------------------- */
@@ -527,7 +543,8 @@ static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
   } else {
     LLVMValueRef ol = gemm_loop_open(g, &lo, k64(g, 0), nb, k64(g, 1));
     LLVMValueRef o = add(g, o0, ol);
-    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0])), p = gep(g, g->ct, wp, add(g, row, ol));
+    LLVMValueRef src = add(g, csrc, mul(g, o, w->stride[0]));
+    LLVMValueRef p = gep(g, g->ct, wp, add(g, row, ol));
     if (tail) cv_pack_elem(g, w, src, o, k[V_O], p);
     else LLVMBuildStore(g->b, gemm_load_c(g, w->base, src, w->dtype), p);
     gemm_loop_close(g, &lo);

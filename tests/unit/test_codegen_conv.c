@@ -256,16 +256,15 @@ START_TEST(direct_blocks) {
 }
 END_TEST
 
-/* The small-image form (rows of at most 16 columns, channels contiguous
- * in the input): work items of an image by four channel blocks, 83
- * output channels (two groups, the masked last block in the second),
- * the image's pixels in blocks of PX and PX - 1 spanning rows (7 x 7 =
- * 49, 14 x 14 = 196, 5 x 7 = 35), fewer pixels than a block (2 x 2: the
- * rest blocks; 1 x 5: one block of 5), taps outside the input read from
- * the zero row (padding 1, and 3 a side: columns of bias alone; stride
- * 2, dilation 2), a bias with relu, a sliced input (a column stride of 2
- * pixels) and an input with symbolic sizes (the form chosen at run
- * time). */
+/* The small-image form (rows of at most 16 columns): work items of an
+ * image by four channel blocks, 83 output channels (two groups, the
+ * masked last block in the second), the pixels by rectangles (rows above
+ * and below the interior, side columns, interior) in even blocks that
+ * span rows (7 x 7, 14 x 14, 3 x 11, 7 x 4), images with no interior (2 x
+ * 2 at stride 2, 1 x 5), taps outside the input read from the zero row
+ * (padding 1, and 3 a side: columns of bias alone; stride 2, dilation
+ * 2), a bias with relu, a sliced input (a column stride of 2 pixels) and
+ * an input with symbolic sizes (the form chosen at run time). */
 static const char *DR_IMG =
     "kernel ri(x: f32[2, 16, 7, 7] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
     "y: f32[3, 16, 14, 14] channels_last, u: f32[1, 16, 5, 7] channels_last) -> "
@@ -282,7 +281,8 @@ static const char *DR_IMG =
     "  return conv2d(x, w, padding=1)\n}\n";
 
 START_TEST(direct_image) {
-  static const int64_t si[5][4] = {{2, 16, 7, 7}, {83, 16, 3, 3}, {83}, {3, 16, 14, 14}, {1, 16, 5, 7}};
+  static const int64_t si[5][4] = {{2, 16, 7, 7}, {83, 16, 3, 3}, {83}, {3, 16, 14, 14},
+                                   {1, 16, 5, 7}};
   static const int rk[5] = {4, 4, 1, 4, 4};
   static const int64_t so[7][4] = {{2, 83, 7, 7}, {2, 83, 4, 4}, {3, 83, 14, 14}, {1, 83, 3, 11},
                                    {2, 83, 2, 2}, {3, 83, 1, 5}, {2, 83, 7, 4}};
