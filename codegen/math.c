@@ -554,25 +554,27 @@ static V atan_pos(M *m, V a) {
 
 static V atan64(M *m, V x) { return copysign_(m, atan_pos(m, fabs_(m, x)), x); }
 
-/* atan2(y, x) with C99's special values: the series of atan_pos on
- * t = min(|x|, |y|) / max(|x|, |y|) <= 1, then the quadrant from
+/* atan2(y, x) with C99's special values, at either precision: atan01
+ * (atan_pos, atan01_f32) on t = min(|x|, |y|) / max(|x|, |y|) <= 1, then the quadrant from
  * pi/2 - t (|y| > |x|) and pi - t (x negative, -0 included) with pi/2 and
- * pi in two parts; the sign is y's.  Both zero gives t = 0 (0, or pi for
+ * pi in two parts (pio2 + pio2_lo); the sign is y's.  Both zero gives t = 0 (0, or pi for
  * a negative x), both infinite t = 1 (pi/4, or 3 pi/4). */
-static V atan2_64(M *m, V y, V x) {
+static V atan2_quadrants(M *m, V y, V x, V (*atan01)(M *, V), double pio2, double pio2_lo) {
   V ay = fabs_(m, y), ax = fabs_(m, x);
   V swap = cmp(m, LLVMRealOGT, ay, ax);
   V t = fdiv(m, sel(m, swap, ax, ay), sel(m, swap, ay, ax));
   V same = cmp(m, LLVMRealOEQ, ay, ax);
   t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, 0), ""), K(m, 0), t);
   t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, INFINITY), ""), K(m, 1), t);
-  V at = atan_pos(m, t);
+  V at = atan01(m, t);
   V neg = LLVMBuildICmp(m->b, LLVMIntSLT, bits(m, x), KI(m, 0), "");
-  V r_pos = sel(m, swap, add(m, K(m, PIO2), sub(m, K(m, PIO2_LO), at)), at);
-  V r_neg = sel(m, swap, add(m, K(m, PIO2), add(m, at, K(m, PIO2_LO))),
-                add(m, K(m, 2 * PIO2), sub(m, K(m, 2 * PIO2_LO), at)));
+  V r_pos = sel(m, swap, add(m, K(m, pio2), sub(m, K(m, pio2_lo), at)), at);
+  V r_neg = sel(m, swap, add(m, K(m, pio2), add(m, at, K(m, pio2_lo))),
+                add(m, K(m, 2 * pio2), sub(m, K(m, 2 * pio2_lo), at)));
   return copysign_(m, sel(m, neg, r_neg, r_pos), y);
 }
+
+static V atan2_64(M *m, V y, V x) { return atan2_quadrants(m, y, x, atan_pos, PIO2, PIO2_LO); }
 
 /* asin x = atan(x / sqrt((1 - x)(1 + x))): 1 - |x| is exact near 1. */
 static V asin64(M *m, V x) {
@@ -1077,21 +1079,10 @@ static V atan_f32(M *m, V x) {
   return copysign_(m, r, x);
 }
 
-/* atan2(y, x), C99's, as atan2_64: atan01 on min(|x|, |y|) / max(|x|,
- * |y|), then the quadrant with pi/2 and pi in two parts. */
+/* atan2(y, x), C99's: atan2_quadrants with atan01_f32 and pi/2 in f32
+ * parts. */
 static V atan2_f32(M *m, V y, V x) {
-  V ay = fabs_(m, y), ax = fabs_(m, x);
-  V swap = cmp(m, LLVMRealOGT, ay, ax);
-  V t = fdiv(m, sel(m, swap, ax, ay), sel(m, swap, ay, ax));
-  V same = cmp(m, LLVMRealOEQ, ay, ax);
-  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, 0), ""), K(m, 0), t);
-  t = sel(m, LLVMBuildAnd(m->b, same, eq(m, ax, INFINITY), ""), K(m, 1), t);
-  V at = atan01_f32(m, t);
-  V neg = LLVMBuildICmp(m->b, LLVMIntSLT, bits(m, x), KI(m, 0), "");
-  V r_pos = sel(m, swap, add(m, K(m, F_PIO2_HI), sub(m, K(m, F_PIO2_LO), at)), at);
-  V r_neg = sel(m, swap, add(m, K(m, F_PIO2_HI), add(m, at, K(m, F_PIO2_LO))),
-                add(m, K(m, 2 * F_PIO2_HI), sub(m, K(m, 2 * F_PIO2_LO), at)));
-  return copysign_(m, sel(m, neg, r_neg, r_pos), y);
+  return atan2_quadrants(m, y, x, atan01_f32, F_PIO2_HI, F_PIO2_LO);
 }
 
 /* ---- f32 sinh, cosh ---------------------------------------------------------- */
