@@ -268,16 +268,27 @@ void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMV
   LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), d->v[V_EPIFN], a, 6, "");
 }
 
-void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi) {
-  G *g = &d->g;
-  LLVMValueRef *v = d->v, ow = v[V_OW];
-  *lo = imin(g, ow, cdiv(g, v[V_PW], v[V_SW]));
-  LLVMValueRef num = sub(g, add(g, sub(g, v[V_W], k64(g, 1)), v[V_PW]),
-                         mul(g, sub(g, v[V_KW], k64(g, 1)), v[V_DW]));
-  LLVMValueRef h = add(g, sdiv(g, num, v[V_SW]), k64(g, 1));
+/* The output positions [*lo, *hi) of one dim (out of them, input in,
+ * padding p, stride s, kernel k, dilation dl) whose taps all fall inside
+ * the input. */
+static void interior(G *g, LLVMValueRef out, LLVMValueRef in, LLVMValueRef p, LLVMValueRef s,
+                     LLVMValueRef k, LLVMValueRef dl, LLVMValueRef *lo, LLVMValueRef *hi) {
+  *lo = imin(g, out, cdiv(g, p, s));
+  LLVMValueRef num = sub(g, add(g, sub(g, in, k64(g, 1)), p), mul(g, sub(g, k, k64(g, 1)), dl));
+  LLVMValueRef h = add(g, sdiv(g, num, s), k64(g, 1));
   h = LLVMBuildSelect(g->b, lt(g, num, k64(g, 0)), k64(g, 0), h, "");
-  h = imin(g, h, ow);
+  h = imin(g, h, out);
   *hi = LLVMBuildSelect(g->b, lt(g, h, *lo), *lo, h, "");
+}
+
+void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMValueRef *v = d->v;
+  interior(&d->g, v[V_OW], v[V_W], v[V_PW], v[V_SW], v[V_KW], v[V_DW], lo, hi);
+}
+
+void cv_interior_rows(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMValueRef *v = d->v;
+  interior(&d->g, v[V_OH], v[V_H], v[V_PH], v[V_SH], v[V_KH], v[V_DH], lo, hi);
 }
 
 bool cv_is_one(LLVMValueRef v) { return LLVMIsAConstantInt(v) && LLVMConstIntGetSExtValue(v) == 1; }

@@ -348,20 +348,6 @@ static void img_pixels(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr
   gemm_loop_close(g, &l);
 }
 
-/* The output rows [*lo, *hi) whose taps all fall inside the input rows
- * (cv_interior's for columns). */
-static void img_rows(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi) {
-  G *g = &d->g;
-  LLVMValueRef *v = d->v, oh = v[V_OH];
-  *lo = imin(g, oh, cdiv(g, v[V_PH], v[V_SH]));
-  LLVMValueRef num = sub(g, add(g, sub(g, v[V_H], k64(g, 1)), v[V_PH]),
-                         mul(g, sub(g, v[V_KH], k64(g, 1)), v[V_DH]));
-  LLVMValueRef h = add(g, sdiv(g, num, v[V_SH]), k64(g, 1));
-  h = LLVMBuildSelect(g->b, lt(g, num, k64(g, 0)), k64(g, 0), h, "");
-  h = imin(g, h, oh);
-  *hi = LLVMBuildSelect(g->b, lt(g, h, *lo), *lo, h, "");
-}
-
 /* Work item t = image * groups + group: the group's IMG_GB channel
  * blocks (the last one masked where O is not a multiple of NB) over the
  * whole image, then the epilogue hook on its pixels by its channels. */
@@ -375,7 +361,7 @@ static void img_item(Cv *d, LLVMValueRef t) {
   LLVMValueRef oc0 = mul(g, gi, k64(g, (long long)nb_of(d) * IMG_GB));
   LLVMValueRef oc1 = imin(g, add(g, oc0, k64(g, (long long)nb_of(d) * IMG_GB)), v[V_OPAD]);
   LLVMValueRef in[4];
-  img_rows(d, &in[0], &in[1]);
+  cv_interior_rows(d, &in[0], &in[1]);
   cv_interior(d, &in[2], &in[3]);
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, oc0, imin(g, oc1, full), nbk);

@@ -116,6 +116,8 @@ void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMV
                  LLVMValueRef j1);
 /* The output columns [*lo, *hi) whose taps all fall inside the input. */
 void cv_interior(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi);
+/* The same for the output rows. */
+void cv_interior_rows(Cv *d, LLVMValueRef *lo, LLVMValueRef *hi);
 bool cv_is_one(LLVMValueRef v);
 /* A private function `name`(ps[0 .. n)) returning void, with the 512-bit
  * vector attributes when g's vectors are that wide: g->fn, and a new
