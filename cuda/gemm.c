@@ -363,9 +363,16 @@ static LLVMValueRef eq(Cg *c, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildICmp(c->b, LLVMIntEQ, a, b, "");
 }
 
-static LLVMValueRef mult4(Cg *c, LLVMValueRef v) {
-  return eq(c, LLVMBuildAnd(c->b, v, i64c(c, 3), ""), i64c(c, 0));
+/* Whether v is a multiple of n (a power of two). */
+static LLVMValueRef multn(Cg *c, LLVMValueRef v, int n) {
+  return eq(c, LLVMBuildAnd(c->b, v, i64c(c, n - 1), ""), i64c(c, 0));
 }
+
+static LLVMValueRef mult4(Cg *c, LLVMValueRef v) { return multn(c, v, 4); }
+
+/* Bytes a vector of n elements of dt is aligned to: vec_align's for 4,
+ * 16 for 8 (the tensor cores' 16-byte loads of f16/bf16). */
+static int vecn_align(DType dt, int n) { return n == 4 ? vec_align(dt) : 16; }
 
 /* Whether pointer p is aligned to `al` bytes (i1). */
 static LLVMValueRef aligned(Cg *c, LLVMValueRef p, int al) {
@@ -375,33 +382,35 @@ static LLVMValueRef aligned(Cg *c, LLVMValueRef p, int al) {
 
 static LLVMValueRef stride(G *g, int j, int d) { return cg_sym_val(g->c, g->n->opnd[j].stride[d]); }
 
-/* Whether operand j of a matmul loads as 4-vectors along its dim unit
- * (of length len): unit stride, len and every other stride multiples of
- * 4, its first element aligned. */
-static LLVMValueRef vec_matmul(G *g, int j, int unit, LLVMValueRef len) {
+/* Whether operand j of a matmul loads as n-vectors (n = 4, or 8: the
+ * tensor cores' 16 bytes) along its dim unit (of length len): unit
+ * stride, len and every other stride multiples of n, its first element
+ * aligned (vecn_align). */
+static LLVMValueRef vec_matmul(G *g, int j, int unit, LLVMValueRef len, int n) {
   Cg *c = g->c;
   if (!plain(g, j)) return LLVMConstInt(c->i1, 0, 0);
   const IrValue *a = ir_val(c->k, g->v->args[j]);
-  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), mult4(c, len));
+  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), multn(c, len, n));
   for (int d = 0; d < a->rank; d++)
-    if (d != unit) ok = land(c, ok, mult4(c, stride(g, j, d)));
+    if (d != unit) ok = land(c, ok, multn(c, stride(g, j, d), n));
   LLVMValueRef zero[TDSL_MAX_RANK];
   for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
-  return land(c, ok, aligned(c, opnd_addr(g, j, zero), vec_align(a->dtype)));
+  return land(c, ok, aligned(c, opnd_addr(g, j, zero), vecn_align(a->dtype, n)));
 }
 
-/* Whether a conv's weight (operand 1) loads as 4-vectors along k: dense
- * over [C/groups, KH, KW] (k is then the flat offset), K and the
- * channel stride multiples of 4, its first element aligned. */
-static LLVMValueRef vec_weight(G *g) {
+/* Whether a conv's weight (operand 1) loads as n-vectors along k (n as
+ * vec_matmul's): dense over [C/groups, KH, KW] (k is then the flat
+ * offset), K and the output-channel stride multiples of n, its first
+ * element aligned. */
+static LLVMValueRef vec_weight(G *g, int n) {
   Cg *c = g->c;
   LLVMBuilderRef b = c->b;
   if (!plain(g, 1)) return LLVMConstInt(c->i1, 0, 0);
   LLVMValueRef ok = land(c, eq(c, stride(g, 1, 3), i64c(c, 1)), eq(c, stride(g, 1, 2), g->KW));
   ok = land(c, ok, eq(c, stride(g, 1, 1), LLVMBuildMul(b, g->KH, g->KW, "")));
-  ok = land(c, land(c, ok, mult4(c, stride(g, 1, 0))), mult4(c, g->K));
+  ok = land(c, land(c, ok, multn(c, stride(g, 1, 0), n)), multn(c, g->K, n));
   LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
-  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), vec_align(ir_val(c->k, g->v->args[1])->dtype)));
+  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), vecn_align(ir_val(c->k, g->v->args[1])->dtype, n)));
 }
 
 /* Whether a conv's input (operand 0) loads as 4-vectors along n: a
@@ -916,37 +925,8 @@ typedef struct MMap {
   LLVMValueRef acc[4][4][4];   /* [i][j][q]: fragment (i, j)'s c_q, allocas */
 } MMap;
 
-static LLVMValueRef mult8(Cg *c, LLVMValueRef v) {
-  return eq(c, LLVMBuildAnd(c->b, v, i64c(c, 7), ""), i64c(c, 0));
-}
 
-/* Whether operand j of a matmul loads as 16-byte vectors of 8 elements
- * along its dim unit (of length len). */
-static LLVMValueRef vec8_matmul(G *g, int j, int unit, LLVMValueRef len) {
-  Cg *c = g->c;
-  if (!plain(g, j)) return LLVMConstInt(c->i1, 0, 0);
-  const IrValue *a = ir_val(c->k, g->v->args[j]);
-  LLVMValueRef ok = land(c, eq(c, stride(g, j, unit), i64c(c, 1)), mult8(c, len));
-  for (int d = 0; d < a->rank; d++)
-    if (d != unit) ok = land(c, ok, mult8(c, stride(g, j, d)));
-  LLVMValueRef zero[TDSL_MAX_RANK];
-  for (int d = 0; d < a->rank; d++) zero[d] = i64c(c, 0);
-  return land(c, ok, aligned(c, opnd_addr(g, j, zero), 16));
-}
 
-/* Whether a conv's weight (operand 1) loads as 16-byte vectors along
- * k: dense over [C/groups, KH, KW] (k is then the flat offset), K and
- * the output-channel stride multiples of 8, its first element aligned. */
-static LLVMValueRef vec8_weight(G *g) {
-  Cg *c = g->c;
-  LLVMBuilderRef b = c->b;
-  if (!plain(g, 1)) return LLVMConstInt(c->i1, 0, 0);
-  LLVMValueRef ok = land(c, eq(c, stride(g, 1, 3), i64c(c, 1)), eq(c, stride(g, 1, 2), g->KW));
-  ok = land(c, ok, eq(c, stride(g, 1, 1), LLVMBuildMul(b, g->KH, g->KW, "")));
-  ok = land(c, land(c, ok, mult8(c, stride(g, 1, 0))), mult8(c, g->K));
-  LLVMValueRef zero[4] = {i64c(c, 0), i64c(c, 0), i64c(c, 0), i64c(c, 0)};
-  return land(c, ok, aligned(c, opnd_addr(g, 1, zero), 16));
-}
 
 static void mma_map(G *g, MMap *mp, Tile t) {
   Cg *c = g->c;
@@ -1277,12 +1257,12 @@ static void emit_mma_kernel(G *g, LLVMValueRef fn) {
   if (n->reduce == OP_CONV2D) { /* k = (ci KH + ky) KW + kx; B along k */
     g->kpix = false;
     g->b_kmajor = true;
-    g->vec_a = vec8_weight(g);
+    g->vec_a = vec_weight(g, 8);
     g->vec_b = LLVMConstInt(c->i1, 0, 0);
   } else {
     g->b_kmajor = plain(g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
-    g->vec_a = vec8_matmul(g, 0, av->rank - 1, g->K);
-    g->vec_b = g->b_kmajor ? vec8_matmul(g, 1, bv->rank - 2, g->K) : vec8_matmul(g, 1, bv->rank - 1, g->N);
+    g->vec_a = vec_matmul(g, 0, av->rank - 1, g->K, 8);
+    g->vec_b = g->b_kmajor ? vec_matmul(g, 1, bv->rank - 2, g->K, 8) : vec_matmul(g, 1, bv->rank - 1, g->N, 8);
   }
   /* one shared array (f32 elements): the two stages of the operand
    * tiles (16-bit), or 64 rows of outputs in the epilogue */
@@ -1328,7 +1308,7 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     const LfAccess *xa = &n->opnd[0];
     g.kpix = c->opt > 0 && !n->pro[0] && xa->buf >= 0 && !xa->lin_rank && !xa->rt_strides &&
              sym_is(xa->stride[xv->rank - 3], 1);
-    g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g);
+    g.vec_a = g.kpix ? LLVMConstInt(c->i1, 0, 0) : vec_weight(&g, 4);
     g.vec_b = vec_input(&g);
   } else if (mma) {
     emit_mma_kernel(&g, fn);
@@ -1339,8 +1319,8 @@ void cu_emit_gemm_kernel(Cg *c, const LfNest *n, LLVMValueRef fn) {
     const IrValue *bv = ir_val(c->k, g.v->args[1]);
     const Sym *const *bs = n->opnd[1].stride;
     g.b_kmajor = plain(&g, 1) && sym_is(bs[bv->rank - 2], 1) && !sym_is(bs[bv->rank - 1], 1);
-    g.vec_a = vec_matmul(&g, 0, ir_val(c->k, g.v->args[0])->rank - 1, g.K);
-    g.vec_b = g.b_kmajor ? vec_matmul(&g, 1, bv->rank - 2, g.K) : vec_matmul(&g, 1, bv->rank - 1, g.N);
+    g.vec_a = vec_matmul(&g, 0, ir_val(c->k, g.v->args[0])->rank - 1, g.K, 4);
+    g.vec_b = g.b_kmajor ? vec_matmul(&g, 1, bv->rank - 2, g.K, 4) : vec_matmul(&g, 1, bv->rank - 1, g.N, 4);
   }
   /* one shared array: the two stages of the A and B tiles, or 64 rows
    * of outputs in the epilogue (8-byte accumulators: small tiles only) */
