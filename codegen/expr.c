@@ -78,7 +78,11 @@ void cg_store_el(Cg *c, LLVMValueRef v, LLVMValueRef p, DType dt) {
  * f32 algorithms, exactly reduced at every magnitude, and targets without
  * libm (CUDA, Cg.layer_trig) use the layer for every type. */
 static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
-  CgMath m = {c->ctx, c->mod, c->b, c->opt};
+  CgMath m = {.ctx = c->ctx, .mod = c->mod, .b = c->b, .opt = c->opt};
+  if (c->isa && !c->layer_trig) { /* the CPU: the long trig reduction out of line */
+    m.trig_lanes = (unsigned)(c->isa->vec_bits / 32);
+    m.cpu = c->isa->cpu, m.features = c->isa->features, m.suffix = c->isa->suffix;
+  }
   return cg_math(&m, fn, x, y);
 }
 

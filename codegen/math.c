@@ -21,6 +21,8 @@
 #include "math.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/diag.h"
@@ -35,6 +37,7 @@ typedef struct M {
                         scalars or vectors of `lanes` */
   LLVMTypeRef ef, ei; /* their element types */
   unsigned lanes;     /* 0 for scalars */
+  const CgMath *cm;   /* the caller's options */
 } M;
 
 /* ---- constants and small helpers ----------------------------------------- */
@@ -1036,19 +1039,234 @@ static V tan_poly_f32(M *m, V r, V c, V z) {
   return add(m, r, fmadd(m, mul(m, r, z), poly(m, z, t, 7), fmadd(m, c, z, c)));
 }
 
+/* sin and cos of x = q pi/2 + r + c (the quadrant applied): both
+ * polynomials, each picked by q's parity and signed by its next bit. */
+static void sincos_reduced_f32(M *m, V r, V c, V q, V *sn, V *cs) {
+  V z = mul(m, r, r), hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
+  V s = sin_poly_f32(m, r, c, z, w), co = cos_poly_f32(m, r, c, z, hz, w);
+  V odd = bit(m, q, 1), vs = sel(m, odd, co, s), vc = sel(m, odd, s, co);
+  *sn = sel(m, bit(m, q, 2), LLVMBuildFNeg(m->b, vs, ""), vs);
+  *cs = sel(m, bit(m, LLVMBuildAdd(m->b, q, KI(m, 1), ""), 2), LLVMBuildFNeg(m->b, vc, ""), vc);
+}
+
+/* tan of x = q pi/2 + r + c: -1/tan r for odd q. */
+static V tan_reduced_f32(M *m, V r, V c, V q) {
+  V t = tan_poly_f32(m, r, c, mul(m, r, r));
+  return sel(m, bit(m, q, 1), fdiv(m, K(m, -1), t), t);
+}
+
+/* ---- the long reduction out of line (the CPU) ---------------------------------
+ * The loop vectorizer cannot branch per vector, so inline the long
+ * reduction would run for every lane (about three times the rest of sin
+ * and cos).  With CgMath.trig_lanes set, sin, cos and tan take the short
+ * reduction inline and call a function for the long one's results:
+ *   i64 tdsl.math.sincos_long.f32(float x)   sin x | cos x << 32 (bits)
+ *   float tdsl.math.tan_long.f32(float x)
+ * (memory(none), so sin and cos of one x share one call; noinline, so
+ * the loop vectorizer sees the call), and their vector variants of 2 to
+ * 4 trig_lanes lanes, which it calls instead (the attribute
+ * "vector-function-abi-variant", LLVM's internal vector ABI).  Each
+ * variant returns at once when no lane has |x| >= F_TRIG_SMALL; the
+ * results of the other lanes are unused.  Only the variant of trig_lanes
+ * lanes (the ISA's f32 register) holds the long path; narrower ones widen
+ * their argument and call it, wider ones call the next narrower one on
+ * each half, and the scalar function calls the narrowest: all of them
+ * are joined by direct calls (so cpu/split.c keeps them in one part) and
+ * kept alive for the vectorizer by llvm.compiler.used.  Names get
+ * CgMath.suffix and the functions the ISA's target attributes (a
+ * --target=x86-64 object builds one set per ISA level). */
+
+#define TRIG_MIN_LANES 2
+
+static void fn_attr(LLVMContextRef ctx, V fn, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  if (!kind) ICE("unknown attribute %s", name);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, 0));
+}
+
+static void str_fn_attr(LLVMContextRef ctx, V fn, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+}
+
+/* Appends fn to llvm.compiler.used (kept until code generation). */
+static void compiler_used(M *m, V fn) {
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(m->ctx, 0);
+  V old = LLVMGetNamedGlobal(m->mod, "llvm.compiler.used");
+  unsigned n = old ? (unsigned)LLVMGetNumOperands(LLVMGetInitializer(old)) : 0;
+  V *el = malloc(sizeof *el * (n + 1));
+  if (!el) ICE("out of memory");
+  for (unsigned i = 0; i < n; i++) el[i] = LLVMGetOperand(LLVMGetInitializer(old), i);
+  el[n] = fn;
+  if (old) LLVMDeleteGlobal(old);
+  V g = LLVMAddGlobal(m->mod, LLVMArrayType2(ptr, n + 1), "llvm.compiler.used");
+  LLVMSetLinkage(g, LLVMAppendingLinkage);
+  LLVMSetSection(g, "llvm.metadata");
+  LLVMSetInitializer(g, LLVMConstArray2(ptr, el, n + 1));
+  free(el);
+}
+
+static void long_name(const CgMath *cm, int tan, unsigned lanes, char *buf, size_t n) {
+  char l[16] = "";
+  if (lanes) snprintf(l, sizeof l, ".v%u", lanes);
+  snprintf(buf, n, "tdsl.math.%s_long.f32%s%s", tan ? "tan" : "sincos", l, cm->suffix ? cm->suffix : "");
+}
+
+/* m's shape for f32 scalars (lanes 0) or vectors. */
+static M f32_shape(const M *m, unsigned lanes) {
+  M s = *m;
+  LLVMTypeRef f = LLVMFloatTypeInContext(m->ctx), i = LLVMInt32TypeInContext(m->ctx);
+  s.ef = f, s.ei = i, s.lanes = lanes;
+  s.t = lanes ? LLVMVectorType(f, lanes) : f;
+  s.it = lanes ? LLVMVectorType(i, lanes) : i;
+  return s;
+}
+
+static LLVMTypeRef long_ret_t(M *m, int tan, unsigned lanes) {
+  LLVMTypeRef e = tan ? LLVMFloatTypeInContext(m->ctx) : LLVMInt64TypeInContext(m->ctx);
+  return lanes ? LLVMVectorType(e, lanes) : e;
+}
+
+/* The long path's result for the lanes of m (F_TRIG_SMALL <= |x|; any
+ * value elsewhere): sin | cos << 32 as i64, or tan. */
+static V long_result(M *m, V x, int tan) {
+  V r, q, c;
+  large_signed_f32(m, x, fabs_(m, x), &r, &q, &c);
+  if (tan) return tan_reduced_f32(m, r, c, q);
+  V sn, cs;
+  sincos_reduced_f32(m, r, c, q, &sn, &cs);
+  LLVMTypeRef t64 = int_t(m, 64);
+  V lo = LLVMBuildZExt(m->b, bits(m, sn), t64, ""), hi = LLVMBuildZExt(m->b, bits(m, cs), t64, "");
+  return LLVMBuildOr(m->b, lo, LLVMBuildShl(m->b, hi, KW(m, 64, 32), ""), "");
+}
+
+static V long_fn(M *m, int tan, unsigned lanes);
+
+/* Lanes i..i+n-1 of v (`have` lanes; n 0: lane i as a scalar), or v
+ * widened to n lanes with zeros (defined values, which need no long
+ * path; their results are unused). */
+static V lanes_of(M *m, V v, unsigned have, unsigned i, unsigned n) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(m->ctx);
+  if (!n) return LLVMBuildExtractElement(m->b, v, LLVMConstInt(i32, i, 0), "");
+  if (!have) {
+    V z = LLVMConstNull(LLVMVectorType(LLVMTypeOf(v), n));
+    return LLVMBuildInsertElement(m->b, z, v, LLVMConstInt(i32, 0, 0), "");
+  }
+  V idx[64];
+  for (unsigned k = 0; k < n; k++) idx[k] = LLVMConstInt(i32, i + k < have ? i + k : have, 0);
+  return LLVMBuildShuffleVector(m->b, v, LLVMConstNull(LLVMTypeOf(v)), LLVMConstVector(idx, n), "");
+}
+
+static V call_fn(M *m, V fn, V x) {
+  return LLVMBuildCall2(m->b, LLVMGlobalGetValueType(fn), fn, &x, 1, "");
+}
+
+/* The body of the long function of `lanes` lanes (0: the scalar one). */
+static void long_body(M *m, V fn, int tan, unsigned lanes) {
+  const CgMath *cm = m->cm;
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(m->ctx);
+  M s = f32_shape(m, lanes);
+  s.b = b;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(m->ctx, fn, "entry");
+  LLVMBasicBlockRef lng = LLVMAppendBasicBlockInContext(m->ctx, fn, "long");
+  LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(m->ctx, fn, "none");
+  LLVMPositionBuilderAtEnd(b, entry);
+  V x = LLVMGetParam(fn, 0);
+  V big = cmp(&s, LLVMRealOGE, fabs_(&s, x), K(&s, F_TRIG_SMALL));
+  if (lanes) big = intr(&s, "llvm.vector.reduce.or", &big, 1);
+  LLVMBuildCondBr(b, big, lng, none);
+  LLVMPositionBuilderAtEnd(b, none);
+  LLVMBuildRet(b, LLVMConstNull(long_ret_t(&s, tan, lanes)));
+  LLVMPositionBuilderAtEnd(b, lng);
+  unsigned core = cm->trig_lanes;
+  V r;
+  if (lanes == core) {
+    r = long_result(&s, x, tan);
+  } else if (lanes < core) { /* widen to the next variant (the scalar: the narrowest) */
+    unsigned to = lanes ? lanes * 2 : TRIG_MIN_LANES;
+    V w = call_fn(&s, long_fn(m, tan, to), lanes_of(&s, x, lanes, 0, to));
+    r = lanes_of(&s, w, to, 0, lanes);
+  } else { /* each half through the next narrower variant */
+    unsigned h = lanes / 2;
+    V f = long_fn(m, tan, h);
+    V lo = call_fn(&s, f, lanes_of(&s, x, lanes, 0, h));
+    V hi = call_fn(&s, f, lanes_of(&s, x, lanes, h, h));
+    V idx[64];
+    for (unsigned k = 0; k < lanes; k++) idx[k] = LLVMConstInt(LLVMInt32TypeInContext(m->ctx), k, 0);
+    r = LLVMBuildShuffleVector(b, lo, hi, LLVMConstVector(idx, lanes), "");
+  }
+  LLVMBuildRet(b, r);
+  LLVMDisposeBuilder(b);
+}
+
+/* The long function of `lanes` lanes (0: the scalar one with the
+ * variants' mapping), created with its body at the first use. */
+static V long_fn(M *m, int tan, unsigned lanes) {
+  const CgMath *cm = m->cm;
+  char name[96];
+  long_name(cm, tan, lanes, name, sizeof name);
+  V fn = LLVMGetNamedFunction(m->mod, name);
+  if (fn) return fn;
+  LLVMTypeRef xt = LLVMFloatTypeInContext(m->ctx);
+  if (lanes) xt = LLVMVectorType(xt, lanes);
+  fn = LLVMAddFunction(m->mod, name, LLVMFunctionType(long_ret_t(m, tan, lanes), &xt, 1, 0));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  static const char *const attrs[] = {"noinline", "nounwind", "willreturn", "memory"};
+  for (int i = 0; i < 4; i++) fn_attr(m->ctx, fn, attrs[i]); /* memory 0: memory(none) */
+  if (cm->cpu) str_fn_attr(m->ctx, fn, "target-cpu", cm->cpu);
+  if (cm->features) str_fn_attr(m->ctx, fn, "target-features", cm->features);
+  if (!lanes) { /* the mapping to the variants, which exist before it is used */
+    char map[1024] = "", vn[96];
+    for (unsigned l = TRIG_MIN_LANES; l <= 4 * cm->trig_lanes && l <= 64; l *= 2) {
+      compiler_used(m, long_fn(m, tan, l));
+      long_name(cm, tan, l, vn, sizeof vn);
+      size_t k = strlen(map);
+      snprintf(map + k, sizeof map - k, "%s_ZGV_LLVM_N%uv_%s(%s)", k ? "," : "", l, name, vn);
+    }
+    str_fn_attr(m->ctx, fn, "vector-function-abi-variant", map);
+  }
+  long_body(m, fn, tan, lanes);
+  return fn;
+}
+
+/* The long path's results for x (m's shape) through the out-of-line
+ * function; NULL where it does not apply (a vector width without a
+ * variant). */
+static V long_call(M *m, V x, int tan) {
+  unsigned l = m->lanes;
+  if (l && (l < TRIG_MIN_LANES || l > 4 * m->cm->trig_lanes || l > 64 || (l & (l - 1))))
+    return NULL;
+  return call_fn(m, long_fn(m, tan, l), x);
+}
+
 /* which: 0 sin, 1 cos, 2 tan. */
 static V trig_f32(M *m, V x, int which) {
-  V q, c, r = trig_reduce_f32(m, x, &q, &c), z = mul(m, r, r), res;
-  V odd = bit(m, q, 1);
-  if (which == 2) {
-    V t = tan_poly_f32(m, r, c, z);
-    res = sel(m, odd, fdiv(m, K(m, -1), t), t);
-  } else {
-    V hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
-    V s = sin_poly_f32(m, r, c, z, w), co = cos_poly_f32(m, r, c, z, hz, w);
-    V v = which == 0 ? sel(m, odd, co, s) : sel(m, odd, s, co);
-    V nq = which == 0 ? q : LLVMBuildAdd(m->b, q, KI(m, 1), "");
-    res = sel(m, bit(m, nq, 2), LLVMBuildFNeg(m->b, v, ""), v);
+  V res = NULL, q, c, r;
+  if (m->cm && m->cm->trig_lanes) { /* the short path inline, the long one called */
+    V lg = long_call(m, x, which == 2);
+    if (lg) {
+      r = trig_reduce_small_f32(m, x, &q, &c);
+      if (which == 2) {
+        res = tan_reduced_f32(m, r, c, q);
+      } else {
+        V sn, cs;
+        sincos_reduced_f32(m, r, c, q, &sn, &cs);
+        res = which == 0 ? sn : cs;
+        if (which == 1) lg = LLVMBuildLShr(m->b, lg, KW(m, 64, 32), "");
+        lg = from_bits(m, LLVMBuildTrunc(m->b, lg, m->it, ""));
+      }
+      res = sel(m, cmp(m, LLVMRealOGE, fabs_(m, x), K(m, F_TRIG_SMALL)), lg, res);
+    }
+  }
+  if (!res) {
+    r = trig_reduce_f32(m, x, &q, &c);
+    if (which == 2) {
+      res = tan_reduced_f32(m, r, c, q);
+    } else {
+      V sn, cs;
+      sincos_reduced_f32(m, r, c, q, &sn, &cs);
+      res = which == 0 ? sn : cs;
+    }
   }
   res = sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(m, INFINITY)), res, K(m, NAN));
   return which == 1 ? res : keep_zero(m, x, res);
@@ -1234,7 +1452,7 @@ static V dispatch(M *m, MathFn fn, V x, V y) {
 
 LLVMValueRef cg_math(CgMath *cm, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
   LLVMTypeRef t = LLVMTypeOf(x), el = t;
-  M m = {cm->ctx, cm->mod, cm->b, NULL, NULL, NULL, NULL, 0};
+  M m = {cm->ctx, cm->mod, cm->b, NULL, NULL, NULL, NULL, 0, cm};
   if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
     el = LLVMGetElementType(t);
     m.lanes = LLVMGetVectorSize(t);

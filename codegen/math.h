@@ -30,12 +30,21 @@ typedef struct CgMath {
   LLVMModuleRef mod;
   LLVMBuilderRef b;
   int opt; /* -O level (no function depends on it today) */
+  /* The CPU: f32 sin, cos and tan call their long argument reduction
+   * out of line, in functions with vector variants that the loop
+   * vectorizer calls (math.c, "the long reduction out of line");
+   * trig_lanes is the ISA's f32 lanes per vector register (4, 8, 16),
+   * 0 for the inline forms (CUDA: a branch).  cpu and features, when
+   * set, become those functions' target-cpu and target-features, and
+   * suffix is appended to their names (cpu/isa.c's variants). */
+  unsigned trig_lanes;
+  const char *cpu, *features, *suffix;
 } CgMath;
 
 /* fn(x), or fn(x, y) for MATH_POW and MATH_ATAN2 (y has x's type; NULL
  * otherwise; atan2(x, y) is C's: the angle of the point (y, x)).  For a
- * scalar x, sin, cos and tan branch to their long argument reduction, so
- * the builder may end in a new block. */
+ * scalar x without trig_lanes, sin, cos and tan branch to their long
+ * argument reduction, so the builder may end in a new block. */
 LLVMValueRef cg_math(CgMath *m, MathFn fn, LLVMValueRef x, LLVMValueRef y);
 
 /* The function's name as C's libm spells it for double ("exp", ...;

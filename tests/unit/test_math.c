@@ -46,12 +46,19 @@ static char dir[64];
 
 /* ---- building the kernels -------------------------------------------------- */
 
-static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64) {
-  LLVMTypeRef t = is64 ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx);
+/* trig_lanes: CgMath's (the CPU form of sin, cos and tan: their long
+ * reduction out of line, in vector functions the loop vectorizer calls;
+ * 0: the inline form, named k_..._inline).  w > 0: the loop steps by w
+ * with math on <w x T> vectors itself (n a multiple of w; named
+ * k_..._wW), as a caller with vectors of its own would. */
+static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64, unsigned trig_lanes,
+                       unsigned w) {
+  LLVMTypeRef t = is64 ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx), st = t;
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), i64 = LLVMInt64TypeInContext(ctx);
   LLVMTypeRef ps[4] = {ptr, ptr, ptr, i64};
-  char name[64];
-  snprintf(name, sizeof name, "k_%s_%d", math_fn_name(fn), is64 ? 64 : 32);
+  char name[64], wn[16] = "";
+  if (w) snprintf(wn, sizeof wn, "_w%u", w), t = LLVMVectorType(st, w);
+  snprintf(name, sizeof name, "k_%s_%d%s%s", math_fn_name(fn), is64 ? 64 : 32, trig_lanes ? "" : "_inline", wn);
   LLVMValueRef f = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), ps, 4, 0));
   for (unsigned i = 0; i < 3; i++)
     LLVMAddAttributeAtIndex(f, i + 1, LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
@@ -64,14 +71,15 @@ static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is6
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, done);
   LLVMPositionBuilderAtEnd(b, loop);
   LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
-  LLVMValueRef px = LLVMBuildGEP2(b, t, LLVMGetParam(f, 0), &i, 1, "");
-  LLVMValueRef py = LLVMBuildGEP2(b, t, LLVMGetParam(f, 1), &i, 1, "");
-  LLVMValueRef po = LLVMBuildGEP2(b, t, LLVMGetParam(f, 2), &i, 1, "");
+  LLVMValueRef px = LLVMBuildGEP2(b, st, LLVMGetParam(f, 0), &i, 1, "");
+  LLVMValueRef py = LLVMBuildGEP2(b, st, LLVMGetParam(f, 1), &i, 1, "");
+  LLVMValueRef po = LLVMBuildGEP2(b, st, LLVMGetParam(f, 2), &i, 1, "");
   LLVMValueRef x = LLVMBuildLoad2(b, t, px, "");
+  LLVMSetAlignment(x, 4);
   LLVMValueRef y = fn == MATH_POW || fn == MATH_ATAN2 ? LLVMBuildLoad2(b, t, py, "") : NULL;
-  CgMath m = {ctx, mod, b, 2};
-  LLVMBuildStore(b, cg_math(&m, fn, x, y), po);
-  LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
+  CgMath m = {.ctx = ctx, .mod = mod, .b = b, .opt = 2, .trig_lanes = trig_lanes};
+  LLVMSetAlignment(LLVMBuildStore(b, cg_math(&m, fn, x, y), po), 4);
+  LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, w ? w : 1, 0), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b); /* cg_math may add blocks */
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, n, ""), loop, done);
   LLVMAddIncoming(i, &zero, &entry, 1);
@@ -95,14 +103,25 @@ static LLVMTargetMachineRef host_machine(char **triple) {
   return tm;
 }
 
-/* All kernels in one module, -O2, object, shared object, dlopen. */
+static int is_trig(int fn) { return fn == MATH_SIN || fn == MATH_COS || fn == MATH_TAN; }
+
+/* All kernels in one module, -O2, object, shared object, dlopen; f32
+ * sin, cos and tan in both forms. */
 static void build_all(void) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("math", ctx);
-  for (int fn = 0; fn < MATH_NFNS; fn++)
-    for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64);
   char *triple, *err = NULL, path[128], cmd[512];
   LLVMTargetMachineRef tm = host_machine(&triple);
+  char *feat = LLVMGetHostCPUFeatures(); /* the f32 lanes of a vector register */
+  unsigned lanes = strstr(feat, "+avx512f") ? 16 : strstr(feat, "+avx,") || strstr(feat, "+avx2") ? 8 : 4;
+  LLVMDisposeMessage(feat);
+  for (int fn = 0; fn < MATH_NFNS; fn++) {
+    for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64, lanes, 0);
+    if (!is_trig(fn)) continue;
+    add_kernel(ctx, mod, (MathFn)fn, 0, 0, 0);
+    for (unsigned w = 4; w <= 4 * lanes; w *= 2) /* narrower, as wide as and wider than the core */
+      if (w != lanes) add_kernel(ctx, mod, (MathFn)fn, 0, lanes, w);
+  }
   LLVMSetTarget(mod, triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(mod, td);
@@ -113,10 +132,17 @@ static void build_all(void) {
   LLVMDisposePassBuilderOptions(po);
   char *ir = LLVMPrintModuleToString(mod);
   if (getenv("TDSL_MATH_IR")) fputs(ir, stderr);
-  /* no call may remain: every function is plain IR */
+  /* no call may remain but the layer's own functions: every function is plain IR */
   for (const char *c = ir; (c = strstr(c, "call ")) != NULL; c++) {
     const char *at = strchr(c, '@');
-    ck_assert_msg(at && !strncmp(at, "@llvm.", 6), "a call is left in the IR: %.60s", c);
+    ck_assert_msg(at && (!strncmp(at, "@llvm.", 6) || !strncmp(at, "@tdsl.math.", 11)),
+                  "a call is left in the IR: %.60s", c);
+  }
+  /* the vectorized loops of sin and tan call a vector variant */
+  for (int k = 0; k < 2; k++) {
+    const char *fn = strstr(ir, k ? "@k_tan_32(" : "@k_sin_32("), *end = fn ? strstr(fn, "\ndefine ") : NULL;
+    const char *v = fn ? strstr(fn, k ? "@tdsl.math.tan_long.f32.v" : "@tdsl.math.sincos_long.f32.v") : NULL;
+    ck_assert_msg(v && (!end || v < end), "the loop vectorizer called no vector variant (%s)", k ? "tan" : "sin");
   }
   ck_assert_msg(strstr(ir, "<4 x double>") || strstr(ir, "<2 x double>") ||
                     strstr(ir, "<8 x double>"),
@@ -138,9 +164,14 @@ static void build_all(void) {
   LLVMContextDispose(ctx);
 }
 
+/* The form of f32 sin, cos and tan that kernel() gives: "" (the CPU's)
+ * or "_inline". */
+static const char *trig_form = "";
+
 static Kernel kernel(MathFn fn, int is64) {
   char name[64];
-  snprintf(name, sizeof name, "k_%s_%d", math_fn_name(fn), is64 ? 64 : 32);
+  snprintf(name, sizeof name, "k_%s_%d%s", math_fn_name(fn), is64 ? 64 : 32,
+           !is64 && is_trig(fn) ? trig_form : "");
   Kernel k = (Kernel)(uintptr_t)dlsym(so, name);
   ck_assert_ptr_nonnull((void *)(uintptr_t)k);
   return k;
@@ -363,6 +394,28 @@ static Worst sweep_atan2(int is64) {
   return w;
 }
 
+/* sin, cos, tan on vectors that mix both reductions: runs of 1-40
+ * arguments below F_TRIG_SMALL (6144) and at or above it (up to FLT_MAX,
+ * with inf and NaN) alternating, so every lane position meets both
+ * kinds and the vectors have one, some or all lanes long. */
+static Worst mixed32(MathFn fn) {
+  enum { N = 1 << 18 };
+  float *x = malloc(sizeof *x * N);
+  int64_t i = 0;
+  for (int big = 0; i < N; big = !big)
+    for (int64_t run = 1 + (int64_t)(next() % 40); run > 0 && i < N; run--) {
+      uint64_t r = next();
+      float v = big ? f_of(0x45c00000u + (uint32_t)(r % (0x7f800000u - 0x45c00000u)))
+                    : (float)(urand() * 6144.0) * (r & 1 ? 1.0f : 1.0f / (float)(1 + (r >> 40) % 1000));
+      if (big && r % 997 == 0) v = r % 2 ? INFINITY : NAN;
+      x[i++] = r & 2 ? -v : v;
+    }
+  Worst w = {0, 0, 0};
+  run32(fn, x, NULL, N, &w);
+  free(x);
+  return w;
+}
+
 /* The exhaustive f32 check (TDSL_MATH_EXHAUSTIVE, not part of ctest: it
  * takes minutes per function): every one of the 2^32 bit patterns,
  * against glibc's double function (REF1). */
@@ -513,6 +566,25 @@ START_TEST(math_ulps) {
         bad = 1;
       }
   }
+  /* both forms of f32 sin, cos and tan: the inline one's sweep, and
+   * vectors that mix lanes of the short and the long reduction, also
+   * through each vector variant of the long functions */
+  static const char *forms[] = {"", "_inline", "_w4", "_w8", "_w16", "_w32", "_w64"};
+  for (int fn = 0; fn < MATH_NFNS; fn++)
+    for (int f = 0; f < 7 && is_trig(fn); f++) {
+      char name[64];
+      snprintf(name, sizeof name, "k_%s_32%s", math_fn_name((MathFn)fn), forms[f]);
+      if (!dlsym(so, name)) continue;
+      trig_form = forms[f];
+      Worst w[2] = {f == 1 ? sweep32((MathFn)fn) : (Worst){0, 0, 0}, mixed32((MathFn)fn)};
+      for (int k = 0; k < 2; k++)
+        if (w[k].ulps > limit32((MathFn)fn)) {
+          fprintf(stderr, "%s f32%s (%s): %.3g ulps at x = %La\n", math_fn_name((MathFn)fn), trig_form,
+                  k ? "mixed lanes" : "sweep", w[k].ulps, w[k].x);
+          bad = 1;
+        }
+      trig_form = "";
+    }
   ck_assert_msg(!bad, "a math function is beyond its ulp bound (see above)");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -561,6 +633,7 @@ static void no_libm_calls(const char *opt) {
                         !strncmp(at, "@llvm.smin", 10) || !strncmp(at, "@llvm.smax", 10) ||
                         !strncmp(at, "@llvm.umin", 10) || !strncmp(at, "@llvm.umax", 10) ||
                         !strncmp(at, "@llvm.fshl", 10) || !strncmp(at, "@llvm.fshr", 10) ||
+                        !strncmp(at, "@llvm.vector.reduce", 19) ||
                         !strncmp(at, "@tdsl", 5),
                     "%s: a call that needs a math library: %.60s", opt, at);
     }
