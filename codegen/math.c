@@ -6,7 +6,10 @@
  * sections "f32 algorithms" onwards, 0.7-2.4 ulp); pow, asin, acos,
  * asinh, acosh and atanh on f32 are computed in f64 with polynomials
  * sized for an f32 result (the argument extended, the result rounded
- * once: about 0.5 ulp).
+ * once: about 0.5 ulp).  On the CPU the long argument reduction of f32
+ * sin, cos and tan is a function of its own with vector variants, so
+ * that vectorized loops run it only for vectors that need it (the
+ * section "the long reduction out of line").
  *
  * Conventions: a V is an f64 scalar or vector (M.t), or an i64 of the
  * same shape (M.it); polynomials are Horner chains of llvm.fmuladd (fused
@@ -976,7 +979,7 @@ static V trig_reduce_large_f32(M *m, V a, V *q, V *c) {
  * Cody-Waite below 6144, Payne-Hanek above, on |x| with the signs put
  * back.  Vectors compute both and select per lane; scalars (the CUDA
  * backend's case) branch, so the long path costs only where a lane
- * needs it. */
+ * needs it.  (The CPU's form calls the long path instead: below.) */
 static void large_signed_f32(M *m, V x, V ax, V *r, V *q, V *c) {
   V rl = trig_reduce_large_f32(m, ax, q, c);
   V xneg = lt(m, x, 0);
@@ -1086,7 +1089,8 @@ static void fn_attr(LLVMContextRef ctx, V fn, const char *name) {
 
 static void str_fn_attr(LLVMContextRef ctx, V fn, const char *k, const char *v) {
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+                          LLVMCreateStringAttribute(ctx, k, (unsigned)strlen(k), v,
+                                                    (unsigned)strlen(v)));
 }
 
 /* Appends fn to llvm.compiler.used (kept until code generation). */
@@ -1109,7 +1113,8 @@ static void compiler_used(M *m, V fn) {
 static void long_name(const CgMath *cm, int tan, unsigned lanes, char *buf, size_t n) {
   char l[16] = "";
   if (lanes) snprintf(l, sizeof l, ".v%u", lanes);
-  snprintf(buf, n, "tdsl.math.%s_long.f32%s%s", tan ? "tan" : "sincos", l, cm->suffix ? cm->suffix : "");
+  snprintf(buf, n, "tdsl.math.%s_long.f32%s%s", tan ? "tan" : "sincos", l,
+           cm->suffix ? cm->suffix : "");
 }
 
 /* m's shape for f32 scalars (lanes 0) or vectors. */
@@ -1192,7 +1197,8 @@ static void long_body(M *m, V fn, int tan, unsigned lanes) {
     V lo = call_fn(&s, f, lanes_of(&s, x, lanes, 0, h));
     V hi = call_fn(&s, f, lanes_of(&s, x, lanes, h, h));
     V idx[64];
-    for (unsigned k = 0; k < lanes; k++) idx[k] = LLVMConstInt(LLVMInt32TypeInContext(m->ctx), k, 0);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(m->ctx);
+    for (unsigned k = 0; k < lanes; k++) idx[k] = LLVMConstInt(i32, k, 0);
     r = LLVMBuildShuffleVector(b, lo, hi, LLVMConstVector(idx, lanes), "");
   }
   LLVMBuildRet(b, r);

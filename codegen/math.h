@@ -3,7 +3,9 @@
  * copysign, bit casts, selects), with no call to libm, libdevice or an
  * llvm.* math intrinsic that lowers to a libcall.  So the same IR is
  * valid on every target, and LLVM's loop vectorizer widens it on the
- * CPU.  Values may be scalars or vectors of f32 or f64.  exp, exp2,
+ * CPU (where f32 sin, cos and tan call their long argument reduction
+ * out of line, in internal functions of the module: CgMath.trig_lanes).
+ * Values may be scalars or vectors of f32 or f64.  exp, exp2,
  * expm1, the log family, tanh, sigmoid, erf, sin, cos, tan, atan,
  * atan2, sinh and cosh have f32 algorithms computed in f32; the other
  * f32 functions (pow, asin, acos and the inverse hyperbolic ones) are

@@ -15,6 +15,11 @@
  * measured maxima are in docs/numerics.md: run with TDSL_MATH_TABLE=1
  * to print them), and special values (NaN, +-inf, +-0, overflow,
  * underflow, domain errors) must be exactly libm's.
+ * f32 sin, cos and tan are built in both forms (math.h CgMath.trig_lanes:
+ * the CPU's long reduction out of line, whose vector variant the
+ * vectorized loop must call, and the inline one) and also checked on
+ * vectors that mix both reductions, through each vector variant (loops
+ * on explicit vectors of 4 to 4x the register's f32 lanes).
  * Also: tdslc's kernels at -O0 and -O2 call no math library.
  * Needs: codegen/math.h, llvm-c, a C compiler (TDSL_CC), dlopen, tdslc. */
 #include <check.h>
@@ -51,14 +56,15 @@ static char dir[64];
  * 0: the inline form, named k_..._inline).  w > 0: the loop steps by w
  * with math on <w x T> vectors itself (n a multiple of w; named
  * k_..._wW), as a caller with vectors of its own would. */
-static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64, unsigned trig_lanes,
-                       unsigned w) {
+static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64,
+                       unsigned trig_lanes, unsigned w) {
   LLVMTypeRef t = is64 ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx), st = t;
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), i64 = LLVMInt64TypeInContext(ctx);
   LLVMTypeRef ps[4] = {ptr, ptr, ptr, i64};
   char name[64], wn[16] = "";
   if (w) snprintf(wn, sizeof wn, "_w%u", w), t = LLVMVectorType(st, w);
-  snprintf(name, sizeof name, "k_%s_%d%s%s", math_fn_name(fn), is64 ? 64 : 32, trig_lanes ? "" : "_inline", wn);
+  snprintf(name, sizeof name, "k_%s_%d%s%s", math_fn_name(fn), is64 ? 64 : 32,
+           trig_lanes ? "" : "_inline", wn);
   LLVMValueRef f = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), ps, 4, 0));
   for (unsigned i = 0; i < 3; i++)
     LLVMAddAttributeAtIndex(f, i + 1, LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
@@ -113,7 +119,9 @@ static void build_all(void) {
   char *triple, *err = NULL, path[128], cmd[512];
   LLVMTargetMachineRef tm = host_machine(&triple);
   char *feat = LLVMGetHostCPUFeatures(); /* the f32 lanes of a vector register */
-  unsigned lanes = strstr(feat, "+avx512f") ? 16 : strstr(feat, "+avx,") || strstr(feat, "+avx2") ? 8 : 4;
+  unsigned lanes = strstr(feat, "+avx512f")                             ? 16
+                   : strstr(feat, "+avx,") || strstr(feat, "+avx2") ? 8
+                                                                      : 4;
   LLVMDisposeMessage(feat);
   for (int fn = 0; fn < MATH_NFNS; fn++) {
     for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64, lanes, 0);
@@ -140,9 +148,12 @@ static void build_all(void) {
   }
   /* the vectorized loops of sin and tan call a vector variant */
   for (int k = 0; k < 2; k++) {
-    const char *fn = strstr(ir, k ? "@k_tan_32(" : "@k_sin_32("), *end = fn ? strstr(fn, "\ndefine ") : NULL;
-    const char *v = fn ? strstr(fn, k ? "@tdsl.math.tan_long.f32.v" : "@tdsl.math.sincos_long.f32.v") : NULL;
-    ck_assert_msg(v && (!end || v < end), "the loop vectorizer called no vector variant (%s)", k ? "tan" : "sin");
+    const char *fn = strstr(ir, k ? "@k_tan_32(" : "@k_sin_32(");
+    const char *end = fn ? strstr(fn, "\ndefine ") : NULL;
+    const char *want = k ? "@tdsl.math.tan_long.f32.v" : "@tdsl.math.sincos_long.f32.v";
+    const char *v = fn ? strstr(fn, want) : NULL;
+    ck_assert_msg(v && (!end || v < end), "the loop vectorizer called no vector variant (%s)",
+                  k ? "tan" : "sin");
   }
   ck_assert_msg(strstr(ir, "<4 x double>") || strstr(ir, "<2 x double>") ||
                     strstr(ir, "<8 x double>"),
@@ -405,8 +416,9 @@ static Worst mixed32(MathFn fn) {
   for (int big = 0; i < N; big = !big)
     for (int64_t run = 1 + (int64_t)(next() % 40); run > 0 && i < N; run--) {
       uint64_t r = next();
+      float scale = r & 1 ? 1.0f : 1.0f / (float)(1 + (r >> 40) % 1000);
       float v = big ? f_of(0x45c00000u + (uint32_t)(r % (0x7f800000u - 0x45c00000u)))
-                    : (float)(urand() * 6144.0) * (r & 1 ? 1.0f : 1.0f / (float)(1 + (r >> 40) % 1000));
+                    : (float)(urand() * 6144.0) * scale;
       if (big && r % 997 == 0) v = r % 2 ? INFINITY : NAN;
       x[i++] = r & 2 ? -v : v;
     }
@@ -579,8 +591,8 @@ START_TEST(math_ulps) {
       Worst w[2] = {f == 1 ? sweep32((MathFn)fn) : (Worst){0, 0, 0}, mixed32((MathFn)fn)};
       for (int k = 0; k < 2; k++)
         if (w[k].ulps > limit32((MathFn)fn)) {
-          fprintf(stderr, "%s f32%s (%s): %.3g ulps at x = %La\n", math_fn_name((MathFn)fn), trig_form,
-                  k ? "mixed lanes" : "sweep", w[k].ulps, w[k].x);
+          fprintf(stderr, "%s f32%s (%s): %.3g ulps at x = %La\n", math_fn_name((MathFn)fn),
+                  trig_form, k ? "mixed lanes" : "sweep", w[k].ulps, w[k].x);
           bad = 1;
         }
       trig_form = "";
