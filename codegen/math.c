@@ -1042,20 +1042,26 @@ static V tan_poly_f32(M *m, V r, V c, V z) {
   return add(m, r, fmadd(m, mul(m, r, z), poly(m, z, t, 7), fmadd(m, c, z, c)));
 }
 
-/* sin and cos of x = q pi/2 + r + c (the quadrant applied): both
- * polynomials, each picked by q's parity and signed by its next bit. */
+/* sin and cos of x = q pi/2 + r + c (the quadrant applied), into sn and
+ * cs where not NULL: both polynomials, each picked by q's parity and
+ * signed by its next bit. */
 static void sincos_reduced_f32(M *m, V r, V c, V q, V *sn, V *cs) {
-  V z = mul(m, r, r), hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
+  V z = mul(m, r, r), odd = bit(m, q, 1), hz = mul(m, z, K(m, 0.5)), w = sub(m, K(m, 1), hz);
   V s = sin_poly_f32(m, r, c, z, w), co = cos_poly_f32(m, r, c, z, hz, w);
-  V odd = bit(m, q, 1), vs = sel(m, odd, co, s), vc = sel(m, odd, s, co);
-  *sn = sel(m, bit(m, q, 2), LLVMBuildFNeg(m->b, vs, ""), vs);
-  *cs = sel(m, bit(m, LLVMBuildAdd(m->b, q, KI(m, 1), ""), 2), LLVMBuildFNeg(m->b, vc, ""), vc);
+  if (sn) {
+    V v = sel(m, odd, co, s);
+    *sn = sel(m, bit(m, q, 2), LLVMBuildFNeg(m->b, v, ""), v);
+  }
+  if (cs) {
+    V v = sel(m, odd, s, co), nq = LLVMBuildAdd(m->b, q, KI(m, 1), "");
+    *cs = sel(m, bit(m, nq, 2), LLVMBuildFNeg(m->b, v, ""), v);
+  }
 }
 
 /* tan of x = q pi/2 + r + c: -1/tan r for odd q. */
 static V tan_reduced_f32(M *m, V r, V c, V q) {
-  V t = tan_poly_f32(m, r, c, mul(m, r, r));
-  return sel(m, bit(m, q, 1), fdiv(m, K(m, -1), t), t);
+  V z = mul(m, r, r), odd = bit(m, q, 1), t = tan_poly_f32(m, r, c, z);
+  return sel(m, odd, fdiv(m, K(m, -1), t), t);
 }
 
 /* ---- the long reduction out of line (the CPU) ---------------------------------
@@ -1255,9 +1261,7 @@ static V trig_f32(M *m, V x, int which) {
       if (which == 2) {
         res = tan_reduced_f32(m, r, c, q);
       } else {
-        V sn, cs;
-        sincos_reduced_f32(m, r, c, q, &sn, &cs);
-        res = which == 0 ? sn : cs;
+        sincos_reduced_f32(m, r, c, q, which == 0 ? &res : NULL, which == 1 ? &res : NULL);
         if (which == 1) lg = LLVMBuildLShr(m->b, lg, KW(m, 64, 32), "");
         lg = from_bits(m, LLVMBuildTrunc(m->b, lg, m->it, ""));
       }
@@ -1269,9 +1273,7 @@ static V trig_f32(M *m, V x, int which) {
     if (which == 2) {
       res = tan_reduced_f32(m, r, c, q);
     } else {
-      V sn, cs;
-      sincos_reduced_f32(m, r, c, q, &sn, &cs);
-      res = which == 0 ? sn : cs;
+      sincos_reduced_f32(m, r, c, q, which == 0 ? &res : NULL, which == 1 ? &res : NULL);
     }
   }
   res = sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(m, INFINITY)), res, K(m, NAN));
