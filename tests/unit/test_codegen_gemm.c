@@ -102,8 +102,10 @@ END_TEST
  * packing (each column chunk packs its B panels itself, in groups of a
  * few panels: N = 300 and 352 at one thread make several groups, the
  * last one partial, with a partial panel or not, at K = 260 over two K
- * blocks), N < 2 M the shared packed B; the bits must not depend on the
- * thread count. */
+ * blocks; N = 800 makes four to eight per chunk, so the double buffer
+ * the next group is packed into while the micro-kernels use the one
+ * before goes round more than once), N < 2 M the shared packed B; the
+ * bits must not depend on the thread count. */
 static const char *MMP =
     "kernel pk(a: f32[M, K] strided, b: f32[K, N], c: f64[M, K], d: f64[K, N], "
     "e: i32[M, K], f: i32[K, N], t: f32[K, M]) -> (f32[M, N], f64[M, N], i32[M, N], f32[M, N]) {\n"
@@ -111,7 +113,8 @@ static const char *MMP =
 
 START_TEST(matmul_pack_paths) {
   static const int64_t sz[][3] = {{37, 7, 100}, {40, 17, 100}, {66, 9, 150}, {33, 300, 70},
-                                  {37, 8, 40}, {61, 513, 64}, {45, 260, 300}, {50, 70, 352}};
+                                  {37, 8, 40}, {61, 513, 64}, {45, 260, 300}, {50, 70, 352},
+                                  {40, 300, 800}};
   static const DType dt[3] = {DT_F32, DT_F64, DT_I32};
   for (int tg = 0; tg < 2; tg++) {
     Lib L;
