@@ -234,6 +234,26 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
   return f;
 }
 
+/* Transposes n vectors of n lanes in place (v[j] becomes column j) for
+ * 128- and 512-bit vectors: log2(n) rounds of interleaving v[i] with
+ * v[i + n/2] (one instruction each in 128 bits). */
+static void transpose_whole(G *g, LLVMValueRef *v, int n) {
+  LLVMValueRef out[64], lo[64], hi[64];
+  for (int i = 0; i < n / 2; i++) {
+    lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
+    hi[2 * i] = LLVMConstInt(g->i32, (unsigned)(n / 2 + i), 0);
+    hi[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + n / 2 + i), 0);
+  }
+  LLVMValueRef ml = LLVMConstVector(lo, (unsigned)n), mh = LLVMConstVector(hi, (unsigned)n);
+  for (int r = 1; r < n; r *= 2) {
+    for (int i = 0; i < n / 2; i++) {
+      out[2 * i] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], ml, "");
+      out[2 * i + 1] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], mh, "");
+    }
+    for (int i = 0; i < n; i++) v[i] = out[i];
+  }
+}
+
 /* Transposes n vectors of n lanes in place (v[j] becomes column j):
  * log2(n) rounds, round k pairing v[i] with v[i + 2^k] and interleaving
  * their chunks of 2^k lanes.  In 256-bit vectors the rounds whose chunks
@@ -241,25 +261,12 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
  * unpck*ps/pd) and the last one swaps lanes (vperm2f128): one instruction
  * per shuffle, 24 for 8 x 8 f32, and the instruction selector's shuffle
  * combining, most of this function's code generation time, has nothing
- * to search; the columns come out permuted and are put in order.  Other
- * widths: log2(n) rounds of interleaving v[i] with v[i + n/2] (one
- * instruction each in 128 bits). */
+ * to search; the columns come out permuted and are put in order
+ * (docs/architecture.md, "Transposes in registers").  Other widths:
+ * transpose_whole. */
 static void transpose(G *g, LLVMValueRef *v, int n) {
   if (g->vec_bits != 256) {
-    LLVMValueRef out[64], lo[64], hi[64];
-    for (int i = 0; i < n / 2; i++) {
-      lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
-      hi[2 * i] = LLVMConstInt(g->i32, (unsigned)(n / 2 + i), 0);
-      hi[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + n / 2 + i), 0);
-    }
-    LLVMValueRef ml = LLVMConstVector(lo, (unsigned)n), mh = LLVMConstVector(hi, (unsigned)n);
-    for (int r = 1; r < n; r *= 2) {
-      for (int i = 0; i < n / 2; i++) {
-        out[2 * i] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], ml, "");
-        out[2 * i + 1] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], mh, "");
-      }
-      for (int i = 0; i < n; i++) v[i] = out[i];
-    }
+    transpose_whole(g, v, n);
     return;
   }
   int lane = 128 / (8 * (int)dtype_size(g->cd));
