@@ -408,7 +408,6 @@ static void run_gemm(G *g, Run *r);
  * the kernel's entry holds only the context's set-up and a call. */
 static LLVMValueRef emit_run(G *g, Run *r) {
   LLVMValueRef f = gemm_new_fn(g, "run", &g->ptr, 1);
-  cpu_mark_cold(f, true); /* its loops hand out blocks (and pad a short A) */
   Run in = *r;
   in.cx = LLVMGetParam(f, 0);
   if (has_small_cfg(g)) {

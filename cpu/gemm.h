@@ -148,8 +148,5 @@ void cpu_mark_light(LLVMValueRef fn);
 /* Undoes cpu_mark_light: fn goes through the full pipeline (a prologue's
  * scalar packing loop). */
 void cpu_mark_full(LLVMValueRef fn);
-/* Marks fn as a driver, generated at LLVM's lowest code generation level
- * (split.c, machine.c; cpu.h declares it too): the product's run. */
-void cpu_mark_cold(LLVMValueRef fn, bool loops);
 
 #endif

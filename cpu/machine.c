@@ -245,21 +245,20 @@ static bool acyclic(LLVMValueRef f) {
   return nr == n;
 }
 
-/* The functions marked cold (cpu_mark_cold) that qualify, after the pass
- * pipeline: optnone (and noinline, which it needs), so that the X86 back
- * end selects their instructions with FastISel and skips loop strength
- * reduction, the machine scheduler and its other optimizations for them,
- * as at -O0, while every other function of the module keeps o's level.
- * Their code is larger (mlp's entry 595 -> 702 instructions, the GEMM
- * driver 431 -> 517) and runs once per call or per block of work; code
- * generation took a tenth less for mlp (docs/architecture.md). */
+/* The functions marked cold (cpu_mark_cold) that have no loop, after
+ * the pass pipeline: optnone (and noinline, which it needs), so that the
+ * X86 back end selects their instructions with FastISel and skips loop
+ * strength reduction, the machine scheduler and its other optimizations
+ * for them, as at -O0, while every other function of the module keeps
+ * o's level.  Their code is larger (mlp's entry 595 -> 702
+ * instructions) and runs once per call (docs/architecture.md, "Cold
+ * functions"). */
 static void cold_codegen(LLVMModuleRef mod) {
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
   unsigned optnone = LLVMGetEnumAttributeKindForName("optnone", 7);
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
-    int mark = LLVMIsDeclaration(f) ? 0 : cpu_cold_mark(f);
-    if (!mark || (mark == 1 && !acyclic(f))) continue;
+    if (LLVMIsDeclaration(f) || !cpu_is_cold(f) || !acyclic(f)) continue;
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, noinline, 0));
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, optnone, 0));
   }

@@ -90,24 +90,18 @@ bool cpu_is_light(LLVMValueRef fn) {
                                        sizeof light_attr - 1) != NULL;
 }
 
-/* The mark of a cold function (cpu_mark_cold): "loops" when its loops
- * are a driver's too, else "". */
+/* The mark of a cold function (cpu_mark_cold). */
 static const char cold_attr[] = "tdsl-cold";
 
-void cpu_mark_cold(LLVMValueRef fn, bool loops) {
+void cpu_mark_cold(LLVMValueRef fn) {
   LLVMContextRef ctx = LLVMGetTypeContext(LLVMTypeOf(fn));
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(ctx, cold_attr, sizeof cold_attr - 1,
-                                                    loops ? "loops" : "", loops ? 5 : 0));
+                          LLVMCreateStringAttribute(ctx, cold_attr, sizeof cold_attr - 1, "", 0));
 }
 
-int cpu_cold_mark(LLVMValueRef fn) {
-  LLVMAttributeRef a = LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, cold_attr,
-                                                     sizeof cold_attr - 1);
-  unsigned len = 0;
-  if (!a) return 0;
-  LLVMGetStringAttributeValue(a, &len);
-  return len ? 2 : 1;
+bool cpu_is_cold(LLVMValueRef fn) {
+  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, cold_attr,
+                                       sizeof cold_attr - 1) != NULL;
 }
 
 /* References that may cross parts (addresses taken, a full function's

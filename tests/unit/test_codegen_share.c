@@ -94,10 +94,11 @@ static int count_defines_with(const char *ir, const char *what, const char *attr
   return n;
 }
 
-/* At -O2 the entry of a kernel without loops and the GEMM's drivers are
- * generated at LLVM's lowest level (optnone, machine.c cold_codegen);
- * the GEMM's block bodies are not, nor is an entry that keeps a loop
- * (a conv2d's batch loop); at -O0 nothing is marked. */
+/* At -O2 the entry of a kernel without loops is generated at LLVM's
+ * lowest level (optnone, machine.c cold_codegen); the GEMM's functions
+ * are not (its driver's loops pack a short A, measured slower that way),
+ * nor is an entry that keeps a loop (a conv2d's batch loop); at -O0
+ * nothing is marked. */
 START_TEST(cold_functions) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/tdsl_share_XXXXXX");
@@ -105,9 +106,8 @@ START_TEST(cold_functions) {
   char *ir = emit_llvm(dir, SRC, "-O2");
   ck_assert_int_eq(count_defines_with(ir, "@two(", "optnone"), 1);
   ck_assert_int_ge(count_defines(ir, ".run("), 1);
-  ck_assert_int_eq(count_defines_with(ir, ".run(", "optnone"), count_defines(ir, ".run("));
   ck_assert_int_ge(count_defines(ir, ".block_body("), 1);
-  ck_assert_int_eq(count_defines_with(ir, ".block_body(", "optnone"), 0);
+  ck_assert_int_eq(count_defines_with(ir, "gemm.", "optnone"), 0);
   free(ir);
   ir = emit_llvm(dir,
                  "kernel c(x: f32[N, 8, 10, 10], w: f32[16, 8, 3, 3]) -> f32[N, 16, 8, 8] {\n"
