@@ -234,10 +234,9 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
   return f;
 }
 
-/* Transposes n vectors of n lanes in place (v[j] becomes column j) for
- * 128- and 512-bit vectors: log2(n) rounds of interleaving v[i] with
- * v[i + n/2] (one instruction each in 128 bits). */
-static void transpose_whole(G *g, LLVMValueRef *v, int n) {
+/* Transposes n vectors of n lanes in place (v[j] becomes column j):
+ * log2(n) rounds of interleaving v[i] with v[i + n/2]. */
+static void transpose(G *g, LLVMValueRef *v, int n) {
   LLVMValueRef out[64], lo[64], hi[64];
   for (int i = 0; i < n / 2; i++) {
     lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
@@ -252,56 +251,6 @@ static void transpose_whole(G *g, LLVMValueRef *v, int n) {
     }
     for (int i = 0; i < n; i++) v[i] = out[i];
   }
-}
-
-/* Transposes n vectors of n lanes in place (v[j] becomes column j):
- * log2(n) rounds, round k pairing v[i] with v[i + 2^k] and interleaving
- * their chunks of 2^k lanes.  In 256-bit vectors the rounds whose chunks
- * are smaller than a 128-bit lane interleave within each such lane (x86's
- * unpck*ps/pd) and the last one swaps lanes (vperm2f128): one instruction
- * per shuffle, 24 for 8 x 8 f32, and the instruction selector's shuffle
- * combining, most of this function's code generation time, has nothing
- * to search; the columns come out permuted and are put in order
- * (docs/architecture.md, "Transposes in registers").  Other widths:
- * transpose_whole. */
-static void transpose(G *g, LLVMValueRef *v, int n) {
-  if (g->vec_bits != 256) {
-    transpose_whole(g, v, n);
-    return;
-  }
-  int lane = 128 / (8 * (int)dtype_size(g->cd));
-  int col[64][64]; /* the column held in v[i]'s lanes, for the final order */
-  for (int i = 0; i < n; i++)
-    for (int e = 0; e < n; e++) col[i][e] = e;
-  for (int ch = 1; ch < n; ch *= 2) {
-    int blk = 2 * ch > lane ? 2 * ch : lane, half = blk / 2, lo[64], hi[64], m = 0;
-    for (int b = 0; b < n; b += blk)
-      for (int c = 0; c < half; c += ch)
-        for (int s = 0; s < 2; s++)
-          for (int e = 0; e < ch; e++, m++) {
-            lo[m] = s * n + b + c + e;
-            hi[m] = s * n + b + half + c + e;
-          }
-    LLVMValueRef ml[64], mh[64];
-    for (int e = 0; e < n; e++)
-      ml[e] = LLVMConstInt(g->i32, (unsigned)lo[e], 0), mh[e] = LLVMConstInt(g->i32, (unsigned)hi[e], 0);
-    LLVMValueRef kl = LLVMConstVector(ml, (unsigned)n), kh = LLVMConstVector(mh, (unsigned)n);
-    for (int i = 0; i < n; i++) {
-      if (i & ch) continue;
-      int a[64], b[64];
-      memcpy(a, col[i], sizeof a), memcpy(b, col[i + ch], sizeof b);
-      for (int e = 0; e < n; e++) {
-        col[i][e] = lo[e] < n ? a[lo[e]] : b[lo[e] - n];
-        col[i + ch][e] = hi[e] < n ? a[hi[e]] : b[hi[e] - n];
-      }
-      LLVMValueRef x = LLVMBuildShuffleVector(g->b, v[i], v[i + ch], kl, "");
-      v[i + ch] = LLVMBuildShuffleVector(g->b, v[i], v[i + ch], kh, "");
-      v[i] = x;
-    }
-  }
-  LLVMValueRef out[64];
-  for (int i = 0; i < n; i++) out[col[i][0]] = v[i];
-  for (int j = 0; j < n; j++) v[j] = out[j];
 }
 
 /* A full B panel (nvalid == NR) whose lanes run along K (X_BP == 1: the
