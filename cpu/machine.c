@@ -2,7 +2,9 @@
  * module's verification, the LLVM pass pipelines (llvm_passes: -O2's is
  * our own, in two halves around keep_remainders_rolled, the others
  * LLVM's "default<On>"; light_passes for functions
- * emitted as finished vector code, cpu_mark_light) and the textual IR,
+ * emitted as finished vector code, cpu_mark_light), LLVM's lowest code
+ * generation level for entries without loops (cold_codegen,
+ * cpu_mark_cold) and the textual IR,
  * assembly or object written through it, or an object in memory (one
  * module of a build split across threads, kernel.c).
  * Needs: cpu.h, llvm-c's target machine, pass builder and linker. */

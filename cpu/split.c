@@ -10,7 +10,8 @@
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
  * The module is written as bitcode once; each part reads it into its own
- * LLVMContext on its thread and drops the other parts' bodies.
+ * LLVMContext on its thread and drops the other parts' bodies.  Also
+ * the cold mark (cpu_mark_cold: a kernel's entry, machine.c).
  * Needs: cpu.h, llvm-c's bitcode reader and writer.  Used by: kernel.c. */
 #include <stdlib.h>
 #include <string.h>
