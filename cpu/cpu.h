@@ -192,6 +192,12 @@ typedef struct CpuPart {
 void cpu_mark_light(LLVMValueRef fn);
 void cpu_mark_full(LLVMValueRef fn); /* undoes cpu_mark_light */
 bool cpu_is_light(LLVMValueRef fn);
+/* Marks fn as code that runs once per call (a kernel's entry: checks,
+ * shapes, scratch, calls): at -O1 and above, after the pass pipeline, it
+ * is generated at LLVM's lowest code generation level when it has no
+ * loop (machine.c cold_codegen). */
+void cpu_mark_cold(LLVMValueRef fn);
+bool cpu_is_cold(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);
 /* Part `part` of a split module, read into ctx (any thread). */

@@ -58,6 +58,7 @@ static void emit_nest(Cg *c, const LfNest *n) {
 
 static void emit_kernel(Cg *c, const IrKernel *k, const LfKernel *lk) {
   cg_begin_kernel(c, k, lk, true);
+  cpu_mark_cold(c->fn); /* optimized as before if a nest's loop stays inline */
   cg_emit_entry_checks(c);
   cg_setup_buffers(c);
   cpu_setup_gemm_pools(c);

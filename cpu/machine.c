@@ -2,7 +2,9 @@
  * module's verification, the LLVM pass pipelines (llvm_passes: -O2's is
  * our own, in two halves around keep_remainders_rolled, the others
  * LLVM's "default<On>"; light_passes for functions
- * emitted as finished vector code, cpu_mark_light) and the textual IR,
+ * emitted as finished vector code, cpu_mark_light), LLVM's lowest code
+ * generation level for entries without loops (cold_codegen,
+ * cpu_mark_cold) and the textual IR,
  * assembly or object written through it, or an object in memory (one
  * module of a build split across threads, kernel.c).
  * Needs: cpu.h, llvm-c's target machine, pass builder and linker. */
@@ -210,6 +212,60 @@ static _Noreturn void user_pipeline_error(const char *passes, LLVMErrorRef e) {
   exit(2);
 }
 
+/* Block j of bbs[0..n) that t's successor e is (n if none). */
+static int succ_index(LLVMValueRef t, unsigned e, LLVMBasicBlockRef *bbs, int n) {
+  LLVMBasicBlockRef to = LLVMGetSuccessor(t, e);
+  int j = 0;
+  while (j < n && bbs[j] != to) j++;
+  return j;
+}
+
+/* Whether f has no cycle among its blocks (no loop): Kahn's order over
+ * the branches of at most 1024 blocks (more: treated as having one). */
+static bool acyclic(LLVMValueRef f) {
+  enum { MAXB = 1024 };
+  LLVMBasicBlockRef bbs[MAXB];
+  LLVMValueRef term[MAXB];
+  int n = 0, indeg[MAXB] = {0}, ready[MAXB], nr = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb)) {
+    if (n == MAXB) return false;
+    term[n] = LLVMGetBasicBlockTerminator(bb);
+    bbs[n++] = bb;
+  }
+  for (int i = 0; i < n; i++)
+    for (unsigned e = 0, ne = term[i] ? LLVMGetNumSuccessors(term[i]) : 0; e < ne; e++) {
+      int j = succ_index(term[i], e, bbs, n);
+      if (j < n) indeg[j]++;
+    }
+  for (int i = 0; i < n; i++)
+    if (!indeg[i]) ready[nr++] = i;
+  for (int k = 0; k < nr; k++) /* blocks whose predecessors all came before */
+    for (unsigned e = 0, ne = term[ready[k]] ? LLVMGetNumSuccessors(term[ready[k]]) : 0; e < ne; e++) {
+      int j = succ_index(term[ready[k]], e, bbs, n);
+      if (j < n && --indeg[j] == 0) ready[nr++] = j;
+    }
+  return nr == n;
+}
+
+/* The functions marked cold (cpu_mark_cold) that have no loop, after
+ * the pass pipeline: optnone (and noinline, which it needs), so that the
+ * X86 back end selects their instructions with FastISel and skips loop
+ * strength reduction, the machine scheduler and its other optimizations
+ * for them, as at -O0, while every other function of the module keeps
+ * o's level.  Their code is larger (mlp's entry 595 -> 702
+ * instructions) and runs once per call (docs/architecture.md, "Cold
+ * functions"). */
+static void cold_codegen(LLVMModuleRef mod) {
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  unsigned optnone = LLVMGetEnumAttributeKindForName("optnone", 7);
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f) || !cpu_is_cold(f) || !acyclic(f)) continue;
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, noinline, 0));
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, optnone, 0));
+  }
+}
+
 /* Verifies and optimizes mod for tm; quiet: no phase times (threads). */
 static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *triple,
                      const CgOptions *o, bool light, bool quiet) {
@@ -240,6 +296,7 @@ static void optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, const char *tri
     ICE("LLVM passes failed: %s", LLVMGetErrorMessage(e));
   }
   LLVMDisposePassBuilderOptions(po);
+  if (o->opt_level > 0) cold_codegen(mod);
   if (!quiet) cg_phase_ms(o, "llvm-opt", &t);
 }
 

@@ -10,7 +10,8 @@
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
  * The module is written as bitcode once; each part reads it into its own
- * LLVMContext on its thread and drops the other parts' bodies.
+ * LLVMContext on its thread and drops the other parts' bodies.  Also
+ * the cold mark (cpu_mark_cold: a kernel's entry, machine.c).
  * Needs: cpu.h, llvm-c's bitcode reader and writer.  Used by: kernel.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,20 @@ void cpu_mark_full(LLVMValueRef fn) {
 bool cpu_is_light(LLVMValueRef fn) {
   return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
                                        sizeof light_attr - 1) != NULL;
+}
+
+/* The mark of a cold function (cpu_mark_cold). */
+static const char cold_attr[] = "tdsl-cold";
+
+void cpu_mark_cold(LLVMValueRef fn) {
+  LLVMContextRef ctx = LLVMGetTypeContext(LLVMTypeOf(fn));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(ctx, cold_attr, sizeof cold_attr - 1, "", 0));
+}
+
+bool cpu_is_cold(LLVMValueRef fn) {
+  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, cold_attr,
+                                       sizeof cold_attr - 1) != NULL;
 }
 
 /* References that may cross parts (addresses taken, a full function's

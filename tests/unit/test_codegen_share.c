@@ -6,7 +6,8 @@
  * llvm.loop.vectorize.enable = false (compile time: gemm.c's
  * no_vectorize).  Checks the emitted LLVM IR for both, and that
  * kernels whose matmuls share the functions still compute what the
- * reference interpreter computes.
+ * reference interpreter computes; and which functions code generation
+ * treats as cold (cold_functions).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -75,6 +76,55 @@ START_TEST(one_set_per_configuration) {
 }
 END_TEST
 
+/* Lines that start with `define`, contain `what` and name an attribute
+ * group that holds `attr`. */
+static int count_defines_with(const char *ir, const char *what, const char *attr) {
+  int n = 0;
+  for (const char *l = ir; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    const char *end = strchr(l, '\n'), *hash;
+    size_t len = end ? (size_t)(end - l) : strlen(l);
+    char line[512], group[64];
+    snprintf(line, sizeof line, "%.*s", (int)(len < 511 ? len : 511), l);
+    if (strncmp(line, "define ", 7) || !strstr(line, what) || !(hash = strrchr(line, '#'))) continue;
+    snprintf(group, sizeof group, "\nattributes %.*s = {", (int)strcspn(hash, " {"), hash);
+    const char *g = strstr(ir, group), *gend = g ? strchr(g + 1, '\n') : NULL;
+    const char *a = g ? strstr(g, attr) : NULL;
+    if (a && (!gend || a < gend)) n++;
+  }
+  return n;
+}
+
+/* At -O2 the entry of a kernel without loops is generated at LLVM's
+ * lowest level (optnone, machine.c cold_codegen); the GEMM's functions
+ * are not (its driver's loops pack a short A, measured slower that way),
+ * nor is an entry that keeps a loop (a conv2d's batch loop); at -O0
+ * nothing is marked. */
+START_TEST(cold_functions) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/tdsl_share_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char *ir = emit_llvm(dir, SRC, "-O2");
+  ck_assert_int_eq(count_defines_with(ir, "@two(", "optnone"), 1);
+  ck_assert_int_ge(count_defines(ir, ".run("), 1);
+  ck_assert_int_ge(count_defines(ir, ".block_body("), 1);
+  ck_assert_int_eq(count_defines_with(ir, "gemm.", "optnone"), 0);
+  free(ir);
+  ir = emit_llvm(dir,
+                 "kernel c(x: f32[N, 8, 10, 10], w: f32[16, 8, 3, 3]) -> f32[N, 16, 8, 8] {\n"
+                 "  return conv2d(x, w)\n}\n",
+                 "-O2");
+  ck_assert_int_eq(count_defines(ir, "@c("), 1);
+  ck_assert_int_eq(count_defines_with(ir, "@c(", "optnone"), 0);
+  free(ir);
+  ir = emit_llvm(dir, SRC, "-O0");
+  ck_assert_ptr_null(strstr(ir, "optnone"));
+  free(ir);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
 /* The shared functions compute each matmul with its own sizes and
  * strides: compare every result with the interpreter, on the host's
  * tiles and on SSE2's, at sizes off the register tiles. */
@@ -110,6 +160,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, one_set_per_configuration);
   tcase_add_test(tc, shared_functions_compute_each_matmul);
+  tcase_add_test(tc, cold_functions);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
