@@ -44,6 +44,19 @@
 /* Channel blocks in the register block of a border pixel (channels-last). */
 enum { WIDE = 4 };
 
+/* A pixel's input pointer in a row block, frozen: without it loop
+ * strength reduction rewrote the NP pointers, which differ by multiples
+ * of the runtime pixel stride, as a chain of adds from one of them whose
+ * stride it kept on the stack (spilled by the outer loops' values): 9
+ * reloads per 2 channels in the 6 x 2 block, whose loop is otherwise 24
+ * FMAs, 12 broadcasts and 4 weight loads (at [8,64,56,56] one thread ran
+ * 1.3x to 1.7x slower).  A frozen pointer is opaque to it, as the image
+ * form's selected ones are. */
+static LLVMValueRef pixel_ptr(Cv *d, LLVMValueRef off) {
+  G *g = &d->g;
+  return LLVMBuildFreeze(g->b, gep(g, gemm_storage(g, d->xd), d->v[V_X], off), "");
+}
+
 /* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
  * broadcast weights). */
 static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
@@ -63,6 +76,8 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   int nob = cv_nvec(d), vw = g->vw, nb = nb_of(d);
   CvBlock bk;
   cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
+  LLVMValueRef xp[16];
+  for (int p = 0; p < np; p++) xp[p] = pixel_ptr(d, bk.xo[p]);
   GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
   LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
@@ -73,7 +88,7 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     wv[j] = cv_wvec(d, add(g, wj, k64(g, (j % d->nob) * vw)));
   }
   for (int p = 0; p < np; p++) {
-    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, bk.xo[p], xc), d->xd));
+    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, xp[p], xc, d->xd));
     for (int j = 0; j < nob; j++) {
       LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk.acc[p][j], "");
       LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), bk.acc[p][j]);
