@@ -2,7 +2,7 @@
 in one process, interleaved: for a noisy shared machine, where separate
 runs of run.sh move single conv ratios by 1.5x (bench/README.md).
 
-usage: [CASES=nhwc,nchw,7x7] [N=..] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
+usage: [CASES=nhwc,nchw,7x7] [N=..] [COMPILE=1] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
 LIB.so: `tdslc bench/kernels.tdsl --emit=so -o LIB.so` (it must hold the
 kernels conv3x3_nhwc, conv3x3_nchw and conv3x3_7x7_nhwc), built from any
 two commits (each library carries its own runtime and thread pool, so
@@ -13,7 +13,9 @@ the same names:
   nchw  conv3x3_nchw, the same in NCHW (tdsl's auto layout); torch: NCHW
         (its eager default) and channels-last;
   7x7   conv3x3_7x7_nhwc [8,512,7,7] x [512,512,3,3], channels-last.
-N overrides the batch of every case.  Each round runs every
+N overrides the batch of every case; COMPILE=1 adds torch.compile
+(Inductor) of the torch row, writing into an output allocated once as
+in peers.py.  Each round runs every
 implementation for about MIN_S seconds after a GAP-second pause, the
 order reversed every other round; it prints per implementation the
 median wall time per call, the median process CPU time per call (all
@@ -61,6 +63,10 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
         xp, wp = x.contiguous(memory_format=pf), w.contiguous(memory_format=pf)
         # F.conv2d has no out=: torch allocates its result in each call
         impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=1))(xp, wp)))
+    if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
+        ci = torch.empty(F.conv2d(x, w, padding=1).shape).contiguous(memory_format=fmt)
+        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=1)), fullgraph=True, dynamic=False)
+        impls.append(("inductor", lambda o: cf()))
     for name, m in libs:
         impls.append((name, (lambda k: lambda o: k(x, w, out=o))(getattr(m, kname))))
     ref = F.conv2d(x.double(), w.double(), padding=1)
@@ -68,7 +74,7 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
     for name, f in impls:
         o = torch.empty(ref.shape).contiguous(memory_format=fmt)
         r = f(o)
-        if name.startswith("torch"):
+        if name.startswith("torch") or name == "inductor":
             o = r
         outs[name] = o
         err = (o.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)

@@ -39,6 +39,8 @@
  * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
+#include <string.h>
+
 #include "conv_impl.h"
 
 /* Channel blocks in the register block of a border pixel (channels-last). */
@@ -554,31 +556,75 @@ static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
   gemm_loop_close(g, &lt_);
 }
 
+/* Slots of the packing body's context (pack): the weights' base, offset
+ * and strides, the pool, the shapes. */
+enum { PK_W, PK_WP, PK_OFF, PK_S0, PK_S1, PK_S2, PK_S3, PK_KH, PK_KW, PK_C, PK_O, PK_COUNT };
+
+/* Weights of at least this many elements (KH * KW * C * OPAD) are packed
+ * by the threads, blocks of NB channels each (a [512,512,3,3] layer's 9.4
+ * MB took a tenth of a one-thread [8,512,7,7] call, packed by one thread). */
+enum { PACK_PAR = 1 << 16 };
+
 /* The weights into wp as [O / NB][KH][KW][C][NB] (zeros past O), then
  * the bias (or zeros) at wp[OPAD * KH * KW * C ..]: the destination in
  * order (output channel innermost; channels-last: NOB vectors gathered
  * at a time), the NB channels of a block read from NB rows of w that
  * stay in cache across the block's (tap, c); the last block, where O is
- * not a multiple of NB, checked. */
-static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
+ * not a multiple of NB, checked.  The blocks are a body of
+ * tdsl_parallel_for ("tdsl.conv.pack", grain: blocks of PACK_PAR
+ * elements, so that small weights stay on the calling thread); the bias
+ * is packed in the kernel. */
+static void pack(Cv *d, const GemmEmit *e, const GemmTensor *w, const GemmTensor *bias) {
   G *g = &d->g;
   LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), opad = k[V_OPAD];
-  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O], full = sub(g, O, srem(g, O, nb));
+  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O];
+  LLVMValueRef kv[PK_COUNT] = {w->base, wp, w->offset, w->stride[0], w->stride[1], w->stride[2],
+                               w->stride[3], k[V_KH], k[V_KW], k[V_C], O};
+  LLVMValueRef cx = gemm_entry_alloca(g, g->i64, PK_COUNT);
+  for (int i = 0; i < PK_COUNT; i++)
+    if (!LLVMIsConstant(kv[i])) set(g, cx, i, kv[i]);
+  LLVMValueRef items = sdiv(g, opad, nb);
+  LLVMValueRef grain = cdiv(g, k64(g, PACK_PAR), mul(g, mul(g, kk, k[V_C]), nb));
+  /* the body: its values from the context, d->k and w in its terms */
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef saved[V_COUNT], f = cv_fn_open(g, "tdsl.conv.pack", ps, 3), bv[PK_COUNT];
+  memcpy(saved, k, sizeof saved);
+  for (int i = 0; i < PK_COUNT; i++)
+    bv[i] = LLVMIsConstant(kv[i]) ? kv[i]
+                                  : LLVMBuildLoad2(g->b, i < PK_OFF ? g->ptr : g->i64,
+                                                   slot_ptr(g, LLVMGetParam(f, 0), i), "");
+  GemmTensor wb = *w;
+  wb.base = bv[PK_W], wb.offset = bv[PK_OFF];
+  for (int i = 0; i < 4; i++) wb.stride[i] = bv[PK_S0 + i];
+  k[V_WP] = bv[PK_WP], k[V_KH] = bv[PK_KH], k[V_KW] = bv[PK_KW], k[V_C] = bv[PK_C], k[V_O] = bv[PK_O];
+  LLVMValueRef b0 = LLVMGetParam(f, 1), b1 = LLVMGetParam(f, 2);
+  LLVMValueRef nfull = sdiv(g, k[V_O], nb);
   GLoop l;
-  LLVMValueRef o0 = gemm_loop_open(g, &l, k64(g, 0), full, nb);
-  pack_block(d, w, o0, false);
+  LLVMValueRef i = gemm_loop_open(g, &l, b0, imin(g, b1, nfull), k64(g, 1));
+  pack_block(d, &wb, mul(g, i, nb), false);
   gemm_loop_close(g, &l);
+  /* the last block, checked, where O is not a multiple of NB and it is ours */
   LLVMBasicBlockRef tail = blk(g, "pk_tail"), done = blk(g, "pk_done");
-  LLVMBuildCondBr(g->b, lt(g, full, opad), tail, done);
+  LLVMValueRef mine = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, b0, nfull, ""),
+                                   lt(g, nfull, b1), "");
+  LLVMBuildCondBr(g->b, mine, tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  pack_block(d, w, full, true);
+  pack_block(d, &wb, mul(g, nfull, nb), true);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
-  o0 = gemm_loop_open(g, &l, k64(g, 0), opad, k64(g, 1));
+  LLVMBuildRetVoid(g->b);
+  LLVMDisposeBuilder(g->b);
+  memcpy(k, saved, sizeof saved);
+  g->b = e->b, g->fn = e->fn;
+  LLVMTypeRef pf[4] = {g->i64, g->i64, g->ptr, g->ptr};
+  LLVMValueRef a[4] = {items, grain, f, cx};
+  call(g, fdecl(g, "tdsl_parallel_for", g->vd, pf, 4), a, 4);
+  GLoop lb;
+  LLVMValueRef o0 = gemm_loop_open(g, &lb, k64(g, 0), opad, k64(g, 1));
   LLVMValueRef bdst = add(g, mul(g, mul(g, kk, k[V_C]), opad), o0);
   LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o0, bias->stride[0])) : NULL;
   cv_pack_elem(g, bias, bsrc, o0, O, gep(g, g->ct, wp, bdst));
-  gemm_loop_close(g, &l);
+  gemm_loop_close(g, &lb);
 }
 
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
@@ -611,7 +657,7 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_OPAD] = opad_of(&d, w->shape[0]);
   d.lanes = cv_lanes(g);
   if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
-  else pack(&d, w, bias);
+  else pack(&d, e, w, bias);
   /* small channels-last images: the image form (img_item) where the
    * input's channels are contiguous, chosen at run time unless the shapes
    * decide it */
