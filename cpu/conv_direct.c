@@ -529,6 +529,7 @@ static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
  * VW / 2] lane by lane). */
 static void transpose(G *g, LLVMValueRef *r) {
   int n = g->vw;
+  if (n < 2) return;
   LLVMValueRef t[16], mlo[16], mhi[16];
   for (int l = 0; l < n / 2; l++) {
     mlo[2 * l] = LLVMConstInt(g->i32, (unsigned)l, 0);
