@@ -668,7 +668,9 @@ static void pack(Cv *d, const GemmEmit *e, const GemmTensor *w, const GemmTensor
   for (int i = 0; i < PK_COUNT; i++)
     if (!LLVMIsConstant(kv[i])) set(g, cx, i, kv[i]);
   LLVMValueRef items = sdiv(g, opad, nb);
-  LLVMValueRef grain = cdiv(g, k64(g, PACK_PAR), mul(g, mul(g, kk, k[V_C]), nb));
+  LLVMValueRef per = mul(g, mul(g, kk, k[V_C]), nb); /* elements per block, 0 when C is */
+  per = LLVMBuildSelect(g->b, lt(g, per, k64(g, 1)), k64(g, 1), per, "");
+  LLVMValueRef grain = cdiv(g, k64(g, PACK_PAR), per);
   /* the body: its values from the context, d->k and w in its terms */
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef saved[V_COUNT], f = cv_fn_open(g, "tdsl.conv.pack", ps, 3), bv[PK_COUNT];
