@@ -65,7 +65,8 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
         impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=1))(xp, wp)))
     if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
         ci = torch.empty(F.conv2d(x, w, padding=1).shape).contiguous(memory_format=fmt)
-        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=1)), fullgraph=True, dynamic=False)
+        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=1)), fullgraph=True,
+                           dynamic=False)
         impls.append(("inductor", lambda o: cf()))
     for name, m in libs:
         impls.append((name, (lambda k: lambda o: k(x, w, out=o))(getattr(m, kname))))

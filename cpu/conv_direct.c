@@ -53,9 +53,9 @@ enum { WIDE = 4 };
  * of the runtime pixel stride, as a chain of adds from one of them whose
  * stride it kept on the stack (spilled by the outer loops' values): 9
  * reloads per 2 channels in the 6 x 2 block, whose loop is otherwise 24
- * FMAs, 12 broadcasts and 4 weight loads (at [8,64,56,56] one thread ran
- * 1.3x to 1.7x slower).  A frozen pointer is opaque to it, as the image
- * form's selected ones are. */
+ * FMAs, 12 broadcasts and 4 weight loads (up to 1.7x slower, level in
+ * some runs: bench/README.md, "Two threads, full batches").  A frozen
+ * pointer is opaque to it, as the image form's selected ones are. */
 static LLVMValueRef pixel_ptr(Cv *d, LLVMValueRef off) {
   G *g = &d->g;
   return LLVMBuildFreeze(g->b, gep(g, gemm_storage(g, d->xd), d->v[V_X], off), "");
@@ -555,7 +555,8 @@ static bool dense_rows(const Cv *d, const GemmTensor *w) {
   long long kh = LLVMConstIntGetSExtValue(k[V_KH]), kw = LLVMConstIntGetSExtValue(k[V_KW]);
   const long long want[3] = {kh * kw, kw, 1};
   for (int i = 0; i < 3; i++)
-    if (!LLVMIsAConstantInt(w->stride[i + 1]) || LLVMConstIntGetSExtValue(w->stride[i + 1]) != want[i])
+    if (!LLVMIsAConstantInt(w->stride[i + 1]) ||
+        LLVMConstIntGetSExtValue(w->stride[i + 1]) != want[i])
       return false;
   return true;
 }
@@ -581,11 +582,13 @@ static void pack_rows(Cv *d, const GemmTensor *w, LLVMValueRef o0) {
       rb[r] = add(g, w->offset, mul(g, add(g, oj, k64(g, r)), w->stride[0]));
     GLoop ls, lr;
     LLVMValueRef s = gemm_loop_open(g, &ls, k64(g, 0), Lv, k64(g, vw));
-    for (int r = 0; r < vw; r++) x[r] = cv_vload(g, w->dtype, w->base, add(g, rb[r], s), NULL, NULL);
+    for (int r = 0; r < vw; r++)
+      x[r] = cv_vload(g, w->dtype, w->base, add(g, rb[r], s), NULL, NULL);
     transpose(g, x);
     for (int q = 0; q < vw; q++) {
       LLVMValueRef f = add(g, s, k64(g, q)), c = sdiv(g, f, kk), t = srem(g, f, kk);
-      LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)), add(g, mul(g, c, nb), k64(g, j * vw)));
+      LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)),
+                             add(g, mul(g, c, nb), k64(g, j * vw)));
       LLVMSetAlignment(LLVMBuildStore(g->b, x[q], gep(g, g->ct, wp, dst)), al);
     }
     gemm_loop_close(g, &ls);
@@ -594,7 +597,8 @@ static void pack_rows(Cv *d, const GemmTensor *w, LLVMValueRef o0) {
     LLVMValueRef lanes = cv_vadd(g, cv_splat(g, oj), d->lanes);
     LLVMValueRef idx = cv_vadd(g, cv_splat(g, add(g, w->offset, f)),
                                cv_vmul(g, lanes, cv_splat(g, w->stride[0])));
-    LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)), add(g, mul(g, c, nb), k64(g, j * vw)));
+    LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)),
+                           add(g, mul(g, c, nb), k64(g, j * vw)));
     LLVMSetAlignment(LLVMBuildStore(g->b, cv_vload(g, w->dtype, w->base, NULL, idx, NULL),
                                     gep(g, g->ct, wp, dst)), al);
     gemm_loop_close(g, &lr);
@@ -682,7 +686,8 @@ static void pack(Cv *d, const GemmEmit *e, const GemmTensor *w, const GemmTensor
   GemmTensor wb = *w;
   wb.base = bv[PK_W], wb.offset = bv[PK_OFF];
   for (int i = 0; i < 4; i++) wb.stride[i] = bv[PK_S0 + i];
-  k[V_WP] = bv[PK_WP], k[V_KH] = bv[PK_KH], k[V_KW] = bv[PK_KW], k[V_C] = bv[PK_C], k[V_O] = bv[PK_O];
+  k[V_WP] = bv[PK_WP], k[V_KH] = bv[PK_KH], k[V_KW] = bv[PK_KW];
+  k[V_C] = bv[PK_C], k[V_O] = bv[PK_O];
   LLVMValueRef b0 = LLVMGetParam(f, 1), b1 = LLVMGetParam(f, 2);
   LLVMValueRef nfull = sdiv(g, k[V_O], nb);
   GLoop l;
