@@ -5,7 +5,9 @@
  *
  * The weights are packed once per call into the pool, blocked over
  * output channels: [O / NB][KH][KW][C][NB] in the compute type, NB = NOB
- * vectors of VW lanes (zero lanes past O), then the bias (or zeros).  A
+ * vectors of VW lanes (zero lanes past O), then the bias (or zeros); the
+ * blocks by the threads where the weights are large (pack), dense rows of
+ * weights read a vector at a time and transposed in registers.  A
  * work item is an output row (image, oy); for each block of NB output
  * channels, PX output pixels at a time keep PX x NOB accumulator vectors
  * in registers: for each tap (ky, kx) and input channel c, NOB weight
@@ -39,10 +41,25 @@
  * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
+#include <string.h>
+
 #include "conv_impl.h"
 
 /* Channel blocks in the register block of a border pixel (channels-last). */
 enum { WIDE = 4 };
+
+/* A pixel's input pointer in a row block, frozen: without it loop
+ * strength reduction rewrote the NP pointers, which differ by multiples
+ * of the runtime pixel stride, as a chain of adds from one of them whose
+ * stride it kept on the stack (spilled by the outer loops' values): 9
+ * reloads per 2 channels in the 6 x 2 block, whose loop is otherwise 24
+ * FMAs, 12 broadcasts and 4 weight loads (up to 1.7x slower, level in
+ * some runs: bench/README.md, "Two threads, full batches").  A frozen
+ * pointer is opaque to it, as the image form's selected ones are. */
+static LLVMValueRef pixel_ptr(Cv *d, LLVMValueRef off) {
+  G *g = &d->g;
+  return LLVMBuildFreeze(g->b, gep(g, gemm_storage(g, d->xd), d->v[V_X], off), "");
+}
 
 /* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
  * broadcast weights). */
@@ -63,6 +80,8 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
   int nob = cv_nvec(d), vw = g->vw, nb = nb_of(d);
   CvBlock bk;
   cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
+  LLVMValueRef xp[16];
+  for (int p = 0; p < np; p++) xp[p] = pixel_ptr(d, bk.xo[p]);
   GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
   LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
@@ -73,7 +92,7 @@ static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, 
     wv[j] = cv_wvec(d, add(g, wj, k64(g, (j % d->nob) * vw)));
   }
   for (int p = 0; p < np; p++) {
-    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, v[V_X], add(g, bk.xo[p], xc), d->xd));
+    LLVMValueRef xs = cv_splat(g, gemm_load_c(g, xp[p], xc, d->xd));
     for (int j = 0; j < nob; j++) {
       LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk.acc[p][j], "");
       LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), bk.acc[p][j]);
@@ -504,12 +523,98 @@ static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
   return mul(g, cdiv(g, O, nb), nb);
 }
 
+/* VW vectors r[] transposed in place: lane l of r[q] becomes lane q of
+ * the old r[l] (log2 VW rounds, each interleaving the rows half of them
+ * apart: r[2i], r[2i + 1] = the low and high halves of r[i] and r[i +
+ * VW / 2] lane by lane). */
+static void transpose(G *g, LLVMValueRef *r) {
+  int n = g->vw;
+  if (n < 2) return;
+  LLVMValueRef t[16], mlo[16], mhi[16];
+  for (int l = 0; l < n / 2; l++) {
+    mlo[2 * l] = LLVMConstInt(g->i32, (unsigned)l, 0);
+    mlo[2 * l + 1] = LLVMConstInt(g->i32, (unsigned)(n + l), 0);
+    mhi[2 * l] = LLVMConstInt(g->i32, (unsigned)(n / 2 + l), 0);
+    mhi[2 * l + 1] = LLVMConstInt(g->i32, (unsigned)(n + n / 2 + l), 0);
+  }
+  LLVMValueRef lo = LLVMConstVector(mlo, (unsigned)n), hi = LLVMConstVector(mhi, (unsigned)n);
+  for (int s = 1; s < n; s *= 2) {
+    for (int i = 0; i < n / 2; i++) {
+      t[2 * i] = LLVMBuildShuffleVector(g->b, r[i], r[i + n / 2], lo, "");
+      t[2 * i + 1] = LLVMBuildShuffleVector(g->b, r[i], r[i + n / 2], hi, "");
+    }
+    memcpy(r, t, (size_t)n * sizeof *r);
+  }
+}
+
+/* Whether w's (c, ky, kx) are one dense run per output channel (its
+ * strides [.., KH * KW, KW, 1], known when compiling). */
+static bool dense_rows(const Cv *d, const GemmTensor *w) {
+  const LLVMValueRef *k = d->k;
+  if (!LLVMIsAConstantInt(k[V_KH]) || !LLVMIsAConstantInt(k[V_KW])) return false;
+  long long kh = LLVMConstIntGetSExtValue(k[V_KH]), kw = LLVMConstIntGetSExtValue(k[V_KW]);
+  const long long want[3] = {kh * kw, kw, 1};
+  for (int i = 0; i < 3; i++)
+    if (!LLVMIsAConstantInt(w->stride[i + 1]) ||
+        LLVMConstIntGetSExtValue(w->stride[i + 1]) != want[i])
+      return false;
+  return true;
+}
+
+/* pack_block's full channels-last block from o0 for dense rows of w:
+ * for each vector of VW output channels, VW rows of w read VW elements
+ * at a time (element f = c * KH * KW + tap of each row), transposed into
+ * VW vectors of channels, each stored at its (tap, c); the elements past
+ * the last multiple of VW gathered one (tap, c) at a time.  (Gathering a
+ * vector of channels from VW rows for every (tap, c), which LLVM
+ * scalarizes on AVX2, packed a [512,512,3,3] layer's 9.4 MB at about 3
+ * GB/s.) */
+static void pack_rows(Cv *d, const GemmTensor *w, LLVMValueRef o0) {
+  G *g = &d->g;
+  LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), C = k[V_C];
+  int vw = g->vw, nbi = nb_of(d);
+  LLVMValueRef nb = k64(g, nbi), L = mul(g, C, kk), Lv = mul(g, sdiv(g, L, k64(g, vw)), k64(g, vw));
+  LLVMValueRef blk0 = mul(g, mul(g, o0, kk), C);
+  unsigned al = (unsigned)(vw * dtype_size(g->cd));
+  for (int j = 0; j < d->nob; j++) {
+    LLVMValueRef rb[16], x[16], oj = add(g, o0, k64(g, j * vw));
+    for (int r = 0; r < vw; r++)
+      rb[r] = add(g, w->offset, mul(g, add(g, oj, k64(g, r)), w->stride[0]));
+    GLoop ls, lr;
+    LLVMValueRef s = gemm_loop_open(g, &ls, k64(g, 0), Lv, k64(g, vw));
+    for (int r = 0; r < vw; r++)
+      x[r] = cv_vload(g, w->dtype, w->base, add(g, rb[r], s), NULL, NULL);
+    transpose(g, x);
+    for (int q = 0; q < vw; q++) {
+      LLVMValueRef f = add(g, s, k64(g, q)), c = sdiv(g, f, kk), t = srem(g, f, kk);
+      LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)),
+                             add(g, mul(g, c, nb), k64(g, j * vw)));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[q], gep(g, g->ct, wp, dst)), al);
+    }
+    gemm_loop_close(g, &ls);
+    LLVMValueRef f = gemm_loop_open(g, &lr, Lv, L, k64(g, 1));
+    LLVMValueRef c = sdiv(g, f, kk), t = srem(g, f, kk);
+    LLVMValueRef lanes = cv_vadd(g, cv_splat(g, oj), d->lanes);
+    LLVMValueRef idx = cv_vadd(g, cv_splat(g, add(g, w->offset, f)),
+                               cv_vmul(g, lanes, cv_splat(g, w->stride[0])));
+    LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)),
+                           add(g, mul(g, c, nb), k64(g, j * vw)));
+    LLVMSetAlignment(LLVMBuildStore(g->b, cv_vload(g, w->dtype, w->base, NULL, idx, NULL),
+                                    gep(g, g->ct, wp, dst)), al);
+    gemm_loop_close(g, &lr);
+  }
+}
+
 /* The block of NB output channels from o0 of the weights packed (pack):
  * tail: O < o0 + NB, the channels past O zero (checked, else not). */
 static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
   G *g = &d->g;
   LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]);
   LLVMValueRef nb = k64(g, nb_of(d)), C = k[V_C];
+  if (d->cl && !tail && dense_rows(d, w)) {
+    pack_rows(d, w, o0);
+    return;
+  }
   GLoop lt_, lc, lo;
   LLVMValueRef t = gemm_loop_open(g, &lt_, k64(g, 0), kk, k64(g, 1));
   LLVMValueRef tsrc = add(g, add(g, w->offset, mul(g, sdiv(g, t, k[V_KW]), w->stride[2])),
@@ -539,31 +644,78 @@ static void pack_block(Cv *d, const GemmTensor *w, LLVMValueRef o0, bool tail) {
   gemm_loop_close(g, &lt_);
 }
 
+/* Slots of the packing body's context (pack): the weights' base, offset
+ * and strides, the pool, the shapes. */
+enum { PK_W, PK_WP, PK_OFF, PK_S0, PK_S1, PK_S2, PK_S3, PK_KH, PK_KW, PK_C, PK_O, PK_COUNT };
+
+/* Weights of at least this many elements (KH * KW * C * OPAD) are packed
+ * by the threads, blocks of NB channels each (a [512,512,3,3] layer's 9.4
+ * MB took a tenth of a one-thread [8,512,7,7] call, packed by one thread). */
+enum { PACK_PAR = 1 << 16 };
+
 /* The weights into wp as [O / NB][KH][KW][C][NB] (zeros past O), then
  * the bias (or zeros) at wp[OPAD * KH * KW * C ..]: the destination in
  * order (output channel innermost; channels-last: NOB vectors gathered
  * at a time), the NB channels of a block read from NB rows of w that
  * stay in cache across the block's (tap, c); the last block, where O is
- * not a multiple of NB, checked. */
-static void pack(Cv *d, const GemmTensor *w, const GemmTensor *bias) {
+ * not a multiple of NB, checked.  The blocks are a body of
+ * tdsl_parallel_for ("tdsl.conv.pack", grain: blocks of PACK_PAR
+ * elements, so that small weights stay on the calling thread); the bias
+ * is packed in the kernel. */
+static void pack(Cv *d, const GemmEmit *e, const GemmTensor *w, const GemmTensor *bias) {
   G *g = &d->g;
   LLVMValueRef *k = d->k, wp = k[V_WP], kk = mul(g, k[V_KH], k[V_KW]), opad = k[V_OPAD];
-  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O], full = sub(g, O, srem(g, O, nb));
+  LLVMValueRef nb = k64(g, nb_of(d)), O = k[V_O];
+  LLVMValueRef kv[PK_COUNT] = {w->base, wp, w->offset, w->stride[0], w->stride[1], w->stride[2],
+                               w->stride[3], k[V_KH], k[V_KW], k[V_C], O};
+  LLVMValueRef cx = gemm_entry_alloca(g, g->i64, PK_COUNT);
+  for (int i = 0; i < PK_COUNT; i++)
+    if (!LLVMIsConstant(kv[i])) set(g, cx, i, kv[i]);
+  LLVMValueRef items = sdiv(g, opad, nb);
+  LLVMValueRef per = mul(g, mul(g, kk, k[V_C]), nb); /* elements per block, 0 when C is */
+  per = LLVMBuildSelect(g->b, lt(g, per, k64(g, 1)), k64(g, 1), per, "");
+  LLVMValueRef grain = cdiv(g, k64(g, PACK_PAR), per);
+  /* the body: its values from the context, d->k and w in its terms */
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef saved[V_COUNT], f = cv_fn_open(g, "tdsl.conv.pack", ps, 3), bv[PK_COUNT];
+  memcpy(saved, k, sizeof saved);
+  for (int i = 0; i < PK_COUNT; i++)
+    bv[i] = LLVMIsConstant(kv[i]) ? kv[i]
+                                  : LLVMBuildLoad2(g->b, i < PK_OFF ? g->ptr : g->i64,
+                                                   slot_ptr(g, LLVMGetParam(f, 0), i), "");
+  GemmTensor wb = *w;
+  wb.base = bv[PK_W], wb.offset = bv[PK_OFF];
+  for (int i = 0; i < 4; i++) wb.stride[i] = bv[PK_S0 + i];
+  k[V_WP] = bv[PK_WP], k[V_KH] = bv[PK_KH], k[V_KW] = bv[PK_KW];
+  k[V_C] = bv[PK_C], k[V_O] = bv[PK_O];
+  LLVMValueRef b0 = LLVMGetParam(f, 1), b1 = LLVMGetParam(f, 2);
+  LLVMValueRef nfull = sdiv(g, k[V_O], nb);
   GLoop l;
-  LLVMValueRef o0 = gemm_loop_open(g, &l, k64(g, 0), full, nb);
-  pack_block(d, w, o0, false);
+  LLVMValueRef i = gemm_loop_open(g, &l, b0, imin(g, b1, nfull), k64(g, 1));
+  pack_block(d, &wb, mul(g, i, nb), false);
   gemm_loop_close(g, &l);
+  /* the last block, checked, where O is not a multiple of NB and it is ours */
   LLVMBasicBlockRef tail = blk(g, "pk_tail"), done = blk(g, "pk_done");
-  LLVMBuildCondBr(g->b, lt(g, full, opad), tail, done);
+  LLVMValueRef mine = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, b0, nfull, ""),
+                                   lt(g, nfull, b1), "");
+  LLVMBuildCondBr(g->b, mine, tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  pack_block(d, w, full, true);
+  pack_block(d, &wb, mul(g, nfull, nb), true);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
-  o0 = gemm_loop_open(g, &l, k64(g, 0), opad, k64(g, 1));
+  LLVMBuildRetVoid(g->b);
+  LLVMDisposeBuilder(g->b);
+  memcpy(k, saved, sizeof saved);
+  g->b = e->b, g->fn = e->fn;
+  LLVMTypeRef pf[4] = {g->i64, g->i64, g->ptr, g->ptr};
+  LLVMValueRef a[4] = {items, grain, f, cx};
+  call(g, fdecl(g, "tdsl_parallel_for", g->vd, pf, 4), a, 4);
+  GLoop lb;
+  LLVMValueRef o0 = gemm_loop_open(g, &lb, k64(g, 0), opad, k64(g, 1));
   LLVMValueRef bdst = add(g, mul(g, mul(g, kk, k[V_C]), opad), o0);
   LLVMValueRef bsrc = bias ? add(g, bias->offset, mul(g, o0, bias->stride[0])) : NULL;
   cv_pack_elem(g, bias, bsrc, o0, O, gep(g, g->ct, wp, bdst));
-  gemm_loop_close(g, &l);
+  gemm_loop_close(g, &lb);
 }
 
 LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
@@ -596,7 +748,7 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   k[V_OPAD] = opad_of(&d, w->shape[0]);
   d.lanes = cv_lanes(g);
   if (cv_lowp_choose(&d, w->dtype) && !d.split) cv_lowp_pack(&d, w, bias, nb_of(&d));
-  else pack(&d, w, bias);
+  else pack(&d, e, w, bias);
   /* small channels-last images: the image form (img_item) where the
    * input's channels are contiguous, chosen at run time unless the shapes
    * decide it */

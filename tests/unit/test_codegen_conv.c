@@ -18,7 +18,8 @@
  * four channel blocks) with 83 output channels and rows of 18 to 25, and
  * the small-image form (rows of at most 16 columns: blocks of pixels
  * spanning rows by rectangles, taps outside from a zero row; symbolic
- * sizes choosing the form at run time); and
+ * sizes choosing the form at run time); weights packed by the threads
+ * (9 * 512 * 83 elements, a channels-last and an NCHW output); and
  * 1x1 convs at stride 1 with NCHW outputs as a plain GEMM per image
  * (cpu/conv_1x1.c): inputs in either layout, odd channel counts (13 of
  * 7, 37 of 9), batch 3 and unbatched, 3 output channels (the small-M
@@ -316,6 +317,36 @@ START_TEST(direct_image) {
 }
 END_TEST
 
+/* Weights large enough (KH * KW * C * O of 64Ki elements and more) to be
+ * packed by the threads, a block of output channels each (83 channels:
+ * the masked last block packed by whichever thread has it), for a
+ * channels-last output and an NCHW one, at 1 to 3 threads. */
+static const char *DR_PACK =
+    "kernel rp(x: f32[2, 512, 3, 5] channels_last, w: f32[83, 512, 3, 3], b: f32[83]) -> "
+    "(f32[2, 83, 3, 5] channels_last, f32[2, 83, 3, 5]) {\n"
+    "  return conv2d(x, w, b, padding=1), conv2d(x, w, None, padding=1)\n}\n";
+
+START_TEST(direct_packing) {
+  static const int64_t si[3][4] = {{2, 512, 3, 5}, {83, 512, 3, 3}, {83}};
+  static const int rk[3] = {4, 4, 1};
+  static const int64_t so[4] = {2, 83, 3, 5};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_PACK, "rp", FLAGS[t]);
+    Ten in[3], out[2];
+    cl_ten(&in[0], DT_F32, 4, si[0], false);
+    for (int i = 1; i < 3; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    cl_ten(&out[0], DT_F32, 4, so, true);
+    out_ten(&out[1], DT_F32, 4, so);
+    run_and_compare_k(&L, "rp", in, 3, out, 2, false, 512 * 9);
+    if (t == 0) same_at_threads(&L, "rp", in, 3, out, 2);
+    for (int i = 0; i < 3; i++) ten_free(&in[i]);
+    for (int i = 0; i < 2; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 static const char *DR_DT =
     "kernel rd(a: f64[2, 8, 6, 7] channels_last, wa: f64[5, 8, 3, 3], ba: f64[5], "
     "h: f16[1, 9, 6, 7] channels_last, wh: f16[10, 9, 3, 3], bh: f16[10], "
@@ -573,6 +604,7 @@ static Suite *suite(void) {
   tcase_add_test(t, direct_channels_last);
   tcase_add_test(t, direct_blocks);
   tcase_add_test(t, direct_image);
+  tcase_add_test(t, direct_packing);
   tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, direct_nchw);
   tcase_add_test(t, gemm_1x1_nchw);

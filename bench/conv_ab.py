@@ -1,0 +1,111 @@
+"""conv_ab.py — f32 conv2d of tdsl libraries against PyTorch eager (oneDNN)
+in one process, interleaved: for a noisy shared machine, where separate
+runs of run.sh move single conv ratios by 1.5x (bench/README.md).
+
+usage: [CASES=nhwc,nchw,7x7] [N=..] [COMPILE=1] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
+LIB.so: `tdslc bench/kernels.tdsl --emit=so -o LIB.so` (it must hold the
+kernels conv3x3_nhwc, conv3x3_nchw and conv3x3_7x7_nhwc), built from any
+two commits (each library carries its own runtime and thread pool, so
+they can be compared in one process).  The cases are the bench rows of
+the same names:
+  nhwc  conv3x3_nhwc [32,64,56,56] x [64,64,3,3], padding 1, channels-last;
+        torch: F.conv2d on channels-last input and weight;
+  nchw  conv3x3_nchw, the same in NCHW (tdsl's auto layout); torch: NCHW
+        (its eager default) and channels-last;
+  7x7   conv3x3_7x7_nhwc [8,512,7,7] x [512,512,3,3], channels-last.
+N overrides the batch of every case; COMPILE=1 adds torch.compile
+(Inductor) of the torch row, writing into an output allocated once as
+in peers.py.  Each round runs every
+implementation for about MIN_S seconds after a GAP-second pause, the
+order reversed every other round; it prints per implementation the
+median wall time per call, the median process CPU time per call (all
+threads), and torch's time over it (wall medians, the median of
+per-round ratios with their range, CPU medians).  Results are checked
+against torch first.  Needs torch and the python/ package (found next
+to this file).
+"""
+import os
+import statistics
+import sys
+import time
+
+T = int(sys.argv[1])
+R = int(sys.argv[2])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import tdsl  # noqa: E402
+
+libs = []
+for arg in sys.argv[3:]:
+    path, _, name = arg.partition("=")
+    m = tdsl.load(path)
+    m.set_num_threads(T)
+    libs.append((name or os.path.basename(path), m))
+torch.set_num_threads(T)
+MIN_S = float(os.environ.get("MIN_S", "0.3"))
+GAP = float(os.environ.get("GAP", "0.2"))
+CL = torch.channels_last
+# case: kernel, [N, C, H, W], O, tdsl's memory format, torch's formats
+CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, CL, [("torch", CL)]),
+         "nchw": ("conv3x3_nchw", [32, 64, 56, 56], 64, torch.contiguous_format,
+                  [("torch", torch.contiguous_format), ("torch-cl", CL)]),
+         "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, CL, [("torch", CL)])}
+for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
+    kname, shape, O, fmt, peers = CASES[case]
+    if "N" in os.environ:
+        shape = [int(os.environ["N"])] + shape[1:]
+    torch.manual_seed(0)
+    x = torch.randn(*shape).contiguous(memory_format=fmt)
+    w = torch.randn(O, shape[1], 3, 3) * (2.0 / (9 * shape[1])) ** 0.5
+    impls = []
+    for pname, pf in peers:
+        xp, wp = x.contiguous(memory_format=pf), w.contiguous(memory_format=pf)
+        # F.conv2d has no out=: torch allocates its result in each call
+        impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=1))(xp, wp)))
+    if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
+        ci = torch.empty(F.conv2d(x, w, padding=1).shape).contiguous(memory_format=fmt)
+        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=1)), fullgraph=True,
+                           dynamic=False)
+        impls.append(("inductor", lambda o: cf()))
+    for name, m in libs:
+        impls.append((name, (lambda k: lambda o: k(x, w, out=o))(getattr(m, kname))))
+    ref = F.conv2d(x.double(), w.double(), padding=1)
+    outs = {}
+    for name, f in impls:
+        o = torch.empty(ref.shape).contiguous(memory_format=fmt)
+        r = f(o)
+        if name.startswith("torch") or name == "inductor":
+            o = r
+        outs[name] = o
+        err = (o.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+        assert err < 1e-4, (name, err)
+    t0 = time.perf_counter()
+    impls[0][1](outs[impls[0][0]])
+    reps = max(3, int(MIN_S / max(time.perf_counter() - t0, 1e-6)))
+    wall = {n: [] for n, _ in impls}
+    cpu = {n: [] for n, _ in impls}
+    for r in range(R):
+        for name, f in (impls if r % 2 == 0 else impls[::-1]):
+            time.sleep(GAP)
+            o = outs[name]
+            f(o)
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(reps):
+                f(o)
+            t1, c1 = time.perf_counter(), time.process_time()
+            wall[name].append((t1 - t0) / reps)
+            cpu[name].append((c1 - c0) / reps)
+    N, C, H, W = shape
+    gf = 2.0 * N * O * H * W * C * 9 / 1e9
+    print("== %s %s threads=%d rounds=%d reps=%d load=%.2f"
+          % (case, shape, T, R, reps, os.getloadavg()[0]))
+    tw, tc = statistics.median(wall["torch"]), statistics.median(cpu["torch"])
+    for name, _ in impls:
+        w_, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        rr = [wall["torch"][i] / wall[name][i] for i in range(R)]
+        print("  %-10s wall %8.2f ms (%6.1f GF/s) min %8.2f  cpu %8.2f ms  torch/x: wall %5.2f"
+              " per-round %5.2f (%4.2f-%4.2f) cpu %5.2f"
+              % (name, w_ * 1e3, gf / w_, min(wall[name]) * 1e3, c * 1e3, tw / w_,
+                 statistics.median(rr), min(rr), max(rr), tc / c))
+    sys.stdout.flush()
