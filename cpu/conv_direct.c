@@ -523,30 +523,6 @@ static LLVMValueRef opad_of(Cv *d, LLVMValueRef O) {
   return mul(g, cdiv(g, O, nb), nb);
 }
 
-/* VW vectors r[] transposed in place: lane l of r[q] becomes lane q of
- * the old r[l] (log2 VW rounds, each interleaving the rows half of them
- * apart: r[2i], r[2i + 1] = the low and high halves of r[i] and r[i +
- * VW / 2] lane by lane). */
-static void transpose(G *g, LLVMValueRef *r) {
-  int n = g->vw;
-  if (n < 2) return;
-  LLVMValueRef t[16], mlo[16], mhi[16];
-  for (int l = 0; l < n / 2; l++) {
-    mlo[2 * l] = LLVMConstInt(g->i32, (unsigned)l, 0);
-    mlo[2 * l + 1] = LLVMConstInt(g->i32, (unsigned)(n + l), 0);
-    mhi[2 * l] = LLVMConstInt(g->i32, (unsigned)(n / 2 + l), 0);
-    mhi[2 * l + 1] = LLVMConstInt(g->i32, (unsigned)(n + n / 2 + l), 0);
-  }
-  LLVMValueRef lo = LLVMConstVector(mlo, (unsigned)n), hi = LLVMConstVector(mhi, (unsigned)n);
-  for (int s = 1; s < n; s *= 2) {
-    for (int i = 0; i < n / 2; i++) {
-      t[2 * i] = LLVMBuildShuffleVector(g->b, r[i], r[i + n / 2], lo, "");
-      t[2 * i + 1] = LLVMBuildShuffleVector(g->b, r[i], r[i + n / 2], hi, "");
-    }
-    memcpy(r, t, (size_t)n * sizeof *r);
-  }
-}
-
 /* Whether w's (c, ky, kx) are one dense run per output channel (its
  * strides [.., KH * KW, KW, 1], known when compiling). */
 static bool dense_rows(const Cv *d, const GemmTensor *w) {
@@ -584,7 +560,7 @@ static void pack_rows(Cv *d, const GemmTensor *w, LLVMValueRef o0) {
     LLVMValueRef s = gemm_loop_open(g, &ls, k64(g, 0), Lv, k64(g, vw));
     for (int r = 0; r < vw; r++)
       x[r] = cv_vload(g, w->dtype, w->base, add(g, rb[r], s), NULL, NULL);
-    transpose(g, x);
+    gemm_transpose(g, x, g->vw);
     for (int q = 0; q < vw; q++) {
       LLVMValueRef f = add(g, s, k64(g, q)), c = sdiv(g, f, kk), t = srem(g, f, kk);
       LLVMValueRef dst = add(g, add(g, blk0, mul(g, mul(g, t, nb), C)),

@@ -165,6 +165,11 @@ LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b);
 LLVMTypeRef gemm_vec_of(LLVMTypeRef t, int n);
 LLVMValueRef gemm_splat_n(G *g, LLVMValueRef s, int n);
 LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
+/* Transposes n vectors of n lanes in place (lane l of v[q] becomes lane
+ * q of the old v[l]): log2(n) rounds of interleaving v[i] with
+ * v[i + n/2].  Used by B's K-major panels, row-major A and the direct
+ * conv's weight packing. */
+void gemm_transpose(G *g, LLVMValueRef *v, int n);
 /* At the builder (block_body's fused packing): B's panels at columns
  * [j, jend) of the block into consecutive panel slots from dst. */
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,

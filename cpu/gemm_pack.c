@@ -234,10 +234,9 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
   return f;
 }
 
-/* Transposes n vectors of n lanes in place (v[j] becomes column j):
- * log2(n) rounds of interleaving v[i] with v[i + n/2]. */
-static void transpose(G *g, LLVMValueRef *v, int n) {
+void gemm_transpose(G *g, LLVMValueRef *v, int n) {
   LLVMValueRef out[64], lo[64], hi[64];
+  if (n < 2) return;
   for (int i = 0; i < n / 2; i++) {
     lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
     hi[2 * i] = LLVMConstInt(g->i32, (unsigned)(n / 2 + i), 0);
@@ -277,7 +276,7 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
       LLVMSetAlignment(r[i], (unsigned)dtype_size(g->bd));
       r[i] = vconv(g, r[i], g->bd);
     }
-    transpose(g, r, n);
+    gemm_transpose(g, r, n);
     for (int j = 0; j < n; j++) {
       LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->nr)), k64(g, v * n)));
       LLVMSetAlignment(LLVMBuildStore(g->b, r[j], d), (unsigned)(n * dtype_size(g->cd)));
@@ -322,7 +321,7 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
       LLVMSetAlignment(x, (unsigned)dtype_size(g->ad));
       v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
     }
-    transpose(g, v, n);
+    gemm_transpose(g, v, n);
     for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
     LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
     for (int j = 0; j < n; j++) {
