@@ -11,11 +11,9 @@
  *   A skinny product (all of M in one row block, N >= 2 M: x @ W with
  *   up to a few hundred rows) skips the shared B packing: each column
  *   chunk packs its B panels itself, a group of X_BGRP panels at a time
- *   into slots that stay in L2 (the panel in use in L1), reading B's
- *   rows as runs over the whole group: the first group right before its
- *   micro-kernels, each next one a few rows after each micro-kernel of
- *   the group before, into the other half of a double buffer (work_split,
- *   X_BFUSE, gemm_pack_b_group, block_body).
+ *   right before their micro-kernels, into slots that stay in L2 (the
+ *   panel in use in L1), reading B's rows as runs over the whole group
+ *   (work_split, X_BFUSE, gemm_pack_b_group).
  * MC, KC and NC come from the cache sizes the runtime reads at the first
  * call (blocking), MR and NV from the target's vector width and the
  * LfTarget row.  A matmul whose A has at most GEMM_SMALL_MAX rows, or B
@@ -561,8 +559,7 @@ static void run_gemm(G *g, Run *r) {
   set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
   /* B panels per group (block_body): packed together in the fused
    * packing, a group takes half the bytes of a packed A block (MC x KC,
-   * itself half of L2), so the A block, the group in use and the next
-   * one being packed stay in L2 */
+   * itself half of L2), so both stay in L2 */
   LLVMValueRef grp = sdiv(g, get(g, cx, X_MCB), k64(g, 2 * g->nr));
   grp = LLVMBuildSelect(g->b, lt(g, grp, k64(g, 1)), k64(g, 1), grp, "");
   set(g, cx, X_BGRP, grp);

@@ -174,18 +174,6 @@ void gemm_transpose(G *g, LLVMValueRef *v, int n);
  * [j, jend) of the block into consecutive panel slots from dst. */
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
                        LLVMValueRef jend);
-/* Whether B's panels can be copied row by row as vectors: at compile
- * time (a MAT B read from memory in the compute type's packing), and at
- * run time for a group of w columns (X_BI == 1, whole panels). */
-bool gemm_pack_b_rows_cfg(const G *g);
-LLVMValueRef gemm_pack_b_rows_ok(G *g, LLVMValueRef cx, LLVMValueRef w);
-/* At the builder: rows [p0, p1) of the K block of B's panels at columns
- * [j, j + w) (gemm_pack_b_rows_ok) into consecutive panel slots from
- * dst, each row's run prefetched `ahead` elements on (llvm.prefetch
- * locality loc). */
-void gemm_pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j, LLVMValueRef w,
-                      LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef ahead, int loc,
-                      LLVMValueRef far);
 
 /* ---- gemm_lowp.c ------------------------------------------------------- */
 

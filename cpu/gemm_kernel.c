@@ -248,12 +248,6 @@ static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j)
     }
 }
 
-/* K rows ahead of the one being copied that the interleaved B packing
- * prefetches into L2 (block_body); 2 measured best of 0 to 64 (a longer
- * distance loses the lines again: B's rows lie far apart and map to few
- * cache sets). */
-#define B_AHEAD 2
-
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A blocks are packed into the call's packed-A buffer
  * (take_apack); a failed fallback allocation sets X_ERR. */
@@ -284,81 +278,29 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   call(g, pack_a, pa, 5);
   gemm_loop_close(g, &lpa);
   /* the panels in groups of X_BGRP; work_split's fused B packing packs
-   * each group into the chunk's first panel slots (no other item uses
-   * them), so it is used from L1 and L2: the first group just before its
-   * micro-kernels, each later one (when its rows can be copied as
-   * vectors) a few K rows after each micro-kernel of the group before,
-   * into the other half of a double buffer (slot, slot2), each row's
-   * run prefetched B_AHEAD rows before into L2 and one group on into
-   * L3: B's reads from memory then overlap the FMAs instead of stalling
-   * the packing between them */
+   * each group just before its micro-kernels into the chunk's first
+   * panel slots (no other item uses them), so it is used from L1 and L2 */
   LLVMValueRef fuse = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BFUSE), k64(g, 0), "");
   LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, kc));
   LLVMValueRef gstep = mul(g, get(g, cx, X_BGRP), k64(g, g->nr));
-  bool rows = gemm_pack_b_rows_cfg(g);
-  LLVMValueRef curv = NULL, prev = NULL, nrowv = NULL, slot2 = NULL;
-  if (rows) { /* the group's slots; whether it is packed already; rows of the next one packed */
-    curv = gemm_entry_alloca(g, g->ptr, 1), prev = gemm_entry_alloca(g, g->i64, 1);
-    nrowv = gemm_entry_alloca(g, g->i64, 1);
-    LLVMBuildStore(g->b, slot, curv);
-    LLVMBuildStore(g->b, k64(g, 0), prev);
-    slot2 = gep(g, g->ct, slot, mul(g, gstep, kc));
-  }
   LLVMValueRef jg = gemm_loop_open(g, &lg, j0, j1, gstep), jgend = imin(g, add(g, jg, gstep), j1);
-  LLVMValueRef cur = rows ? LLVMBuildLoad2(g->b, g->ptr, curv, "") : slot, need = fuse;
-  if (rows)
-    need = LLVMBuildAnd(g->b, fuse, LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildLoad2(g->b, g->i64, prev, ""),
-                                                  k64(g, 0), ""), "");
   LLVMBasicBlockRef bpk = blk(g, "bpack"), bgo = blk(g, "bpacked");
-  LLVMBuildCondBr(g->b, need, bpk, bgo);
+  LLVMBuildCondBr(g->b, fuse, bpk, bgo);
   LLVMPositionBuilderAtEnd(g->b, bpk);
-  gemm_pack_b_group(g, cx, pack_b, cur, jg, jgend);
+  gemm_pack_b_group(g, cx, pack_b, slot, jg, jgend);
   LLVMBuildBr(g->b, bgo);
   LLVMPositionBuilderAtEnd(g->b, bgo);
-  LLVMValueRef il = NULL, nslot = NULL, nw = NULL, rpm = NULL, ahead = NULL, one = k64(g, 1);
-  if (rows) { /* the next group [jgend, jgend + nw), interleaved when il */
-    nw = imin(g, gstep, sub(g, j1, jgend));
-    il = LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, fuse, lt(g, k64(g, 0), nw), ""),
-                      gemm_pack_b_rows_ok(g, cx, nw), "");
-    nslot = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, cur, slot, ""), slot2, slot, "");
-    /* rows per micro-kernel: all kc rows over the group's micro-kernels */
-    LLVMValueRef calls = mul(g, cdiv(g, sub(g, jgend, jg), k64(g, g->nr)), cdiv(g, mc, k64(g, g->mr)));
-    calls = LLVMBuildSelect(g->b, lt(g, calls, one), one, calls, "");
-    rpm = cdiv(g, kc, calls);
-    ahead = mul(g, k64(g, B_AHEAD), get(g, cx, X_BP));
-    LLVMBuildStore(g->b, k64(g, 0), nrowv);
-  }
   LLVMValueRef j = gemm_loop_open(g, &lj, jg, jgend, k64(g, g->nr));
-  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, gep(g, g->ct, cur, mul(g, sub(g, j, jg), kc)),
+  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, gep(g, g->ct, slot, mul(g, sub(g, j, jg), kc)),
                                       gep(g, g->ct, bp, mul(g, j, kc)), "");
   LLVMValueRef i = gemm_loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
-  if (rows) {
-    LLVMBasicBlockRef pk = blk(g, "bnext"), pd = blk(g, "bnext_done");
-    LLVMBuildCondBr(g->b, il, pk, pd);
-    LLVMPositionBuilderAtEnd(g->b, pk);
-    LLVMValueRef r0 = LLVMBuildLoad2(g->b, g->i64, nrowv, ""), r1 = imin(g, add(g, r0, rpm), kc);
-    gemm_pack_b_rows(g, cx, nslot, jgend, nw, r0, r1, ahead, 2, gstep);
-    LLVMBuildStore(g->b, r1, nrowv);
-    LLVMBuildBr(g->b, pd);
-    LLVMPositionBuilderAtEnd(g->b, pd);
-  }
   micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), bpan, kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));
   gemm_loop_close(g, &li);
   gemm_loop_close(g, &lj);
-  if (rows) { /* the next group's rows left (none unless rounding), then it is current */
-    LLVMBasicBlockRef pk = blk(g, "bnext_rest"), pd = blk(g, "bnext_rest_done");
-    LLVMBuildCondBr(g->b, il, pk, pd);
-    LLVMPositionBuilderAtEnd(g->b, pk);
-    gemm_pack_b_rows(g, cx, nslot, jgend, nw, LLVMBuildLoad2(g->b, g->i64, nrowv, ""), kc, ahead, 2, NULL);
-    LLVMBuildBr(g->b, pd);
-    LLVMPositionBuilderAtEnd(g->b, pd);
-    LLVMBuildStore(g->b, LLVMBuildZExt(g->b, il, g->i64, ""), prev);
-    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, il, nslot, cur, ""), curv);
-  }
   gemm_loop_close(g, &lg);
   if (g->epi) call_epilogue(g, cx, i0, add(g, i0, mc), add(g, jc, j0), add(g, jc, j1));
   gemm_loop_close(g, &lb);

@@ -506,49 +506,33 @@ static void pack_b_call(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef
  * where one panel at a time read one line per row: measured faster on a
  * B whose rows lie 3 to 16 KiB apart), and the same run one group on is
  * prefetched.  Otherwise each panel goes through pack_b. */
-bool gemm_pack_b_rows_cfg(const G *g) { return g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1); }
-
-LLVMValueRef gemm_pack_b_rows_ok(G *g, LLVMValueRef cx, LLVMValueRef w) {
-  return LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
-                      LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, w, k64(g, g->nr)), k64(g, 0), ""), "");
-}
-
-void gemm_pack_b_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j, LLVMValueRef w,
-                      LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef ahead, int loc,
-                      LLVMValueRef far) {
-  LLVMValueRef kc = get(g, cx, X_KC), nr = k64(g, g->nr), pstride = mul(g, kc, nr);
-  LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
-  LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)),
-                          add(g, get(g, cx, X_JC), j));
-  LLVMTypeRef st = gemm_storage(g, g->bd);
-  GLoop lp, lt;
-  LLVMValueRef p = gemm_loop_open(g, &lp, p0, p1, k64(g, 1));
-  LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, nr));
-  LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
-  LLVMValueRef s = add(g, src, t);
-  LLVMValueRef pf[4] = {gep(g, st, base, add(g, s, ahead)), LLVMConstInt(g->i32, 0, 0),
-                        LLVMConstInt(g->i32, (unsigned)loc, 0), LLVMConstInt(g->i32, 1, 0)};
-  gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-  if (far) {
-    pf[0] = gep(g, st, base, add(g, s, far));
-    pf[2] = LLVMConstInt(g->i32, 1, 0);
-    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-  }
-  copy_b_row(g, base, s, gep(g, g->ct, row, mul(g, sdiv(g, t, nr), pstride)));
-  gemm_loop_close(g, &lt);
-  gemm_loop_close(g, &lp);
-}
-
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
                        LLVMValueRef jend) {
   LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, g->nr);
   LLVMValueRef pstride = mul(g, kc, nr); /* elements from one panel slot to the next */
   LLVMBasicBlockRef bc = blk(g, "bgroup_call"), done = blk(g, "bgroup_done");
-  if (gemm_pack_b_rows_cfg(g)) {
+  if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
+    LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                    LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, w, nr), k64(g, 0), ""), "");
     LLVMBasicBlockRef bv = blk(g, "bgroup_vec");
-    LLVMBuildCondBr(g->b, gemm_pack_b_rows_ok(g, cx, w), bv, bc);
+    LLVMBuildCondBr(g->b, vec, bv, bc);
     LLVMPositionBuilderAtEnd(g->b, bv);
-    gemm_pack_b_rows(g, cx, dst, j, w, k64(g, 0), kc, mul(g, get(g, cx, X_BGRP), nr), 3, NULL);
+    LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+    LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp)),
+                            add(g, get(g, cx, X_JC), j));
+    LLVMValueRef ahead = mul(g, get(g, cx, X_BGRP), nr);
+    LLVMTypeRef st = gemm_storage(g, g->bd);
+    GLoop lp, lt;
+    LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
+    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, nr));
+    LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
+    LLVMValueRef s = add(g, src, t);
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, s, ahead)), LLVMConstInt(g->i32, 0, 0),
+                          LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+    copy_b_row(g, base, s, gep(g, g->ct, row, mul(g, sdiv(g, t, nr), pstride)));
+    gemm_loop_close(g, &lt);
+    gemm_loop_close(g, &lp);
     LLVMBuildBr(g->b, done);
   } else {
     LLVMBuildBr(g->b, bc);
