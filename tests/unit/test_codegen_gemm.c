@@ -102,9 +102,8 @@ END_TEST
  * packing (each column chunk packs its B panels itself, in groups of a
  * few panels: N = 300 and 352 at one thread make several groups, the
  * last one partial, with a partial panel or not, at K = 260 over two K
- * blocks; N = 800 makes four to eight per chunk, so the double buffer
- * the next group is packed into while the micro-kernels use the one
- * before goes round more than once), N < 2 M the shared packed B; the
+ * blocks; N = 800 makes four to eight per chunk, so a chunk's panel
+ * slots are reused group after group), N < 2 M the shared packed B; the
  * bits must not depend on the thread count. */
 static const char *MMP =
     "kernel pk(a: f32[M, K] strided, b: f32[K, N], c: f64[M, K], d: f64[K, N], "
