@@ -1,34 +1,14 @@
 /* descriptor.c — what a DLTensor descriptor says, computed without
  * trusting it: dtype names and sizes, element count, row-major strides,
  * and tdsl_tensor_extent, the byte range the descriptor addresses. Also
- * the checked 64-bit arithmetic and dimension formatting the other
- * runtime files share (rt_internal.h). Needs only libc: tensor.c
+ * the dimension formatting the other runtime files share
+ * (rt_internal.h). Needs only libc: tensor.c
  * (allocation) and check.c (entry checks) build on it, and it calls
  * neither. Sets no error message; callers report. */
 #include <stdio.h>
 
 #include "rt_internal.h"
 #include "tdsl/runtime.h"
-
-bool rt_mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a == 0 || b == 0) {
-    *r = 0;
-    return true;
-  }
-  /* Compare magnitudes by division so that nothing overflows. */
-  if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-            : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))
-    return false;
-  *r = a * b;
-  return true;
-}
-
-bool rt_add_ok(int64_t a, int64_t b, int64_t *r) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-    return false;
-  *r = a + b;
-  return true;
-}
 
 void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v) {
   if (cap == 0)

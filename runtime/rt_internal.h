@@ -1,6 +1,6 @@
 /* rt_internal.h — helpers shared by the runtime's source files: checked
- * 64-bit arithmetic and formatting of shapes for error messages
- * (descriptor.c), and a probe of the CUDA loader for tests (cuda.c). Not
+ * 64-bit arithmetic (here, inline), formatting of shapes for error
+ * messages (descriptor.c), and a probe of the CUDA loader for tests (cuda.c). Not
  * installed. */
 #ifndef TDSL_RT_INTERNAL_H
 #define TDSL_RT_INTERNAL_H
@@ -9,9 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* *r = a * b / a + b; false (and *r unspecified) when it leaves int64. */
-bool rt_mul_ok(int64_t a, int64_t b, int64_t *r);
-bool rt_add_ok(int64_t a, int64_t b, int64_t *r);
+/* *r = a * b / a + b; false (and *r unspecified) when it leaves int64.
+ * Inline and through the compilers' overflow builtins (one multiply or
+ * add and a flag test): the entry checks call them tens of times per
+ * kernel call. */
+static inline bool rt_mul_ok(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
+static inline bool rt_add_ok(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_add_overflow(a, b, r);
+}
 
 /* Writes "[a, b, c]" (or "NULL") into buf; always NUL-terminates. */
 void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v);
