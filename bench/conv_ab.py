@@ -27,21 +27,15 @@ to this file).
 import os
 import statistics
 import sys
-import time
 
 T = int(sys.argv[1])
 R = int(sys.argv[2])
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import tdsl  # noqa: E402
+import ab_util  # noqa: E402
 
-libs = []
-for arg in sys.argv[3:]:
-    path, _, name = arg.partition("=")
-    m = tdsl.load(path)
-    m.set_num_threads(T)
-    libs.append((name or os.path.basename(path), m))
+libs = ab_util.load_libs(sys.argv[3:], T)
 torch.set_num_threads(T)
 MIN_S = float(os.environ.get("MIN_S", "0.3"))
 GAP = float(os.environ.get("GAP", "0.2"))
@@ -80,22 +74,7 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
         outs[name] = o
         err = (o.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
         assert err < 1e-4, (name, err)
-    t0 = time.perf_counter()
-    impls[0][1](outs[impls[0][0]])
-    reps = max(3, int(MIN_S / max(time.perf_counter() - t0, 1e-6)))
-    wall = {n: [] for n, _ in impls}
-    cpu = {n: [] for n, _ in impls}
-    for r in range(R):
-        for name, f in (impls if r % 2 == 0 else impls[::-1]):
-            time.sleep(GAP)
-            o = outs[name]
-            f(o)
-            c0, t0 = time.process_time(), time.perf_counter()
-            for _ in range(reps):
-                f(o)
-            t1, c1 = time.perf_counter(), time.process_time()
-            wall[name].append((t1 - t0) / reps)
-            cpu[name].append((c1 - c0) / reps)
+    reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, GAP)
     N, C, H, W = shape
     gf = 2.0 * N * O * H * W * C * 9 / 1e9
     print("== %s %s threads=%d rounds=%d reps=%d load=%.2f"

@@ -19,7 +19,6 @@ import math
 import os
 import statistics
 import sys
-import time
 
 # name: (tdsl body, torch function, inputs); every input f32 [N] (rope:
 # [M, K]); the inputs are drawn in each function's useful range.
@@ -59,16 +58,11 @@ if len(sys.argv) > 1 and sys.argv[1] == "--tdsl":
 
 T = int(sys.argv[1])
 R = int(sys.argv[2])
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
-import tdsl  # noqa: E402
+import ab_util  # noqa: E402
 
-libs = []
-for arg in sys.argv[3:]:
-    path, _, name = arg.partition("=")
-    m = tdsl.load(path)
-    m.set_num_threads(T)
-    libs.append((name or os.path.basename(path), m))
+libs = ab_util.load_libs(sys.argv[3:], T)
 torch.set_num_threads(T)
 MIN_S = float(os.environ.get("MIN_S", "0.25"))
 only = [s for s in os.environ.get("ONLY", "").split(",") if s]
@@ -114,21 +108,7 @@ for wname, (_, tf, kinds) in KERNELS.items():
         outs[name] = o
         err = ((o.double() - ref).abs().max() / ref.abs().max()).item()
         assert err < 1e-5, (wname, name, err)
-    t0 = time.perf_counter()
-    impls[0][1](outs["torch"])
-    reps = max(3, int(MIN_S / max(time.perf_counter() - t0, 1e-6)))
-    wall = {n: [] for n, _ in impls}
-    cpu = {n: [] for n, _ in impls}
-    for r in range(R):
-        for name, f in (impls if r % 2 == 0 else impls[::-1]):
-            o = outs[name]
-            f(o)
-            c0, t0 = time.process_time(), time.perf_counter()
-            for _ in range(reps):
-                f(o)
-            t1, c1 = time.perf_counter(), time.process_time()
-            wall[name].append((t1 - t0) / reps)
-            cpu[name].append((c1 - c0) / reps)
+    reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, 0.0)
     print("== %s %s threads=%d rounds=%d reps=%d load=%.2f" % (wname, "x".join(map(str, shape)), T, R, reps,
                                                             os.getloadavg()[0]))
     for name, _ in impls:
