@@ -71,39 +71,31 @@ static int operand(Fns *s, int i, LLVMValueRef v, int depth) {
   return -1;
 }
 
-/* The mark of a light function: a string attribute, which code
+/* The marks of light and cold functions: string attributes, which code
  * generation ignores. */
-static const char light_attr[] = "tdsl-light";
+static const char light_attr[] = "tdsl-light", cold_attr[] = "tdsl-cold";
 
-void cpu_mark_light(LLVMValueRef fn) {
+static void set_mark(LLVMValueRef fn, const char *a, unsigned n) {
   LLVMContextRef ctx = LLVMGetTypeContext(LLVMTypeOf(fn));
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(ctx, light_attr, sizeof light_attr - 1, "", 0));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(ctx, a, n, "", 0));
 }
+
+static bool has_mark(LLVMValueRef fn, const char *a, unsigned n) {
+  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, a, n) != NULL;
+}
+
+void cpu_mark_light(LLVMValueRef fn) { set_mark(fn, light_attr, sizeof light_attr - 1); }
 
 void cpu_mark_full(LLVMValueRef fn) {
   LLVMRemoveStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
                                    sizeof light_attr - 1);
 }
 
-bool cpu_is_light(LLVMValueRef fn) {
-  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, light_attr,
-                                       sizeof light_attr - 1) != NULL;
-}
+bool cpu_is_light(LLVMValueRef fn) { return has_mark(fn, light_attr, sizeof light_attr - 1); }
 
-/* The mark of a cold function (cpu_mark_cold). */
-static const char cold_attr[] = "tdsl-cold";
+void cpu_mark_cold(LLVMValueRef fn) { set_mark(fn, cold_attr, sizeof cold_attr - 1); }
 
-void cpu_mark_cold(LLVMValueRef fn) {
-  LLVMContextRef ctx = LLVMGetTypeContext(LLVMTypeOf(fn));
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(ctx, cold_attr, sizeof cold_attr - 1, "", 0));
-}
-
-bool cpu_is_cold(LLVMValueRef fn) {
-  return LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, cold_attr,
-                                       sizeof cold_attr - 1) != NULL;
-}
+bool cpu_is_cold(LLVMValueRef fn) { return has_mark(fn, cold_attr, sizeof cold_attr - 1); }
 
 /* References that may cross parts (addresses taken, a full function's
  * calls of a light one): from function a to function b. */

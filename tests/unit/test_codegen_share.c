@@ -40,18 +40,32 @@ static char *emit_llvm(const char *dir, const char *src, const char *flags) {
   return text;
 }
 
-/* Lines that start with `define` and contain `what`. */
-static int count_defines(const char *ir, const char *what) {
+/* Lines that start with `define`, contain `what` and (attr not NULL)
+ * name an attribute group that holds `attr`. */
+static int count_defines_with(const char *ir, const char *what, const char *attr) {
   int n = 0;
   for (const char *l = ir; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-    const char *end = strchr(l, '\n');
+    const char *end = strchr(l, '\n'), *hash;
     size_t len = end ? (size_t)(end - l) : strlen(l);
-    if (strncmp(l, "define ", 7)) continue;
-    char line[512];
+    char line[512], group[64];
     snprintf(line, sizeof line, "%.*s", (int)(len < 511 ? len : 511), l);
-    if (strstr(line, what)) n++;
+    if (strncmp(line, "define ", 7) || !strstr(line, what)) continue;
+    if (!attr) {
+      n++;
+      continue;
+    }
+    if (!(hash = strrchr(line, '#'))) continue;
+    snprintf(group, sizeof group, "\nattributes %.*s = {", (int)strcspn(hash, " {"), hash);
+    const char *g = strstr(ir, group), *gend = g ? strchr(g + 1, '\n') : NULL;
+    const char *a = g ? strstr(g, attr) : NULL;
+    if (a && (!gend || a < gend)) n++;
   }
   return n;
+}
+
+/* Lines that start with `define` and contain `what`. */
+static int count_defines(const char *ir, const char *what) {
+  return count_defines_with(ir, what, NULL);
 }
 
 START_TEST(one_set_per_configuration) {
@@ -76,23 +90,6 @@ START_TEST(one_set_per_configuration) {
 }
 END_TEST
 
-/* Lines that start with `define`, contain `what` and name an attribute
- * group that holds `attr`. */
-static int count_defines_with(const char *ir, const char *what, const char *attr) {
-  int n = 0;
-  for (const char *l = ir; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-    const char *end = strchr(l, '\n'), *hash;
-    size_t len = end ? (size_t)(end - l) : strlen(l);
-    char line[512], group[64];
-    snprintf(line, sizeof line, "%.*s", (int)(len < 511 ? len : 511), l);
-    if (strncmp(line, "define ", 7) || !strstr(line, what) || !(hash = strrchr(line, '#'))) continue;
-    snprintf(group, sizeof group, "\nattributes %.*s = {", (int)strcspn(hash, " {"), hash);
-    const char *g = strstr(ir, group), *gend = g ? strchr(g + 1, '\n') : NULL;
-    const char *a = g ? strstr(g, attr) : NULL;
-    if (a && (!gend || a < gend)) n++;
-  }
-  return n;
-}
 
 /* At -O2 the entry of a kernel without loops is generated at LLVM's
  * lowest level (optnone, machine.c cold_codegen); the GEMM's functions
