@@ -47,6 +47,23 @@ LLVMValueRef cg_entry_alloca(Cg *c, LLVMTypeRef t, LLVMValueRef n) {
   return a;
 }
 
+void cg_add_attr(LLVMContextRef ctx, LLVMValueRef fn, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  if (!kind) ICE("unknown attribute %s", name);
+  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(ctx, kind, 0));
+}
+
+void cg_add_str_attr(LLVMContextRef ctx, LLVMValueRef fn, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(ctx, k, (unsigned)strlen(k), v,
+                                                    (unsigned)strlen(v)));
+}
+
+void cg_prefer_512(LLVMContextRef ctx, LLVMValueRef fn) {
+  cg_add_str_attr(ctx, fn, "min-legal-vector-width", "512");
+  cg_add_str_attr(ctx, fn, "prefer-vector-width", "512");
+}
+
 void cg_check_rc(Cg *c, LLVMValueRef rc) {
   LLVMBasicBlockRef ok = block(c, "ok");
   LLVMValueRef bad = LLVMBuildICmp(c->b, LLVMIntNE, rc, i32c(c, 0), "");

@@ -21,6 +21,7 @@
 #include <llvm-c/Core.h>
 
 #include "codegen.h"
+#include "llvm_attr.h"
 #include "../loops/loops.h"
 
 #define MAXL (2 * TDSL_MAX_RANK)

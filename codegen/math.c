@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ir/diag.h"
+#include "llvm_attr.h"
 
 typedef LLVMValueRef V;
 
@@ -1087,18 +1088,6 @@ static V tan_reduced_f32(M *m, V r, V c, V q) {
 
 #define TRIG_MIN_LANES 2
 
-static void fn_attr(LLVMContextRef ctx, V fn, const char *name) {
-  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  if (!kind) ICE("unknown attribute %s", name);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, 0));
-}
-
-static void str_fn_attr(LLVMContextRef ctx, V fn, const char *k, const char *v) {
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(ctx, k, (unsigned)strlen(k), v,
-                                                    (unsigned)strlen(v)));
-}
-
 /* Appends fn to llvm.compiler.used (kept until code generation). */
 static void compiler_used(M *m, V fn) {
   LLVMTypeRef ptr = LLVMPointerTypeInContext(m->ctx, 0);
@@ -1224,9 +1213,9 @@ static V long_fn(M *m, int tan, unsigned lanes) {
   fn = LLVMAddFunction(m->mod, name, LLVMFunctionType(long_ret_t(m, tan, lanes), &xt, 1, 0));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   static const char *const attrs[] = {"noinline", "nounwind", "willreturn", "memory"};
-  for (int i = 0; i < 4; i++) fn_attr(m->ctx, fn, attrs[i]); /* memory 0: memory(none) */
-  if (cm->cpu) str_fn_attr(m->ctx, fn, "target-cpu", cm->cpu);
-  if (cm->features) str_fn_attr(m->ctx, fn, "target-features", cm->features);
+  for (int i = 0; i < 4; i++) cg_add_attr(m->ctx, fn, LLVMAttributeFunctionIndex, attrs[i]); /* memory 0: memory(none) */
+  if (cm->cpu) cg_add_str_attr(m->ctx, fn, "target-cpu", cm->cpu);
+  if (cm->features) cg_add_str_attr(m->ctx, fn, "target-features", cm->features);
   if (!lanes) { /* the mapping to the variants, which exist before it is used */
     char map[1024] = "", vn[96];
     for (unsigned l = TRIG_MIN_LANES; l <= 4 * cm->trig_lanes && l <= 64; l *= 2) {
@@ -1235,7 +1224,7 @@ static V long_fn(M *m, int tan, unsigned lanes) {
       size_t k = strlen(map);
       snprintf(map + k, sizeof map - k, "%s_ZGV_LLVM_N%uv_%s(%s)", k ? "," : "", l, name, vn);
     }
-    str_fn_attr(m->ctx, fn, "vector-function-abi-variant", map);
+    cg_add_str_attr(m->ctx, fn, "vector-function-abi-variant", map);
   }
   long_body(m, fn, tan, lanes);
   return fn;

@@ -298,13 +298,7 @@ bool cv_is_one(LLVMValueRef v) { return LLVMIsAConstantInt(v) && LLVMConstIntGet
 LLVMValueRef cv_fn_open(G *g, const char *name, LLVMTypeRef *ps, unsigned n) {
   LLVMValueRef f = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, ps, n, 0));
   LLVMSetLinkage(f, LLVMPrivateLinkage);
-  if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
-    static const char *const kv[2] = {"min-legal-vector-width", "prefer-vector-width"};
-    for (int i = 0; i < 2; i++)
-      LLVMAddAttributeAtIndex(
-          f, LLVMAttributeFunctionIndex,
-          LLVMCreateStringAttribute(g->ctx, kv[i], (unsigned)strlen(kv[i]), "512", 3));
-  }
+  if (g->vec_bits >= 512) cg_prefer_512(g->ctx, f); /* keep zmm registers for the explicit vectors */
   g->fn = f;
   g->b = LLVMCreateBuilderInContext(g->ctx);
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));

@@ -110,7 +110,6 @@ typedef struct Outlined {
   LLVMBasicBlockRef sentry, spos, start;
 } Outlined;
 
-void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name);
 OutCtx cpu_ctx_type(Cg *c, int nb, int nv);
 /* In the kernel: an entry alloca of the context with every buffer base,
  * symbol value and scalar value stored; the caller stores the extras

@@ -207,12 +207,7 @@ LLVMValueRef gemm_new_fn(G *g, const char *what, LLVMTypeRef *ps, unsigned n) {
    * LLVM's full pipeline speeds up (matmul_i8_layer: 7% slower light) */
   if (g->ad == g->cd && g->bd == g->cd && !g->cscr) cpu_mark_light(f);
   if (g->vec_bits >= 512) { /* keep zmm registers for the explicit vectors */
-    const char *k = "min-legal-vector-width", *v = "512";
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, 3));
-    k = "prefer-vector-width";
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, 3));
+    cg_prefer_512(g->ctx, f);
   }
   g->fn = f;
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, f, "entry"));
@@ -585,9 +580,7 @@ static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc)
   /* the same value at every call (read once): calls LLVM may merge, so
    * the kernel's entry computes the blocking once, not at each use */
   static const char *const pure[3] = {"memory", "nounwind", "willreturn"};
-  for (int a = 0; a < 3; a++)
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(pure[a], strlen(pure[a])), 0));
+  for (int a = 0; a < 3; a++) cg_add_attr(g->ctx, f, LLVMAttributeFunctionIndex, pure[a]);
   for (int l = 0; l < 3; l++) {
     LLVMValueRef a = LLVMConstInt(g->i32, (unsigned)(l + 1), 0);
     c[l] = call(g, f, &a, 1);

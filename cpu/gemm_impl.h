@@ -9,12 +9,13 @@
  *                  operand: matrix-vector and transformer-inference shapes);
  *   gemm_lowp.c    K-pair packing and dot-product micro-kernels for 16-bit
  *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16).
- * Needs: gemm.h. */
+ * Needs: gemm.h, codegen/llvm_attr.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
 
 #include <stdbool.h>
 
+#include "../codegen/llvm_attr.h"
 #include "gemm.h"
 
 #define E_NOMEM (-15)

@@ -89,20 +89,14 @@ int cpu_isa_variants(const char *target, const CgIsa **v) {
 
 /* ---- a variant's functions -------------------------------------------------- */
 
-static void str_attr(Cg *c, LLVMValueRef fn, const char *k, const char *v) {
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(c->ctx, k, (unsigned)strlen(k), v,
-                                                    (unsigned)strlen(v)));
-}
-
 void cpu_isa_seal_variant(Cg *c, bool split) {
   const CgIsa *isa = c->isa;
   for (LLVMValueRef f = LLVMGetFirstFunction(c->mod); f; f = LLVMGetNextFunction(f)) {
     if (LLVMIsDeclaration(f) ||
         LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-cpu", 10))
       continue;
-    str_attr(c, f, "target-cpu", isa->cpu);
-    str_attr(c, f, "target-features", isa->features);
+    cg_add_str_attr(c->ctx, f, "target-cpu", isa->cpu);
+    cg_add_str_attr(c->ctx, f, "target-features", isa->features);
     size_t n;
     const char *name = LLVMGetValueName2(f, &n);
     char *nn = malloc(n + strlen(isa->suffix) + 1);

@@ -257,12 +257,10 @@ static bool acyclic(LLVMValueRef f) {
  * functions"). */
 static void cold_codegen(LLVMModuleRef mod) {
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
-  unsigned optnone = LLVMGetEnumAttributeKindForName("optnone", 7);
-  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
     if (LLVMIsDeclaration(f) || !cpu_is_cold(f) || !acyclic(f)) continue;
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, noinline, 0));
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, optnone, 0));
+    cg_add_attr(ctx, f, LLVMAttributeFunctionIndex, "noinline");
+    cg_add_attr(ctx, f, LLVMAttributeFunctionIndex, "optnone");
   }
 }
 

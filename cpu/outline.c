@@ -22,11 +22,6 @@
 
 #include "cpu.h"
 
-void cpu_add_fn_attr(Cg *c, LLVMValueRef fn, unsigned idx, const char *name) {
-  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, 0));
-}
-
 /* ---- the context ------------------------------------------------------------ */
 
 /* The scalar parameters' buffers, in buffer order, and their count. */
@@ -107,9 +102,9 @@ void cpu_outline_open(Cg *c, Outlined *o, const char *what, int nlead, int nv) {
   snprintf(name, sizeof name, "%s.%s%d", c->k->name, what, c->nfns++);
   o->impl = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->vd, ps, (unsigned)np, 0));
   LLVMSetLinkage(o->impl, LLVMPrivateLinkage);
-  cpu_add_fn_attr(c, o->impl, LLVMAttributeFunctionIndex, "alwaysinline");
-  cpu_add_fn_attr(c, o->impl, LLVMAttributeFunctionIndex, "nounwind");
-  for (int i = 0; i < nb; i++) cpu_add_fn_attr(c, o->impl, (unsigned)(nlead + 1 + i), "noalias");
+  cg_add_attr(c->ctx, o->impl, LLVMAttributeFunctionIndex, "alwaysinline");
+  cg_add_attr(c->ctx, o->impl, LLVMAttributeFunctionIndex, "nounwind");
+  for (int i = 0; i < nb; i++) cg_add_attr(c->ctx, o->impl, (unsigned)(nlead + 1 + i), "noalias");
   o->sfn = c->fn, o->sbase = c->base, o->senv = c->env, o->sscalar = c->scalar;
   o->sentry = c->entry;
   o->spos = LLVMGetInsertBlock(c->b);

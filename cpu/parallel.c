@@ -187,11 +187,7 @@ static bool user_float_sum(Cg *c, const LfNest *g) {
  * sum (user_float_sum). */
 static void prefer_wide_vectors(Cg *c, const LfNest *g, LLVMValueRef fn) {
   if (c->vec_bits < 512 || user_float_sum(c, g)) return;
-  const char *keys[2] = {"prefer-vector-width", "min-legal-vector-width"};
-  for (int i = 0; i < 2; i++)
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(c->ctx, keys[i], (unsigned)strlen(keys[i]),
-                                                      "512", 3));
+  cg_prefer_512(c->ctx, fn);
 }
 
 /* Builds K.nestI and K.nestI.body of group g (see above). */
