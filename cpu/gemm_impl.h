@@ -194,9 +194,13 @@ const char *gemm_lowp_key(const G *g);
 bool gemm_lowp_packs(const G *g, int which);
 /* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
-/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows of
- * the column block (min(N, NC) rounded up to NR) in the compute type. */
+/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows
+ * (rounded up to MR) of the column block (min(N, NC) rounded up to NR)
+ * in the compute type. */
 LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N);
+/* Prefetches (for writing) the partial sums of the tile at C's (i, j)
+ * when g->cscr (block_body, before the micro-kernel). */
+void gemm_lowp_prefetch(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j);
 /* store_tile (gemm_kernel.c's) when g->cscr: the MR x NR tile acc at C's
  * (i, j), mr x nr valid, added to the partial sums, or rounded into C
  * after the last K block. */

@@ -208,6 +208,26 @@ static LLVMValueRef emit_pack_half(G *g) {
   return f;
 }
 
+/* bf16 A packing, K contiguous (unit K stride), all MR lanes valid and
+ * kc even: a lane's pair (k, k + 1) is adjacent in memory already, so
+ * each packed i32 is one 4-byte load (the bytes are the same as
+ * gemm_lowp_pair_at's). */
+static void pack_a_pairs_bf16(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef si,
+                              LLVMValueRef i0, LLVMValueRef kc, LLVMValueRef dst, int R) {
+  LLVMValueRef rowp[16];
+  for (int lane = 0; lane < R; lane++)
+    rowp[lane] = gep(g, g->i16, base, add(g, pofs, mul(g, add(g, i0, k64(g, lane)), si)));
+  GLoop l;
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), sdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef row = gep(g, g->i32, dst, mul(g, p, k64(g, R))), k = mul(g, p, k64(g, 2));
+  for (int lane = 0; lane < R; lane++) {
+    LLVMValueRef v = LLVMBuildLoad2(g->b, g->i32, gep(g, g->i16, rowp[lane], k), "");
+    LLVMSetAlignment(v, 2);
+    LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, row, k64(g, lane))), 4);
+  }
+  gemm_loop_close(g, &l);
+}
+
 bool gemm_lowp_packs(const G *g, int which) {
   if (g->pairs) return true;
   return which == 1 && g->kb == GK_MAT && !g->pb && g->cd == DT_F32 &&
@@ -235,6 +255,15 @@ LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
     LLVMBuildCondBr(g->b, fast, vec, sca);
     LLVMPositionBuilderAtEnd(g->b, vec);
     pack_rows_vec(g, base, dt, pofs, sp, i0, kc, dst, R);
+    LLVMBuildBr(g->b, done);
+  } else if (g->pairs == GP_BF16) { /* A: lanes' K runs as 4-byte pairs */
+    LLVMBasicBlockRef vec = blk(g, "pair_rows");
+    LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, sp, k64(g, 1), ""),
+                                     LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, R), ""), "");
+    fast = LLVMBuildAnd(g->b, fast, LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, kc, k64(g, 2)), k64(g, 0), ""), "");
+    LLVMBuildCondBr(g->b, fast, vec, sca);
+    LLVMPositionBuilderAtEnd(g->b, vec);
+    pack_a_pairs_bf16(g, base, pofs, si, i0, kc, dst, R);
     LLVMBuildBr(g->b, done);
   } else {
     LLVMBuildBr(g->b, sca);
@@ -347,9 +376,17 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
  * from i32) must be rounded (or wrapped) once, from the whole sum.  So
  * that K can still be blocked (packed panels of KC, not K, in cache), a
  * K block other than the last adds its tile to partial sums in the
- * compute type (X_CSCR: M rows of the column block's padded width, row
- * i at i * width), and the last one adds them to its tile and stores
- * the rounded value in C.  A single K block stores directly. */
+ * compute type (X_CSCR), and the last one adds them to its tile and
+ * stores the rounded value in C.  A single K block stores directly.
+ * X_CSCR holds the column block (its padded width, below) as whole
+ * MR x NR tiles, each contiguous: the tile of rows i.. (i a multiple of
+ * MR) and columns jb.. of the block (jb a multiple of NR) at
+ * ((i / MR) * (width / NR) + jb / NR) * MR * NR, its element (r, q) at
+ * r * NR + q.  So a tile's partial sums are MR * NR * 4 contiguous bytes
+ * (24 cache lines at 512 bits), read and written as a stream, not MR
+ * rows a row stride apart (which at 4 KiB strides share an L1 set), and
+ * block_body prefetches them while the micro-kernel runs
+ * (gemm_lowp_prefetch). */
 
 /* The column block's padded width: min(N, the target's largest NC) rounded up to
  * NR (an upper bound of the run's NC, gemm.c blocking: one row stride for
@@ -360,8 +397,29 @@ static LLVMValueRef scratch_width(G *g, LLVMValueRef N) {
 
 LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N) {
   if (!g->cscr) return k64(g, 0);
-  LLVMValueRef b = mul(g, mul(g, M, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
+  LLVMValueRef rows = mul(g, cdiv(g, M, k64(g, g->mr)), k64(g, g->mr));
+  LLVMValueRef b = mul(g, mul(g, rows, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
   return LLVMBuildAnd(g->b, add(g, b, k64(g, 63)), k64(g, ~63LL), "");
+}
+
+/* The partial-sum tile of C's rows i.. and columns j.. (i a multiple of
+ * MR, j - jc of NR). */
+static LLVMValueRef scratch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
+  LLVMValueRef panels = sdiv(g, scratch_width(g, get(g, cx, X_N)), k64(g, g->nr));
+  LLVMValueRef jb = sdiv(g, sub(g, j, get(g, cx, X_JC)), k64(g, g->nr));
+  LLVMValueRef t = add(g, mul(g, sdiv(g, i, k64(g, g->mr)), panels), jb);
+  return gep(g, g->ct, getp(g, cx, X_CSCR), mul(g, t, k64(g, g->mr * g->nr)));
+}
+
+void gemm_lowp_prefetch(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
+  LLVMValueRef tp = scratch_tile(g, cx, i, j);
+  int lines = (g->mr * g->nr * dtype_size(g->cd) + 63) / 64;
+  for (int l = 0; l < lines; l++) {
+    LLVMValueRef a[4] = {gep(g, LLVMInt8TypeInContext(g->ctx), tp, k64(g, 64 * l)),
+                         LLVMConstInt(g->i32, 1, 0), LLVMConstInt(g->i32, 3, 0),
+                         LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, a, 4);
+  }
 }
 
 static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n) {
@@ -389,36 +447,48 @@ static LLVMValueRef vec_to_out(G *g, LLVMValueRef x) {
   return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), q, r, "");
 }
 
-/* Where store_tile's tile goes: C (base, offset, strides), the scratch
- * and its row width, the tile's column within the column block, whether
- * this is the first / last K block. */
+/* Where store_tile's tile goes: C (base, offset, strides), its
+ * partial-sum tile, whether this is the first / last K block. */
 typedef struct PTile {
-  LLVMValueRef c, coff, cm, cn, s, w, jb, first, last;
+  LLVMValueRef c, coff, cm, cn, tp, first, last;
 } PTile;
 
-/* &scratch[i + r][jb + q] */
-static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef i, LLVMValueRef q) {
-  return gep(g, g->ct, t->s, add(g, mul(g, i, t->w), add(g, t->jb, q)));
+/* The partial sum of the tile's element (r, q). */
+static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef r, LLVMValueRef q) {
+  return gep(g, g->ct, t->tp, add(g, mul(g, r, k64(g, g->nr)), q));
 }
 
-/* A full tile of a later K block, as vectors: the partial sums plus acc
- * back to the scratch, or (last block, C's columns contiguous) rounded
- * into C; other C strides branch to `slow`. */
+/* A full tile as vectors (a first K block only without a bias): acc,
+ * plus the partial sums after the first block, back to the scratch, or
+ * (last block, C's columns contiguous) rounded into C; other C strides
+ * branch to `slow`. */
 static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
                           LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
   LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
-  LLVMValueRef x[16][4];
+  LLVMBasicBlockRef rd = blk(g, "ptile_vrd"), got = blk(g, "ptile_vgot"), here = LLVMGetInsertBlock(g->b);
+  LLVMValueRef x[16][4], sum[16][4];
+  LLVMBuildCondBr(g->b, t->first, got, rd);
+  LLVMPositionBuilderAtEnd(g->b, rd);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw)), "");
+      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, scr_at(g, t, k64(g, r), k64(g, v * g->vw)), "");
       LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
-      x[r][v] = gemm_cadd(g, old, acc[r][v]);
+      sum[r][v] = gemm_cadd(g, old, acc[r][v]);
+    }
+  LLVMBuildBr(g->b, got);
+  LLVMPositionBuilderAtEnd(g->b, got);
+  LLVMBasicBlockRef bbs[2] = {here, rd};
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef vals[2] = {acc[r][v], sum[r][v]};
+      x[r][v] = LLVMBuildPhi(g->b, g->vt, "");
+      LLVMAddIncoming(x[r][v], vals, bbs, 2);
     }
   LLVMBuildCondBr(g->b, t->last, to_c, to_s);
   LLVMPositionBuilderAtEnd(g->b, to_s);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++)
-      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw))),
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], scr_at(g, t, k64(g, r), k64(g, v * g->vw))),
                        (unsigned)dtype_size(g->cd));
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, to_c);
@@ -447,7 +517,7 @@ static void ptile_elements(G *g, const PTile *t, LLVMValueRef cx, LLVMValueRef a
   GLoop lr, lq;
   LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
   LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
-  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q), sp = scr_at(g, t, ri, q);
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q), sp = scr_at(g, t, r, q);
   LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
   LLVMValueRef init = gemm_czero(g);
   if (g->bias)
@@ -482,14 +552,14 @@ static void ptile_elements(G *g, const PTile *t, LLVMValueRef cx, LLVMValueRef a
 void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
                           LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
   PTile t = {.c = getp(g, cx, X_C), .coff = get(g, cx, X_COFF), .cm = get(g, cx, X_CM),
-             .cn = get(g, cx, X_CN), .s = getp(g, cx, X_CSCR),
-             .w = scratch_width(g, get(g, cx, X_N)), .jb = sub(g, j, get(g, cx, X_JC))};
+             .cn = get(g, cx, X_CN), .tp = scratch_tile(g, cx, i, j)};
   t.first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   t.last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
   LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
   LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
                                    LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
-  LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, t.first, ""), ""), fast, slow);
+  if (g->bias) full = LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, t.first, ""), "");
+  LLVMBuildCondBr(g->b, full, fast, slow);
   LLVMPositionBuilderAtEnd(g->b, fast);
   ptile_vectors(g, &t, acc, i, j, slow, done);
   LLVMPositionBuilderAtEnd(g->b, slow);
