@@ -576,11 +576,12 @@ static void run_gemm(G *g, Run *r) {
  * loops.h LfTarget): KC so that a packed B micro-panel (KC x NR) fills
  * half of L1, MC (a multiple of MR) so that a packed A block (MC x KC)
  * fills half of L2, NC (a multiple of NR) so that a packed B block
- * (KC x NC) fills a quarter of L3, capped at the target's gemm_nc.  The
+ * (KC x NC) fills a quarter of L3, capped at the target's gemm_nc, each
+ * K index of a lane taking gemm_lowp_k_bytes in the panels.  The
  * same values wherever they are computed (pool sizes, the run), and
  * independent of the thread count. */
 static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc) {
-  LLVMValueRef c[3], sz = k64(g, dtype_size(g->cd));
+  LLVMValueRef c[3], sz = k64(g, gemm_lowp_k_bytes(g));
   LLVMValueRef f = fdecl(g, "tdsl_cpu_cache_bytes", g->i64, &g->i32, 1);
   /* the same value at every call (read once): calls LLVM may merge, so
    * the kernel's entry computes the blocking once, not at each use */
@@ -640,6 +641,7 @@ static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValu
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
   LLVMValueRef bb, ab;
+  gemm_lowp_choose(g); /* as make_fns: the blocking depends on it */
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");

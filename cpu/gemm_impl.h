@@ -189,6 +189,10 @@ DType gemm_lowp_compute_dtype(DType od);
 void gemm_lowp_choose(G *g);
 /* The suffix of the function key for g->pairs ("" for GP_NONE). */
 const char *gemm_lowp_key(const G *g);
+/* The bytes a lane's K index takes in packed panels, as the blocking
+ * counts them: 2 for GP_BF16 (a pair in 4 bytes, so its KC is twice
+ * f32's for the same bytes in L1), else the compute type's size. */
+int gemm_lowp_k_bytes(const G *g);
 /* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
  * (g->pairs), or a half-precision matrix B (vector conversion). */
 bool gemm_lowp_packs(const G *g, int which);

@@ -88,6 +88,8 @@ void gemm_lowp_choose(G *g) {
     g->pairs = GP_BF16;
 }
 
+int gemm_lowp_k_bytes(const G *g) { return g->pairs == GP_BF16 ? 2 : dtype_size(g->cd); }
+
 /* The key names the instruction too: modules with several ISA variants
  * keep their functions apart. */
 const char *gemm_lowp_key(const G *g) {
