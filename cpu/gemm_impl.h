@@ -196,6 +196,13 @@ int gemm_lowp_k_bytes(const G *g);
 /* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
  * (g->pairs), or a half-precision matrix B (vector conversion). */
 bool gemm_lowp_packs(const G *g, int which);
+/* gemm_pack_b_group's runs for GP_BF16 (a MAT B without a prologue):
+ * when the group's panels are full and B's lanes contiguous, its pair
+ * rows over the whole group (the rows one group on prefetched), then a
+ * branch to `done`, else a branch to `other`; false (nothing emitted)
+ * for other products. */
+bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j,
+                            LLVMValueRef jend, LLVMBasicBlockRef other, LLVMBasicBlockRef done);
 /* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
 /* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows

@@ -129,22 +129,20 @@ LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef p
   return LLVMBuildOr(g->b, h[0], LLVMBuildShl(g->b, h[1], LLVMConstInt(g->i32, 16, 0), ""), "");
 }
 
-/* Vector B packing, lanes contiguous (stride 1) and all valid: per pair
- * of K rows two <NR x storage> loads widened to i16 and interleaved. */
-static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
-                          LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef kc,
-                          LLVMValueRef dst, int R) {
+/* Vector B packing, lanes contiguous (stride 1) and all valid: the
+ * pair row of K rows (k, k + 1) at lanes i0.., two <R x storage> loads
+ * widened to i16 and interleaved (a row past kc: zeros, its address
+ * clamped inside the operand). */
+static LLVMValueRef pair_row_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                                 LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef k,
+                                 LLVMValueRef kc, int R) {
   LLVMTypeRef st = gemm_storage(g, dt), sv = LLVMVectorType(st, (unsigned)R);
   LLVMTypeRef hv = LLVMVectorType(g->i16, (unsigned)R);
-  LLVMValueRef mask[128];
+  LLVMValueRef mask[128], row[2];
   for (int i = 0; i < R; i++) {
     mask[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0);
     mask[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(R + i), 0);
   }
-  LLVMValueRef shuf = LLVMConstVector(mask, (unsigned)(2 * R));
-  GLoop l;
-  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
-  LLVMValueRef k = mul(g, p, k64(g, 2)), row[2];
   for (int t = 0; t < 2; t++) {
     LLVMValueRef kt = add(g, k, k64(g, t));
     LLVMValueRef in = lt(g, kt, kc), kcl = imin(g, kt, sub(g, kc, k64(g, 1)));
@@ -154,10 +152,53 @@ static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
       ld = dt == DT_U8 ? LLVMBuildZExt(g->b, ld, hv, "") : LLVMBuildSExt(g->b, ld, hv, "");
     row[t] = LLVMBuildSelect(g->b, in, ld, LLVMConstNull(hv), "");
   }
-  LLVMValueRef v = LLVMBuildShuffleVector(g->b, row[0], row[1], shuf, "");
+  return LLVMBuildShuffleVector(g->b, row[0], row[1], LLVMConstVector(mask, (unsigned)(2 * R)), "");
+}
+
+/* One panel's pair rows (pair_row_vec) into dst. */
+static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                          LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef kc,
+                          LLVMValueRef dst, int R) {
+  GLoop l;
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef v = pair_row_vec(g, base, dt, pofs, sp, i0, mul(g, p, k64(g, 2)), kc, R);
   LLVMValueRef s = LLVMBuildStore(g->b, v, gep(g, g->i16, dst, mul(g, p, k64(g, 2 * R))));
   LLVMSetAlignment(s, 4);
   gemm_loop_close(g, &l);
+}
+
+bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j,
+                            LLVMValueRef jend, LLVMBasicBlockRef other, LLVMBasicBlockRef done) {
+  if (g->pairs != GP_BF16 || g->kb != GK_MAT || g->pb) return false;
+  int R = g->nr;
+  LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, R);
+  LLVMValueRef pstride = mul(g, kc, nr); /* compute-type elements from one panel slot to the next */
+  LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                  LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, w, nr), k64(g, 0), ""), "");
+  LLVMBasicBlockRef bv = blk(g, "bgroup_pairs");
+  LLVMBuildCondBr(g->b, vec, bv, other);
+  LLVMPositionBuilderAtEnd(g->b, bv);
+  LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+  LLVMValueRef pofs = add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp));
+  LLVMValueRef i0 = add(g, get(g, cx, X_JC), j), ahead = mul(g, get(g, cx, X_BGRP), nr);
+  LLVMTypeRef st = gemm_storage(g, g->bd);
+  GLoop lp, lt;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef k = mul(g, p, k64(g, 2));
+  LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
+  for (int h = 0; h < 2; h++) { /* the two K rows' runs one group on */
+    LLVMValueRef kr = imin(g, add(g, k, k64(g, h)), sub(g, kc, k64(g, 1)));
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, add(g, pofs, mul(g, kr, sp)), add(g, add(g, i0, t), ahead))),
+                          LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+  }
+  LLVMValueRef v = pair_row_vec(g, base, g->bd, pofs, sp, add(g, i0, t), k, kc, R);
+  LLVMValueRef slot = gep(g, g->ct, dst, mul(g, sdiv(g, t, nr), pstride));
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, slot, mul(g, p, nr))), 4);
+  gemm_loop_close(g, &lt);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  return true;
 }
 
 /* B of f16 or bf16 elements (the generic path, f32 compute) packed as
@@ -216,18 +257,21 @@ static LLVMValueRef emit_pack_half(G *g) {
  * gemm_lowp_pair_at's). */
 static void pack_a_pairs_bf16(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef si,
                               LLVMValueRef i0, LLVMValueRef kc, LLVMValueRef dst, int R) {
-  LLVMValueRef rowp[16];
-  for (int lane = 0; lane < R; lane++)
-    rowp[lane] = gep(g, g->i16, base, add(g, pofs, mul(g, add(g, i0, k64(g, lane)), si)));
-  GLoop l;
-  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), sdiv(g, kc, k64(g, 2)), k64(g, 1));
-  LLVMValueRef row = gep(g, g->i32, dst, mul(g, p, k64(g, R))), k = mul(g, p, k64(g, 2));
-  for (int lane = 0; lane < R; lane++) {
-    LLVMValueRef v = LLVMBuildLoad2(g->b, g->i32, gep(g, g->i16, rowp[lane], k), "");
-    LLVMSetAlignment(v, 2);
-    LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, row, k64(g, lane))), 4);
-  }
+  GLoop ll, l;
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef rowp = gep(g, g->i16, base, add(g, pofs, mul(g, add(g, i0, lane), si)));
+  LLVMValueRef next = gep(g, g->i16, rowp, mul(g, si, k64(g, 4)));
+  LLVMValueRef q = gemm_loop_open(g, &l, k64(g, 0), kc, k64(g, 32));
+  LLVMValueRef pa[4] = {gep(g, g->i16, next, q), LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0),
+                        LLVMConstInt(g->i32, 1, 0)};
+  gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pa, 4);
   gemm_loop_close(g, &l);
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), sdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->i32, gep(g, g->i16, rowp, mul(g, p, k64(g, 2))), "");
+  LLVMSetAlignment(v, 2);
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, dst, add(g, mul(g, p, k64(g, R)), lane))), 4);
+  gemm_loop_close(g, &l);
+  gemm_loop_close(g, &ll);
 }
 
 bool gemm_lowp_packs(const G *g, int which) {
