@@ -23,8 +23,9 @@
  * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
  * panels.  Packing absorbs strides (transposes, broadcasts of stride 0,
  * slices), converts to the compute type and pads edge panels with zeros;
- * tiles at the edges, outputs without unit column stride, and outputs of
- * another dtype than the compute type go through a scalar store.
+ * tiles at the edges and outputs without unit column stride go through a
+ * scalar store (outputs of another dtype than the compute type: full
+ * tiles with unit column stride as vectors too, gemm_lowp.c).
  * An operand is addressed as MAT (lane i, k index p: off + i*si + p*sp),
  * IM2COL (lane = output pixel, p = (ci, ky, kx): the input element, 0 in
  * the padding) or WEIGHT (lane = output channel, p = (ci, ky, kx)); p is

@@ -25,7 +25,11 @@
  * high half.  The panels fit the generic layout's space (pairs of 2-byte
  * values per lane, 4 bytes per lane and K index there), so packing
  * memory and panel offsets are unchanged.  B panels from a row-major
- * operand pack two K rows at a time as vectors, interleaved.
+ * operand pack two K rows at a time as vectors, interleaved (for bf16
+ * also a group of panels at a time in block_body's fused packing,
+ * gemm_lowp_pack_b_group); bf16 A panels from a row-major A copy each
+ * lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
+ * bytes (2 a K index, gemm_lowp_k_bytes): twice f32's KC.
  *
  * Only matmul operands read from memory take the pair path (the implicit
  * GEMM's conv2d and operands with prologues use the generic one, which
@@ -37,10 +41,11 @@
  * Outputs narrower than the compute type keep K blocked through partial
  * sums in scratch (store_tile, below).
  * Needs: gemm_impl.h, llvm-c's target machine (host features).
- * Used by: gemm.c (compute dtype, choice), gemm_pack.c (pack),
- * conv_lowp.c (the pair and the dot product of the K-pair direct conv),
- * gemm_kernel.c (micro-kernel), gemm_nest.c (cg_gemm_isa_features of the variant
- * being emitted, Cg.isa). */
+ * Used by: gemm.c (compute dtype, choice, K bytes), gemm_pack.c (pack,
+ * the fused group), conv_lowp.c (the pair and the dot product of the
+ * K-pair direct conv), gemm_kernel.c (micro-kernel, partial sums, their
+ * prefetch), gemm_nest.c (cg_gemm_isa_features of the variant being
+ * emitted, Cg.isa). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,7 +259,9 @@ static LLVMValueRef emit_pack_half(G *g) {
 /* bf16 A packing, K contiguous (unit K stride), all MR lanes valid and
  * kc even: a lane's pair (k, k + 1) is adjacent in memory already, so
  * each packed i32 is one 4-byte load (the bytes are the same as
- * gemm_lowp_pair_at's). */
+ * gemm_lowp_pair_at's).  Lane by lane, each lane's K run read in order,
+ * with the row 4 lanes on prefetched (A comes from L3 or memory: twelve
+ * lanes read side by side stalled on every new line). */
 static void pack_a_pairs_bf16(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef si,
                               LLVMValueRef i0, LLVMValueRef kc, LLVMValueRef dst, int R) {
   GLoop ll, l;
