@@ -435,11 +435,12 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
  * MR x NR tiles, each contiguous: the tile of rows i.. (i a multiple of
  * MR) and columns jb.. of the block (jb a multiple of NR) at
  * ((i / MR) * (width / NR) + jb / NR) * MR * NR, its element (r, q) at
- * r * NR + q.  So a tile's partial sums are MR * NR * 4 contiguous bytes
- * (24 cache lines at 512 bits), read and written as a stream, not MR
- * rows a row stride apart (which at 4 KiB strides share an L1 set), and
- * block_body prefetches them while the micro-kernel runs
- * (gemm_lowp_prefetch). */
+ * r * NR + q (an edge tile's too, its rows and columns past the edge
+ * holding sums of the packing's zeros, never read into C).  So a tile's
+ * partial sums are MR * NR * 4 contiguous bytes (24 cache lines at 512
+ * bits), read and written as a stream, not MR rows a row stride apart
+ * (which at 4 KiB strides share an L1 set), and block_body prefetches
+ * them while the micro-kernel runs (gemm_lowp_prefetch). */
 
 /* The column block's padded width: min(N, the target's largest NC) rounded up to
  * NR (an upper bound of the run's NC, gemm.c blocking: one row stride for
@@ -511,10 +512,10 @@ static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef r, LLVMValueRef q)
   return gep(g, g->ct, t->tp, add(g, mul(g, r, k64(g, g->nr)), q));
 }
 
-/* A full tile as vectors (a first K block only without a bias): acc,
- * plus the partial sums after the first block, back to the scratch, or
- * (last block, C's columns contiguous) rounded into C; other C strides
- * branch to `slow`. */
+/* A tile as vectors (a first K block only without a bias; the last
+ * block only a full tile): acc, plus the partial sums after the first
+ * block, back to the scratch, or (last block, C's columns contiguous)
+ * rounded into C; other C strides branch to `slow`. */
 static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
                           LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
   LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
@@ -611,8 +612,11 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
   LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
                                    LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
-  if (g->bias) full = LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, t.first, ""), "");
-  LLVMBuildCondBr(g->b, full, fast, slow);
+  /* an edge tile's partial sums as vectors too: only C must not see
+   * its rows and columns past the edge */
+  LLVMValueRef vec = LLVMBuildOr(g->b, full, LLVMBuildNot(g->b, t.last, ""), "");
+  if (g->bias) vec = LLVMBuildAnd(g->b, vec, LLVMBuildNot(g->b, t.first, ""), "");
+  LLVMBuildCondBr(g->b, vec, fast, slow);
   LLVMPositionBuilderAtEnd(g->b, fast);
   ptile_vectors(g, &t, acc, i, j, slow, done);
   LLVMPositionBuilderAtEnd(g->b, slow);
