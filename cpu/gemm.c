@@ -23,8 +23,9 @@
  * registers (llvm.fmuladd for floats, mul+add for i64) over the packed
  * panels.  Packing absorbs strides (transposes, broadcasts of stride 0,
  * slices), converts to the compute type and pads edge panels with zeros;
- * tiles at the edges, outputs without unit column stride, and outputs of
- * another dtype than the compute type go through a scalar store.
+ * tiles at the edges and outputs without unit column stride go through a
+ * scalar store (outputs of another dtype than the compute type: full
+ * tiles with unit column stride as vectors too, gemm_lowp.c).
  * An operand is addressed as MAT (lane i, k index p: off + i*si + p*sp),
  * IM2COL (lane = output pixel, p = (ci, ky, kx): the input element, 0 in
  * the padding) or WEIGHT (lane = output channel, p = (ci, ky, kx)); p is
@@ -571,11 +572,12 @@ static void run_gemm(G *g, Run *r) {
  * loops.h LfTarget): KC so that a packed B micro-panel (KC x NR) fills
  * half of L1, MC (a multiple of MR) so that a packed A block (MC x KC)
  * fills half of L2, NC (a multiple of NR) so that a packed B block
- * (KC x NC) fills a quarter of L3, capped at the target's gemm_nc.  The
+ * (KC x NC) fills a quarter of L3, capped at the target's gemm_nc, each
+ * K index of a lane taking gemm_lowp_k_bytes in the panels.  The
  * same values wherever they are computed (pool sizes, the run), and
  * independent of the thread count. */
 static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc) {
-  LLVMValueRef c[3], sz = k64(g, dtype_size(g->cd));
+  LLVMValueRef c[3], sz = k64(g, gemm_lowp_k_bytes(g));
   LLVMValueRef f = fdecl(g, "tdsl_cpu_cache_bytes", g->i64, &g->i32, 1);
   /* the same value at every call (read once): calls LLVM may merge, so
    * the kernel's entry computes the blocking once, not at each use */
@@ -633,6 +635,7 @@ static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValu
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
   LLVMValueRef bb, ab;
+  gemm_lowp_choose(g); /* as make_fns: the blocking depends on it */
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");

@@ -190,14 +190,29 @@ DType gemm_lowp_compute_dtype(DType od);
 void gemm_lowp_choose(G *g);
 /* The suffix of the function key for g->pairs ("" for GP_NONE). */
 const char *gemm_lowp_key(const G *g);
+/* The bytes a lane's K index takes in packed panels, as the blocking
+ * counts them: 2 for GP_BF16 (a pair in 4 bytes, so its KC is twice
+ * f32's for the same bytes in L1), else the compute type's size. */
+int gemm_lowp_k_bytes(const G *g);
 /* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
  * (g->pairs), or a half-precision matrix B (vector conversion). */
 bool gemm_lowp_packs(const G *g, int which);
+/* gemm_pack_b_group's runs for GP_BF16 (a MAT B without a prologue):
+ * when the group's panels are full and B's lanes contiguous, its pair
+ * rows over the whole group (the rows one group on prefetched), then a
+ * branch to `done`, else a branch to `other`; false (nothing emitted)
+ * for other products. */
+bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j,
+                            LLVMValueRef jend, LLVMBasicBlockRef other, LLVMBasicBlockRef done);
 /* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
-/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows of
- * the column block (min(N, NC) rounded up to NR) in the compute type. */
+/* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows
+ * (rounded up to MR) of the column block (min(N, NC) rounded up to NR)
+ * in the compute type. */
 LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N);
+/* Prefetches (for writing) the partial sums of the tile at C's (i, j)
+ * when g->cscr (block_body, before the micro-kernel). */
+void gemm_lowp_prefetch(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j);
 /* store_tile (gemm_kernel.c's) when g->cscr: the MR x NR tile acc at C's
  * (i, j), mr x nr valid, added to the partial sums, or rounded into C
  * after the last K block. */

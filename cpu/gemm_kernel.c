@@ -296,6 +296,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   LLVMValueRef i = gemm_loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
+  if (g->cscr) gemm_lowp_prefetch(g, cx, add(g, i0, i), add(g, jc, j));
   micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), bpan, kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));

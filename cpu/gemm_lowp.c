@@ -25,7 +25,11 @@
  * high half.  The panels fit the generic layout's space (pairs of 2-byte
  * values per lane, 4 bytes per lane and K index there), so packing
  * memory and panel offsets are unchanged.  B panels from a row-major
- * operand pack two K rows at a time as vectors, interleaved.
+ * operand pack two K rows at a time as vectors, interleaved (for bf16
+ * also a group of panels at a time in block_body's fused packing,
+ * gemm_lowp_pack_b_group); bf16 A panels from a row-major A copy each
+ * lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
+ * bytes (2 a K index, gemm_lowp_k_bytes): twice f32's KC.
  *
  * Only matmul operands read from memory take the pair path (the implicit
  * GEMM's conv2d and operands with prologues use the generic one, which
@@ -37,10 +41,11 @@
  * Outputs narrower than the compute type keep K blocked through partial
  * sums in scratch (store_tile, below).
  * Needs: gemm_impl.h, llvm-c's target machine (host features).
- * Used by: gemm.c (compute dtype, choice), gemm_pack.c (pack),
- * conv_lowp.c (the pair and the dot product of the K-pair direct conv),
- * gemm_kernel.c (micro-kernel), gemm_nest.c (cg_gemm_isa_features of the variant
- * being emitted, Cg.isa). */
+ * Used by: gemm.c (compute dtype, choice, K bytes), gemm_pack.c (pack,
+ * the fused group), conv_lowp.c (the pair and the dot product of the
+ * K-pair direct conv), gemm_kernel.c (micro-kernel, partial sums, their
+ * prefetch), gemm_nest.c (cg_gemm_isa_features of the variant being
+ * emitted, Cg.isa). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +93,8 @@ void gemm_lowp_choose(G *g) {
     g->pairs = GP_BF16;
 }
 
+int gemm_lowp_k_bytes(const G *g) { return g->pairs == GP_BF16 ? 2 : dtype_size(g->cd); }
+
 /* The key names the instruction too: modules with several ISA variants
  * keep their functions apart. */
 const char *gemm_lowp_key(const G *g) {
@@ -127,22 +134,20 @@ LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef p
   return LLVMBuildOr(g->b, h[0], LLVMBuildShl(g->b, h[1], LLVMConstInt(g->i32, 16, 0), ""), "");
 }
 
-/* Vector B packing, lanes contiguous (stride 1) and all valid: per pair
- * of K rows two <NR x storage> loads widened to i16 and interleaved. */
-static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
-                          LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef kc,
-                          LLVMValueRef dst, int R) {
+/* Vector B packing, lanes contiguous (stride 1) and all valid: the
+ * pair row of K rows (k, k + 1) at lanes i0.., two <R x storage> loads
+ * widened to i16 and interleaved (a row past kc: zeros, its address
+ * clamped inside the operand). */
+static LLVMValueRef pair_row_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                                 LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef k,
+                                 LLVMValueRef kc, int R) {
   LLVMTypeRef st = gemm_storage(g, dt), sv = LLVMVectorType(st, (unsigned)R);
   LLVMTypeRef hv = LLVMVectorType(g->i16, (unsigned)R);
-  LLVMValueRef mask[128];
+  LLVMValueRef mask[128], row[2];
   for (int i = 0; i < R; i++) {
     mask[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0);
     mask[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(R + i), 0);
   }
-  LLVMValueRef shuf = LLVMConstVector(mask, (unsigned)(2 * R));
-  GLoop l;
-  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
-  LLVMValueRef k = mul(g, p, k64(g, 2)), row[2];
   for (int t = 0; t < 2; t++) {
     LLVMValueRef kt = add(g, k, k64(g, t));
     LLVMValueRef in = lt(g, kt, kc), kcl = imin(g, kt, sub(g, kc, k64(g, 1)));
@@ -152,10 +157,53 @@ static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
       ld = dt == DT_U8 ? LLVMBuildZExt(g->b, ld, hv, "") : LLVMBuildSExt(g->b, ld, hv, "");
     row[t] = LLVMBuildSelect(g->b, in, ld, LLVMConstNull(hv), "");
   }
-  LLVMValueRef v = LLVMBuildShuffleVector(g->b, row[0], row[1], shuf, "");
+  return LLVMBuildShuffleVector(g->b, row[0], row[1], LLVMConstVector(mask, (unsigned)(2 * R)), "");
+}
+
+/* One panel's pair rows (pair_row_vec) into dst. */
+static void pack_rows_vec(G *g, LLVMValueRef base, DType dt, LLVMValueRef pofs,
+                          LLVMValueRef sp, LLVMValueRef i0, LLVMValueRef kc,
+                          LLVMValueRef dst, int R) {
+  GLoop l;
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef v = pair_row_vec(g, base, dt, pofs, sp, i0, mul(g, p, k64(g, 2)), kc, R);
   LLVMValueRef s = LLVMBuildStore(g->b, v, gep(g, g->i16, dst, mul(g, p, k64(g, 2 * R))));
   LLVMSetAlignment(s, 4);
   gemm_loop_close(g, &l);
+}
+
+bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j,
+                            LLVMValueRef jend, LLVMBasicBlockRef other, LLVMBasicBlockRef done) {
+  if (g->pairs != GP_BF16 || g->kb != GK_MAT || g->pb) return false;
+  int R = g->nr;
+  LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, R);
+  LLVMValueRef pstride = mul(g, kc, nr); /* compute-type elements from one panel slot to the next */
+  LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
+                                  LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, w, nr), k64(g, 0), ""), "");
+  LLVMBasicBlockRef bv = blk(g, "bgroup_pairs");
+  LLVMBuildCondBr(g->b, vec, bv, other);
+  LLVMPositionBuilderAtEnd(g->b, bv);
+  LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+  LLVMValueRef pofs = add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp));
+  LLVMValueRef i0 = add(g, get(g, cx, X_JC), j), ahead = mul(g, get(g, cx, X_BGRP), nr);
+  LLVMTypeRef st = gemm_storage(g, g->bd);
+  GLoop lp, lt;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef k = mul(g, p, k64(g, 2));
+  LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
+  for (int h = 0; h < 2; h++) { /* the two K rows' runs one group on */
+    LLVMValueRef kr = imin(g, add(g, k, k64(g, h)), sub(g, kc, k64(g, 1)));
+    LLVMValueRef pf[4] = {gep(g, st, base, add(g, add(g, pofs, mul(g, kr, sp)), add(g, add(g, i0, t), ahead))),
+                          LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+  }
+  LLVMValueRef v = pair_row_vec(g, base, g->bd, pofs, sp, add(g, i0, t), k, kc, R);
+  LLVMValueRef slot = gep(g, g->ct, dst, mul(g, sdiv(g, t, nr), pstride));
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, slot, mul(g, p, nr))), 4);
+  gemm_loop_close(g, &lt);
+  gemm_loop_close(g, &lp);
+  LLVMBuildBr(g->b, done);
+  return true;
 }
 
 /* B of f16 or bf16 elements (the generic path, f32 compute) packed as
@@ -208,6 +256,31 @@ static LLVMValueRef emit_pack_half(G *g) {
   return f;
 }
 
+/* bf16 A packing, K contiguous (unit K stride), all MR lanes valid and
+ * kc even: a lane's pair (k, k + 1) is adjacent in memory already, so
+ * each packed i32 is one 4-byte load (the bytes are the same as
+ * gemm_lowp_pair_at's).  Lane by lane, each lane's K run read in order,
+ * with the row 4 lanes on prefetched (A comes from L3 or memory: twelve
+ * lanes read side by side stalled on every new line). */
+static void pack_a_pairs_bf16(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef si,
+                              LLVMValueRef i0, LLVMValueRef kc, LLVMValueRef dst, int R) {
+  GLoop ll, l;
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef rowp = gep(g, g->i16, base, add(g, pofs, mul(g, add(g, i0, lane), si)));
+  LLVMValueRef next = gep(g, g->i16, rowp, mul(g, si, k64(g, 4)));
+  LLVMValueRef q = gemm_loop_open(g, &l, k64(g, 0), kc, k64(g, 32));
+  LLVMValueRef pa[4] = {gep(g, g->i16, next, q), LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0),
+                        LLVMConstInt(g->i32, 1, 0)};
+  gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pa, 4);
+  gemm_loop_close(g, &l);
+  LLVMValueRef p = gemm_loop_open(g, &l, k64(g, 0), sdiv(g, kc, k64(g, 2)), k64(g, 1));
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->i32, gep(g, g->i16, rowp, mul(g, p, k64(g, 2))), "");
+  LLVMSetAlignment(v, 2);
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, dst, add(g, mul(g, p, k64(g, R)), lane))), 4);
+  gemm_loop_close(g, &l);
+  gemm_loop_close(g, &ll);
+}
+
 bool gemm_lowp_packs(const G *g, int which) {
   if (g->pairs) return true;
   return which == 1 && g->kb == GK_MAT && !g->pb && g->cd == DT_F32 &&
@@ -235,6 +308,15 @@ LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
     LLVMBuildCondBr(g->b, fast, vec, sca);
     LLVMPositionBuilderAtEnd(g->b, vec);
     pack_rows_vec(g, base, dt, pofs, sp, i0, kc, dst, R);
+    LLVMBuildBr(g->b, done);
+  } else if (g->pairs == GP_BF16) { /* A: lanes' K runs as 4-byte pairs */
+    LLVMBasicBlockRef vec = blk(g, "pair_rows");
+    LLVMValueRef fast = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, sp, k64(g, 1), ""),
+                                     LLVMBuildICmp(g->b, LLVMIntEQ, nvalid, k64(g, R), ""), "");
+    fast = LLVMBuildAnd(g->b, fast, LLVMBuildICmp(g->b, LLVMIntEQ, srem(g, kc, k64(g, 2)), k64(g, 0), ""), "");
+    LLVMBuildCondBr(g->b, fast, vec, sca);
+    LLVMPositionBuilderAtEnd(g->b, vec);
+    pack_a_pairs_bf16(g, base, pofs, si, i0, kc, dst, R);
     LLVMBuildBr(g->b, done);
   } else {
     LLVMBuildBr(g->b, sca);
@@ -347,9 +429,18 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
  * from i32) must be rounded (or wrapped) once, from the whole sum.  So
  * that K can still be blocked (packed panels of KC, not K, in cache), a
  * K block other than the last adds its tile to partial sums in the
- * compute type (X_CSCR: M rows of the column block's padded width, row
- * i at i * width), and the last one adds them to its tile and stores
- * the rounded value in C.  A single K block stores directly. */
+ * compute type (X_CSCR), and the last one adds them to its tile and
+ * stores the rounded value in C.  A single K block stores directly.
+ * X_CSCR holds the column block (its padded width, below) as whole
+ * MR x NR tiles, each contiguous: the tile of rows i.. (i a multiple of
+ * MR) and columns jb.. of the block (jb a multiple of NR) at
+ * ((i / MR) * (width / NR) + jb / NR) * MR * NR, its element (r, q) at
+ * r * NR + q (an edge tile's too, its rows and columns past the edge
+ * holding sums of the packing's zeros, never read into C).  So a tile's
+ * partial sums are MR * NR * 4 contiguous bytes (24 cache lines at 512
+ * bits), read and written as a stream, not MR rows a row stride apart
+ * (which at 4 KiB strides share an L1 set), and block_body prefetches
+ * them while the micro-kernel runs (gemm_lowp_prefetch). */
 
 /* The column block's padded width: min(N, the target's largest NC) rounded up to
  * NR (an upper bound of the run's NC, gemm.c blocking: one row stride for
@@ -360,8 +451,29 @@ static LLVMValueRef scratch_width(G *g, LLVMValueRef N) {
 
 LLVMValueRef gemm_lowp_scratch_bytes(G *g, LLVMValueRef M, LLVMValueRef N) {
   if (!g->cscr) return k64(g, 0);
-  LLVMValueRef b = mul(g, mul(g, M, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
+  LLVMValueRef rows = mul(g, cdiv(g, M, k64(g, g->mr)), k64(g, g->mr));
+  LLVMValueRef b = mul(g, mul(g, rows, scratch_width(g, N)), k64(g, dtype_size(g->cd)));
   return LLVMBuildAnd(g->b, add(g, b, k64(g, 63)), k64(g, ~63LL), "");
+}
+
+/* The partial-sum tile of C's rows i.. and columns j.. (i a multiple of
+ * MR, j - jc of NR). */
+static LLVMValueRef scratch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
+  LLVMValueRef panels = sdiv(g, scratch_width(g, get(g, cx, X_N)), k64(g, g->nr));
+  LLVMValueRef jb = sdiv(g, sub(g, j, get(g, cx, X_JC)), k64(g, g->nr));
+  LLVMValueRef t = add(g, mul(g, sdiv(g, i, k64(g, g->mr)), panels), jb);
+  return gep(g, g->ct, getp(g, cx, X_CSCR), mul(g, t, k64(g, g->mr * g->nr)));
+}
+
+void gemm_lowp_prefetch(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
+  LLVMValueRef tp = scratch_tile(g, cx, i, j);
+  int lines = (g->mr * g->nr * dtype_size(g->cd) + 63) / 64;
+  for (int l = 0; l < lines; l++) {
+    LLVMValueRef a[4] = {gep(g, LLVMInt8TypeInContext(g->ctx), tp, k64(g, 64 * l)),
+                         LLVMConstInt(g->i32, 1, 0), LLVMConstInt(g->i32, 3, 0),
+                         LLVMConstInt(g->i32, 1, 0)};
+    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, a, 4);
+  }
 }
 
 static LLVMValueRef splat_c(G *g, LLVMValueRef s, int n) {
@@ -389,36 +501,48 @@ static LLVMValueRef vec_to_out(G *g, LLVMValueRef x) {
   return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), q, r, "");
 }
 
-/* Where store_tile's tile goes: C (base, offset, strides), the scratch
- * and its row width, the tile's column within the column block, whether
- * this is the first / last K block. */
+/* Where store_tile's tile goes: C (base, offset, strides), its
+ * partial-sum tile, whether this is the first / last K block. */
 typedef struct PTile {
-  LLVMValueRef c, coff, cm, cn, s, w, jb, first, last;
+  LLVMValueRef c, coff, cm, cn, tp, first, last;
 } PTile;
 
-/* &scratch[i + r][jb + q] */
-static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef i, LLVMValueRef q) {
-  return gep(g, g->ct, t->s, add(g, mul(g, i, t->w), add(g, t->jb, q)));
+/* The partial sum of the tile's element (r, q). */
+static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef r, LLVMValueRef q) {
+  return gep(g, g->ct, t->tp, add(g, mul(g, r, k64(g, g->nr)), q));
 }
 
-/* A full tile of a later K block, as vectors: the partial sums plus acc
- * back to the scratch, or (last block, C's columns contiguous) rounded
- * into C; other C strides branch to `slow`. */
+/* A tile as vectors (a first K block only without a bias; the last
+ * block only a full tile): acc, plus the partial sums after the first
+ * block, back to the scratch, or (last block, C's columns contiguous)
+ * rounded into C; other C strides branch to `slow`. */
 static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
                           LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
   LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
-  LLVMValueRef x[16][4];
+  LLVMBasicBlockRef rd = blk(g, "ptile_vrd"), got = blk(g, "ptile_vgot"), here = LLVMGetInsertBlock(g->b);
+  LLVMValueRef x[16][4], sum[16][4];
+  LLVMBuildCondBr(g->b, t->first, got, rd);
+  LLVMPositionBuilderAtEnd(g->b, rd);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw)), "");
+      LLVMValueRef old = LLVMBuildLoad2(g->b, g->vt, scr_at(g, t, k64(g, r), k64(g, v * g->vw)), "");
       LLVMSetAlignment(old, (unsigned)dtype_size(g->cd));
-      x[r][v] = gemm_cadd(g, old, acc[r][v]);
+      sum[r][v] = gemm_cadd(g, old, acc[r][v]);
+    }
+  LLVMBuildBr(g->b, got);
+  LLVMPositionBuilderAtEnd(g->b, got);
+  LLVMBasicBlockRef bbs[2] = {here, rd};
+  for (int r = 0; r < g->mr; r++)
+    for (int v = 0; v < g->nv; v++) {
+      LLVMValueRef vals[2] = {acc[r][v], sum[r][v]};
+      x[r][v] = LLVMBuildPhi(g->b, g->vt, "");
+      LLVMAddIncoming(x[r][v], vals, bbs, 2);
     }
   LLVMBuildCondBr(g->b, t->last, to_c, to_s);
   LLVMPositionBuilderAtEnd(g->b, to_s);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++)
-      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], scr_at(g, t, add(g, i, k64(g, r)), k64(g, v * g->vw))),
+      LLVMSetAlignment(LLVMBuildStore(g->b, x[r][v], scr_at(g, t, k64(g, r), k64(g, v * g->vw))),
                        (unsigned)dtype_size(g->cd));
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, to_c);
@@ -447,7 +571,7 @@ static void ptile_elements(G *g, const PTile *t, LLVMValueRef cx, LLVMValueRef a
   GLoop lr, lq;
   LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), mr, k64(g, 1));
   LLVMValueRef q = gemm_loop_open(g, &lq, k64(g, 0), nr, k64(g, 1));
-  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q), sp = scr_at(g, t, ri, q);
+  LLVMValueRef ri = add(g, i, r), qj = add(g, j, q), sp = scr_at(g, t, r, q);
   LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, r, k64(g, g->nr)), q)), "");
   LLVMValueRef init = gemm_czero(g);
   if (g->bias)
@@ -482,14 +606,17 @@ static void ptile_elements(G *g, const PTile *t, LLVMValueRef cx, LLVMValueRef a
 void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRef tile,
                           LLVMValueRef i, LLVMValueRef j, LLVMValueRef mr, LLVMValueRef nr) {
   PTile t = {.c = getp(g, cx, X_C), .coff = get(g, cx, X_COFF), .cm = get(g, cx, X_CM),
-             .cn = get(g, cx, X_CN), .s = getp(g, cx, X_CSCR),
-             .w = scratch_width(g, get(g, cx, X_N)), .jb = sub(g, j, get(g, cx, X_JC))};
+             .cn = get(g, cx, X_CN), .tp = scratch_tile(g, cx, i, j)};
   t.first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   t.last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
   LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
   LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
                                    LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
-  LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, full, LLVMBuildNot(g->b, t.first, ""), ""), fast, slow);
+  /* an edge tile's partial sums as vectors too: only C must not see
+   * its rows and columns past the edge */
+  LLVMValueRef vec = LLVMBuildOr(g->b, full, LLVMBuildNot(g->b, t.last, ""), "");
+  if (g->bias) vec = LLVMBuildAnd(g->b, vec, LLVMBuildNot(g->b, t.first, ""), "");
+  LLVMBuildCondBr(g->b, vec, fast, slow);
   LLVMPositionBuilderAtEnd(g->b, fast);
   ptile_vectors(g, &t, acc, i, j, slow, done);
   LLVMPositionBuilderAtEnd(g->b, slow);

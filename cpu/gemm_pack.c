@@ -505,7 +505,8 @@ static void pack_b_call(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef
  * of K gives a contiguous run over the whole group (several cache lines,
  * where one panel at a time read one line per row: measured faster on a
  * B whose rows lie 3 to 16 KiB apart), and the same run one group on is
- * prefetched.  Otherwise each panel goes through pack_b. */
+ * prefetched; K pairs of bf16 likewise (gemm_lowp_pack_b_group).
+ * Otherwise each panel goes through pack_b. */
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
                        LLVMValueRef jend) {
   LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, g->nr);
@@ -534,7 +535,7 @@ void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef 
     gemm_loop_close(g, &lt);
     gemm_loop_close(g, &lp);
     LLVMBuildBr(g->b, done);
-  } else {
+  } else if (!gemm_lowp_pack_b_group(g, cx, dst, j, jend, bc, done)) {
     LLVMBuildBr(g->b, bc);
   }
   LLVMPositionBuilderAtEnd(g->b, bc);

@@ -76,8 +76,13 @@ END_TEST
 
 /* Outputs narrower than the compute type (f16, bf16 from f32 sums; i8
  * from i32) with K over several K blocks: partial sums in scratch, one
- * rounding at the end; edge tiles, an output written through a
- * transpose (column stride != 1), a conv with bias in both layouts. */
+ * rounding at the end; edge tiles, full tiles over three K blocks of
+ * vdpbf16ps's KC on this machine (first, middle and last blocks store
+ * whole tiles as vectors; shapes past the small path's 32 rows and
+ * columns: 45 x 999 x 128 packs B in the fused groups, with an odd last
+ * K block, 70 x 1000 x 100 shares one packed B), an output written
+ * through a transpose (column stride != 1), a conv with bias in both
+ * layouts. */
 static const char *NARROW =
     "kernel h(a: f16[M, K], b: f16[K, N]) -> f16[M, N] { return a @ b }\n"
     "kernel g(a: bf16[M, K], b: bf16[K, N]) -> bf16[M, N] { return a @ b }\n"
@@ -89,7 +94,8 @@ static const char *NARROW =
     "  return relu(conv2d(x, w, c, padding=1))\n}\n";
 
 START_TEST(narrow_outputs) {
-  static const int64_t sz[][3] = {{37, 600, 29}, {7, 257, 33}, {100, 513, 17}, {5, 40, 3}};
+  static const int64_t sz[][3] = {{37, 600, 29}, {7, 257, 33}, {100, 513, 17}, {5, 40, 3},
+                                  {45, 999, 128}, {70, 1000, 100}};
   static const struct { const char *k; DType d; bool t; } ks[] = {
       {"h", DT_F16, false}, {"g", DT_BF16, false}, {"tr", DT_BF16, true}, {"ti", DT_I8, true}};
   for (int t = 0; t < 3; t++) {
