@@ -164,14 +164,18 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMValueRef n = sdiv(g, t, v[V_OH]), oy = srem(g, t, v[V_OH]);
   LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
   LLVMValueRef ob = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, oy, v[V_OSH]));
-  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo, hi;
-  cv_interior(d, &lo, &hi);
+  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo = k64(g, 0), hi = v[V_OW];
+  /* one column of taps and no padding along columns (a 1x1 conv): every
+   * column is inside, no border columns to emit */
+  bool inside = cv_is_one(v[V_KW]) && LLVMIsAConstantInt(v[V_PW]) &&
+                LLVMConstIntGetSExtValue(v[V_PW]) == 0;
+  if (!inside) cv_interior(d, &lo, &hi);
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs);
+  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs && !inside);
   gemm_loop_close(g, &l);
-  if (!g->pairs) {
+  if (!g->pairs && !inside) {
     /* the border pixels of the full channel blocks, 8 / NOB blocks at a
      * time: one pixel by NOB vectors alone leaves NOB chains of dependent
      * FMAs (a fraction of the FMA throughput), one pixel by 8
@@ -191,7 +195,7 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
   LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  dr_cols(d, xb, iy0, ob, full, lo, hi, true, true);
+  dr_cols(d, xb, iy0, ob, full, lo, hi, true, !inside);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi) {
@@ -526,7 +530,9 @@ static void dn_row(Cv *d, LLVMValueRef t) {
  * for all of them: 10 loads per 24 FMAs against 2 x 12's 14; measured on
  * Zen 5, bench/README.md: 1.4x 2 x 12 on a [32,64,56,56] layer) where O
  * is not known to be a multiple other than of 64 (a masked last block
- * of 64 channels wastes up to half its FMAs).  Not with more taps: a 3x3
+ * of 64 channels wastes up to half its FMAs) and C not known to be above
+ * 2048 (64 channels' weights, 256 bytes per input channel, then stay in
+ * L2: every block of 6 pixels reads them all).  Not with more taps: a 3x3
  * conv ran the same (within 2%), and one over 512 channels (the
  * small-image form) 8% slower, its block of weights then larger than L2.
  * any_x: for the pool's size, before the input's dtype is known (f32 or
@@ -545,7 +551,9 @@ static void blocking(Cv *d, const GemmTensor *w, bool any_x) {
   bool one = known && o <= g->vw;
   d->nob = one ? 1 : 2;
   d->px = g->vec_bits >= 512 ? 12 : one ? 12 : 6;
-  bool tap1 = cv_is_one(w->shape[2]) && cv_is_one(w->shape[3]);
+  LLVMValueRef C = w->shape[1];
+  bool tap1 = cv_is_one(w->shape[2]) && cv_is_one(w->shape[3]) &&
+              (!LLVMIsAConstantInt(C) || LLVMConstIntGetSExtValue(C) <= 2048);
   if (tap1 && g->vec_bits >= 512 && g->cd == DT_F32 && (any_x || d->xd == DT_F32) && !one &&
       (!known || o % (4LL * g->vw) == 0))
     d->nob = 4, d->px = 6;
