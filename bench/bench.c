@@ -117,6 +117,12 @@ static int call_conv1x1(DLTensor *t) { return conv1x1(&t[0], &t[1], &t[2]); }
 #else
 #define CALL_conv1x1 NULL, BENCH_WHY_conv1x1
 #endif
+#ifdef BENCH_HAVE_conv1x1_nhwc
+static int call_conv1x1_nhwc(DLTensor *t) { return conv1x1_nhwc(&t[0], &t[1], &t[2]); }
+#define CALL_conv1x1_nhwc call_conv1x1_nhwc, NULL
+#else
+#define CALL_conv1x1_nhwc NULL, BENCH_WHY_conv1x1_nhwc
+#endif
 #ifdef BENCH_HAVE_conv7x7s2
 static int call_conv7x7s2(DLTensor *t) { return conv7x7s2(&t[0], &t[1], &t[2]); }
 #define CALL_conv7x7s2 call_conv7x7s2, NULL
@@ -323,6 +329,9 @@ static const workload k_workloads[] = {
     {"conv1x1", 2, 1,
      {F32(32, 64, 56, 56), F32(64, 64, 1, 1), F32(32, 64, 56, 56)},
      CONV_FLOPS(32, 64, 56, 56, 64, 1, 1), CALL_conv1x1},
+    {"conv1x1_nhwc", 2, 1,
+     {F32CL(32, 64, 56, 56), F32(64, 64, 1, 1), F32CL(32, 64, 56, 56)},
+     CONV_FLOPS(32, 64, 56, 56, 64, 1, 1), CALL_conv1x1_nhwc},
     {"conv7x7s2", 2, 1,
      {F32(32, 3, 224, 224), F32(64, 3, 7, 7), F32(32, 64, 112, 112)},
      CONV_FLOPS(32, 64, 112, 112, 3, 7, 7), CALL_conv7x7s2},

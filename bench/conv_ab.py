@@ -4,7 +4,7 @@ runs of run.sh move single conv ratios by 1.5x (bench/README.md).
 
 usage: [CASES=nhwc,nchw,7x7] [N=..] [COMPILE=1] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
 LIB.so: `tdslc bench/kernels.tdsl --emit=so -o LIB.so` (it must hold the
-kernels conv3x3_nhwc, conv3x3_nchw and conv3x3_7x7_nhwc), built from any
+kernels of the cases run), built from any
 two commits (each library carries its own runtime and thread pool, so
 they can be compared in one process).  The cases are the bench rows of
 the same names:
@@ -12,7 +12,10 @@ the same names:
         torch: F.conv2d on channels-last input and weight;
   nchw  conv3x3_nchw, the same in NCHW (tdsl's auto layout); torch: NCHW
         (its eager default) and channels-last;
-  7x7   conv3x3_7x7_nhwc [8,512,7,7] x [512,512,3,3], channels-last.
+  7x7   conv3x3_7x7_nhwc [8,512,7,7] x [512,512,3,3], channels-last;
+  1x1   conv1x1 [32,64,56,56] x [64,64,1,1], NCHW; torch: NCHW and
+        channels-last;
+  1x1cl conv1x1_nhwc, the same channels-last; torch: channels-last.
 N overrides the batch of every case; COMPILE=1 adds torch.compile
 (Inductor) of the torch row, writing into an output allocated once as
 in peers.py.  Each round runs every
@@ -40,31 +43,34 @@ torch.set_num_threads(T)
 MIN_S = float(os.environ.get("MIN_S", "0.3"))
 GAP = float(os.environ.get("GAP", "0.2"))
 CL = torch.channels_last
-# case: kernel, [N, C, H, W], O, tdsl's memory format, torch's formats
-CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, CL, [("torch", CL)]),
-         "nchw": ("conv3x3_nchw", [32, 64, 56, 56], 64, torch.contiguous_format,
-                  [("torch", torch.contiguous_format), ("torch-cl", CL)]),
-         "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, CL, [("torch", CL)])}
+NCHW, CF = torch.contiguous_format, [("torch", torch.contiguous_format), ("torch-cl", CL)]
+# case: kernel, [N, C, H, W], O, kernel size, tdsl's memory format, torch's formats
+CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, 3, CL, [("torch", CL)]),
+         "nchw": ("conv3x3_nchw", [32, 64, 56, 56], 64, 3, NCHW, CF),
+         "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, 3, CL, [("torch", CL)]),
+         "1x1": ("conv1x1", [32, 64, 56, 56], 64, 1, NCHW, CF),
+         "1x1cl": ("conv1x1_nhwc", [32, 64, 56, 56], 64, 1, CL, [("torch", CL)])}
 for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
-    kname, shape, O, fmt, peers = CASES[case]
+    kname, shape, O, ks, fmt, peers = CASES[case]
+    pad = ks // 2
     if "N" in os.environ:
         shape = [int(os.environ["N"])] + shape[1:]
     torch.manual_seed(0)
     x = torch.randn(*shape).contiguous(memory_format=fmt)
-    w = torch.randn(O, shape[1], 3, 3) * (2.0 / (9 * shape[1])) ** 0.5
+    w = torch.randn(O, shape[1], ks, ks) * (2.0 / (ks * ks * shape[1])) ** 0.5
     impls = []
     for pname, pf in peers:
         xp, wp = x.contiguous(memory_format=pf), w.contiguous(memory_format=pf)
         # F.conv2d has no out=: torch allocates its result in each call
-        impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=1))(xp, wp)))
+        impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=pad))(xp, wp)))
     if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
-        ci = torch.empty(F.conv2d(x, w, padding=1).shape).contiguous(memory_format=fmt)
-        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=1)), fullgraph=True,
+        ci = torch.empty(F.conv2d(x, w, padding=pad).shape).contiguous(memory_format=fmt)
+        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=pad)), fullgraph=True,
                            dynamic=False)
         impls.append(("inductor", lambda o: cf()))
     for name, m in libs:
         impls.append((name, (lambda k: lambda o: k(x, w, out=o))(getattr(m, kname))))
-    ref = F.conv2d(x.double(), w.double(), padding=1)
+    ref = F.conv2d(x.double(), w.double(), padding=pad)
     outs = {}
     for name, f in impls:
         o = torch.empty(ref.shape).contiguous(memory_format=fmt)
@@ -76,7 +82,7 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
         assert err < 1e-4, (name, err)
     reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, GAP)
     N, C, H, W = shape
-    gf = 2.0 * N * O * H * W * C * 9 / 1e9
+    gf = 2.0 * N * O * H * W * C * ks * ks / 1e9
     print("== %s %s threads=%d rounds=%d reps=%d load=%.2f"
           % (case, shape, T, R, reps, os.getloadavg()[0]))
     tw, tc = statistics.median(wall["torch"]), statistics.median(cpu["torch"])

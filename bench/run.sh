@@ -270,7 +270,7 @@ awk '
     printf "|%s|%s|%s|%s|%s|%s|%s|\n", "---------------", "---------------",
            "------------", "------------", "------------", "------------------",
            "--------------------"
-    ncs = split("conv3x3_nchw conv3x3_nhwc conv1x1 conv7x7s2 conv_dw3x3_nhwc", cs, " ")
+    ncs = split("conv3x3_nchw conv3x3_nhwc conv1x1 conv1x1_nhwc conv7x7s2 conv_dw3x3_nhwc", cs, " ")
     for (i = 1; i <= ncs; i++) {
       b = cs[i]
       c = (b in ch) ? ch[b] : "?"

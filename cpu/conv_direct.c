@@ -18,7 +18,7 @@
  * input run in blocks of PX without checks, the rest of them in one block
  * each of PX / 2, PX / 4 and 2 columns where it fits, then one at a time;
  * the border columns run one at a time, skipping the taps outside, by
- * WIDE channel blocks at once (one pixel by NOB vectors alone would be
+ * 8 / NOB channel blocks at once (one pixel by NOB vectors alone would be
  * NOB chains of dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
  * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
@@ -33,7 +33,8 @@
  * NOB = 2 of them by PX = 6 output channels in registers, the weights
  * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
  * once per (tap, c); the border vectors masked against the input's
- * columns.  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
+ * columns, NOB of them at a time where the last has a column of the row
+ * (else one).  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
  * wrapping i32 for integer outputs of at most 32 bits, else i64), the
  * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
@@ -45,8 +46,9 @@
 
 #include "conv_impl.h"
 
-/* Channel blocks in the register block of a border pixel (channels-last). */
-enum { WIDE = 4 };
+/* Vectors in the register block of a border pixel (channels-last): as
+ * many channel blocks of NOB vectors as fit (CvBlock's 8). */
+enum { WIDE_VECS = 8 };
 
 /* A pixel's input pointer in a row block, frozen: without it loop
  * strength reduction rewrote the NP pointers, which differ by multiples
@@ -162,21 +164,26 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMValueRef n = sdiv(g, t, v[V_OH]), oy = srem(g, t, v[V_OH]);
   LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
   LLVMValueRef ob = add(g, add(g, v[V_OOFF], mul(g, n, v[V_OSN])), mul(g, oy, v[V_OSH]));
-  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo, hi;
-  cv_interior(d, &lo, &hi);
+  LLVMValueRef iy0 = sub(g, mul(g, oy, v[V_SH]), v[V_PH]), lo = k64(g, 0), hi = v[V_OW];
+  /* one column of taps and no padding along columns (a 1x1 conv): every
+   * column is inside, no border columns to emit */
+  bool inside = cv_is_one(v[V_KW]) && LLVMIsAConstantInt(v[V_PW]) &&
+                LLVMConstIntGetSExtValue(v[V_PW]) == 0;
+  if (!inside) cv_interior(d, &lo, &hi);
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs);
+  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs && !inside);
   gemm_loop_close(g, &l);
-  if (!g->pairs) {
-    /* the border pixels of the full channel blocks, WIDE blocks at a
+  if (!g->pairs && !inside) {
+    /* the border pixels of the full channel blocks, 8 / NOB blocks at a
      * time: one pixel by NOB vectors alone leaves NOB chains of dependent
-     * FMAs (a fraction of the FMA throughput), one pixel by WIDE * NOB
+     * FMAs (a fraction of the FMA throughput), one pixel by 8
      * vectors keeps the FMA units busy */
-    LLVMValueRef wb = mul(g, nbk, k64(g, WIDE)),
+    int wide = WIDE_VECS / d->nob;
+    LLVMValueRef wb = mul(g, nbk, k64(g, wide)),
                  wfull = mul(g, sdiv(g, full, wb), wb);
-    d->nblk = WIDE;
+    d->nblk = wide;
     oc = gemm_loop_open(g, &l, k64(g, 0), wfull, wb);
     dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
     gemm_loop_close(g, &l);
@@ -188,7 +195,7 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
   LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  dr_cols(d, xb, iy0, ob, full, lo, hi, true, true);
+  dr_cols(d, xb, iy0, ob, full, lo, hi, true, !inside);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi) {
@@ -399,8 +406,8 @@ static void img_item(Cv *d, LLVMValueRef t) {
 
 /* ---- NCHW output, stride 1 along columns ---------------------------------- */
 
-/* nvec vectors of output columns from ox (checked: one vector, its lanes
- * masked against OW and the input's columns) for the PX output channels
+/* nvec vectors of output columns from ox (checked: their lanes masked
+ * against OW and the input's columns) for the PX output channels
  * oc .. oc + PX of the row at input offset xb (image), first tap row iy0,
  * output row offset orow: PX x NOB accumulators, each input vector
  * loaded once per (tap, c) and multiplied by PX broadcast weights. */
@@ -411,8 +418,11 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
   int po = d->px, vw = g->vw;
   LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, po));
   LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
-  LLVMValueRef cols = cv_vadd(g, cv_splat(g, ox), d->lanes), valid = NULL;
-  if (checked) valid = LLVMBuildICmp(g->b, LLVMIntSLT, cols, cv_splat(g, v[V_OW]), "");
+  LLVMValueRef cols[4], valid[4] = {NULL, NULL, NULL, NULL};
+  for (int j = 0; j < nvec; j++) {
+    cols[j] = cv_vadd(g, cv_splat(g, add(g, ox, k64(g, j * vw))), d->lanes);
+    if (checked) valid[j] = LLVMBuildICmp(g->b, LLVMIntSLT, cols[j], cv_splat(g, v[V_OW]), "");
+  }
   for (int p = 0; p < po; p++) {
     LLVMValueRef b = cv_splat(
         g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
@@ -425,18 +435,18 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
   CvTaps tp;
   cv_taps_open(d, &tp, xb, iy0);
   LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, tp.ky, v[V_KW]), tp.kx), ckn));
-  LLVMValueRef koff = sub(g, mul(g, tp.kx, v[V_DW]), v[V_PW]), mask = NULL;
-  if (checked) { /* input column ox + lane + koff inside [0, W) */
-    LLVMValueRef ix = cv_vadd(g, cols, cv_splat(g, koff));
-    mask =
-        LLVMBuildAnd(g->b, valid, LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+  LLVMValueRef koff = sub(g, mul(g, tp.kx, v[V_DW]), v[V_PW]), mask[4] = {NULL, NULL, NULL, NULL};
+  for (int j = 0; j < nvec && checked; j++) { /* input column ox + lane + koff inside [0, W) */
+    LLVMValueRef ix = cv_vadd(g, cols[j], cv_splat(g, koff));
+    mask[j] = LLVMBuildAnd(g->b, valid[j],
+                           LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
   }
   LLVMValueRef x0 = add(g, tp.xr, add(g, ox, koff)); /* column stride 1 */
   GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
   LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
   for (int j = 0; j < nvec; j++)
-    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask);
+    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask[j]);
   for (int p = 0; p < po; p++) {
     LLVMValueRef ws =
         cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
@@ -453,13 +463,15 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
     LLVMValueRef row = add(g, add(g, orow, mul(g, o, v[V_OSC])), ox);
     for (int j = 0; j < nvec; j++)
       cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
-                add(g, row, k64(g, j * vw)), valid);
+                add(g, row, k64(g, j * vw)), valid[j]);
     cv_close_inside(g, skip);
   }
 }
 
 /* Output row t = image * OH + oy, every channel block: blocks of NOB
- * vectors where every tap is inside, else one checked vector. */
+ * vectors where every tap is inside, else NOB checked vectors where the
+ * last of them has a column (one vector alone leaves PX accumulators for
+ * PX + 1 loads), else one checked vector. */
 static void dn_row(Cv *d, LLVMValueRef t) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
@@ -488,6 +500,16 @@ static void dn_row(Cv *d, LLVMValueRef t) {
   LLVMBuildStore(g->b, add(g, ox, k64(g, bw)), oxa);
   LLVMBuildBr(g->b, head);
   LLVMPositionBuilderAtEnd(g->b, chk);
+  if (d->nob > 1) { /* NOB checked vectors where their last one has a column */
+    LLVMBasicBlockRef wide = blk(g, "dn_chkw"), one = blk(g, "dn_chk1");
+    LLVMValueRef has = lt(g, add(g, ox, k64(g, bw - vw)), v[V_OW]);
+    LLVMBuildCondBr(g->b, has, wide, one);
+    LLVMPositionBuilderAtEnd(g->b, wide);
+    dn_block(d, xb, iy0, orow, ox, oc, d->nob, true);
+    LLVMBuildStore(g->b, add(g, ox, k64(g, bw)), oxa);
+    LLVMBuildBr(g->b, head);
+    LLVMPositionBuilderAtEnd(g->b, one);
+  }
   dn_block(d, xb, iy0, orow, ox, oc, 1, true);
   LLVMBuildStore(g->b, add(g, ox, k64(g, vw)), oxa);
   LLVMBuildBr(g->b, head);
@@ -503,17 +525,38 @@ static void dn_row(Cv *d, LLVMValueRef t) {
 
 /* The register block for the target: NOB vectors of output channels
  * (one when O fits one vector) by PX pixels, within 16 vector registers
- * (32 with 512-bit vectors). */
-static void blocking(Cv *d, LLVMValueRef O) {
+ * (32 with 512-bit vectors), for the weights w.  An f32 1x1 conv with
+ * 512-bit vectors: 4 x 6 (64 channels, each pixel's input broadcast once
+ * for all of them: 10 loads per 24 FMAs against 2 x 12's 14; measured on
+ * Zen 5, bench/README.md: 1.4x 2 x 12 on a [32,64,56,56] layer) where O
+ * is not known to be a multiple other than of 64 (a masked last block
+ * of 64 channels wastes up to half its FMAs) and C not known to be above
+ * 2048 (64 channels' weights, 256 bytes per input channel, then stay in
+ * L2: every block of 6 pixels reads them all).  Not with more taps: a 3x3
+ * conv ran the same (within 2%), and one over 512 channels (the
+ * small-image form) 8% slower, its block of weights then larger than L2.
+ * any_x: for the pool's size, before the input's dtype is known (f32 or
+ * not: low-precision inputs keep 2 x 12); 4 x 6's padded O is the
+ * larger. */
+static void blocking(Cv *d, const GemmTensor *w, bool any_x) {
   G *g = &d->g;
+  LLVMValueRef O = w->shape[0];
   if (!d->cl) { /* NCHW: NOB = 2 vectors of columns by PX = 6 channels (12 with 512 bits) */
     d->nob = 2;
     d->px = g->vec_bits >= 512 ? 12 : 6;
     return;
   }
-  bool one = LLVMIsAConstantInt(O) && LLVMConstIntGetSExtValue(O) <= g->vw;
+  bool known = LLVMIsAConstantInt(O);
+  long long o = known ? LLVMConstIntGetSExtValue(O) : 0;
+  bool one = known && o <= g->vw;
   d->nob = one ? 1 : 2;
   d->px = g->vec_bits >= 512 ? 12 : one ? 12 : 6;
+  LLVMValueRef C = w->shape[1];
+  bool tap1 = cv_is_one(w->shape[2]) && cv_is_one(w->shape[3]) &&
+              (!LLVMIsAConstantInt(C) || LLVMConstIntGetSExtValue(C) <= 2048);
+  if (tap1 && g->vec_bits >= 512 && g->cd == DT_F32 && (any_x || d->xd == DT_F32) && !one &&
+      (!known || o % (4LL * g->vw) == 0))
+    d->nob = 4, d->px = 6;
 }
 
 /* O rounded up to a multiple of NB. */
@@ -701,7 +744,7 @@ LLVMValueRef cg_conv_direct_pool_bytes(const GemmEmit *e, const GemmTensor *w,
   cv_setup(&d, e, w->dtype, out->dtype);
   G *g = &d.g;
   d.cl = channels_last;
-  blocking(&d, w->shape[0]);
+  blocking(&d, w, true);
   LLVMValueRef kkc = mul(g, mul(g, w->shape[2], w->shape[3]), w->shape[1]);
   LLVMValueRef n = mul(g, add(g, kkc, k64(g, 1)), opad_of(&d, w->shape[0]));
   *threads = k64(g, 1);
@@ -717,7 +760,7 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
   G *g = &d.g;
   LLVMValueRef *k = d.k;
   d.cl = channels_last;
-  blocking(&d, w->shape[0]);
+  blocking(&d, w, false);
   cv_operands(&d, e, x, w, out, attr);
   k[V_C] = w->shape[1];
   k[V_M] = k64(g, 1);

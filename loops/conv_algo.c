@@ -61,9 +61,9 @@ static bool sym_is_product(const Sym *s, const Sym *a, const Sym *b) {
  * output, one group, stride 1, no padding, the pixels of the input and
  * the output one dim each (row stride = width * column stride), and a
  * bias only where it can be added to f32/f64 outputs after the sum.  A
- * channels-last output stays the implicit GEMM: there the pixels are A,
- * whose im2col packing copies runs of channels, and the plain GEMM's
- * per-element packing of A measured slower (bench/README.md). */
+ * channels-last output is not one: there the pixels are A, and the plain
+ * GEMM measured slower than the implicit GEMM on AVX2 (its packing of A,
+ * bench/README.md) and than the direct kernel on Zen 5 (f32, below). */
 static bool is_gemm_1x1(const IrKernel *k, const LfNest *n, const IrValue *v, int unit) {
   const IrValue *x = ir_val(k, v->args[0]), *w = ir_val(k, v->args[1]);
   const LfAccess *xa = &n->opnd[0], *o = &n->cstore;
@@ -106,21 +106,27 @@ LfConvAlgo lf_conv_algo(const IrKernel *k, const LfNest *n, const LfTarget *t) {
   /* direct: one group, a kernel with several taps and enough input
    * channels per tap for its inner loop (measured on AVX2,
    * bench/README.md: 3x3 over 64 channels 1.2-1.5x the implicit GEMM in
-   * both layouts; 1x1 and 7x7 over 3 channels even, so they stay GEMMs),
-   * a block of packed weights (KH * KW * C per output channel) that stays
-   * in L2 (the direct kernel does not block K as the GEMM does), and a
-   * channels-last output, or an NCHW one read at stride 1 along columns */
+   * both layouts; 7x7 over 3 channels even, so it stays a GEMM), a block
+   * of packed weights (KH * KW * C per output channel) that stays in L2
+   * (the direct kernel does not block K as the GEMM does), and a
+   * channels-last output, or an NCHW one read at stride 1 along columns.
+   * A 1x1 kernel only with f32 operands and a channels-last output (its
+   * pixels read in place, no packing of A: 1.4x the implicit GEMM on Zen
+   * 5, 1.03-1.06x on AVX2; NCHW outputs take the plain GEMM above). */
   int64_t cin = 0, kh = 0, kw = 0;
   bool known = sym_is_const(w->shape[1], &cin) && sym_is_const(w->shape[2], &kh) &&
                sym_is_const(w->shape[3], &kw);
   bool few = sym_is_const(w->shape[1], &cin) && cin < 8;
   bool big = known && cin * kh * kw > 4608;
   bool one_tap = sym_is(w->shape[2], 1) && sym_is(w->shape[3], 1);
+  const IrValue *x = ir_val(k, v->args[0]);
+  bool f32 = !n->pro[0] && !n->pro[1] && x->dtype == DT_F32 && w->dtype == DT_F32;
+  if (one_tap && f32 && out_unit(n) == 1) one_tap = false;
   if (!sym_is(v->attrs[6], 1) || one_tap || few || big) return LF_CONV_GEMM;
   if (out_unit(n) == 1) return LF_CONV_DIRECT;
   /* NCHW: vectors of output columns read input columns at stride 1 */
-  const LfAccess *x = n->pro[0] ? &lf_pro_widened(k, n, 0)->acc : &n->opnd[0];
-  if (sym_is(v->attrs[1], 1) && !x->rt_strides && sym_is(x->stride[n->rank - 1], 1))
+  const LfAccess *xa = n->pro[0] ? &lf_pro_widened(k, n, 0)->acc : &n->opnd[0];
+  if (sym_is(v->attrs[1], 1) && !xa->rt_strides && sym_is(xa->stride[n->rank - 1], 1))
     return LF_CONV_DIRECT;
   return LF_CONV_GEMM;
 }

@@ -26,7 +26,9 @@
  * path), a bias with relu after it, an epilogue without bias, f64 and
  * i32, and the fallbacks (a sliced input whose rows are not one dim with
  * its columns, stride 2, an f16 bias) that stay implicit GEMMs; the same
- * 1x1 convs with channels-last outputs (implicit GEMMs);
+ * 1x1 convs with channels-last outputs (implicit GEMMs below 8 input
+ * channels or not f32, else direct: 4 x 6 blocks with 512-bit vectors,
+ * symbolic O with a masked block of 64 channels, stride 2 and padding);
  * the loop form naming the algorithm (loops/conv_algo.c).
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
@@ -385,16 +387,18 @@ START_TEST(direct_dtypes) {
 }
 END_TEST
 
-/* NCHW outputs: vectors of output columns (stride 1). */
+/* NCHW outputs: vectors of output columns (stride 1); rows of 37 and 50
+ * columns (border blocks of NOB checked vectors, the last of them partly
+ * past the row). */
 static const char *DR_NCHW =
     "kernel rnc(x: f32[2, 8, 9, 37], w: f32[13, 8, 3, 3], b: f32[13], w5: f32[6, 8, 5, 5], "
-    "u: f32[8, 5, 11], m: f32[13], v: f32[13]) -> "
+    "u: f32[8, 5, 11], m: f32[13], v: f32[13], z: f32[1, 8, 4, 50]) -> "
     "(f32[2, 13, 9, 37], f32[2, 6, 9, 37], f32[2, 13, 8, 37], f32[13, 5, 11], f32[2, 13, 9, 37], "
-    "f32[2, 13, 5, 37]) {\n"
+    "f32[2, 13, 5, 37], f32[1, 13, 4, 50]) {\n"
     "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w5, None, 1, [2, 4], [1, 2]), "
     "conv2d(x[:, :, 1:, :], w, None, 1, 1), conv2d(u, w, b, 1, 1), "
     "hardswish(batch_norm(conv2d(x, w, None, 1, 1), m, abs(v) + 0.5)), "
-    "conv2d(x, w, None, 1, [0, 1], [2, 1])\n}\n"
+    "conv2d(x, w, None, 1, [0, 1], [2, 1]), conv2d(z, w, b, padding=1)\n}\n"
     "kernel rnd(a: f64[1, 8, 6, 7], wa: f64[5, 8, 3, 3], ba: f64[5], h: f16[1, 9, 6, 19], "
     "wh: f16[10, 9, 3, 3], g: bf16[1, 8, 6, 7], wg: bf16[7, 8, 2, 2], i: i32[1, 8, 6, 7], "
     "wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
@@ -403,12 +407,12 @@ static const char *DR_NCHW =
     "conv2d(i, wi, bi, 1, 1)\n}\n";
 
 START_TEST(direct_nchw) {
-  static const int64_t si[7][4] = {{2, 8, 9, 37}, {13, 8, 3, 3}, {13}, {6, 8, 5, 5}, {8, 5, 11},
-                                   {13}, {13}};
-  static const int rk[7] = {4, 4, 1, 4, 3, 1, 1};
-  static const int64_t so[6][4] = {{2, 13, 9, 37}, {2, 6, 9, 37}, {2, 13, 8, 37}, {13, 5, 11},
-                                   {2, 13, 9, 37}, {2, 13, 5, 37}};
-  static const int ro[6] = {4, 4, 4, 3, 4, 4};
+  static const int64_t si[8][4] = {{2, 8, 9, 37}, {13, 8, 3, 3}, {13}, {6, 8, 5, 5}, {8, 5, 11},
+                                   {13}, {13}, {1, 8, 4, 50}};
+  static const int rk[8] = {4, 4, 1, 4, 3, 1, 1, 4};
+  static const int64_t so[7][4] = {{2, 13, 9, 37}, {2, 6, 9, 37}, {2, 13, 8, 37}, {13, 5, 11},
+                                   {2, 13, 9, 37}, {2, 13, 5, 37}, {1, 13, 4, 50}};
+  static const int ro[7] = {4, 4, 4, 3, 4, 4, 4};
   static const int64_t sd[10][4] = {{1, 8, 6, 7}, {5, 8, 3, 3}, {5}, {1, 9, 6, 19}, {10, 9, 3, 3},
                                     {1, 8, 6, 7}, {7, 8, 2, 2}, {1, 8, 6, 7}, {6, 8, 3, 3}, {6}};
   static const int rd[10] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1};
@@ -421,18 +425,77 @@ START_TEST(direct_nchw) {
   for (int t = 0; t < 3; t++) { /* nchw: every conv computed in NCHW */
     Lib L;
     build_flags(&L, DR_NCHW, "rnc", flags[t]);
-    Ten in[10], out[6];
-    for (int i = 0; i < 7; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
-    for (int i = 0; i < 6; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
-    run_and_compare_k(&L, "rnc", in, 7, out, 6, false, 8 * 25);
-    if (t == 0) same_at_threads(&L, "rnc", in, 7, out, 6);
-    for (int i = 0; i < 7; i++) ten_free(&in[i]);
-    for (int i = 0; i < 6; i++) ten_free(&out[i]);
+    Ten in[10], out[7];
+    for (int i = 0; i < 8; i++) ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    for (int i = 0; i < 7; i++) out_ten(&out[i], DT_F32, ro[i], so[i]);
+    run_and_compare_k(&L, "rnc", in, 8, out, 7, false, 8 * 25);
+    if (t == 0) same_at_threads(&L, "rnc", in, 8, out, 7);
+    for (int i = 0; i < 8; i++) ten_free(&in[i]);
+    for (int i = 0; i < 7; i++) ten_free(&out[i]);
     for (int i = 0; i < 10; i++) ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
     for (int i = 0; i < 4; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
     run_and_compare_k(&L, "rnd", in, 10, out, 4, false, 81);
     for (int i = 0; i < 10; i++) ten_free(&in[i]);
     for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* 1x1 f32 convs with channels-last outputs (the direct kernel; 4 x 6
+ * register blocks with 512-bit vectors unless O is known and not a
+ * multiple of 64): 64 output channels (no masked block) over rows of 19
+ * (three blocks of 6 and one pixel), 83 (known: 2 x 12 blocks) at stride
+ * 2 with padding 1 (border pixels of bias alone), rows of 9 (the
+ * small-image form), an NCHW input, a sliced one, and symbolic sizes run
+ * with 83 output channels over 13 input channels (a masked last block
+ * of 64 channels) and 128 over 9. */
+static const char *DR_1X1 =
+    "kernel d1(x: f32[2, 24, 7, 19] channels_last, w: f32[64, 24, 1, 1], b: f32[64], "
+    "w83: f32[83, 24, 1, 1], y: f32[1, 24, 6, 9] channels_last, xn: f32[2, 24, 7, 19]) -> "
+    "(f32[2, 64, 7, 19] channels_last, f32[2, 83, 5, 11] channels_last, "
+    "f32[1, 64, 6, 9] channels_last, f32[2, 83, 7, 19] channels_last, "
+    "f32[2, 64, 7, 10] channels_last) {\n"
+    "  return relu(conv2d(x, w, b)), conv2d(x, w83, None, 2, 1), conv2d(y, w, b), "
+    "conv2d(xn, w83), conv2d(x[:, :, :, 0:19:2], w, b)\n}\n"
+    "kernel d1s(x: f32[N, C, H, W] channels_last, w: f32[O, C, 1, 1]) -> "
+    "f32[N, O, H, W] channels_last {\n"
+    "  return conv2d(x, w)\n}\n";
+
+START_TEST(direct_1x1) {
+  static const int64_t si[6][4] = {{2, 24, 7, 19}, {64, 24, 1, 1}, {64}, {83, 24, 1, 1},
+                                   {1, 24, 6, 9}, {2, 24, 7, 19}};
+  static const int rk[6] = {4, 4, 1, 4, 4, 4};
+  static const int64_t so[5][4] = {{2, 64, 7, 19}, {2, 83, 5, 11}, {1, 64, 6, 9},
+                                   {2, 83, 7, 19}, {2, 64, 7, 10}};
+  static const int64_t ss[2][2][4] = {{{2, 13, 5, 22}, {83, 13, 1, 1}},
+                                      {{1, 9, 3, 20}, {128, 9, 1, 1}}};
+  const char *const flags[3] = {"--layout=nhwc", "--target=x86-64 --layout=nhwc",
+                                "-O0 --layout=nhwc"};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, DR_1X1, "d1", flags[t]);
+    Ten in[6], out[5];
+    for (int i = 0; i < 6; i++) {
+      if (i == 0 || i == 4) cl_ten(&in[i], DT_F32, rk[i], si[i], false);
+      else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
+    }
+    for (int i = 0; i < 5; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "d1", in, 6, out, 5, false, 24);
+    if (t == 0) same_at_threads(&L, "d1", in, 6, out, 5);
+    for (int s = 0; s < 2; s++) {
+      Ten x, w, o;
+      int64_t os_[4] = {ss[s][0][0], ss[s][1][0], ss[s][0][2], ss[s][0][3]};
+      cl_ten(&x, DT_F32, 4, ss[s][0], false);
+      ten(&w, DT_F32, 4, ss[s][1], NULL, 7, false);
+      cl_ten(&o, DT_F32, 4, os_, true);
+      Ten rin[2] = {x, w};
+      run_and_compare_k(&L, "d1s", rin, 2, &o, 1, false, 13);
+      if (t == 0) same_at_threads(&L, "d1s", rin, 2, &o, 1);
+      ten_free(&x), ten_free(&w), ten_free(&o);
+    }
+    for (int i = 0; i < 6; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
     unbuild_pool(&L);
   }
 }
@@ -577,7 +640,8 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
   ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 5);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
-  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 10);
+  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 11);
+  ck_assert_int_eq(loops_count(DR_1X1, "--layout=nhwc", "algorithm: direct"), 6);
   /* 3 input channels and NCHW outputs at stride 2 stay implicit GEMMs;
    * the 1x1 with an NCHW output is a plain one */
   static const char *gemms =
@@ -590,7 +654,9 @@ START_TEST(loop_form_algorithm) {
   /* sliced rows, stride 2 and the f16 bias stay implicit GEMMs */
   ck_assert_int_eq(loops_count(G1_NCHW, "--layout=nchw", "algorithm: GEMM (1x1, no im2col)"), 7);
   ck_assert_int_eq(loops_count(G1_NCHW, "--layout=nchw", "algorithm: implicit GEMM"), 3);
-  ck_assert_int_eq(loops_count(G1_CL, "--layout=nhwc", "algorithm: implicit GEMM"), 7);
+  /* channels-last: the f32 one over 9 input channels is direct */
+  ck_assert_int_eq(loops_count(G1_CL, "--layout=nhwc", "algorithm: implicit GEMM"), 6);
+  ck_assert_int_eq(loops_count(G1_CL, "--layout=nhwc", "algorithm: direct"), 1);
 }
 END_TEST
 
@@ -607,6 +673,7 @@ static Suite *suite(void) {
   tcase_add_test(t, direct_packing);
   tcase_add_test(t, direct_dtypes);
   tcase_add_test(t, direct_nchw);
+  tcase_add_test(t, direct_1x1);
   tcase_add_test(t, gemm_1x1_nchw);
   tcase_add_test(t, conv_1x1_channels_last);
   tcase_add_test(t, loop_form_algorithm);
