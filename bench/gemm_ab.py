@@ -2,9 +2,11 @@
 (OpenBLAS) in one process, interleaved: for a noisy shared machine, where
 separate runs of run.sh move single ratios by 2x.
 
-usage: [SHAPES=MxKxN,...] python gemm_ab.py THREADS ROUNDS LIB.so[=name] ...
+usage: [SHAPES=MxKxN,...] [DTYPE=i8] python gemm_ab.py THREADS ROUNDS LIB.so[=name] ...
 LIB.so: `tdslc mm.tdsl --emit=so -o LIB.so` of
     kernel matmul(a: f32[M, K], b: f32[K, P]) -> f32[M, P] { return a @ b }
+or with DTYPE=i8 `tdslc bench/kernels.tdsl --kernel=matmul_i8 --emit=so`
+(int8 x int8 -> int32, against torch._int_mm; results must be equal),
 built from any two commits (each library carries its own runtime and
 thread pool, so they can be compared in one process).  Each round runs
 every implementation for about MIN_S seconds after a GAP-second pause
@@ -33,20 +35,33 @@ shapes = [tuple(int(v) for v in s.split("x"))
           for s in os.environ.get("SHAPES", "1024x1024x1024,128x4096x4096,1024x3072x768").split(",")]
 MIN_S = float(os.environ.get("MIN_S", "0.25"))
 GAP = float(os.environ.get("GAP", "0.2"))
+I8 = os.environ.get("DTYPE", "f32") == "i8"
 for (M, K, N) in shapes:
     torch.manual_seed(0)
-    a, b = torch.randn(M, K), torch.randn(K, N)
-    an, bn = a.numpy(), b.numpy()
-    impls = [("torch", lambda o: torch.matmul(a, b, out=o)),
-             ("numpy", lambda o: np.matmul(an, bn, out=o.numpy()))]
-    for name, m in libs:
-        impls.append((name, (lambda mm: lambda o: mm.matmul(a, b, out=o))(m)))
-    ref = torch.matmul(a, b)
+    if I8:
+        a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+        b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
+        impls = [("torch", lambda o: torch._int_mm(a, b, out=o))]
+        kname = [k for k in dir(libs[0][1]) if k.startswith("matmul_i8")][0] if libs else ""
+        for name, m in libs:
+            impls.append((name, (lambda f: lambda o: f(a, b, out=o))(getattr(m, kname))))
+        ref = torch._int_mm(a, b)
+    else:
+        a, b = torch.randn(M, K), torch.randn(K, N)
+        an, bn = a.numpy(), b.numpy()
+        impls = [("torch", lambda o: torch.matmul(a, b, out=o)),
+                 ("numpy", lambda o: np.matmul(an, bn, out=o.numpy()))]
+        for name, m in libs:
+            impls.append((name, (lambda mm: lambda o: mm.matmul(a, b, out=o))(m)))
+        ref = torch.matmul(a, b)
     outs = {}
     for name, f in impls:
-        o = torch.empty(M, N)
+        o = torch.empty(M, N, dtype=ref.dtype)
         f(o)
         outs[name] = o
+        if I8:
+            assert torch.equal(o, ref), name
+            continue
         err = (o - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
         assert err < 1e-4, (name, err)
     reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, GAP)

@@ -580,7 +580,8 @@ static void run_gemm(G *g, Run *r) {
  * same values wherever they are computed (pool sizes, the run), and
  * independent of the thread count. */
 static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc) {
-  LLVMValueRef c[3], sz = k64(g, dtype_size(g->cd));
+  /* bytes per K index and lane of a packed panel: one for K quads */
+  LLVMValueRef c[3], sz = k64(g, g->pairs == GP_I8 ? 1 : dtype_size(g->cd));
   LLVMValueRef f = fdecl(g, "tdsl_cpu_cache_bytes", g->i64, &g->i32, 1);
   /* the same value at every call (read once): calls LLVM may merge, so
    * the kernel's entry computes the blocking once, not at each use */
@@ -616,6 +617,7 @@ static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbyte
   LLVMValueRef mcb, kcb, ncb;
   blocking(g, &mcb, &kcb, &ncb);
   LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, kcb) : K;
+  kcap = gemm_quad_panel_k(g, kcap); /* elements per lane of a panel slot */
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
   *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
@@ -654,6 +656,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  gemm_lowp_choose(&g); /* its path's blocking and panel slots, as make_fns's */
   small_forms(&g, a, b, out);
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
