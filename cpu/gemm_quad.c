@@ -122,33 +122,46 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
   return qend;
 }
 
-/* B's quads when its lanes are contiguous (X_BI == 1) and all valid: per
- * quad four <NR x i8> rows of B (zeros past kc), interleaved byte by
- * byte into NR i32. */
-static void pack_b_rows(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef sp, LLVMValueRef i0,
-                        LLVMValueRef kc, LLVMValueRef dst) {
+/* B's quad q into dst's row q: four <NR x i8> rows of B from k = 4q
+ * (with `tail`, rows past kc zero: the addresses clamped, the values
+ * selected), interleaved byte by byte into NR i32. */
+static void quad_row(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef sp, LLVMValueRef i0,
+                     LLVMValueRef kc, LLVMValueRef dst, LLVMValueRef q, bool tail) {
   int R = g->nr;
   LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx), sv = LLVMVectorType(i8, (unsigned)R);
-  LLVMValueRef cat[256], mix[256];
+  LLVMValueRef cat[256], mix[256], row[4];
   for (int i = 0; i < 2 * R; i++) cat[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
   for (int l = 0; l < R; l++)
     for (int t = 0; t < 4; t++) mix[4 * l + t] = LLVMConstInt(g->i32, (unsigned)(t * R + l), 0);
-  GLoop l;
-  LLVMValueRef q = gemm_loop_open(g, &l, k64(g, 0), cdiv(g, kc, k64(g, 4)), k64(g, 1));
-  LLVMValueRef row[4];
   for (int t = 0; t < 4; t++) {
     LLVMValueRef kt = add(g, mul(g, q, k64(g, 4)), k64(g, t));
-    LLVMValueRef in = lt(g, kt, kc), kcl = imin(g, kt, sub(g, kc, k64(g, 1)));
+    LLVMValueRef kcl = tail ? imin(g, kt, sub(g, kc, k64(g, 1))) : kt;
     LLVMValueRef ld = LLVMBuildLoad2(g->b, sv, gep(g, i8, base, add(g, add(g, pofs, mul(g, kcl, sp)), i0)), "");
     LLVMSetAlignment(ld, 1);
-    row[t] = LLVMBuildSelect(g->b, in, ld, LLVMConstNull(sv), "");
+    row[t] = tail ? LLVMBuildSelect(g->b, lt(g, kt, kc), ld, LLVMConstNull(sv), "") : ld;
   }
   LLVMValueRef c = LLVMConstVector(cat, (unsigned)(2 * R));
   LLVMValueRef lo = LLVMBuildShuffleVector(g->b, row[0], row[1], c, "");
   LLVMValueRef hi = LLVMBuildShuffleVector(g->b, row[2], row[3], c, "");
   LLVMValueRef v = LLVMBuildShuffleVector(g->b, lo, hi, LLVMConstVector(mix, (unsigned)(4 * R)), "");
   LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, dst, mul(g, q, k64(g, R)))), 4);
+}
+
+/* B's quads when its lanes are contiguous (X_BI == 1) and all valid:
+ * the whole quads, then the partial one (kc not a multiple of 4). */
+static void pack_b_rows(G *g, LLVMValueRef base, LLVMValueRef pofs, LLVMValueRef sp, LLVMValueRef i0,
+                        LLVMValueRef kc, LLVMValueRef dst) {
+  GLoop l;
+  LLVMValueRef nq = sdiv(g, kc, k64(g, 4));
+  LLVMValueRef q = gemm_loop_open(g, &l, k64(g, 0), nq, k64(g, 1));
+  quad_row(g, base, pofs, sp, i0, kc, dst, q, false);
   gemm_loop_close(g, &l);
+  LLVMBasicBlockRef part = blk(g, "quad_part"), done = blk(g, "quad_rows");
+  LLVMBuildCondBr(g->b, lt(g, mul(g, nq, k64(g, 4)), kc), part, done);
+  LLVMPositionBuilderAtEnd(g->b, part);
+  quad_row(g, base, pofs, sp, i0, kc, dst, nq, true);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
 }
 
 /* B's correction row after its np quad rows: -128 * each column's sum

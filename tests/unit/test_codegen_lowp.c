@@ -105,9 +105,11 @@ static void fill_bytes(Ten *x, DType d, int mode) {
 }
 
 START_TEST(quads_match_interpreter) {
-  static const int64_t sz[][3] = {{1, 1, 1},   {5, 2, 7},    {13, 3, 33},   {12, 4, 32},
-                                  {25, 5, 64}, {7, 63, 65},  {30, 65, 97},  {100, 130, 50},
-                                  {13, 1601, 40}, {40, 0, 9}};
+  /* M and N past GEMM_SMALL_MAX (the packed path; N >= 2 M: B packed
+   * by the row blocks themselves), and a short one (the small path) */
+  static const int64_t sz[][3] = {{33, 1, 33},   {40, 2, 70},   {37, 3, 65},    {36, 4, 96},
+                                  {50, 5, 64},   {34, 63, 130}, {60, 65, 97},   {100, 130, 50},
+                                  {35, 1601, 72}, {40, 0, 39},  {5, 7, 3}};
   static const struct { const char *k; DType a, b, o; bool at, bt; } ks[] = {
       {"ss", DT_I8, DT_I8, DT_I32, false, false}, {"us", DT_U8, DT_I8, DT_I32, false, false},
       {"su", DT_I8, DT_U8, DT_I32, false, false}, {"uu", DT_U8, DT_U8, DT_I32, false, false},
