@@ -545,6 +545,10 @@ static void run_gemm(G *g, Run *r) {
                                                  : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
+  if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads (K = 1024: 512 + 512, not 768 + 256) */
+    LLVMValueRef even = mul(g, cdiv(g, cdiv(g, K, nkb), k64(g, 4)), k64(g, 4));
+    kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, ""), kcap, "");
+  }
   GLoop lj, lp;
   LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, ncb);
   LLVMValueRef nc = imin(g, ncb, sub(g, N, jc));

@@ -8,7 +8,9 @@
  *   gemm_small.c   the small-M / small-N path (no packing of the big
  *                  operand: matrix-vector and transformer-inference shapes);
  *   gemm_lowp.c    K-pair packing and dot-product micro-kernels for 16-bit
- *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16).
+ *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16);
+ *   gemm_quad.c    K-quad packing and the vpdpbusd micro-kernel for 8-bit
+ *                  operands where the target has VNNI.
  * Needs: gemm.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
@@ -221,6 +223,9 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
 /* Whether the K-quad path (GP_I8) multiplies this product: i32 compute,
  * (A, B) of (u8, i8), (i8, i8) or (i8, u8), VNNI for g->vec_bits. */
 bool gemm_quad_takes(const G *g);
+/* Sets g->mr, g->nv, g->nr to the K-quad path's register tile (the
+ * target's gemm_quad_*_512 with 512-bit vectors). */
+void gemm_quad_tile(G *g);
 /* The compute-type elements per lane of a packed panel slot for a K
  * block of kc (an i64 at the builder): kc, or for GP_I8 ceil(kc / 4)
  * quad rows and B's correction row. */

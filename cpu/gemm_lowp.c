@@ -87,6 +87,7 @@ void gemm_lowp_choose(G *g) {
   if (g->ka != GK_MAT || g->kb != GK_MAT || g->pa || g->pb) return;
   if (g->cd == DT_I32 && small_int(g->ad) && small_int(g->bd))
     g->pairs = gemm_quad_takes(g) ? GP_I8 : GP_I16; /* K quads: gemm_quad.c */
+  if (g->pairs == GP_I8) gemm_quad_tile(g);
   if (g->cd == DT_F32 && g->ad == DT_BF16 && g->bd == DT_BF16 && g->vec_bits == 512 &&
       (g->isa & GEMM_ISA_BF16))
     g->pairs = GP_BF16;

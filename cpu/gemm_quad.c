@@ -21,10 +21,13 @@
  * Packing: A panels as ceil(kc / 4) rows of MR i32, B panels as
  * ceil(kc / 4) rows of NR i32 then the correction row (zeros unless
  * (i8, i8)); the i32 of lane l in row q holds K indices 4q .. 4q + 3 of
- * the lane, 4q in the low byte.  Bytes past kc are zero before A's flip,
- * so a padded product has a zero B byte whatever A holds.  A panel slot
- * is gemm_quad_panel_k(kc) i32 per lane (gemm.c sizes the blocks by one
- * byte per K index and lane).
+ * the lane, 4q in the low byte.  Bytes past kc are zero in both (A's
+ * before its flip), so a padded product has a zero B byte whatever A
+ * holds.  A panel slot is gemm_quad_panel_k(kc) i32 per lane (gemm.c
+ * sizes the blocks by one byte per K index and lane, and cuts K into
+ * blocks of even whole quads).  The register tile with zmm is the
+ * target's gemm_quad_mr_512 x gemm_quad_nv_512 (loops/schedule.c: 6 x 4,
+ * a B panel row one 64-byte line), else the GEMM's.
  * Needs: gemm_impl.h.
  * Used by: gemm_lowp.c (choice, packing and micro-kernel of GP_I8),
  * gemm.c / gemm_kernel.c / gemm_pack.c (panel slots: gemm_quad_panel_k). */
@@ -36,6 +39,13 @@ bool gemm_quad_takes(const G *g) {
   bool isa = (g->vec_bits == 512 && (g->isa & GEMM_ISA_VNNI)) ||
              (g->vec_bits == 256 && (g->isa & GEMM_ISA_AVXVNNI));
   return g->cd == DT_I32 && (u8s8 || s8u8) && isa;
+}
+
+void gemm_quad_tile(G *g) {
+  const LfTarget *p = g->params;
+  if (g->vec_bits != 512 || !p->gemm_quad_mr_512) return;
+  g->mr = p->gemm_quad_mr_512, g->nv = p->gemm_quad_nv_512;
+  g->nr = g->nv * g->vw;
 }
 
 LLVMValueRef gemm_quad_panel_k(G *g, LLVMValueRef kc) {
