@@ -545,9 +545,11 @@ static void run_gemm(G *g, Run *r) {
                                                  : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
-  if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads (K = 1024: 512 + 512, not 768 + 256) */
+  if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads
+                            * (K = 1024: 512 + 512, not 768 + 256), at least one */
     LLVMValueRef even = mul(g, cdiv(g, cdiv(g, K, nkb), k64(g, 4)), k64(g, 4));
-    kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, ""), kcap, "");
+    even = LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, "");
+    kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), even, kcap, "");
   }
   GLoop lj, lp;
   LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, ncb);
@@ -614,8 +616,9 @@ static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc)
 
 /* The packing memory (gemm.h cg_*_pool_bytes): a 64-byte header holding
  * the thread count T it was sized for, the packed-B buffer (KC x NC of
- * the compute type), then T packed-A buffers (MC x KC, take_apack); the
- * small path (gemm_small.c) uses the same bytes for its packed S. */
+ * the compute type; K quads: gemm_quad_panel_k(KC) x NC), then T
+ * packed-A buffers (MC x KC, take_apack, the same way); the small path
+ * (gemm_small.c) uses the same bytes for its packed S. */
 static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
                        LLVMValueRef *abytes) {
   LLVMValueRef mcb, kcb, ncb;

@@ -186,7 +186,8 @@ static void pack_b_correction(G *g, LLVMValueRef dst, LLVMValueRef np) {
   LLVMValueRef row = gep(g, g->i32, dst, mul(g, q, k64(g, g->nr)));
   for (int v = 0; v < g->nv; v++) {
     LLVMValueRef cp = gep(g, g->i32, crow, k64(g, v * g->vw));
-    LLVMValueRef s = LLVMBuildLoad2(g->b, g->vt, cp, ""), b = LLVMBuildLoad2(g->b, g->vt, gep(g, g->i32, row, k64(g, v * g->vw)), "");
+    LLVMValueRef s = LLVMBuildLoad2(g->b, g->vt, cp, "");
+    LLVMValueRef b = LLVMBuildLoad2(g->b, g->vt, gep(g, g->i32, row, k64(g, v * g->vw)), "");
     LLVMSetAlignment(s, 4), LLVMSetAlignment(b, 4);
     LLVMSetAlignment(LLVMBuildStore(g->b, dpbusd(g, s, splat32(g, 0x01010101u), b), cp), 4);
   }
