@@ -546,7 +546,7 @@ static void run_gemm(G *g, Run *r) {
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
   if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads
-                            * (K = 1024: 512 + 512, not 768 + 256), at least one */
+                            * (K = 1024, KC = 768: 512 + 512, not 768 + 256), at least one */
     LLVMValueRef even = mul(g, cdiv(g, cdiv(g, K, nkb), k64(g, 4)), k64(g, 4));
     even = LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, "");
     kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), even, kcap, "");
