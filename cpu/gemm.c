@@ -541,6 +541,12 @@ static void run_gemm(G *g, Run *r) {
                                                  : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
+  if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads
+                            * (K = 1024, KC = 768: 512 + 512, not 768 + 256), at least one */
+    LLVMValueRef even = mul(g, cdiv(g, cdiv(g, K, nkb), k64(g, 4)), k64(g, 4));
+    even = LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, "");
+    kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), even, kcap, "");
+  }
   GLoop lj, lp;
   LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, ncb);
   LLVMValueRef nc = imin(g, ncb, sub(g, N, jc));
@@ -604,13 +610,15 @@ static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc)
 
 /* The packing memory (gemm.h cg_*_pool_bytes): a 64-byte header holding
  * the thread count T it was sized for, the packed-B buffer (KC x NC of
- * the compute type), then T packed-A buffers (MC x KC, take_apack); the
- * small path (gemm_small.c) uses the same bytes for its packed S. */
+ * the compute type; K quads: gemm_quad_panel_k(KC) x NC), then T
+ * packed-A buffers (MC x KC, take_apack, the same way); the small path
+ * (gemm_small.c) uses the same bytes for its packed S. */
 static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
                        LLVMValueRef *abytes) {
   LLVMValueRef mcb, kcb, ncb;
   blocking(g, &mcb, &kcb, &ncb);
   LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, kcb) : K;
+  kcap = gemm_quad_panel_k(g, kcap); /* elements per lane of a panel slot */
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
   *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
@@ -650,6 +658,7 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
+  gemm_lowp_choose(&g); /* its path's blocking and panel slots, as make_fns's */
   small_forms(&g, a, b, out);
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);

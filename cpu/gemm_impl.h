@@ -8,7 +8,9 @@
  *   gemm_small.c   the small-M / small-N path (no packing of the big
  *                  operand: matrix-vector and transformer-inference shapes);
  *   gemm_lowp.c    K-pair packing and dot-product micro-kernels for 16-bit
- *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16).
+ *                  and 8-bit operands (vpmaddwd, VNNI, AVX512-BF16);
+ *   gemm_quad.c    K-quad packing and the vpdpbusd micro-kernel for 8-bit
+ *                  operands where the target has VNNI.
  * Needs: gemm.h, codegen/llvm_attr.h. */
 #ifndef TDSL_CPU_GEMM_IMPL_H
 #define TDSL_CPU_GEMM_IMPL_H
@@ -181,8 +183,9 @@ void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef 
 /* G.pairs: GP_NONE (the generic path), or operands packed as adjacent
  * pairs of 16-bit values along K, multiplied by a pairwise dot product:
  * GP_I16 (i8/u8/i16 operands, i32 accumulators: vpmaddwd, or vpdpwssd
- * with VNNI), GP_BF16 (bf16 operands, f32 accumulators: vdpbf16ps). */
-enum { GP_NONE, GP_I16, GP_BF16 };
+ * with VNNI), GP_BF16 (bf16 operands, f32 accumulators: vdpbf16ps); or
+ * GP_I8: quads of 8-bit values along K, vpdpbusd (gemm_quad.c). */
+enum { GP_NONE, GP_I16, GP_BF16, GP_I8 };
 
 /* The compute dtype for output dtype od (F32, F64, I32 or I64). */
 DType gemm_lowp_compute_dtype(DType od);
@@ -192,7 +195,8 @@ void gemm_lowp_choose(G *g);
 const char *gemm_lowp_key(const G *g);
 /* The bytes a lane's K index takes in packed panels, as the blocking
  * counts them: 2 for GP_BF16 (a pair in 4 bytes, so its KC is twice
- * f32's for the same bytes in L1), else the compute type's size. */
+ * f32's for the same bytes in L1), 1 for GP_I8 (a quad in 4 bytes),
+ * else the compute type's size. */
 int gemm_lowp_k_bytes(const G *g);
 /* Whether gemm_lowp_emit_pack packs operand `which` (0 A, 1 B): K pairs
  * (g->pairs), or a half-precision matrix B (vector conversion). */
@@ -229,6 +233,24 @@ LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef p
 LLVMValueRef gemm_lowp_dot(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
 /* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
 void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                            LLVMValueRef acc[][4]);
+
+/* ---- gemm_quad.c ------------------------------------------------------- */
+
+/* Whether the K-quad path (GP_I8) multiplies this product: i32 compute,
+ * (A, B) of (u8, i8), (i8, i8) or (i8, u8), VNNI for g->vec_bits. */
+bool gemm_quad_takes(const G *g);
+/* Sets g->mr, g->nv, g->nr to the K-quad path's register tile (the
+ * target's gemm_quad_*_512 with 512-bit vectors). */
+void gemm_quad_tile(G *g);
+/* The compute-type elements per lane of a packed panel slot for a K
+ * block of kc (an i64 at the builder): kc, or for GP_I8 ceil(kc / 4)
+ * quad rows and B's correction row. */
+LLVMValueRef gemm_quad_panel_k(G *g, LLVMValueRef kc);
+/* pack_a / pack_b (gemm_emit_pack's signature) for GP_I8. */
+LLVMValueRef gemm_quad_emit_pack(G *g, int which);
+/* The micro-kernel (gemm_kernel.c's) for GP_I8: acc[r][v] over kc. */
+void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]);
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */

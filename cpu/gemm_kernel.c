@@ -208,7 +208,8 @@ static LLVMValueRef take_apack(G *g, LLVMValueRef cx, LLVMValueRef kc, LLVMValue
                             mul(g, idx, get(g, cx, X_ABYTES)));
   LLVMBuildCondBr(g->b, *own, mk, got);
   LLVMPositionBuilderAtEnd(g->b, mk);
-  LLVMValueRef bytes = mul(g, mul(g, get(g, cx, X_MCB), kc), k64(g, dtype_size(g->cd)));
+  LLVMValueRef bytes = mul(g, mul(g, get(g, cx, X_MCB), gemm_quad_panel_k(g, kc)),
+                           k64(g, dtype_size(g->cd)));
   LLVMValueRef a2[2] = {add(g, bytes, k64(g, 64)), k64(g, 64)};
   LLVMValueRef fresh = call(g, alloc_fn(g), a2, 2);
   LLVMBuildBr(g->b, got);
@@ -259,6 +260,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   LLVMValueRef M = get(g, cx, X_M), kc = get(g, cx, X_KC), jc = get(g, cx, X_JC),
                nc = get(g, cx, X_NC), bp = getp(g, cx, X_BPACK);
   LLVMValueRef own, apack = take_apack(g, cx, kc, &own);
+  LLVMValueRef pk = gemm_quad_panel_k(g, kc); /* a panel slot's elements per lane */
   LLVMBasicBlockRef bad = blk(g, "nomem"), ok = blk(g, "mem");
   LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, apack, ""), bad, ok);
   LLVMPositionBuilderAtEnd(g->b, bad);
@@ -273,7 +275,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   even_part(g, srem(g, t, nch), nch, nc, g->nr, &j0, &j1);
   LLVMValueRef mc = sub(g, i1, i0);
   LLVMValueRef r = gemm_loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
-  LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, kc)), add(g, i0, r),
+  LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, pk)), add(g, i0, r),
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
   call(g, pack_a, pa, 5);
   gemm_loop_close(g, &lpa);
@@ -281,7 +283,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
    * each group just before its micro-kernels into the chunk's first
    * panel slots (no other item uses them), so it is used from L1 and L2 */
   LLVMValueRef fuse = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BFUSE), k64(g, 0), "");
-  LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, kc));
+  LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, pk));
   LLVMValueRef gstep = mul(g, get(g, cx, X_BGRP), k64(g, g->nr));
   LLVMValueRef jg = gemm_loop_open(g, &lg, j0, j1, gstep), jgend = imin(g, add(g, jg, gstep), j1);
   LLVMBasicBlockRef bpk = blk(g, "bpack"), bgo = blk(g, "bpacked");
@@ -291,13 +293,13 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   LLVMBuildBr(g->b, bgo);
   LLVMPositionBuilderAtEnd(g->b, bgo);
   LLVMValueRef j = gemm_loop_open(g, &lj, jg, jgend, k64(g, g->nr));
-  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, gep(g, g->ct, slot, mul(g, sub(g, j, jg), kc)),
-                                      gep(g, g->ct, bp, mul(g, j, kc)), "");
+  LLVMValueRef bpan = LLVMBuildSelect(g->b, fuse, gep(g, g->ct, slot, mul(g, sub(g, j, jg), pk)),
+                                      gep(g, g->ct, bp, mul(g, j, pk)), "");
   LLVMValueRef i = gemm_loop_open(g, &li, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
   if (g->cscr) gemm_lowp_prefetch(g, cx, add(g, i0, i), add(g, jc, j));
-  micro_kernel(g, gep(g, g->ct, apack, mul(g, i, kc)), bpan, kc, acc);
+  micro_kernel(g, gep(g, g->ct, apack, mul(g, i, pk)), bpan, kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));
   gemm_loop_close(g, &li);

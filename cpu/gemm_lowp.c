@@ -12,6 +12,9 @@
  *            which wraps to -2^31 == 2^31 mod 2^32: the i32 sums are
  *            exact mod 2^32, so the results (PyTorch's: wrapping in the
  *            output's width) are exact.
+ *   GP_I8    i8 x i8, u8 x i8, i8 x u8 where the target has VNNI for the
+ *            vector width: quads of bytes along K, vpdpbusd
+ *            (gemm_quad.c, which packs and multiplies them).
  *   GP_BF16  bf16 operands, f32 accumulators: vdpbf16ps (AVX512-BF16),
  *            only where the target has it; its numerics differ from the
  *            generic path's f32 FMAs (docs/numerics: denormal inputs and
@@ -87,18 +90,23 @@ static bool small_int(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16;
 void gemm_lowp_choose(G *g) {
   g->pairs = GP_NONE;
   if (g->ka != GK_MAT || g->kb != GK_MAT || g->pa || g->pb) return;
-  if (g->cd == DT_I32 && small_int(g->ad) && small_int(g->bd)) g->pairs = GP_I16;
+  if (g->cd == DT_I32 && small_int(g->ad) && small_int(g->bd))
+    g->pairs = gemm_quad_takes(g) ? GP_I8 : GP_I16; /* K quads: gemm_quad.c */
+  if (g->pairs == GP_I8) gemm_quad_tile(g);
   if (g->cd == DT_F32 && g->ad == DT_BF16 && g->bd == DT_BF16 && g->vec_bits == 512 &&
       (g->isa & GEMM_ISA_BF16))
     g->pairs = GP_BF16;
 }
 
-int gemm_lowp_k_bytes(const G *g) { return g->pairs == GP_BF16 ? 2 : dtype_size(g->cd); }
+int gemm_lowp_k_bytes(const G *g) {
+  return g->pairs == GP_BF16 ? 2 : g->pairs == GP_I8 ? 1 : dtype_size(g->cd);
+}
 
 /* The key names the instruction too: modules with several ISA variants
  * keep their functions apart. */
 const char *gemm_lowp_key(const G *g) {
   if (g->pairs == GP_BF16) return ".bf16dp";
+  if (g->pairs == GP_I8) return ".dpbusd";
   if (g->pairs != GP_I16) return "";
   if (g->vec_bits == 512) return g->isa & GEMM_ISA_VNNI ? ".vnni" : ".i16dp";
   if (g->vec_bits == 256) return g->isa & GEMM_ISA_AVXVNNI ? ".vnni" : ".i16dp";
@@ -291,6 +299,7 @@ bool gemm_lowp_packs(const G *g, int which) {
  * dst[p * R + lane] holds X(i0 + lane, pc + 2p) and X(i0 + lane, pc + 2p + 1). */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which) {
   if (!g->pairs) return emit_pack_half(g);
+  if (g->pairs == GP_I8) return gemm_quad_emit_pack(g, which);
   LLVMTypeRef ps[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, which ? "pack_b" : "pack_a", ps, 5);
   LLVMValueRef cx = LLVMGetParam(f, 0), dst = LLVMGetParam(f, 1), i0 = LLVMGetParam(f, 2),
@@ -397,6 +406,10 @@ static void pair_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p,
 /* acc[r][v] over ceil(kc / 2) pairs, one pair step per iteration. */
 void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]) {
+  if (g->pairs == GP_I8) {
+    gemm_quad_micro_kernel(g, ap, bp, kc, acc);
+    return;
+  }
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "pk"), body = blk(g, "pk_body"),
                     exit = blk(g, "pk_end");
   LLVMValueRef np = cdiv(g, kc, k64(g, 2)), z = k64(g, 0), phi[16][4], next[16][4];

@@ -510,7 +510,7 @@ static void pack_b_call(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
                        LLVMValueRef jend) {
   LLVMValueRef kc = get(g, cx, X_KC), w = sub(g, jend, j), nr = k64(g, g->nr);
-  LLVMValueRef pstride = mul(g, kc, nr); /* elements from one panel slot to the next */
+  LLVMValueRef pstride = mul(g, gemm_quad_panel_k(g, kc), nr); /* elements from one panel slot to the next */
   LLVMBasicBlockRef bc = blk(g, "bgroup_call"), done = blk(g, "bgroup_done");
   if (g->kb == GK_MAT && !g->pb && !gemm_lowp_packs(g, 1)) {
     LLVMValueRef vec = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), ""),
@@ -577,7 +577,7 @@ LLVMValueRef gemm_emit_packb_body(G *g, LLVMValueRef pack_b) {
   GLoop l;
   LLVMValueRef t = gemm_loop_open(g, &l, begin, LLVMGetParam(f, 2), k64(g, 1));
   LLVMValueRef j = mul(g, t, k64(g, g->nr));
-  LLVMValueRef a[5] = {cx, gep(g, g->ct, bp, mul(g, j, kc)), add(g, jc, j),
+  LLVMValueRef a[5] = {cx, gep(g, g->ct, bp, mul(g, j, gemm_quad_panel_k(g, kc))), add(g, jc, j),
                        imin(g, k64(g, g->nr), sub(g, nc, j)), kc};
   call(g, pack_b, a, 5);
   gemm_loop_close(g, &l);

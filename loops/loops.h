@@ -383,8 +383,11 @@ typedef struct LfTarget {
    * vectors: gemm_mr_512) by gemm_nv vectors; row blocks of
    * gemm_mc_panels MR panels, K blocks of gemm_kc and column blocks of
    * gemm_nc where the runtime does not know the cache sizes (else they
-   * follow from them at run time, gemm_nc still the largest NC) */
+   * follow from them at run time, gemm_nc still the largest NC); the
+   * K-quad path (cpu/gemm_quad.c) with 512-bit vectors: gemm_quad_mr_512
+   * rows by gemm_quad_nv_512 vectors (0: as the others) */
   int gemm_mr, gemm_mr_512, gemm_nv, gemm_mc_panels, gemm_kc, gemm_nc;
+  int gemm_quad_mr_512, gemm_quad_nv_512;
 } LfTarget;
 
 typedef struct LfSchedule {

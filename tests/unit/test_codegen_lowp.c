@@ -1,17 +1,21 @@
-/* test_codegen_lowp.c — low-precision GEMM compute (cpu/gemm_lowp.c):
+/* test_codegen_lowp.c — low-precision GEMM compute (cpu/gemm_lowp.c,
+ * cpu/gemm_quad.c):
  * i8/u8/i16 matmuls through K pairs (vpmaddwd) with i32 accumulation,
  * compiled for the host, --target=x86-64 (SSE2, 128-bit) and
  * --target=x86-64-v3 (AVX2), at sizes that are not multiples of the
  * register tiles or of the pair (odd K), K = 0 and 1, K past the K block,
  * full-range i16 values whose sums wrap, at 1 to 3 threads (bitwise
  * equal) and exactly equal to the reference interpreter; f16, bf16 and
- * i8 outputs whose sums span several K blocks (partial sums in scratch).
+ * i8 outputs whose sums span several K blocks (partial sums in scratch);
+ * 8-bit operand pairs (i8/u8 x i8/u8) through K quads (vpdpbusd on a
+ * VNNI host) or pairs, at K not a multiple of 4, strided operands and
+ * extreme values, exactly as the interpreter.
  * The assembly:
  * vpmaddwd for x86-64-v3 and -v4 (zmm), the host's choice as its features
- * say (here vpmaddwd), vcvtph2ps (F16C) and no libcall
+ * say (vpdpbusd with VNNI, else vpmaddwd), vcvtph2ps (F16C) and no libcall
  * for f16 on x86-64-v3; and, through the GEMM emitter's API (gemm.h) for
- * CPUs this machine need not have, vpdpwssd with AVX512-VNNI (zmm) and
- * AVX-VNNI ({vex} ymm), vdpbf16ps with AVX512-BF16.
+ * CPUs this machine need not have, vpdpwssd (i16) and vpdpbusd (i8) with
+ * AVX512-VNNI (zmm) and AVX-VNNI ({vex} ymm), vdpbf16ps with AVX512-BF16.
  * The direct conv's K-pair path (cpu/conv_lowp.c): i8/u8/i16 and bf16
  * channels-last convs at odd and even channel counts, output channels
  * past the register block, stride, padding, bias, wrapping i16, exactly
@@ -69,6 +73,69 @@ START_TEST(pairs_match_interpreter) {
         threads_and_reference(&L, ks[k].k, in, 2, out, 1, false);
         ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
       }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
+/* ---- the K-quad path (cpu/gemm_quad.c, vpdpbusd) --------------------------
+ * i8 x i8, u8 x i8 and i8 x u8 matmuls on the host take K quads where it
+ * has VNNI (this machine's Zen 5 does), the K-pair path elsewhere (and
+ * u8 x u8 everywhere): every target's results must be the interpreter's,
+ * bit for bit, for K not a multiple of 4 (1, 2, 3 and a last K block of
+ * 65), operands whose lanes or K indices are strided (the scalar
+ * packing), an i8 output (partial sums), and the extremes: every byte
+ * -128 (the flipped A's 0 against B's -128), 127, 255 and their mix. */
+static const char *QUADS =
+    "kernel ss(a: i8[M, K], b: i8[K, N]) -> i32[M, N] { return a.to(i32) @ b.to(i32) }\n"
+    "kernel us(a: u8[M, K], b: i8[K, N]) -> i32[M, N] { return a.to(i32) @ b.to(i32) }\n"
+    "kernel su(a: i8[M, K], b: u8[K, N]) -> i32[M, N] { return a.to(i32) @ b.to(i32) }\n"
+    "kernel uu(a: u8[M, K], b: u8[K, N]) -> i32[M, N] { return a.to(i32) @ b.to(i32) }\n"
+    "kernel bt(a: i8[M, K], b: i8[N, K]) -> i8[M, N] { return a @ b.t() }\n"
+    "kernel at(a: i8[K, M], b: u8[K, N]) -> i32[M, N] { return a.t().to(i32) @ b.to(i32) }\n";
+
+/* Fills an i8/u8 tensor's storage: mode 0 random over the whole range,
+ * 1 the least value, 2 the greatest, 3 a random mix of the two. */
+static void fill_bytes(Ten *x, DType d, int mode) {
+  int lo = d == DT_U8 ? 0 : -128, hi = d == DT_U8 ? 255 : 127;
+  for (size_t i = 0; i < x->bytes; i++) {
+    int v = mode == 0 ? lo + (int)(urand() * 256) : mode == 1 ? lo : mode == 2 ? hi : urand() < 0.5 ? lo : hi;
+    ((uint8_t *)x->store)[i] = (uint8_t)v;
+  }
+}
+
+START_TEST(quads_match_interpreter) {
+  /* M and N past GEMM_SMALL_MAX (the packed path; N >= 2 M: B packed
+   * by the row blocks themselves), and a short one (the small path) */
+  static const int64_t sz[][3] = {{33, 1, 33},   {40, 2, 70},   {37, 3, 65},    {36, 4, 96},
+                                  {50, 5, 64},   {34, 63, 130}, {60, 65, 97},   {100, 130, 50},
+                                  {35, 1601, 72}, {40, 0, 39},  {5, 7, 3}};
+  static const struct { const char *k; DType a, b, o; bool at, bt; } ks[] = {
+      {"ss", DT_I8, DT_I8, DT_I32, false, false}, {"us", DT_U8, DT_I8, DT_I32, false, false},
+      {"su", DT_I8, DT_U8, DT_I32, false, false}, {"uu", DT_U8, DT_U8, DT_I32, false, false},
+      {"bt", DT_I8, DT_I8, DT_I8, false, true},   {"at", DT_I8, DT_U8, DT_I32, true, false}};
+  for (int t = 0; t < 3; t++) {
+    Lib L;
+    build_flags(&L, QUADS, "ss", TARGETS[t]);
+    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+      for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++)
+        for (int f = 0; f < 6; f++) {
+          /* A's and B's fills: random, both least, both greatest, least x
+           * greatest and back, mixed; the extremes on the shorter K */
+          static const int fa[6] = {0, 1, 2, 1, 2, 3}, fb[6] = {0, 1, 2, 2, 1, 3};
+          if (f && sz[i][1] > 200) continue;
+          int64_t M = sz[i][0], K = sz[i][1], N = sz[i][2];
+          int64_t sa[2] = {ks[k].at ? K : M, ks[k].at ? M : K}, sb[2] = {ks[k].bt ? N : K, ks[k].bt ? K : N};
+          int64_t so[2] = {M, N};
+          Ten in[2], out[1];
+          ten(&in[0], ks[k].a, 2, sa, NULL, 0, false);
+          ten(&in[1], ks[k].b, 2, sb, NULL, 0, false);
+          fill_bytes(&in[0], ks[k].a, fa[f]);
+          fill_bytes(&in[1], ks[k].b, fb[f]);
+          out_ten(&out[0], ks[k].o, 2, so);
+          threads_and_reference(&L, ks[k].k, in, 2, out, 1, false);
+          ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+        }
     unbuild_pool(&L);
   }
 }
@@ -182,7 +249,9 @@ START_TEST(asm_levels) {
     s = asm_of(i8, "");
     bool vnni = zmm ? (host & GEMM_ISA_VNNI) != 0
                                                 : (host & GEMM_ISA_AVXVNNI) != 0;
-    ck_assert_msg(!strstr(s, "vpdpwssd") == !vnni, "host VNNI %d, asm disagrees", (int)vnni);
+    /* i8 x i8 with VNNI: K quads (vpdpbusd), never K pairs */
+    ck_assert_msg(!strstr(s, "vpdpbusd") == !vnni && !strstr(s, "vpdpwssd"), "host VNNI %d, asm disagrees",
+                  (int)vnni);
     ck_assert_msg(vnni || strstr(s, "pmaddwd"), "host without VNNI: no pmaddwd");
     free(s);
   }
@@ -337,8 +406,16 @@ START_TEST(asm_vnni_bf16) {
                              GEMM_ISA_AVXVNNI | GEMM_ISA_BF16);
   ck_assert_uint_eq(cg_gemm_isa_features("+avx2,+avxvnni,-avx512vnni,-avx512bf16"),
                     GEMM_ISA_X86 | GEMM_ISA_AVXVNNI);
-  char *s = gemm_asm(DT_I8, DT_I32, 512, spr, "sapphirerapids");
+  char *s = gemm_asm(DT_I16, DT_I32, 512, spr, "sapphirerapids");
   ck_assert_msg(strstr(s, "vpdpwssd\t%zmm") || strstr(s, "vpdpwssd\t(%"), "no zmm vpdpwssd");
+  free(s);
+  /* 8-bit operands with VNNI: K quads (gemm_quad.c), no K pairs */
+  s = gemm_asm(DT_I8, DT_I32, 512, spr, "sapphirerapids");
+  ck_assert_msg((strstr(s, "vpdpbusd\t%zmm") || strstr(s, "vpdpbusd\t(%")) && !strstr(s, "vpdpwssd"),
+                "no zmm vpdpbusd");
+  free(s);
+  s = gemm_asm(DT_I8, DT_I8, 256, GEMM_ISA_X86 | GEMM_ISA_AVXVNNI, "alderlake");
+  ck_assert_msg(strstr(s, "{vex}\tvpdpbusd") && !strstr(s, "vpdpwssd"), "no AVX-VNNI vpdpbusd");
   free(s);
   s = gemm_asm(DT_U8, DT_U8, 256, GEMM_ISA_X86 | GEMM_ISA_AVXVNNI, "alderlake");
   ck_assert_msg(strstr(s, "{vex}\tvpdpwssd"), "no AVX-VNNI vpdpwssd");
@@ -376,6 +453,7 @@ int main(void) {
   TCase *tc = tcase_create("lowp");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, pairs_match_interpreter);
+  tcase_add_test(tc, quads_match_interpreter);
   tcase_add_test(tc, narrow_outputs);
   tcase_add_test(tc, asm_levels);
   tcase_add_test(tc, asm_vnni_bf16);
