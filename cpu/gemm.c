@@ -643,7 +643,7 @@ static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValu
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
   LLVMValueRef bb, ab;
-  gemm_lowp_choose(g); /* as make_fns: the blocking depends on it */
+  gemm_lowp_choose(g); /* as make_fns: the blocking and panel slots depend on it */
   pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");
@@ -658,7 +658,6 @@ LLVMValueRef cg_matmul_pool_bytes(const GemmEmit *e, const GemmTensor *a, const 
   setup(&g, e, a->dtype, b->dtype, out->dtype);
   g.ka = g.kb = GK_MAT;
   g.pa = e->pro[0], g.pb = e->pro[1];
-  gemm_lowp_choose(&g); /* its path's blocking and panel slots, as make_fns's */
   small_forms(&g, a, b, out);
   int R = out->rank;
   return pool_bytes(&g, e, out->shape[R - 2], out->shape[R - 1], a->shape[R - 1], threads);
