@@ -199,7 +199,8 @@ void cpu_mark_cold(LLVMValueRef fn);
 bool cpu_is_cold(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);
-/* Part `part` of a split module, read into ctx (any thread). */
+/* Part `part` of a split module, read into ctx (any thread); it refers
+ * to bc, which must outlive it. */
 LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
                              int part);
 

@@ -147,6 +147,14 @@ static void dispose_unit(Unit *u) {
   *u = (Unit){0};
 }
 
+/* Units [0, n): the parts' modules before the bitcode they were read
+ * from (part 0's), which a module read lazily refers to. */
+static void dispose_units(Unit *u, int n) {
+  for (int i = 0; i < n; i++)
+    if (!u[i].bc || u[i].part != 0) dispose_unit(&u[i]);
+  for (int i = 0; i < n; i++) dispose_unit(&u[i]);
+}
+
 static void *compile_units(void *arg) {
   Units *us = arg;
   for (int i; (i = atomic_fetch_add(&us->next, 1)) < us->n;) {
@@ -220,13 +228,17 @@ static int compile_split(Unit *u, int n, const CgOptions *o, double *t) {
   int status = 0;
   for (int i = 0; i < n; i++) status |= u[i].status;
   cg_phase_ms(o, "llvm-threads", t); /* wall time; then each step's CPU time over the units */
-  if (o->time_passes) {
+  if (o->time_passes) { /* each module's read + llvm-opt + llvm-codegen, then the sums */
     static const char *const step[3] = {"read", "llvm-opt", "llvm-codegen"};
     double most = 0; /* the module that bounds the wall time on idle cores */
     for (int i = 0; i < n; i++)
       if (u[i].ms[0] + u[i].ms[1] + u[i].ms[2] > most) most = u[i].ms[0] + u[i].ms[1] + u[i].ms[2];
     fprintf(stderr, "tdslc:   %d modules on %d threads (largest %.3f ms), CPU time summed:\n", n,
             started + 1, most);
+    for (int i = 0; i < n; i++)
+      fprintf(stderr, "tdslc:   module %d (%s, cost %ld): %.3f + %.3f + %.3f ms\n", i,
+              u[i].info.light ? "light" : "full", u[i].info.cost, u[i].ms[0], u[i].ms[1],
+              u[i].ms[2]);
     for (int s = 0; s < 3; s++) {
       double sum = 0;
       for (int i = 0; i < n; i++) sum += u[i].ms[s];
@@ -306,7 +318,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   if (split) {
     s = compile_split(u, n, o, &t);
     if (s < 0) { /* no merger: one module after all */
-      for (int i = n - 1; i >= 0; i--) dispose_unit(&u[i]); /* parts: part 0 last */
+      dispose_units(u, n);
       u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
       n = 1;
       build_unit(m, lks, o, v, nv, false, &u[0]);
@@ -314,7 +326,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
     }
   }
   if (!split) s = emit_whole(m, &u[0], o);
-  for (int i = 0; i < n; i++) dispose_unit(&u[i]);
+  dispose_units(u, n);
   free(u);
   return s;
 }

@@ -9,8 +9,8 @@
  * instruction count.  A function that one part defines and another only takes the
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
- * The module is written as bitcode once; each part reads it into its own
- * LLVMContext on its thread and drops the other parts' bodies.  Also
+ * The module is written as bitcode once; each part reads it lazily into
+ * its own LLVMContext on its thread, its own bodies only.  Also
  * the cold mark (cpu_mark_cold: a kernel's entry, machine.c).
  * Needs: cpu.h, llvm-c's bitcode reader and writer.  Used by: kernel.c. */
 #include <stdlib.h>
@@ -218,25 +218,53 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
   return used >= 2 ? used : 0;
 }
 
-/* Makes f a declaration: its instructions' uses poisoned, then erased. */
-static void strip_body(LLVMValueRef f) {
-  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
-    for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in))
-      if (LLVMGetTypeKind(LLVMTypeOf(in)) != LLVMVoidTypeKind && LLVMGetFirstUse(in))
-        LLVMReplaceAllUsesWith(in, LLVMGetPoison(LLVMTypeOf(in)));
-  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
-    for (LLVMValueRef in; (in = LLVMGetLastInstruction(bb));) LLVMInstructionEraseFromParent(in);
-  for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(f));) LLVMDeleteBasicBlock(bb);
-  LLVMSetLinkage(f, LLVMExternalLinkage);
+/* A declaration in f's place (f itself, unread, deleted): its type,
+ * name, calling convention, visibility and attributes. */
+static void declare_only(LLVMModuleRef mod, LLVMValueRef f) {
+  LLVMValueRef d = LLVMAddFunction(mod, "", LLVMGlobalGetValueType(f));
+  LLVMSetFunctionCallConv(d, LLVMGetFunctionCallConv(f));
+  LLVMSetVisibility(d, LLVMGetVisibility(f));
+  LLVMSetUnnamedAddress(d, LLVMGetUnnamedAddress(f));
+  for (long k = -1, np = (long)LLVMCountParams(f); k <= np; k++) { /* function, return, params */
+    LLVMAttributeIndex idx = k < 0 ? (LLVMAttributeIndex)LLVMAttributeFunctionIndex : (unsigned)k;
+    LLVMAttributeRef at[64];
+    unsigned na = LLVMGetAttributeCountAtIndex(f, idx);
+    if (na > 64) ICE("a function with %u attributes", na);
+    if (na) LLVMGetAttributesAtIndex(f, idx, at);
+    for (unsigned a = 0; a < na; a++) LLVMAddAttributeAtIndex(d, idx, at[a]);
+  }
+  size_t len;
+  const char *name = LLVMGetValueName2(f, &len);
+  char *nm = malloc(len + 1);
+  if (!nm) ICE("out of memory");
+  memcpy(nm, name, len), nm[len] = 0;
+  LLVMReplaceAllUsesWith(f, d);
+  LLVMDeleteFunction(f);
+  LLVMSetValueName2(d, nm, len);
+  free(nm);
 }
 
+/* The module read lazily (the bodies stay unread until materialized,
+ * which a function pass manager run does for each function of part):
+ * each part reads its own bodies, not the whole module's. */
 LLVMModuleRef cpu_split_part(LLVMContextRef ctx, LLVMMemoryBufferRef bc, const int *owner,
                              int part) {
   LLVMModuleRef mod;
-  if (LLVMParseBitcodeInContext2(ctx, bc, &mod)) ICE("reading a module part back failed");
+  LLVMMemoryBufferRef ref = LLVMCreateMemoryBufferWithMemoryRange(
+      LLVMGetBufferStart(bc), LLVMGetBufferSize(bc), "part", 0);
+  if (LLVMGetBitcodeModuleInContext2(ctx, ref, &mod)) ICE("reading a module part back failed");
+  LLVMPassManagerRef fpm = LLVMCreateFunctionPassManagerForModule(mod);
+  LLVMInitializeFunctionPassManager(fpm);
   int i = 0;
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
-    if (!LLVMIsDeclaration(f) && owner[i++] != part) strip_body(f);
+    if (!LLVMIsDeclaration(f) && owner[i++] == part) LLVMRunFunctionPassManager(fpm, f);
+  LLVMFinalizeFunctionPassManager(fpm);
+  LLVMDisposePassManager(fpm);
+  i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod), nx; f; f = nx) {
+    nx = LLVMGetNextFunction(f);
+    if (!LLVMIsDeclaration(f) && owner[i++] != part) declare_only(mod, f);
+  }
   for (LLVMValueRef f = LLVMGetFirstFunction(mod), nx; f; f = nx) {
     nx = LLVMGetNextFunction(f);
     if (LLVMIsDeclaration(f) && !LLVMGetFirstUse(f)) LLVMDeleteFunction(f);

@@ -540,7 +540,8 @@ END_TEST
 
 /* --time-passes (spec §8): the LLVM phases after the front end's; a
  * build split across threads (TDSL_JOBS=2) reports its wall time, each
- * step's CPU time summed over the modules, and the merge.
+ * module's steps, each step's CPU time summed over the modules, and the
+ * merge.
  * TDSL_LLVM_PASSES replaces -O2's pipeline; one LLVM cannot parse is a
  * one-line usage error. */
 START_TEST(time_passes_and_pipeline) {
@@ -555,7 +556,8 @@ START_TEST(time_passes_and_pipeline) {
   ck_assert_int_eq(setenv("TDSL_JOBS", "2", 1), 0);
   ck_assert_int_eq(tdslc("k.tdsl --time-passes -o k2.o"), 0);
   static const char *const two[] = {"tdslc: llvm-split ", "tdslc: llvm-threads ",
-                                    " modules on 2 threads (largest ", "tdslc:   llvm-opt ",
+                                    " modules on 2 threads (largest ", "tdslc:   module 0 (",
+                                    "tdslc:   llvm-opt ",
                                     "tdslc:   llvm-codegen ", "tdslc: merge "};
   for (size_t i = 0; i < sizeof two / sizeof *two; i++)
     ck_assert_msg(strstr(err_text, two[i]), "'%s' not in: %s", two[i], err_text);
