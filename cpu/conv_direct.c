@@ -18,8 +18,9 @@
  * input run in blocks of PX without checks, the rest of them in one block
  * each of PX / 2, PX / 4 and 2 columns where it fits, then one at a time;
  * the border columns run one at a time, skipping the taps outside, by
- * WIDE channel blocks at once (one pixel by NOB vectors alone would be
- * NOB chains of dependent FMAs); rows of taps outside are skipped.
+ * WIDE channel blocks at once (the K-pair path: then by two where they
+ * fit; one pixel by NOB vectors alone would be NOB chains of dependent
+ * FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
  * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
  * 14-wide layers) run in the image form instead (img_item): a work item
