@@ -2,7 +2,7 @@
 in one process, interleaved: for a noisy shared machine, where separate
 runs of run.sh move single conv ratios by 1.5x (bench/README.md).
 
-usage: [CASES=nhwc,nchw,7x7] [N=..] [COMPILE=1] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
+usage: [CASES=nhwc,nchw,7x7] [N=..] [COMPILE=1] [DTYPE=bf16] python conv_ab.py THREADS ROUNDS LIB.so[=name] ...
 LIB.so: `tdslc bench/kernels.tdsl --emit=so -o LIB.so` (it must hold the
 kernels of the cases run), built from any
 two commits (each library carries its own runtime and thread pool, so
@@ -16,6 +16,9 @@ the same names:
   1x1   conv1x1 [32,64,56,56] x [64,64,1,1], NCHW; torch: NCHW and
         channels-last;
   1x1cl conv1x1_nhwc, the same channels-last; torch: channels-last.
+DTYPE=bf16 runs the bf16 rows instead (input, weight and output bf16;
+the case nhwc only: conv3x3_bf16_nhwc, torch on bf16 channels-last
+tensors; results checked against f64 within bf16's rounding).
 N overrides the batch of every case; COMPILE=1 adds torch.compile
 (Inductor) of the torch row, writing into an output allocated once as
 in peers.py.  Each round runs every
@@ -50,7 +53,11 @@ CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, 3, CL, [("torch", CL)]),
          "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, 3, CL, [("torch", CL)]),
          "1x1": ("conv1x1", [32, 64, 56, 56], 64, 1, NCHW, CF),
          "1x1cl": ("conv1x1_nhwc", [32, 64, 56, 56], 64, 1, CL, [("torch", CL)])}
-for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
+BF16 = os.environ.get("DTYPE", "f32") == "bf16"
+DT = torch.bfloat16 if BF16 else torch.float32
+if BF16:
+    CASES = {"nhwc": ("conv3x3_bf16_nhwc", [32, 64, 56, 56], 64, 3, CL, [("torch", CL)])}
+for case in os.environ.get("CASES", "nhwc" if BF16 else "nhwc,nchw,7x7").split(","):
     kname, shape, O, ks, fmt, peers = CASES[case]
     pad = ks // 2
     if "N" in os.environ:
@@ -58,13 +65,14 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
     torch.manual_seed(0)
     x = torch.randn(*shape).contiguous(memory_format=fmt)
     w = torch.randn(O, shape[1], ks, ks) * (2.0 / (ks * ks * shape[1])) ** 0.5
+    x, w = x.to(DT), w.to(DT)
     impls = []
     for pname, pf in peers:
         xp, wp = x.contiguous(memory_format=pf), w.contiguous(memory_format=pf)
         # F.conv2d has no out=: torch allocates its result in each call
         impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=pad))(xp, wp)))
     if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
-        ci = torch.empty(F.conv2d(x, w, padding=pad).shape).contiguous(memory_format=fmt)
+        ci = torch.empty(F.conv2d(x, w, padding=pad).shape, dtype=DT).contiguous(memory_format=fmt)
         cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=pad)), fullgraph=True,
                            dynamic=False)
         impls.append(("inductor", lambda o: cf()))
@@ -73,18 +81,18 @@ for case in os.environ.get("CASES", "nhwc,nchw,7x7").split(","):
     ref = F.conv2d(x.double(), w.double(), padding=pad)
     outs = {}
     for name, f in impls:
-        o = torch.empty(ref.shape).contiguous(memory_format=fmt)
+        o = torch.empty(ref.shape, dtype=DT).contiguous(memory_format=fmt)
         r = f(o)
         if name.startswith("torch") or name == "inductor":
             o = r
         outs[name] = o
         err = (o.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
-        assert err < 1e-4, (name, err)
+        assert err < (1e-2 if BF16 else 1e-4), (name, err)
     reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, GAP)
     N, C, H, W = shape
     gf = 2.0 * N * O * H * W * C * ks * ks / 1e9
-    print("== %s %s threads=%d rounds=%d reps=%d load=%.2f"
-          % (case, shape, T, R, reps, os.getloadavg()[0]))
+    print("== %s %s %s threads=%d rounds=%d reps=%d load=%.2f"
+          % (case, "bf16" if BF16 else "f32", shape, T, R, reps, os.getloadavg()[0]))
     tw, tc = statistics.median(wall["torch"]), statistics.median(cpu["torch"])
     for name, _ in impls:
         w_, c = statistics.median(wall[name]), statistics.median(cpu[name])

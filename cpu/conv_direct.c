@@ -18,8 +18,9 @@
  * input run in blocks of PX without checks, the rest of them in one block
  * each of PX / 2, PX / 4 and 2 columns where it fits, then one at a time;
  * the border columns run one at a time, skipping the taps outside, by
- * 8 / NOB channel blocks at once (one pixel by NOB vectors alone would be
- * NOB chains of dependent FMAs); rows of taps outside are skipped.
+ * 8 / NOB channel blocks at once (the K-pair path: then half as many
+ * where they fit; one pixel by NOB vectors alone would be NOB chains of
+ * dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) stores through
  * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
  * 14-wide layers) run in the image form instead (img_item): a work item
@@ -173,22 +174,30 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, g->pairs && !inside);
+  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, false);
   gemm_loop_close(g, &l);
-  if (!g->pairs && !inside) {
+  if (!inside) {
     /* the border pixels of the full channel blocks, 8 / NOB blocks at a
-     * time: one pixel by NOB vectors alone leaves NOB chains of dependent
-     * FMAs (a fraction of the FMA throughput), one pixel by 8
-     * vectors keeps the FMA units busy */
+     * time (K pairs: then half as many where they fit), then one: one
+     * pixel by NOB vectors alone leaves NOB chains of dependent FMAs (a
+     * fraction of the FMA throughput), one pixel by 8 vectors keeps the
+     * FMA units busy.  With 512-bit vectors O = 64 is two blocks of two:
+     * the pairs by two, 4 chains instead of 2 (bf16 3x3 [8,64,56,56]: 6%
+     * less time on one core; the f32 kernel measured the same with it,
+     * and is left without its code) */
     int wide = WIDE_VECS / d->nob;
-    LLVMValueRef wb = mul(g, nbk, k64(g, wide)),
-                 wfull = mul(g, sdiv(g, full, wb), wb);
-    d->nblk = wide;
-    oc = gemm_loop_open(g, &l, k64(g, 0), wfull, wb);
-    dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
-    gemm_loop_close(g, &l);
+    LLVMValueRef at = k64(g, 0);
+    for (int nw = wide; nw > (g->pairs ? 1 : wide / 2); nw /= 2) {
+      LLVMValueRef wb = mul(g, nbk, k64(g, nw)),
+                   wend = add(g, at, mul(g, sdiv(g, sub(g, full, at), wb), wb));
+      d->nblk = nw;
+      oc = gemm_loop_open(g, &l, at, wend, wb);
+      dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
+      gemm_loop_close(g, &l);
+      at = wend;
+    }
     d->nblk = 1;
-    oc = gemm_loop_open(g, &l, wfull, full, nbk);
+    oc = gemm_loop_open(g, &l, at, full, nbk);
     dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
     gemm_loop_close(g, &l);
   }

@@ -128,10 +128,12 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
   G *g = &d->g;
   LLVMValueRef *v = d->v;
   LLVMTypeRef vi = LLVMVectorType(g->i32, (unsigned)g->vw);
-  int nob = d->nob, vw = g->vw;
+  int nob = cv_nvec(d), vw = g->vw;
   CvBlock bk; /* weight rows per tap: pairs, or (split) conv_direct.c's f32 rows */
-  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb,
-                d->split ? v[V_C] : npairs(g, v[V_C]));
+  LLVMValueRef rows = d->split ? v[V_C] : npairs(g, v[V_C]);
+  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, rows);
+  /* channel block j / NOB of a wide block: its weights KH * KW * rows * NB further */
+  LLVMValueRef bstride = mul(g, mul(g, mul(g, v[V_KH], v[V_KW]), rows), k64(g, nb));
   /* full pairs, then an odd C's last channel (channel stride 1) */
   LLVMValueRef full = sdiv(g, v[V_C], k64(g, 2));
   GLoop lc;
@@ -148,14 +150,16 @@ void cv_lowp_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LL
       LLVMPositionBuilderAtEnd(g->b, odd);
     }
     LLVMValueRef wc = add(g, bk.wt, mul(g, q, k64(g, d->split ? 2 * nb : nb)));
-    LLVMValueRef wv[4] = {0}, wl[4] = {0}, wh[4] = {0};
+    LLVMValueRef wv[8] = {0}, wl[8] = {0}, wh[8] = {0};
     for (int j = 0; j < nob; j++) {
+      LLVMValueRef wj = j < d->nob ? wc : add(g, wc, mul(g, k64(g, j / d->nob), bstride));
+      int jo = (j % d->nob) * vw;
       if (d->split) { /* channels 2q and 2q + 1 as f32 rows */
-        wl[j] = cv_wvec(d, add(g, wc, k64(g, j * vw)));
-        if (part == 0) wh[j] = cv_wvec(d, add(g, wc, k64(g, nb + j * vw)));
+        wl[j] = cv_wvec(d, add(g, wj, k64(g, jo)));
+        if (part == 0) wh[j] = cv_wvec(d, add(g, wj, k64(g, nb + jo)));
         continue;
       }
-      wv[j] = LLVMBuildLoad2(g->b, vi, gep(g, g->i32, v[V_WP], add(g, wc, k64(g, j * vw))), "");
+      wv[j] = LLVMBuildLoad2(g->b, vi, gep(g, g->i32, v[V_WP], add(g, wj, k64(g, jo))), "");
       LLVMSetAlignment(wv[j], 4);
     }
     for (int p = 0; p < np; p++) {

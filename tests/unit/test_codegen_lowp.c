@@ -18,7 +18,8 @@
  * AVX512-VNNI (zmm) and AVX-VNNI ({vex} ymm), vdpbf16ps with AVX512-BF16.
  * The direct conv's K-pair path (cpu/conv_lowp.c): i8/u8/i16 and bf16
  * channels-last convs at odd and even channel counts, output channels
- * past the register block, stride, padding, bias, wrapping i16, exactly
+ * past the register block (100: border pixels by two and four channel
+ * blocks, conv_direct.c), stride, padding, bias, wrapping i16, exactly
  * as the interpreter (integers) at 1 to 3 threads; its instructions
  * (vpmaddwd on x86-64-v3; vpdpwssd, {vex} vpdpwssd and vdpbf16ps through
  * conv.h for CPUs with VNNI and BF16).
@@ -280,7 +281,7 @@ static void cl_strides(const int64_t *s, int64_t *st) {
 }
 
 START_TEST(conv_pairs_match_interpreter) {
-  static const int64_t co[][2] = {{8, 5}, {9, 16}, {19, 33}, {64, 17}};
+  static const int64_t co[][2] = {{8, 5}, {9, 16}, {19, 33}, {64, 17}, {16, 100}};
   static const struct { const char *k; DType d, o; int oh, ow; bool bias; } ks[] = {
       {"qc", DT_I8, DT_I32, 7, 9, true}, {"qs", DT_I16, DT_I16, 4, 4, false},
       {"qu", DT_U8, DT_U8, 7, 9, false}, {"bc", DT_BF16, DT_BF16, 7, 9, true}};
