@@ -231,6 +231,15 @@ LLVMValueRef gemm_lowp_pair_at(G *g, LLVMValueRef base, DType dt, LLVMValueRef p
 /* acc + the pairwise dot product of a and b (<vw x i32>, each lane two
  * 16-bit values) for g->pairs and g->isa (vpmaddwd, vpdpwssd, vdpbf16ps). */
 LLVMValueRef gemm_lowp_dot(G *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
+/* One step i of a low-precision micro-kernel: nx = cur + A's and B's
+ * products at step i (a K pair, a K quad). */
+typedef void (*GemmLowpStep)(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef i,
+                             LLVMValueRef cur[][4], LLVMValueRef nx[][4]);
+/* acc[r][v] after n steps from init[v] (NULL: zeros) in a loop of MR x NV
+ * accumulator phis, blocks named after `name`, not vectorized again. */
+void gemm_lowp_step_loop(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef n,
+                         const LLVMValueRef *init, GemmLowpStep step, const char *name,
+                         LLVMValueRef acc[][4]);
 /* The micro-kernel (gemm_kernel.c's) when g->pairs: acc[r][v] over kc. */
 void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]);

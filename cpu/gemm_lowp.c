@@ -49,6 +49,7 @@
  * K-pair direct conv), gemm_kernel.c (micro-kernel, partial sums, their
  * prefetch), gemm_nest.c (cg_gemm_isa_features of the variant being
  * emitted, Cg.isa). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,29 +404,29 @@ static void pair_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p,
   }
 }
 
-/* acc[r][v] over ceil(kc / 2) pairs, one pair step per iteration. */
-void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
-                            LLVMValueRef acc[][4]) {
-  if (g->pairs == GP_I8) {
-    gemm_quad_micro_kernel(g, ap, bp, kc, acc);
-    return;
-  }
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "pk"), body = blk(g, "pk_body"),
-                    exit = blk(g, "pk_end");
-  LLVMValueRef np = cdiv(g, kc, k64(g, 2)), z = k64(g, 0), phi[16][4], next[16][4];
+void gemm_lowp_step_loop(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef n,
+                         const LLVMValueRef *init, GemmLowpStep step, const char *name,
+                         LLVMValueRef acc[][4]) {
+  char nm[3][16];
+  snprintf(nm[0], sizeof nm[0], "%s", name);
+  snprintf(nm[1], sizeof nm[1], "%s_body", name);
+  snprintf(nm[2], sizeof nm[2], "%s_end", name);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, nm[0]), body = blk(g, nm[1]),
+                    exit = blk(g, nm[2]);
+  LLVMValueRef z = k64(g, 0), phi[16][4], next[16][4];
   LLVMBuildBr(g->b, head);
   LLVMPositionBuilderAtEnd(g->b, head);
   LLVMValueRef p = LLVMBuildPhi(g->b, g->i64, "");
   LLVMAddIncoming(p, &z, &pre, 1);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) {
-      LLVMValueRef zero = LLVMConstNull(g->vt);
+      LLVMValueRef start = init ? init[v] : LLVMConstNull(g->vt);
       phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
-      LLVMAddIncoming(phi[r][v], &zero, &pre, 1);
+      LLVMAddIncoming(phi[r][v], &start, &pre, 1);
     }
-  LLVMBuildCondBr(g->b, lt(g, p, np), body, exit);
+  LLVMBuildCondBr(g->b, lt(g, p, n), body, exit);
   LLVMPositionBuilderAtEnd(g->b, body);
-  pair_step(g, ap, bp, p, phi, next);
+  step(g, ap, bp, p, phi, next);
   LLVMValueRef p1 = add(g, p, k64(g, 1));
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMAddIncoming(p, &p1, &latch, 1);
@@ -435,6 +436,16 @@ void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
   LLVMPositionBuilderAtEnd(g->b, exit);
   for (int r = 0; r < g->mr; r++)
     for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
+}
+
+/* acc[r][v] over ceil(kc / 2) pairs, one pair step per iteration. */
+void gemm_lowp_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                            LLVMValueRef acc[][4]) {
+  if (g->pairs == GP_I8) {
+    gemm_quad_micro_kernel(g, ap, bp, kc, acc);
+    return;
+  }
+  gemm_lowp_step_loop(g, ap, bp, cdiv(g, kc, k64(g, 2)), NULL, pair_step, "pk", acc);
 }
 
 /* ---- partial sums for narrow outputs ----------------------------------------

@@ -267,7 +267,7 @@ static void quad_step(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef q,
  * B's correction row. */
 void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
                             LLVMValueRef acc[][4]) {
-  LLVMValueRef np = cdiv(g, kc, k64(g, 4)), z = k64(g, 0), init[4], phi[16][4], next[16][4];
+  LLVMValueRef np = cdiv(g, kc, k64(g, 4)), init[4];
   LLVMValueRef crow = gep(g, g->i32, bp, mul(g, np, k64(g, g->nr)));
   for (int v = 0; v < g->nv; v++) {
     init[v] = LLVMConstNull(g->vt);
@@ -275,27 +275,5 @@ void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
     init[v] = LLVMBuildLoad2(g->b, g->vt, gep(g, g->i32, crow, k64(g, v * g->vw)), "");
     LLVMSetAlignment(init[v], 4);
   }
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b), head = blk(g, "qk"), body = blk(g, "qk_body"),
-                    exit = blk(g, "qk_end");
-  LLVMBuildBr(g->b, head);
-  LLVMPositionBuilderAtEnd(g->b, head);
-  LLVMValueRef q = LLVMBuildPhi(g->b, g->i64, "");
-  LLVMAddIncoming(q, &z, &pre, 1);
-  for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) {
-      phi[r][v] = LLVMBuildPhi(g->b, g->vt, "");
-      LLVMAddIncoming(phi[r][v], &init[v], &pre, 1);
-    }
-  LLVMBuildCondBr(g->b, lt(g, q, np), body, exit);
-  LLVMPositionBuilderAtEnd(g->b, body);
-  quad_step(g, ap, bp, q, phi, next);
-  LLVMValueRef q1 = add(g, q, k64(g, 1));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMAddIncoming(q, &q1, &latch, 1);
-  for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) LLVMAddIncoming(phi[r][v], &next[r][v], &latch, 1);
-  gemm_no_vectorize(g, LLVMBuildBr(g->b, head));
-  LLVMPositionBuilderAtEnd(g->b, exit);
-  for (int r = 0; r < g->mr; r++)
-    for (int v = 0; v < g->nv; v++) acc[r][v] = phi[r][v];
+  gemm_lowp_step_loop(g, ap, bp, np, init, quad_step, "qk", acc);
 }
