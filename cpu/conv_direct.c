@@ -31,11 +31,15 @@
  * such an output NaN where the row form skips the tap).
  * An NCHW output (column stride 1; stride 1 along columns and an input
  * column stride of 1) transposes the roles: vectors over output columns,
- * NOB = 2 of them by PX = 6 output channels in registers, the weights
- * packed [O / PX][KH][KW][C][PX] and broadcast, each input vector loaded
- * once per (tap, c); the border vectors masked against the input's
- * columns, NOB of them at a time where the last has a column of the row
- * (else one).  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
+ * NOB = 2 of them by PX = 6 output channels in registers (3 by 8 with
+ * 512-bit vectors), the weights packed [O / PX][KH][KW][C][PX] and
+ * broadcast, each input vector loaded once per (tap, c); the border
+ * vectors masked against the input's columns, NOB of them at a time
+ * where the last has a column of the row (else one).  With 512-bit
+ * vectors, where the output rows are as wide as the input's row stride
+ * (a 3x3 conv with padding 1 over dense rows), the planes run flattened
+ * instead (df_item: vectors of pixels spanning rows, no lanes left
+ * empty at a row's end).  Accumulation in the compute type (f32 for f32/f16/bf16, f64,
  * wrapping i32 for integer outputs of at most 32 bits, else i64), the
  * bias first, products summed in (ky, kx, c) order,
  * one rounding to the output dtype; the GEMM's epilogue hook runs on
@@ -530,6 +534,169 @@ static void dn_row(Cv *d, LLVMValueRef t) {
   }
 }
 
+/* ---- NCHW output, flattened planes ----------------------------------------- */
+
+/* Where an output row is as long as the input's row stride (OW == XSH:
+ * a 3x3 conv with padding 1 over dense rows) and the rows advance by one
+ * input row (stride 1 along rows), output pixel q = oy * OW + ox of a
+ * dense output plane (OSH == OW) reads its input at tap (ky, kx) at q +
+ * (ky * DH - PH) * XSH + kx * DW - PW of its image's plane: the plane is
+ * one run of pixels, and vectors of VW pixels span rows (each row of OW
+ * >= VW columns in at most two of them), every lane used where the row
+ * form's vectors of columns leave a row's last vector part empty (56
+ * columns in 4 vectors of 16: 88%).  The lanes whose tap falls outside
+ * the input (its column or row) are masked; a tap outside for every lane
+ * of the block is skipped.  A work item is FLAT_BLOCKS blocks of NOB
+ * vectors of one image's plane, all channel blocks, then the epilogue
+ * hook on its pixels. */
+enum { FLAT_BLOCKS = 2, FLAT_TAPS = 9 };
+
+/* Whether the flattened form runs (an i1 from v[]): only with 512-bit
+ * vectors (masks in mask registers; with AVX2's vector masks an
+ * x86-64-v3 build ran it slower than the rows: passes/costs.c), never
+ * where the kernel's taps are not known or more than FLAT_TAPS. */
+static LLVMValueRef flat_use(Cv *d, LLVMValueRef *v) {
+  G *g = &d->g;
+  LLVMValueRef ow = v[V_OW];
+  if (g->vec_bits < 512 || !LLVMIsAConstantInt(v[V_KH]) || !LLVMIsAConstantInt(v[V_KW]) ||
+      LLVMConstIntGetSExtValue(v[V_KH]) * LLVMConstIntGetSExtValue(v[V_KW]) > FLAT_TAPS)
+    return LLVMConstInt(g->i1, 0, 0);
+  LLVMValueRef r = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, v[V_SH], k64(g, 1), ""),
+                                LLVMBuildICmp(g->b, LLVMIntEQ, v[V_XSH], ow, ""), "");
+  r = LLVMBuildAnd(g->b, r, LLVMBuildICmp(g->b, LLVMIntEQ, v[V_OSH], ow, ""), "");
+  return LLVMBuildAnd(g->b, r, LLVMBuildICmp(g->b, LLVMIntSGE, ow, k64(g, g->vw), ""), "");
+}
+
+/* Pixels per work item of the flattened form. */
+static int flat_chunk(const Cv *d) { return FLAT_BLOCKS * d->nob * d->g.vw; }
+
+/* Work items of the flattened form per image. */
+static LLVMValueRef flat_items(Cv *d, LLVMValueRef *v) {
+  G *g = &d->g;
+  return cdiv(g, mul(g, v[V_OH], v[V_OW]), k64(g, flat_chunk(d)));
+}
+
+/* nvec vectors of pixels from q (lanes at or past qend masked) of the
+ * plane of image offset xb (input) and obn (output), for the PX output
+ * channels oc .. oc + PX: dn_block's register block on the flattened
+ * plane. */
+static void df_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef q, LLVMValueRef qend,
+                     LLVMValueRef oc, int nvec) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v, acc[16][4];
+  int po = d->px, vw = g->vw;
+  LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), ckn = mul(g, v[V_C], k64(g, po));
+  LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
+  LLVMValueRef rows[4], cols[4], valid[4], sow = cv_splat(g, v[V_OW]);
+  for (int j = 0; j < nvec; j++) { /* each lane's row and column: one wrap at most */
+    LLVMValueRef qj = add(g, q, k64(g, j * vw));
+    LLVMValueRef c = cv_vadd(g, cv_splat(g, srem(g, qj, v[V_OW])), d->lanes);
+    LLVMValueRef wrap = LLVMBuildICmp(g->b, LLVMIntSGE, c, sow, "");
+    cols[j] = LLVMBuildSelect(g->b, wrap, LLVMBuildSub(g->b, c, sow, ""), c, "");
+    rows[j] = cv_vadd(g, cv_splat(g, sdiv(g, qj, v[V_OW])),
+                      LLVMBuildZExt(g->b, wrap, LLVMTypeOf(c), ""));
+    valid[j] = LLVMBuildICmp(g->b, LLVMIntSLT, cv_vadd(g, cv_splat(g, qj), d->lanes),
+                             cv_splat(g, qend), "");
+  }
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef b = cv_splat(
+        g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, boff, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
+      LLVMBuildStore(g->b, b, acc[p][j]);
+    }
+  }
+  LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]);
+  GLoop ly, lx;
+  LLVMValueRef ky = gemm_loop_open(g, &ly, k64(g, 0), v[V_KH], k64(g, 1));
+  LLVMValueRef kx = gemm_loop_open(g, &lx, k64(g, 0), v[V_KW], k64(g, 1));
+  LLVMValueRef dy = sub(g, mul(g, ky, v[V_DH]), v[V_PH]), dx = sub(g, mul(g, kx, v[V_DW]), v[V_PW]);
+  LLVMValueRef mask[4], any = NULL;
+  for (int j = 0; j < nvec; j++) { /* the tap's input row and column inside */
+    LLVMValueRef iy = cv_vadd(g, rows[j], cv_splat(g, dy)), ix = cv_vadd(g, cols[j], cv_splat(g, dx));
+    LLVMValueRef in = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntULT, iy, cv_splat(g, v[V_H]), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
+    mask[j] = LLVMBuildAnd(g->b, valid[j], in, "");
+    any = any ? LLVMBuildOr(g->b, any, mask[j], "") : mask[j];
+  }
+  LLVMTypeRef mt = LLVMIntTypeInContext(g->ctx, (unsigned)vw);
+  any = LLVMBuildICmp(g->b, LLVMIntNE, LLVMBuildBitCast(g->b, any, mt, ""), LLVMConstInt(mt, 0, 0), "");
+  LLVMBasicBlockRef run = blk(g, "df_tap"), skip = blk(g, "df_skip");
+  LLVMBuildCondBr(g->b, any, run, skip);
+  LLVMPositionBuilderAtEnd(g->b, run);
+  LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
+  LLVMValueRef x0 = add(g, add(g, xb, q), add(g, mul(g, dy, v[V_XSH]), dx));
+  GLoop lc;
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
+  for (int j = 0; j < nvec; j++)
+    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask[j]);
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef ws =
+        cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+  LLVMBuildBr(g->b, skip);
+  LLVMPositionBuilderAtEnd(g->b, skip);
+  gemm_loop_close(g, &lx);
+  gemm_loop_close(g, &ly);
+  for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
+    LLVMValueRef o = add(g, oc, k64(g, p));
+    LLVMBasicBlockRef oskip = cv_open_inside(g, o, v[V_O]);
+    LLVMValueRef at = add(g, add(g, obn, mul(g, o, v[V_OSC])), q);
+    for (int j = 0; j < nvec; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
+                add(g, at, k64(g, j * vw)), valid[j]);
+    cv_close_inside(g, oskip);
+  }
+}
+
+/* Work item t = image * flat_items + chunk: the chunk's pixels [q0, q1)
+ * by every channel block, in blocks of NOB vectors, the last one of as
+ * many vectors as it has pixels for. */
+static void df_item(Cv *d, LLVMValueRef t) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw, bw = d->nob * vw;
+  LLVMValueRef ni = flat_items(d, v), n = sdiv(g, t, ni), P = mul(g, v[V_OH], v[V_OW]);
+  LLVMValueRef q0 = mul(g, srem(g, t, ni), k64(g, flat_chunk(d)));
+  LLVMValueRef q1 = imin(g, add(g, q0, k64(g, flat_chunk(d))), P);
+  LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
+  LLVMValueRef obn = add(g, v[V_OOFF], mul(g, n, v[V_OSN]));
+  LLVMValueRef qa = gemm_entry_alloca(g, g->i64, 1);
+  LLVMBuildStore(g->b, q0, qa);
+  LLVMBasicBlockRef head = blk(g, "df_q"), body = blk(g, "df_qb"), end = blk(g, "df_qend");
+  LLVMBuildBr(g->b, head);
+  LLVMPositionBuilderAtEnd(g->b, head);
+  LLVMValueRef q = LLVMBuildLoad2(g->b, g->i64, qa, "");
+  gemm_no_vectorize(g, LLVMBuildCondBr(g->b, lt(g, q, q1), body, end));
+  LLVMPositionBuilderAtEnd(g->b, body);
+  /* NOB vectors while the pixels last beyond the first NOB - 1, else one
+   * block of as many vectors as are left */
+  LLVMValueRef left = sub(g, q1, q);
+  for (int nv = d->nob; nv >= 1; nv--) {
+    LLVMBasicBlockRef run = blk(g, "df_run"), next = nv > 1 ? blk(g, "df_fewer") : NULL;
+    if (nv > 1)
+      LLVMBuildCondBr(g->b, lt(g, k64(g, (nv - 1) * vw), left), run, next);
+    else
+      LLVMBuildBr(g->b, run);
+    LLVMPositionBuilderAtEnd(g->b, run);
+    GLoop lo_;
+    LLVMValueRef oc = gemm_loop_open(g, &lo_, k64(g, 0), v[V_OPAD], k64(g, d->px));
+    df_block(d, xb, obn, q, q1, oc, nv);
+    gemm_loop_close(g, &lo_);
+    LLVMBuildStore(g->b, add(g, q, k64(g, bw)), qa);
+    LLVMBuildBr(g->b, head);
+    if (next) LLVMPositionBuilderAtEnd(g->b, next);
+  }
+  LLVMPositionBuilderAtEnd(g->b, end);
+  if (d->epi) cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), v[V_O], q0, q1);
+}
+
 /* ---- the driver in the kernel ---------------------------------------------- */
 
 /* The register block for the target: NOB vectors of output channels
@@ -550,9 +717,13 @@ static void dn_row(Cv *d, LLVMValueRef t) {
 static void blocking(Cv *d, const GemmTensor *w, bool any_x) {
   G *g = &d->g;
   LLVMValueRef O = w->shape[0];
-  if (!d->cl) { /* NCHW: NOB = 2 vectors of columns by PX = 6 channels (12 with 512 bits) */
-    d->nob = 2;
-    d->px = g->vec_bits >= 512 ? 12 : 6;
+  /* NCHW: NOB = 2 vectors of pixels by PX = 6 channels; with 512 bits 3
+   * by 8 (11 loads per 24 FMAs, and O = 64 in whole blocks: the
+   * flattened planes measured 4 x 6 4% and 2 x 12 10% slower, 4 x 7 and
+   * 3 x 10 spill) */
+  if (!d->cl) {
+    d->nob = g->vec_bits >= 512 ? 3 : 2;
+    d->px = g->vec_bits >= 512 ? 8 : 6;
     return;
   }
   bool known = LLVMIsAConstantInt(O);
@@ -787,12 +958,24 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
     LLVMBuildMemSet(g->b, img_zero_row(&d, k), LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0),
                     mul(g, k[V_C], k64(g, 8)), 1);
   LLVMValueRef items = mul(g, k[V_N], k[V_OH]);
+  if (!d.cl) items = LLVMBuildSelect(g->b, flat_use(&d, k), mul(g, k[V_N], flat_items(&d, k)), items, "");
   if (!img_never)
     items = LLVMBuildSelect(g->b, img, mul(g, k[V_N], img_groups(&d, k)), items, "");
   GLoop l;
   LLVMValueRef t = cv_body_open(&d, "tdsl.conv.direct", &l);
-  if (!d.cl) {
+  LLVMValueRef flat = d.cl ? NULL : flat_use(&d, d.v);
+  if (!d.cl && LLVMIsAConstantInt(flat) && !cv_is_one(LLVMBuildZExt(g->b, flat, g->i64, ""))) {
     dn_row(&d, t);
+  } else if (!d.cl) {
+    LLVMBasicBlockRef bf = blk(g, "flat"), br = blk(g, "rows"), join = blk(g, "form_done");
+    LLVMBuildCondBr(g->b, flat, bf, br);
+    LLVMPositionBuilderAtEnd(g->b, bf);
+    df_item(&d, t);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, br);
+    dn_row(&d, t);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
   } else if (img_never) {
     dr_row(&d, t);
   } else if (img_only) {

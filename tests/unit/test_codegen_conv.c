@@ -13,7 +13,9 @@
  * (output channels past the register block: masked; fewer than one
  * vector; NCHW and sliced inputs) in f32, f64, f16, bf16 and i32, for
  * channels-last and for NCHW outputs (vectors of output columns, the
- * border vectors masked); the channels-last register blocks (the rest
+ * border vectors masked; with 512-bit vectors and output rows as wide
+ * as the input's row stride, flattened planes whose vectors span rows,
+ * taps outside masked); the channels-last register blocks (the rest
  * of a row in blocks of PX / 2, PX / 4 and 2 pixels, border pixels by
  * four channel blocks) with 83 output channels and rows of 18 to 25, and
  * the small-image form (rows of at most 16 columns: blocks of pixels
@@ -389,7 +391,12 @@ END_TEST
 
 /* NCHW outputs: vectors of output columns (stride 1); rows of 37 and 50
  * columns (border blocks of NOB checked vectors, the last of them partly
- * past the row). */
+ * past the row); where the output rows are as long as the input's row
+ * stride (3x3 over at least a vector of columns, padding 1 or a sliced
+ * input's wider rows: h's 17 of 19 columns padded to 19), the flattened
+ * planes (vectors spanning rows, taps outside masked; planes of 333,
+ * 296 and 200 pixels: last blocks of 3, 1 and 2 vectors of 16), else
+ * (5x5; 11 columns with 512-bit vectors) the rows. */
 static const char *DR_NCHW =
     "kernel rnc(x: f32[2, 8, 9, 37], w: f32[13, 8, 3, 3], b: f32[13], w5: f32[6, 8, 5, 5], "
     "u: f32[8, 5, 11], m: f32[13], v: f32[13], z: f32[1, 8, 4, 50]) -> "
@@ -402,9 +409,9 @@ static const char *DR_NCHW =
     "kernel rnd(a: f64[1, 8, 6, 7], wa: f64[5, 8, 3, 3], ba: f64[5], h: f16[1, 9, 6, 19], "
     "wh: f16[10, 9, 3, 3], g: bf16[1, 8, 6, 7], wg: bf16[7, 8, 2, 2], i: i32[1, 8, 6, 7], "
     "wi: i32[6, 8, 3, 3], bi: i32[6]) -> "
-    "(f64[1, 5, 6, 7], f16[1, 10, 6, 19], bf16[1, 7, 7, 8], i32[1, 6, 6, 7]) {\n"
+    "(f64[1, 5, 6, 7], f16[1, 10, 6, 19], bf16[1, 7, 7, 8], i32[1, 6, 6, 7], f16[1, 10, 6, 19]) {\n"
     "  return conv2d(a, wa, ba, 1, 1), relu(conv2d(h, wh, None, 1, 1)), conv2d(g, wg, None, 1, 1), "
-    "conv2d(i, wi, bi, 1, 1)\n}\n";
+    "conv2d(i, wi, bi, 1, 1), conv2d(h[:, :, :, :17], wh, None, 1, [1, 2])\n}\n";
 
 START_TEST(direct_nchw) {
   static const int64_t si[8][4] = {{2, 8, 9, 37}, {13, 8, 3, 3}, {13}, {6, 8, 5, 5}, {8, 5, 11},
@@ -418,8 +425,9 @@ START_TEST(direct_nchw) {
   static const int rd[10] = {4, 4, 1, 4, 4, 4, 4, 4, 4, 1};
   static const DType dd[10] = {DT_F64, DT_F64, DT_F64, DT_F16, DT_F16, DT_BF16, DT_BF16,
                                DT_I32, DT_I32, DT_I32};
-  static const int64_t sdo[4][4] = {{1, 5, 6, 7}, {1, 10, 6, 19}, {1, 7, 7, 8}, {1, 6, 6, 7}};
-  static const DType ddo[4] = {DT_F64, DT_F16, DT_BF16, DT_I32};
+  static const int64_t sdo[5][4] = {{1, 5, 6, 7}, {1, 10, 6, 19}, {1, 7, 7, 8}, {1, 6, 6, 7},
+                                    {1, 10, 6, 19}};
+  static const DType ddo[5] = {DT_F64, DT_F16, DT_BF16, DT_I32, DT_F16};
   static const char *const flags[3] = {"--layout=nchw", "--target=x86-64 --layout=nchw",
                                        "-O0 --layout=nchw"};
   for (int t = 0; t < 3; t++) { /* nchw: every conv computed in NCHW */
@@ -433,10 +441,10 @@ START_TEST(direct_nchw) {
     for (int i = 0; i < 8; i++) ten_free(&in[i]);
     for (int i = 0; i < 7; i++) ten_free(&out[i]);
     for (int i = 0; i < 10; i++) ten(&in[i], dd[i], rd[i], sd[i], NULL, i, false);
-    for (int i = 0; i < 4; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
-    run_and_compare_k(&L, "rnd", in, 10, out, 4, false, 81);
+    for (int i = 0; i < 5; i++) out_ten(&out[i], ddo[i], 4, sdo[i]);
+    run_and_compare_k(&L, "rnd", in, 10, out, 5, false, 81);
     for (int i = 0; i < 10; i++) ten_free(&in[i]);
-    for (int i = 0; i < 4; i++) ten_free(&out[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
     unbuild_pool(&L);
   }
 }
@@ -640,7 +648,7 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
   ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 5);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
-  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 11);
+  ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 12);
   ck_assert_int_eq(loops_count(DR_1X1, "--layout=nhwc", "algorithm: direct"), 6);
   /* 3 input channels and NCHW outputs at stride 2 stay implicit GEMMs;
    * the 1x1 with an NCHW output is a plain one */
