@@ -56,6 +56,11 @@ const struct LfTarget *cg_schedule_params(const char *target);
  * host); NULL for a target the CPU backend does not take (cpu/isa.c). */
 const char *cg_isa_variants(const char *target);
 
+/* The vector width in bits of a CPU target with one ISA (host: the
+ * host CPU's; x86-64-vN), 0 for x86-64 (its variants differ) and for
+ * targets the CPU backend does not take (cpu/isa.c). */
+int cg_target_vec_bits(const char *target);
+
 /* Generates and writes the requested emits.  Returns the exit status:
  * 0, 1 (a kernel uses an op the backend cannot compile yet, or a file
  * cannot be written), or 2 (a target this backend does not serve). */

@@ -239,4 +239,9 @@ const char *cg_isa_variants(const char *target) {
   return "x86-64-v2 x86-64-v3 x86-64-v4";
 }
 
+int cg_target_vec_bits(const char *target) {
+  if (!cg_cpu_backend.accepts(target) || cpu_isa_multi(target)) return 0;
+  return cpu_isa_of_target(target)->vec_bits;
+}
+
 int cg_gemm_vec_bits(const char *target) { return cpu_isa_of_target(target)->vec_bits; }

@@ -10,7 +10,10 @@
  *
  *   copy      x.clone(), f32 NCHW -> NCHW           -> bw_gbs
  *   to_cl     x.clone() into a channels_last result -> f_strided
- *   conv3     3x3 pad 1, C = O = 64                 -> gflops, conv_eff_*_kxk,
+ *   conv3     3x3 pad 1, C = O = 64                 -> gflops, conv_eff_*_kxk
+ *                                                      (NCHW: conv_eff_nchw_kxk_512
+ *                                                      on a target with 512-bit
+ *                                                      vectors, the other kept),
  *                                                      ns_gather_kxk, ns_runs_kxk
  *   conv1     1x1, C = O = 64                       -> conv_eff_*_1x1,
  *                                                      ns_gather_1x1, ns_runs_1x1
@@ -166,7 +169,8 @@ static bool build(const CalibrateOptions *o, const char *dir, const char *name,
   AstProgram *p = parse_program(a, &d, src);
   IrModule *m = p && !d.nerrors ? sema_program(a, &d, p, name) : NULL;
   if (!m || d.nerrors) ICE("the calibration kernels of %s do not compile", name);
-  PassOptions po = {.opt_level = o->opt_level, .layout = lay, .target = o->target};
+  PassOptions po = {.opt_level = o->opt_level, .layout = lay, .target = o->target,
+                    .vec_bits = cg_target_vec_bits(o->target)};
   Report *r = report_new(a, name, o->target);
   int status = pipeline_run(m, &po, r);
   size_t n = strlen(dir) + strlen(name) + 8;
@@ -440,7 +444,9 @@ int calibrate(const CalibrateOptions *o) {
       const Conv *k3 = &convs[0], *k1 = &convs[1], *k7 = &convs[2];
       double r3[2] = {conv_rate(k3, NCHW, pc.bw_gbs), conv_rate(k3, CL, pc.bw_gbs)};
       pc.gflops = r3[0] > r3[1] ? r3[0] : r3[1];
-      pc.conv_eff_nchw_kxk = r3[NCHW] / pc.gflops;
+      /* with 512-bit vectors the 3x3 NCHW conv runs the flattened planes */
+      if (cg_target_vec_bits(o->target) >= 512) pc.conv_eff_nchw_kxk_512 = r3[NCHW] / pc.gflops;
+      else pc.conv_eff_nchw_kxk = r3[NCHW] / pc.gflops;
       pc.conv_eff_nhwc_kxk = r3[CL] / pc.gflops;
       pc.conv_eff_nchw_1x1 = conv_rate(k1, NCHW, pc.bw_gbs) / pc.gflops;
       pc.conv_eff_nhwc_1x1 = conv_rate(k1, CL, pc.bw_gbs) / pc.gflops;

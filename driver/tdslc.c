@@ -556,7 +556,7 @@ static int optimize(const Options *o, IrModule *m, Report *r, const PassCosts *c
                     .disabled = o->disabled, .ndisabled = o->ndisabled,
                     .dump_after = o->dump_after, .dump = stderr,
                     .time_passes = o->time_passes, .target = o->target,
-                    .costs = costs};
+                    .costs = costs, .vec_bits = o->target ? cg_target_vec_bits(o->target) : 0};
   int status = pipeline_run(m, &po, r);
   for (int i = 0; !status && totals && i < m->nkernels; i++) {
     int nests1;

@@ -181,6 +181,18 @@ static double pack_ms(const Ctx *x, const IrValue *v, Lay L) {
   return cols * ns * 1e-6;
 }
 
+/* Whether NCHW conv v runs the direct kernel's flattened planes
+ * (cpu/conv_direct.c flat_use) on a target with 512-bit vectors: stride
+ * 1, output rows as wide as the input's (dense rows: their stride is the
+ * output's width), at most 3x3 taps. */
+static bool flat_nchw(const Ctx *x, const IrValue *v) {
+  const IrValue *in = ir_val(x->k, v->args[0]), *w = ir_val(x->k, v->args[1]);
+  const PassOptions *o = x->c->opt;
+  return o && o->vec_bits >= 512 && sym_is(v->attrs[0], 1) && sym_is(v->attrs[1], 1) &&
+         num(x, v->shape[3]) == num(x, in->shape[3]) &&
+         num(x, w->shape[2]) * num(x, w->shape[3]) <= 9;
+}
+
 /* Efficiency of conv v in layout L (the row's; costs.c says whence). */
 static double conv_eff(const Ctx *x, const IrValue *v, Lay L) {
   const PassCosts *pc = x->pc;
@@ -188,6 +200,7 @@ static double conv_eff(const Ctx *x, const IrValue *v, Lay L) {
   if (is_1x1(x, v)) return cl ? pc->conv_eff_nhwc_1x1 : pc->conv_eff_nchw_1x1;
   if (num(x, ir_val(x->k, v->args[1])->shape[1]) < pc->few_channels)
     return cl ? pc->conv_eff_nhwc_fewc : pc->conv_eff_nchw_fewc;
+  if (!cl && flat_nchw(x, v)) return pc->conv_eff_nchw_kxk_512;
   return cl ? pc->conv_eff_nhwc_kxk : pc->conv_eff_nchw_kxk;
 }
 

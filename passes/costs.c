@@ -68,10 +68,21 @@ static const PassCosts rows[] = {
      *     conv_eff_nchw_1x1 = 0.375 * 53.2 / 29.4 = 0.68.  (--calibrate's
      *     1x1 case, 4 images that stay in the L3 cache, is not this
      *     shape's: its channels-last times were 2.0-2.2 ms against NCHW
-     *     2.5-4.6, while out of cache the NCHW GEMM is 1.8x faster.) */
+     *     2.5-4.6, while out of cache the NCHW GEMM is 1.8x faster.)
+     *   3x3 NCHW with 512-bit vectors (conv_eff_nchw_kxk_512): the direct
+     *     kernel's flattened planes (vectors of 16 pixels spanning rows),
+     *     on the 2-core Zen 5 VM (AVX-512, load average 9-13 from other
+     *     builds, so process CPU time): [32,64,56,56] at one thread,
+     *     three interleaved runs of 9 rounds, medians, --layout=nchw
+     *     conv3x3_nchw 33.59, 34.12, 33.45 ms against conv3x3_nhwc
+     *     (channels-last in and out) 30.78, 31.88, 31.51: after the
+     *     2.3 ms of bytes at 22 GB/s, 0.92.  With AVX2 the flattened
+     *     form ran slower than the rows (an x86-64-v3 build on the same
+     *     machine, [8,64,56,56]: 20.6 ms against 18.1) and is not used:
+     *     conv_eff_nchw_kxk stays. */
     {.name = "cpu", .gflops = 55.0, .bw_gbs = 22.0, .f_strided = 6.7,
      .conv_eff_nchw_1x1 = 0.68, .conv_eff_nhwc_1x1 = 0.375,
-     .conv_eff_nchw_kxk = 0.57, .conv_eff_nhwc_kxk = 1.00,
+     .conv_eff_nchw_kxk = 0.57, .conv_eff_nhwc_kxk = 1.00, .conv_eff_nchw_kxk_512 = 0.92,
      .conv_eff_nchw_fewc = 0.665, .conv_eff_nhwc_fewc = 0.244, .few_channels = 16,
      .ns_gather_kxk = 0.55, .ns_gather_1x1 = 0.18, .ns_runs_kxk = 0.04, .ns_runs_1x1 = 0.16,
      .fuse_multi_use_budget = 12},
@@ -99,7 +110,7 @@ static const PassCosts rows[] = {
      * element). */
     {.name = "cuda", .gflops = 50000.0, .bw_gbs = 3000.0, .f_strided = 1.5,
      .conv_eff_nchw_1x1 = 1.0, .conv_eff_nhwc_1x1 = 1.0,
-     .conv_eff_nchw_kxk = 1.0, .conv_eff_nhwc_kxk = 1.0,
+     .conv_eff_nchw_kxk = 1.0, .conv_eff_nhwc_kxk = 1.0, .conv_eff_nchw_kxk_512 = 1.0,
      .conv_eff_nchw_fewc = 1.0, .conv_eff_nhwc_fewc = 1.0, .few_channels = 16,
      .ns_gather_kxk = 0, .ns_gather_1x1 = 0, .ns_runs_kxk = 0, .ns_runs_1x1 = 0,
      .fuse_multi_use_budget = 24},

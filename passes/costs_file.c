@@ -57,6 +57,7 @@ static const struct {
     {"conv_eff_nhwc_1x1", offsetof(PassCosts, conv_eff_nhwc_1x1), K_RATE, 0, 0},
     {"conv_eff_nchw_kxk", offsetof(PassCosts, conv_eff_nchw_kxk), K_RATE, 0, 0},
     {"conv_eff_nhwc_kxk", offsetof(PassCosts, conv_eff_nhwc_kxk), K_RATE, 0, 0},
+    {"conv_eff_nchw_kxk_512", offsetof(PassCosts, conv_eff_nchw_kxk_512), K_RATE, 0, 0},
     {"conv_eff_nchw_fewc", offsetof(PassCosts, conv_eff_nchw_fewc), K_RATE, 0, 0},
     {"conv_eff_nhwc_fewc", offsetof(PassCosts, conv_eff_nhwc_fewc), K_RATE, 0, 0},
     {"few_channels", offsetof(PassCosts, few_channels), K_INT, 1, 1 << 20},

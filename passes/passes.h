@@ -52,6 +52,9 @@ typedef struct PassOptions {
   const struct PassCosts *costs; /* --costs / TDSL_COSTS: a calibrated row
                                (costs_file.c) used instead of the
                                target's built-in one; NULL: built-in */
+  int vec_bits;             /* the CPU target's vector width where it has
+                               one ISA (host, x86-64-vN), else 0 (x86-64's
+                               variants, cuda): picks conv_eff_nchw_kxk_512 */
 } PassOptions;
 
 /* ---- costs.c: the cost models' numbers, one row per target family ---- */
@@ -74,6 +77,10 @@ typedef struct PassCosts {
    * ones over fewer than few_channels input channels per group */
   double conv_eff_nchw_1x1, conv_eff_nhwc_1x1;
   double conv_eff_nchw_kxk, conv_eff_nhwc_kxk;
+  /* NCHW kxk with 512-bit vectors (PassOptions.vec_bits), stride 1 and
+   * output rows as wide as the input's, at most 3x3 taps: the direct
+   * kernel's flattened planes (cpu/conv_direct.c) */
+  double conv_eff_nchw_kxk_512;
   double conv_eff_nchw_fewc, conv_eff_nhwc_fewc;
   int few_channels;
   /* a conv's input in the other layout: extra ns per byte of its im2col
