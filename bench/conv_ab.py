@@ -15,7 +15,9 @@ the same names:
   7x7   conv3x3_7x7_nhwc [8,512,7,7] x [512,512,3,3], channels-last;
   1x1   conv1x1 [32,64,56,56] x [64,64,1,1], NCHW; torch: NCHW and
         channels-last;
-  1x1cl conv1x1_nhwc, the same channels-last; torch: channels-last.
+  1x1cl conv1x1_nhwc, the same channels-last; torch: channels-last;
+  nchwbr conv_bias_relu, nchw's conv + a bias + relu (NCHW); torch: NCHW
+        and channels-last, relu(conv2d(x, w) + c.view(1, O, 1, 1)).
 DTYPE=bf16 runs the bf16 rows instead (input, weight and output bf16;
 the case nhwc only: conv3x3_bf16_nhwc, torch on bf16 channels-last
 tensors; results checked against f64 within bf16's rounding).
@@ -52,7 +54,8 @@ CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, 3, CL, [("torch", CL)]),
          "nchw": ("conv3x3_nchw", [32, 64, 56, 56], 64, 3, NCHW, CF),
          "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, 3, CL, [("torch", CL)]),
          "1x1": ("conv1x1", [32, 64, 56, 56], 64, 1, NCHW, CF),
-         "1x1cl": ("conv1x1_nhwc", [32, 64, 56, 56], 64, 1, CL, [("torch", CL)])}
+         "1x1cl": ("conv1x1_nhwc", [32, 64, 56, 56], 64, 1, CL, [("torch", CL)]),
+         "nchwbr": ("conv_bias_relu", [32, 64, 56, 56], 64, 3, NCHW, CF)}
 BF16 = os.environ.get("DTYPE", "f32") == "bf16"
 DT = torch.bfloat16 if BF16 else torch.float32
 if BF16:
@@ -66,19 +69,25 @@ for case in os.environ.get("CASES", "nhwc" if BF16 else "nhwc,nchw,7x7").split("
     x = torch.randn(*shape).contiguous(memory_format=fmt)
     w = torch.randn(O, shape[1], ks, ks) * (2.0 / (ks * ks * shape[1])) ** 0.5
     x, w = x.to(DT), w.to(DT)
+    bias = case == "nchwbr"
+    c = torch.randn(O).to(DT)
+
+    def tconv(x, w):  # the case's torch expression
+        y = F.conv2d(x, w, padding=pad)
+        return torch.relu(y + c.view(1, O, 1, 1)) if bias else y
     impls = []
     for pname, pf in peers:
         xp, wp = x.contiguous(memory_format=pf), w.contiguous(memory_format=pf)
         # F.conv2d has no out=: torch allocates its result in each call
-        impls.append((pname, (lambda xp, wp: lambda o: F.conv2d(xp, wp, padding=pad))(xp, wp)))
+        impls.append((pname, (lambda xp, wp: lambda o: tconv(xp, wp))(xp, wp)))
     if os.environ.get("COMPILE"):  # Inductor, as peers.py builds it: into an output allocated once
-        ci = torch.empty(F.conv2d(x, w, padding=pad).shape, dtype=DT).contiguous(memory_format=fmt)
-        cf = torch.compile(lambda: ci.copy_(F.conv2d(x, w, padding=pad)), fullgraph=True,
-                           dynamic=False)
+        ci = torch.empty(tconv(x, w).shape, dtype=DT).contiguous(memory_format=fmt)
+        cf = torch.compile(lambda: ci.copy_(tconv(x, w)), fullgraph=True, dynamic=False)
         impls.append(("inductor", lambda o: cf()))
     for name, m in libs:
-        impls.append((name, (lambda k: lambda o: k(x, w, out=o))(getattr(m, kname))))
-    ref = F.conv2d(x.double(), w.double(), padding=pad)
+        args = (x, w, c) if bias else (x, w)
+        impls.append((name, (lambda k, a: lambda o: k(*a, out=o))(getattr(m, kname), args)))
+    ref = tconv(x.double(), w.double())
     outs = {}
     for name, f in impls:
         o = torch.empty(ref.shape, dtype=DT).contiguous(memory_format=fmt)
