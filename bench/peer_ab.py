@@ -15,7 +15,9 @@ into `out`; Halide: realize into a buffer; JAX allocates its result, as
 jax.jit has no `out=`).  copy: torch's `copy_` of BYTES/2 into BYTES/2,
 the workload's bytes as bench.c's memcpy column counts them (its 1 MiB
 blocks stay below glibc's non-temporal threshold; torch's copy_ also
-stores through the cache), timed by the same loop.  Halide's
+stores through the cache), timed by the same loop; NAME-mm: the
+library's `matmul` kernel, if it has one (--kernel=matmul), on
+matmul_prologue's inputs: the GEMM without its prologue.  Halide's
 autoscheduler is $HALIDE (default: the fastest of peers_halide's, probed
 in child processes as run.sh does).  Each round runs every implementation
 for about MIN_S seconds after GAP seconds of sleep, the order reversed
@@ -147,9 +149,12 @@ for wname, (make, tf, nbytes) in WORKLOADS.items():
         fn = getattr(m, wname)
         impls.append((lname, (lambda f: lambda o: f(*ins, out=o))(fn)))
         outs[lname] = torch.empty(shape)
+        if wname == "matmul_prologue" and hasattr(m, "matmul"):  # the GEMM alone
+            impls.append((lname + "-mm", (lambda f: lambda o: f(*ins, out=o))(m.matmul)))
+            outs[lname + "-mm"] = torch.empty(shape)
     for name, f in impls:
         f(outs[name])
-        if name == "copy":
+        if name == "copy" or name.endswith("-mm"):
             continue
         o = torch.from_numpy(np.asarray(jres["r"])) if name == "jax" else outs[name]
         err = ((o.double() - ref).abs().max() / ref.abs().max()).item()
