@@ -344,17 +344,57 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
   return pend;
 }
 
+/* pack_a_tile(dst, tile, nvalid, kc): the second pass of
+ * pack_a_pro_rows, a function of its own in the light pipeline (vector
+ * code; in the pack function's full pipeline the register transposes
+ * cost mlp's compile a tenth more instructions): the row-major tile of
+ * nvalid rows of kc transposed into the panel (rows past nvalid zero),
+ * the K tail by a scalar loop.  One per configuration and module. */
+static LLVMValueRef pack_a_tile_fn(G *g) {
+  char name[96];
+  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_a_tile", g->key);
+  LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
+  if (f) return f;
+  LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
+  LLVMValueRef fn = g->fn;
+  LLVMTypeRef ps[4] = {g->ptr, g->ptr, g->i64, g->i64};
+  f = gemm_new_fn(g, "pack_a_tile", ps, 4);
+  cpu_mark_light(f);
+  LLVMValueRef dst = LLVMGetParam(f, 0), tile = LLVMGetParam(f, 1), nvalid = LLVMGetParam(f, 2),
+               kc = LLVMGetParam(f, 3);
+  int R = g->mr, n = g->vw;
+  LLVMValueRef last = sub(g, nvalid, k64(g, 1)), pend = sub(g, kc, srem(g, kc, k64(g, n)));
+  LLVMValueRef rowo[64], live[64];
+  for (int q = 0; q < R; q++) {
+    rowo[q] = mul(g, imin(g, k64(g, q), last), kc);
+    live[q] = lt(g, k64(g, q), nvalid);
+  }
+  rows_to_panel(g, dst, tile, g->cd, rowo, live, pend);
+  GLoop lk, ll;
+  LLVMValueRef p = gemm_loop_open(g, &lk, pend, kc, k64(g, 1));
+  LLVMValueRef prow = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
+  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
+  LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, imin(g, lane, last), kc), p)), "");
+  v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), v, gemm_czero(g), "");
+  LLVMBuildStore(g->b, v, gep(g, g->ct, prow, lane));
+  gemm_loop_close(g, &ll);
+  gemm_loop_close(g, &lk);
+  LLVMBuildRetVoid(g->b);
+  g->fn = fn;
+  LLVMPositionBuilderAtEnd(g->b, at);
+  return f;
+}
+
 /* A MAT A's panel with a prologue, in two passes: each valid row's kc
  * elements evaluated along K into a row-major tile on the stack (a loop
  * the loop vectorizer vectorizes: the expression's loads run along a
  * row-major operand's rows), then the tile transposed into the panel as
- * pack_a_rows packs A itself (rows past nvalid zero), the K tail by a
- * scalar loop.  The one scalar loop of emit_pack_pro evaluated the
+ * pack_a_rows packs A itself (pack_a_tile_fn).  The one scalar loop of emit_pack_pro evaluated the
  * expression a lane (a row of A) at a time, at a stride of A's rows. */
 static void pack_a_pro_rows(G *g, const GemmPrologue *pr, LLVMValueRef cx, LLVMValueRef dst,
                             LLVMValueRef i0, LLVMValueRef nvalid, LLVMValueRef kc) {
-  int R = g->mr, n = g->vw;
-  LLVMValueRef pc = get(g, cx, X_PC), bt = get(g, cx, X_BT), last = sub(g, nvalid, k64(g, 1));
+  int R = g->mr;
+  LLVMValueRef pc = get(g, cx, X_PC), bt = get(g, cx, X_BT);
   LLVMValueRef tile = LLVMBuildArrayAlloca(g->b, g->ct, mul(g, kc, k64(g, R)), "");
   LLVMSetAlignment(tile, 64);
   GLoop lr, lk;
@@ -363,31 +403,27 @@ static void pack_a_pro_rows(G *g, const GemmPrologue *pr, LLVMValueRef cx, LLVMV
   LLVMValueRef p = gemm_loop_open(g, &lk, k64(g, 0), kc, k64(g, 1));
   GemmIdx ix = {.bt = bt, .i = add(g, i0, r), .j = add(g, pc, p)};
   LLVMBuildStore(g->b, pr->elem(pr->user, &ix, g->cd), gep(g, g->ct, row, p));
-  { /* gemm_loop_close without its no-vectorize mark */
+  { /* gemm_loop_close, the loop left to the vectorizer, not interleaved or unrolled
+     * (the expression can be long: mlp's gelu) */
     LLVMValueRef next = add(g, p, k64(g, 1));
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-    LLVMBuildBr(g->b, lk.head);
+    LLVMValueRef br = LLVMBuildBr(g->b, lk.head);
     LLVMAddIncoming(lk.iv, &next, &latch, 1);
     LLVMPositionBuilderAtEnd(g->b, lk.exit);
+    const char *il = "llvm.loop.interleave.count", *ud = "llvm.loop.unroll.disable";
+    LLVMMetadataRef one[2] = {LLVMMDStringInContext2(g->ctx, il, strlen(il)),
+                              LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0))};
+    LLVMMetadataRef un = LLVMMDStringInContext2(g->ctx, ud, strlen(ud));
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(g->ctx, one, 2), LLVMMDNodeInContext2(g->ctx, &un, 1)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 3);
+    LLVMMetadataReplaceAllUsesWith(tmp, id);
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, id));
   }
   gemm_loop_close(g, &lr);
-  LLVMValueRef pend = sub(g, kc, srem(g, kc, k64(g, n)));
-  LLVMValueRef rowo[64], live[64];
-  for (int q = 0; q < R; q++) {
-    rowo[q] = mul(g, imin(g, k64(g, q), last), kc);
-    live[q] = lt(g, k64(g, q), nvalid);
-  }
-  rows_to_panel(g, dst, tile, g->cd, rowo, live, pend);
-  GLoop lt2, ll;
-  p = gemm_loop_open(g, &lt2, pend, kc, k64(g, 1));
-  LLVMValueRef prow = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
-  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
-  LLVMValueRef at = add(g, mul(g, imin(g, lane, last), kc), p);
-  LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, at), "");
-  v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), v, gemm_czero(g), "");
-  LLVMBuildStore(g->b, v, gep(g, g->ct, prow, lane));
-  gemm_loop_close(g, &ll);
-  gemm_loop_close(g, &lt2);
+  LLVMValueRef args[4] = {dst, tile, nvalid, kc};
+  LLVMValueRef tf = pack_a_tile_fn(g);
+  LLVMBuildCall2(g->b, LLVMGlobalGetValueType(tf), tf, args, 4, "");
 }
 
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
