@@ -1076,15 +1076,22 @@ static V tan_reduced_f32(M *m, V r, V c, V q) {
  * the loop vectorizer sees the call), and their vector variants of 2 to
  * 4 trig_lanes lanes, which it calls instead (the attribute
  * "vector-function-abi-variant", LLVM's internal vector ABI).  Each
- * variant returns at once when no lane has |x| >= F_TRIG_SMALL; the
- * results of the other lanes are unused.  Only the variant of trig_lanes
- * lanes (the ISA's f32 register) holds the long path; narrower ones widen
- * their argument and call it, wider ones call the next narrower one on
- * each half, and the scalar function calls the narrowest: all of them
- * are joined by direct calls (so cpu/split.c keeps them in one part) and
- * kept alive for the vectorizer by llvm.compiler.used.  Names get
- * CgMath.suffix and the functions the ISA's target attributes (a
- * --target=x86-64 object builds one set per ISA level). */
+ * variant is only the test whether a lane has |x| >= F_TRIG_SMALL and,
+ * where one has (an unlikely branch), a call of its body (".body"), which
+ * computes the long path; it returns 0 otherwise, and the results of
+ * the lanes below are unused.  The variants are always inlined, by the
+ * second half of the -O2 pipeline (cpu/machine.c), after the loop
+ * vectorizer has called them: the vector loop tests and branches around
+ * the call instead of calling a function per vector and spilling its
+ * registers around it.  Only the body of trig_lanes lanes (the ISA's f32
+ * register) holds the long path; narrower bodies widen their argument
+ * and call it, wider ones call the next narrower variant on each half,
+ * and the scalar function (which keeps the test itself) the narrowest
+ * variant: all of them are joined by direct calls (so cpu/split.c keeps
+ * them in one part) and the variants kept alive for the vectorizer by
+ * llvm.compiler.used.  Names get CgMath.suffix and the functions the
+ * ISA's target attributes (a --target=x86-64 object builds one set per
+ * ISA level). */
 
 #define TRIG_MIN_LANES 2
 
@@ -1105,10 +1112,11 @@ static void compiler_used(M *m, V fn) {
   free(el);
 }
 
-static void long_name(const CgMath *cm, int tan, unsigned lanes, char *buf, size_t n) {
+/* body: the name of a variant's out-of-line part (long_fn). */
+static void long_name(const CgMath *cm, int tan, unsigned lanes, int body, char *buf, size_t n) {
   char l[16] = "";
   if (lanes) snprintf(l, sizeof l, ".v%u", lanes);
-  snprintf(buf, n, "tdsl.math.%s_long.f32%s%s", tan ? "tan" : "sincos", l,
+  snprintf(buf, n, "tdsl.math.%s_long.f32%s%s%s", tan ? "tan" : "sincos", l, body ? ".body" : "",
            cm->suffix ? cm->suffix : "");
 }
 
@@ -1140,7 +1148,7 @@ static V long_result(M *m, V x, int tan) {
   return LLVMBuildOr(m->b, lo, LLVMBuildShl(m->b, hi, KW(m, 64, 32), ""), "");
 }
 
-static V long_fn(M *m, int tan, unsigned lanes);
+static V long_fn(M *m, int tan, unsigned lanes, int body);
 
 /* Lanes i..i+n-1 of v (`have` lanes; n 0: lane i as a scalar), or v
  * widened to n lanes with zeros (defined values, which need no long
@@ -1161,34 +1169,53 @@ static V call_fn(M *m, V fn, V x) {
   return LLVMBuildCall2(m->b, LLVMGlobalGetValueType(fn), fn, &x, 1, "");
 }
 
-/* The body of the long function of `lanes` lanes (0: the scalar one). */
-static void long_body(M *m, V fn, int tan, unsigned lanes) {
+/* The body of the long function of `lanes` lanes (0: the scalar one;
+ * body: a variant's out-of-line part, which computes without the test). */
+static void long_body(M *m, V fn, int tan, unsigned lanes, int body) {
   const CgMath *cm = m->cm;
   LLVMBuilderRef b = LLVMCreateBuilderInContext(m->ctx);
   M s = f32_shape(m, lanes);
   s.b = b;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(m->ctx, fn, "entry");
-  LLVMBasicBlockRef lng = LLVMAppendBasicBlockInContext(m->ctx, fn, "long");
-  LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(m->ctx, fn, "none");
   LLVMPositionBuilderAtEnd(b, entry);
   V x = LLVMGetParam(fn, 0);
-  V big = cmp(&s, LLVMRealOGE, fabs_(&s, x), K(&s, F_TRIG_SMALL));
-  if (lanes) big = intr(&s, "llvm.vector.reduce.or", &big, 1);
-  LLVMBuildCondBr(b, big, lng, none);
-  LLVMPositionBuilderAtEnd(b, none);
-  LLVMBuildRet(b, LLVMConstNull(long_ret_t(&s, tan, lanes)));
-  LLVMPositionBuilderAtEnd(b, lng);
+  if (lanes && !body) { /* the variant: the test, the rest called (cold) */
+    LLVMBasicBlockRef lng = LLVMAppendBasicBlockInContext(m->ctx, fn, "long");
+    LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(m->ctx, fn, "none");
+    V big = cmp(&s, LLVMRealOGE, fabs_(&s, x), K(&s, F_TRIG_SMALL));
+    big = intr(&s, "llvm.vector.reduce.or", &big, 1);
+    V br = LLVMBuildCondBr(b, big, lng, none);
+    LLVMMetadataRef w[3] = {LLVMMDStringInContext2(m->ctx, "branch_weights", 14),
+                            LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(m->ctx), 1, 0)),
+                            LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(m->ctx), 1 << 20, 0))};
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(m->ctx, "prof", 4),
+                    LLVMMetadataAsValue(m->ctx, LLVMMDNodeInContext2(m->ctx, w, 3)));
+    LLVMPositionBuilderAtEnd(b, none);
+    LLVMBuildRet(b, LLVMConstNull(long_ret_t(&s, tan, lanes)));
+    LLVMPositionBuilderAtEnd(b, lng);
+    LLVMBuildRet(b, call_fn(&s, long_fn(m, tan, lanes, 1), x));
+    LLVMDisposeBuilder(b);
+    return;
+  }
+  if (!lanes) { /* the scalar function: returns at once below F_TRIG_SMALL */
+    LLVMBasicBlockRef lng = LLVMAppendBasicBlockInContext(m->ctx, fn, "long");
+    LLVMBasicBlockRef none = LLVMAppendBasicBlockInContext(m->ctx, fn, "none");
+    LLVMBuildCondBr(b, cmp(&s, LLVMRealOGE, fabs_(&s, x), K(&s, F_TRIG_SMALL)), lng, none);
+    LLVMPositionBuilderAtEnd(b, none);
+    LLVMBuildRet(b, LLVMConstNull(long_ret_t(&s, tan, lanes)));
+    LLVMPositionBuilderAtEnd(b, lng);
+  }
   unsigned core = cm->trig_lanes;
   V r;
   if (lanes == core) {
     r = long_result(&s, x, tan);
   } else if (lanes < core) { /* widen to the next variant (the scalar: the narrowest) */
     unsigned to = lanes ? lanes * 2 : TRIG_MIN_LANES;
-    V w = call_fn(&s, long_fn(m, tan, to), lanes_of(&s, x, lanes, 0, to));
+    V w = call_fn(&s, long_fn(m, tan, to, lanes != 0), lanes_of(&s, x, lanes, 0, to));
     r = lanes_of(&s, w, to, 0, lanes);
-  } else { /* each half through the next narrower variant */
+  } else { /* each half through the next narrower variant (its test skips a half without) */
     unsigned h = lanes / 2;
-    V f = long_fn(m, tan, h);
+    V f = long_fn(m, tan, h, 0);
     V lo = call_fn(&s, f, lanes_of(&s, x, lanes, 0, h));
     V hi = call_fn(&s, f, lanes_of(&s, x, lanes, h, h));
     V idx[64];
@@ -1201,11 +1228,15 @@ static void long_body(M *m, V fn, int tan, unsigned lanes) {
 }
 
 /* The long function of `lanes` lanes (0: the scalar one with the
- * variants' mapping), created with its body at the first use. */
-static V long_fn(M *m, int tan, unsigned lanes) {
+ * variants' mapping; body: a variant's out-of-line part), created with
+ * its body at the first use.  A variant is its test, always inlined (by
+ * the -O2 pipeline's second half, after the loop vectorizer has called
+ * it), and a call of its body where a lane needs the long path: the loop
+ * then branches around the call instead of making it for every vector. */
+static V long_fn(M *m, int tan, unsigned lanes, int body) {
   const CgMath *cm = m->cm;
   char name[96];
-  long_name(cm, tan, lanes, name, sizeof name);
+  long_name(cm, tan, lanes, body, name, sizeof name);
   V fn = LLVMGetNamedFunction(m->mod, name);
   if (fn) return fn;
   LLVMTypeRef xt = LLVMFloatTypeInContext(m->ctx);
@@ -1213,20 +1244,22 @@ static V long_fn(M *m, int tan, unsigned lanes) {
   fn = LLVMAddFunction(m->mod, name, LLVMFunctionType(long_ret_t(m, tan, lanes), &xt, 1, 0));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   static const char *const attrs[] = {"noinline", "nounwind", "willreturn", "memory"};
-  for (int i = 0; i < 4; i++) cg_add_attr(m->ctx, fn, LLVMAttributeFunctionIndex, attrs[i]); /* memory 0: memory(none) */
+  int inl = lanes && !body;
+  if (inl) cg_add_attr(m->ctx, fn, LLVMAttributeFunctionIndex, "alwaysinline");
+  for (int i = inl; i < 4; i++) cg_add_attr(m->ctx, fn, LLVMAttributeFunctionIndex, attrs[i]); /* memory 0: memory(none) */
   if (cm->cpu) cg_add_str_attr(m->ctx, fn, "target-cpu", cm->cpu);
   if (cm->features) cg_add_str_attr(m->ctx, fn, "target-features", cm->features);
   if (!lanes) { /* the mapping to the variants, which exist before it is used */
     char map[1024] = "", vn[96];
     for (unsigned l = TRIG_MIN_LANES; l <= 4 * cm->trig_lanes && l <= 64; l *= 2) {
-      compiler_used(m, long_fn(m, tan, l));
-      long_name(cm, tan, l, vn, sizeof vn);
+      compiler_used(m, long_fn(m, tan, l, 0));
+      long_name(cm, tan, l, 0, vn, sizeof vn);
       size_t k = strlen(map);
       snprintf(map + k, sizeof map - k, "%s_ZGV_LLVM_N%uv_%s(%s)", k ? "," : "", l, name, vn);
     }
     cg_add_str_attr(m->ctx, fn, "vector-function-abi-variant", map);
   }
-  long_body(m, fn, tan, lanes);
+  long_body(m, fn, tan, lanes, body);
   return fn;
 }
 
@@ -1237,7 +1270,7 @@ static V long_call(M *m, V x, int tan) {
   unsigned l = m->lanes;
   if (l && (l < TRIG_MIN_LANES || l > 4 * m->cm->trig_lanes || l > 64 || (l & (l - 1))))
     return NULL;
-  return call_fn(m, long_fn(m, tan, l), x);
+  return call_fn(m, long_fn(m, tan, l, 0), x);
 }
 
 /* which: 0 sin, 1 cos, 2 tan. */

@@ -69,10 +69,10 @@ void cpu_odometer_step(Cg *c, const VLoops *vl, LLVMValueRef *idx, int p);
  * form the flattened index. */
 void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
                          LLVMValueRef lo, LLVMValueRef hi, int p);
-/* The innermost loop of elementwise nest n, variable var over [0, ub),
+/* The innermost loop of elementwise nest n, variable var over [lo, ub),
  * with non-temporal stores when `stream` (an i1) holds. */
-void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef ub,
-                              LLVMValueRef stream);
+void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef lo,
+                              LLVMValueRef ub, LLVMValueRef stream);
 /* Whether row group g's last nest streams its stores (an i1 computed at
  * the builder's position, once per call); NULL: never. */
 LLVMValueRef cpu_group_stream(Cg *c, const LfNest *g);

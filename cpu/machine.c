@@ -98,12 +98,14 @@ static const char o2_passes[] =
     "loop-distribute,inject-tli-mappings,loop-vectorize)";
 
 /* The rest of o2_passes, run after the loop vectorizer's remainders are
- * marked (keep_remainders_rolled): the module analyses the first half
+ * marked (keep_remainders_rolled): the always-inline functions the
+ * vectorizer called (the math layer's vector variants, codegen/math.c,
+ * which no call named before it), the module analyses the first half
  * left cached, computed again, then the function passes from where the
  * first half stopped (the same code: the objects of bench/ and
  * examples/ were byte for byte those of the one pipeline). */
 static const char o2_rest_passes[] =
-    "require<globals-aa>,require<profile-summary>,function<eager-inv>("
+    "always-inline,require<globals-aa>,require<profile-summary>,function<eager-inv>("
     "infer-alignment,loop-load-elim,"
     "simplifycfg<forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
     "hoist-common-insts;sink-common-insts>,"

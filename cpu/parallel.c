@@ -125,7 +125,7 @@ static void emit_group_member(Cg *c, NestCtx *x, int s, LLVMValueRef stream) {
   int open = stream ? n->rank - 1 : n->rank;
   for (int l = s; l < open; l++) x->iv[l] = cg_open_loop(c, x->ub[l]);
   if (stream) {
-    cpu_emit_inner_streaming(c, n, x, open, x->ub[open], stream);
+    cpu_emit_inner_streaming(c, n, x, open, i64c(c, 0), x->ub[open], stream);
   } else {
     LLVMValueRef v = n->reduce == OP_COUNT ? cg_eval(c, x, n->value) : cpu_emit_reduce(c, x);
     cg_store_el(c, v, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);

@@ -100,9 +100,12 @@ static bool reads_buffer(const LfExpr *e, int buf) {
 }
 
 /* Whether n's innermost loop (virtual loop nopen - 1 of vl, p of them
- * parallel) may stream. */
+ * parallel) may stream: a loop inside the parallel ones, or the one
+ * parallel loop itself (a nest flattened to one loop, whose chunk of the
+ * parallel range streams). */
 static bool stream_eligible(const LfNest *n, const VLoops *vl, int p, int nopen) {
-  if (p >= nopen || nopen != vl->nouter || vl->tile_var >= 0 || n->reduce != OP_COUNT ||
+  if (p > nopen || (p == nopen && p != 1) || nopen != vl->nouter || vl->tile_var >= 0 ||
+      n->reduce != OP_COUNT ||
       lf_is_scan(n) || n->store.rt_strides || n->store.lin_rank || n->store.ndyn)
     return false;
   int var = vl->var[nopen - 1];
@@ -148,13 +151,13 @@ static void emit_inner_plain(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMVa
   cg_close_loop(c);
 }
 
-/* The innermost loop of elementwise nest n, variable var over [0, ub):
+/* The innermost loop of elementwise nest n, variable var over [lo, ub):
  * when `stream` (i1), plain up to the output's first 32-byte boundary,
  * then chunks of STREAM_CHUNK values computed into a stack buffer and
  * copied out with aligned non-temporal vector stores, the rest plain;
  * else plain throughout. */
-void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef ub,
-                              LLVMValueRef stream) {
+void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMValueRef lo,
+                              LLVMValueRef ub, LLVMValueRef stream) {
   LLVMBasicBlockRef yes = block(c, "stream"), no = block(c, "plain"), join = block(c, "joined");
   LLVMBuildCondBr(c->b, stream, yes, no);
   LLVMPositionBuilderAtEnd(c->b, yes);
@@ -165,13 +168,15 @@ void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMV
   LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType(et, chunk), NULL);
   LLVMSetAlignment(buf, STREAM_VEC_BYTES);
   /* the head: elements before the first 32-byte boundary of the output */
-  x->iv[var] = i64c(c, 0);
+  x->iv[var] = lo;
   LLVMValueRef addr = LLVMBuildPtrToInt(c->b, cg_address(c, x, &n->store, n->dtype, n->rank),
                                         c->i64, "");
   LLVMValueRef mis = LLVMBuildAnd(c->b, LLVMBuildSub(c->b, i64c(c, 0), addr, ""),
                                   i64c(c, STREAM_VEC_BYTES - 1), "");
-  LLVMValueRef head = cg_smin(c, LLVMBuildUDiv(c->b, mis, i64c(c, es), ""), ub, false);
-  emit_inner_plain(c, n, x, var, i64c(c, 0), head);
+  LLVMValueRef head = LLVMBuildAdd(
+      c->b, lo, cg_smin(c, LLVMBuildUDiv(c->b, mis, i64c(c, es), ""), LLVMBuildSub(c->b, ub, lo, ""), false),
+      "");
+  emit_inner_plain(c, n, x, var, lo, head);
   /* whole chunks, each starting at a 32-byte boundary */
   LLVMValueRef ch = i64c(c, chunk);
   LLVMValueRef nch = LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, ub, head, ""), ch, "");
@@ -199,7 +204,7 @@ void cpu_emit_inner_streaming(Cg *c, const LfNest *n, NestCtx *x, int var, LLVMV
                    ub);
   LLVMBuildBr(c->b, join);
   LLVMPositionBuilderAtEnd(c->b, no);
-  emit_inner_plain(c, n, x, var, i64c(c, 0), ub);
+  emit_inner_plain(c, n, x, var, lo, ub);
   LLVMBuildBr(c->b, join);
   LLVMPositionBuilderAtEnd(c->b, join);
 }
@@ -219,6 +224,11 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
   LLVMValueRef stream = NULL; /* decided once per call, before the loops */
   if (blocks) stream = cpu_transpose_stream(c, n);
   else if (!cols && stream_eligible(n, vl, p, vl->nouter)) stream = stream_wanted(c, n, vl);
+  if (stream && !blocks && p == vl->nouter) { /* one loop, the parallel one: it streams */
+    cpu_emit_inner_streaming(c, n, x, vl->var[0], lo, hi, stream);
+    cg_intrinsic(c, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
+    return;
+  }
   if (p == 1) {
     LLVMValueRef iv = cg_open_loop_from(c, lo, hi);
     if (vl->var[0] == VL_BLOCK) blk = iv;
@@ -256,7 +266,7 @@ void cpu_emit_nest_range(Cg *c, const LfNest *n, NestCtx *x, const VLoops *vl,
   } else if (cols) {
     cpu_emit_scan_columns(c, x, vl->var[vl->nouter - 1], i64c(c, 0), vl->ub[vl->nouter - 1]);
   } else if (stream) {
-    cpu_emit_inner_streaming(c, n, x, vl->var[nopen], vl->ub[nopen], stream);
+    cpu_emit_inner_streaming(c, n, x, vl->var[nopen], i64c(c, 0), vl->ub[nopen], stream);
   } else if (lf_is_scan(n)) {
     cpu_emit_scan(c, x);
   } else {

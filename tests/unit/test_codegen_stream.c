@@ -7,7 +7,8 @@
  * same at 1, 2 and 3 threads, and are bitwise the results of the same
  * kernels with streaming off (TDSL_STREAM_MIN_BYTES huge).  The same for
  * the last nest of a row group (cpu_group_stream: layer_norm's result, a
- * hand-written RMSNorm's), and softmax's group, which does not stream.
+ * hand-written RMSNorm's), and softmax's group, which does not stream;
+ * and for a nest flattened to its one parallel loop, each thread's chunk.
  * Needs: codegen_util.h (tdslc, a C compiler, the runtime sources). */
 #include "codegen_util.h"
 
@@ -116,6 +117,39 @@ START_TEST(streamed_equals_plain) {
 }
 END_TEST
 
+/* A nest flattened to its one parallel loop streams each thread's chunk
+ * of that loop (cpu_emit_nest_range): chunks that start anywhere in an
+ * output line, with the math layer's sin and cos (whose long reduction
+ * is branched around, codegen/math.c) in the chunk loop. */
+static const char flat[] =
+    "kernel rope(x: f32[M, K], y: f32[M, K], t: f32[M, K]) -> f32[M, K] {\n"
+    "  return x * t.cos() + y * t.sin()\n"
+    "}\n";
+
+START_TEST(flat_nest_streams) {
+  ck_assert_int_ge(asm_count(flat, "", "movnt"), 1);
+  Lib S, P;
+  build_stream_pair(&S, &P, flat, "rope");
+  const int64_t shapes[][2] = {{1, 5}, {3, 37}, {7, 20011}, {4, 65537}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+    for (int64_t off = 0; off < 3; off += 2) {
+      Ten in[3], o1, o2;
+      for (int k = 0; k < 3; k++) ten(&in[k], DT_F32, 2, shapes[i], NULL, 0, false);
+      float *t = in[2].store; /* some angles past the short reduction's 6144 */
+      for (int64_t e = 0; e < shapes[i][0] * shapes[i][1]; e += 97) t[e] = 1e5f + (float)e;
+      out_at(&o1, DT_F32, 2, shapes[i], off);
+      out_at(&o2, DT_F32, 2, shapes[i], off);
+      threads_and_reference(&S, "rope", in, 3, &o1, 1, false);
+      call_ok(&P, "rope", in, 3, &o2, 1);
+      ck_assert(same_bytes(&o1, &o2));
+      for (int k = 0; k < 3; k++) ten_free(&in[k]);
+      ten_free(&o1), ten_free(&o2);
+    }
+  unbuild_pool(&S);
+  unbuild_pool(&P);
+}
+END_TEST
+
 START_TEST(threshold_from_the_cache) {
   /* Without the variable: half the last-level cache sysfs gives, or
    * never (INT64_MAX) where it gives none. */
@@ -189,6 +223,7 @@ static Suite *stream_suite(void) {
   tcase_add_test(tc, streamed_equals_interpreter);
   tcase_add_test(tc, streamed_equals_plain);
   tcase_add_test(tc, row_groups_stream);
+  tcase_add_test(tc, flat_nest_streams);
   tcase_add_test(tc, threshold_from_the_cache);
   suite_add_tcase(s, tc);
   return s;

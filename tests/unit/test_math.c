@@ -645,7 +645,8 @@ static void no_libm_calls(const char *opt) {
                         !strncmp(at, "@llvm.smin", 10) || !strncmp(at, "@llvm.smax", 10) ||
                         !strncmp(at, "@llvm.umin", 10) || !strncmp(at, "@llvm.umax", 10) ||
                         !strncmp(at, "@llvm.fshl", 10) || !strncmp(at, "@llvm.fshr", 10) ||
-                        !strncmp(at, "@llvm.vector.reduce", 19) ||
+                        !strncmp(at, "@llvm.vector.reduce", 19) || !strncmp(at, "@llvm.lifetime", 14) ||
+                        !strncmp(at, "@llvm.x86.sse.sfence", 20) ||
                         !strncmp(at, "@tdsl", 5),
                     "%s: a call that needs a math library: %.60s", opt, at);
     }
