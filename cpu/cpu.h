@@ -197,6 +197,10 @@ bool cpu_is_light(LLVMValueRef fn);
  * loop (machine.c cold_codegen). */
 void cpu_mark_cold(LLVMValueRef fn);
 bool cpu_is_cold(LLVMValueRef fn);
+/* Whether fn is marked cold and has no loop: what machine.c's
+ * cold_codegen generates at LLVM's lowest level after the pass pipeline
+ * (cpu_split_module weighs such a function's instructions less). */
+bool cpu_is_cold_acyclic(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);
 /* Part `part` of a split module, read into ctx (any thread); it refers

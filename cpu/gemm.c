@@ -333,6 +333,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
+  LLVMValueRef pack_a; /* block_body's, through X_PACKA */
   LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
@@ -423,6 +424,23 @@ static LLVMValueRef emit_run(G *g, Run *r) {
   return f;
 }
 
+/* The module's helper function `what` under key, or NULL. */
+static LLVMValueRef named(G *g, const char *key, const char *what) {
+  char name[80];
+  snprintf(name, sizeof name, "tdsl.gemm.%s.%s", key, what);
+  return LLVMGetNamedFunction(g->mod, name);
+}
+
+/* Emits operand which's packing (gemm_emit_pack) named under key. */
+static LLVMValueRef emit_pack_as(G *g, const char *key, int which) {
+  char own[sizeof g->key]; /* gemm_new_fn names functions by g->key */
+  memcpy(own, g->key, sizeof own);
+  memmove(g->key, key, sizeof own);
+  LLVMValueRef f = gemm_emit_pack(g, which);
+  memcpy(g->key, own, sizeof own);
+  return f;
+}
+
 /* Emits the helper functions (or finds the module's copy), then restores
  * the caller's builder. */
 static Run make_fns(G *g, const GemmEmit *e) {
@@ -430,8 +448,15 @@ static Run make_fns(G *g, const GemmEmit *e) {
   char name[80];
   gemm_lowp_choose(g);
   make_key(g);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
-  r.block_body = LLVMGetNamedFunction(g->mod, name);
+  /* block_body and the plain pack_a do not depend on the epilogue or
+   * A's prologue (block_body calls pack_a through X_PACKA and the hook
+   * through X_EPIFN, which run_gemm sets): configurations that differ
+   * only in those share them under the body key (mlp's two matmuls: one
+   * block_body) */
+  char body[sizeof g->key];
+  snprintf(body, sizeof body, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd, (int)g->od,
+           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits,
+           g->pb ? ".pro" : "", gemm_lowp_key(g));
   /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
    * read from memory depends on B's side only (its dtype, kind, the
    * vector width): configurations that differ in A, the epilogue or the
@@ -441,25 +466,31 @@ static Run make_fns(G *g, const GemmEmit *e) {
       !g->cscr)
     snprintf(bkey, sizeof bkey, "%d%d%d.v%d.b", (int)g->bd, (int)g->od, (int)g->kb, g->vec_bits);
   const char *pkey = *bkey ? bkey : g->key;
-  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", pkey);
-  r.pack_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_b", pkey);
-  LLVMValueRef pb = *bkey ? LLVMGetNamedFunction(g->mod, name) : NULL;
+  r.pack_body = named(g, pkey, "packb_body");
+  LLVMValueRef pb = *bkey ? named(g, pkey, "pack_b") : NULL;
   snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
-  if (!r.block_body || !r.pack_body || !pb || g->pa || g->pb) { /* prologues: the kernel's own */
-    LLVMValueRef pa = gemm_emit_pack(g, 0);
-    if (!pb || !r.pack_body) {
-      char key[sizeof g->key]; /* gemm_new_fn names them by g->key */
-      memcpy(key, g->key, sizeof key);
-      if (*bkey) memcpy(g->key, bkey, sizeof key);
-      pb = gemm_emit_pack(g, 1);
-      r.pack_body = gemm_emit_packb_body(g, pb);
-      memcpy(g->key, key, sizeof key);
-    }
-    r.block_body = gemm_emit_block_body(g, pa, pb);
+  bool bfresh = !pb || !r.pack_body; /* B's prologue, or B's packing not shared */
+  if (bfresh) {
+    pb = emit_pack_as(g, pkey, 1);
+    char own[sizeof g->key];
+    memcpy(own, g->key, sizeof own);
+    memmove(g->key, pkey, sizeof own);
+    r.pack_body = gemm_emit_packb_body(g, pb);
+    memcpy(g->key, own, sizeof own);
   }
-  bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
+  /* A's prologue: the kernel's own pack_a */
+  r.pack_a = g->pa ? NULL : named(g, body, "pack_a");
+  if (!r.pack_a) r.pack_a = emit_pack_as(g, g->pa ? g->key : body, 0);
+  r.block_body = bfresh ? NULL : named(g, body, "block_body");
+  if (!r.block_body) { /* calls its pack_b: as fresh as that */
+    char own[sizeof g->key];
+    memcpy(own, g->key, sizeof own);
+    memcpy(g->key, body, sizeof own);
+    r.block_body = gemm_emit_block_body(g, pb);
+    memcpy(g->key, own, sizeof own);
+  }
+  bool fresh = bfresh || g->pa || g->pb;
   /* the small path: S's packing and a function per form this product
    * can take (the others stay NULL in X_SFORM), each emitted once per
    * configuration and module */
@@ -568,6 +599,8 @@ static void run_gemm(G *g, Run *r) {
   par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
+  set(g, cx, X_PACKA, r->pack_a);
+  if (!g->epi) set(g, cx, X_EPIFN, LLVMConstNull(g->ptr)); /* block_body: no hook */
   par_for(g, mul(g, nrb, nch), r->block_body, cx);
   gemm_loop_close(g, &lp);
   gemm_loop_close(g, &lj);
