@@ -266,22 +266,23 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   LLVMValueRef base = getp(g, cx, X_B), si = get(g, cx, X_BI);
   LLVMValueRef src0 = add(g, add(g, get(g, cx, X_BOFF), get(g, cx, X_PC)), mul(g, i0, si));
   LLVMTypeRef st = gemm_storage(g, g->bd), sv = vec_of(st, n);
-  GLoop lp;
+  GLoop lp, lv;
   LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
-  for (int v = 0; v < g->nv; v++) {
-    LLVMValueRef r[64];
-    for (int i = 0; i < n; i++) {
-      LLVMValueRef at = add(g, add(g, src0, p), mul(g, k64(g, v * n + i), si));
-      r[i] = LLVMBuildLoad2(g->b, sv, gep(g, st, base, at), "");
-      LLVMSetAlignment(r[i], (unsigned)dtype_size(g->bd));
-      r[i] = vconv(g, r[i], g->bd);
-    }
-    gemm_transpose(g, r, n);
-    for (int j = 0; j < n; j++) {
-      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->nr)), k64(g, v * n)));
-      LLVMSetAlignment(LLVMBuildStore(g->b, r[j], d), (unsigned)(n * dtype_size(g->cd)));
-    }
+  /* the panel's NV blocks in a loop: one transpose for LLVM to compile */
+  LLVMValueRef v = gemm_loop_open(g, &lv, k64(g, 0), k64(g, g->nv * n), k64(g, n));
+  LLVMValueRef r[64];
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef at = add(g, add(g, src0, p), mul(g, add(g, v, k64(g, i)), si));
+    r[i] = LLVMBuildLoad2(g->b, sv, gep(g, st, base, at), "");
+    LLVMSetAlignment(r[i], (unsigned)dtype_size(g->bd));
+    r[i] = vconv(g, r[i], g->bd);
   }
+  gemm_transpose(g, r, n);
+  for (int j = 0; j < n; j++) {
+    LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->nr)), v));
+    LLVMSetAlignment(LLVMBuildStore(g->b, r[j], d), (unsigned)(n * dtype_size(g->cd)));
+  }
+  gemm_loop_close(g, &lv);
   gemm_loop_close(g, &lp);
   return pend;
 }
