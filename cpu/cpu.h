@@ -170,7 +170,8 @@ void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv)
 
 /* One part of a split module: its pipeline (light: every function in it
  * marked cpu_mark_light) and its estimated compile cost (instructions,
- * a light one weighing less), for ordering the parts on threads. */
+ * a light one weighing less, a cold entry without loops less still),
+ * for ordering the parts on threads. */
 typedef struct CpuPart {
   bool light;
   long cost;

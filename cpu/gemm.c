@@ -38,13 +38,17 @@
  * Epilogues (gemm.h GemmEmit.epi_fn): after the j and i loops of a row
  * block and column chunk, in the last K block (X_LAST), block_body calls
  * the kernel's hook on that block of C through a function pointer in the
- * context, so the helper functions stay shared per configuration (the
- * key says ".epi") while the epilogue is the kernel's own.
+ * context (X_EPIFN; NULL: none), so the helper functions stay shared per
+ * configuration (the driver's key says ".epi") while the epilogue is the
+ * kernel's own.
  * Prologues (gemm.h GemmPrologue): an operand with one is packed by
  * emit_pack_pro, which inlines the caller's expression per element; its
  * helper functions are then the kernel's own (key ".pro", always
- * emitted afresh: LLVM makes the names unique).
- *
+ * emitted afresh: LLVM makes the names unique), except block_body when
+ * the prologue is A's: block_body packs A through X_PACKA (the
+ * configuration's pack_a or the kernel's), so one block_body serves the
+ * products that differ only in the epilogue or A's prologue (make_fns'
+ * body key; mlp's x @ w1.T and gelu(h) @ w2.T + b2).
  * Packing memory (packed B and one packed-A buffer per thread) is the
  * caller's, allocated at the kernel's entry (cg_*_pool_bytes), so a GEMM
  * that has started does not fail.

@@ -6,7 +6,8 @@
  * driver) get parts of their own, which go through the light pipeline
  * (machine.c), and a full function's direct call of a light one may
  * cross parts (it is not inlined then); parts are balanced by
- * instruction count.  A function that one part defines and another only takes the
+ * instruction count (a light function's weighing less, a cold entry's
+ * without loops less still: LIGHT_WEIGHT, COLD_WEIGHT).  A function that one part defines and another only takes the
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
  * The module is written as bitcode once; each part reads it lazily into
