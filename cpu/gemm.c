@@ -45,10 +45,11 @@
  * emit_pack_pro, which inlines the caller's expression per element; its
  * helper functions are then the kernel's own (key ".pro", always
  * emitted afresh: LLVM makes the names unique), except block_body when
- * the prologue is A's: block_body packs A through X_PACKA (the
- * configuration's pack_a or the kernel's), so one block_body serves the
- * products that differ only in the epilogue or A's prologue (make_fns'
- * body key; mlp's x @ w1.T and gelu(h) @ w2.T + b2).
+ * the prologue is A's: block_body packs A through X_PACKA (the kernel's
+ * pack_a, or the configuration's), or with the configuration's pack_a
+ * inlined when X_PACKA is NULL, so one block_body serves the products
+ * that differ only in the epilogue or A's prologue (make_fns' body key;
+ * mlp's x @ w1.T and gelu(h) @ w2.T + b2).
  * Packing memory (packed B and one packed-A buffer per thread) is the
  * caller's, allocated at the kernel's entry (cg_*_pool_bytes), so a GEMM
  * that has started does not fail.
@@ -337,7 +338,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
-  LLVMValueRef pack_a; /* block_body's, through X_PACKA */
+  LLVMValueRef pack_a; /* X_PACKA: block_body's pack_a, NULL for its own */
   LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
@@ -445,6 +446,10 @@ static LLVMValueRef emit_pack_as(G *g, const char *key, int which) {
   return f;
 }
 
+/* The string attribute of a block_body that packs A itself (inlines the
+ * configuration's pack_a) when X_PACKA is NULL. */
+static const char own_pack_a[] = "tdsl-own-pack-a";
+
 /* Emits the helper functions (or finds the module's copy), then restores
  * the caller's builder. */
 static Run make_fns(G *g, const GemmEmit *e) {
@@ -453,10 +458,10 @@ static Run make_fns(G *g, const GemmEmit *e) {
   gemm_lowp_choose(g);
   make_key(g);
   /* block_body and the plain pack_a do not depend on the epilogue or
-   * A's prologue (block_body calls pack_a through X_PACKA and the hook
-   * through X_EPIFN, which run_gemm sets): configurations that differ
-   * only in those share them under the body key (mlp's two matmuls: one
-   * block_body) */
+   * A's prologue (block_body packs A itself or through X_PACKA, and
+   * calls the hook through X_EPIFN, which run_gemm sets): configurations
+   * that differ only in those share them under the body key (mlp's two
+   * matmuls: one block_body) */
   char body[sizeof g->key];
   snprintf(body, sizeof body, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd, (int)g->od,
            (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits,
@@ -483,17 +488,28 @@ static Run make_fns(G *g, const GemmEmit *e) {
     r.pack_body = gemm_emit_packb_body(g, pb);
     memcpy(g->key, own, sizeof own);
   }
-  /* A's prologue: the kernel's own pack_a */
-  r.pack_a = g->pa ? NULL : named(g, body, "pack_a");
-  if (!r.pack_a) r.pack_a = emit_pack_as(g, g->pa ? g->key : body, 0);
   r.block_body = bfresh ? NULL : named(g, body, "block_body");
   if (!r.block_body) { /* calls its pack_b: as fresh as that */
+    /* emitted for a product without A's prologue, it calls (inlines) the
+     * configuration's pack_a when X_PACKA is NULL */
+    LLVMValueRef plain = g->pa ? NULL : emit_pack_as(g, body, 0);
     char own[sizeof g->key];
     memcpy(own, g->key, sizeof own);
     memcpy(g->key, body, sizeof own);
-    r.block_body = gemm_emit_block_body(g, pb);
+    r.block_body = gemm_emit_block_body(g, plain, pb);
     memcpy(g->key, own, sizeof own);
+    if (plain) cg_add_str_attr(g->ctx, r.block_body, own_pack_a, "");
   }
+  /* X_PACKA: NULL for the block body's own pack_a; A's prologue: the
+   * kernel's own; else the configuration's, when the block body was
+   * emitted for a product with A's prologue */
+  if (g->pa)
+    r.pack_a = emit_pack_as(g, g->key, 0);
+  else if (LLVMGetStringAttributeAtIndex(r.block_body, LLVMAttributeFunctionIndex, own_pack_a,
+                                         sizeof own_pack_a - 1))
+    r.pack_a = NULL;
+  else if (!(r.pack_a = named(g, body, "pack_a")))
+    r.pack_a = emit_pack_as(g, body, 0);
   bool fresh = bfresh || g->pa || g->pb;
   /* the small path: S's packing and a function per form this product
    * can take (the others stay NULL in X_SFORM), each emitted once per
@@ -603,7 +619,7 @@ static void run_gemm(G *g, Run *r) {
   par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
-  set(g, cx, X_PACKA, r->pack_a);
+  set(g, cx, X_PACKA, r->pack_a ? r->pack_a : LLVMConstNull(g->ptr));
   if (!g->epi) set(g, cx, X_EPIFN, LLVMConstNull(g->ptr)); /* block_body: no hook */
   par_for(g, mul(g, nrb, nch), r->block_body, cx);
   gemm_loop_close(g, &lp);

@@ -267,9 +267,10 @@ void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 
 /* block_body; pack_b (gemm_emit_pack's) packs B panels when X_BFUSE; A's
- * panels through X_PACKA, finished blocks through the hook at X_EPIFN
- * when it is not NULL. */
-LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_b);
+ * panels through X_PACKA, or pack_a (a direct call; none if NULL) when
+ * X_PACKA is NULL; finished blocks through the hook at X_EPIFN when it
+ * is not NULL. */
+LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b);
 
 /* ---- gemm_small.c ------------------------------------------------------ */
 

@@ -254,10 +254,11 @@ static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j)
 
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A blocks are packed into the call's packed-A buffer
- * (take_apack) by the pack_a at X_PACKA (the configuration's, or a
- * prologue's: one block_body serves both); a failed fallback allocation
- * sets X_ERR. */
-LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_b) {
+ * (take_apack) by the pack_a at X_PACKA (a prologue's, or the
+ * configuration's), or by pack_a, inlined, when X_PACKA is NULL: one
+ * block_body serves products with and without A's prologue; a failed
+ * fallback allocation sets X_ERR. */
+LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "block_body", ps, 3);
   LLVMValueRef cx = LLVMGetParam(f, 0);
@@ -282,8 +283,21 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_b) {
   LLVMValueRef r = gemm_loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, pk)), add(g, i0, r),
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
+  LLVMValueRef pf = getp(g, cx, X_PACKA);
   LLVMTypeRef pts[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
-  LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, pts, 5, 0), getp(g, cx, X_PACKA), pa, 5, "");
+  if (pack_a) { /* X_PACKA NULL: pack_a, inlined (the product it was made for) */
+    LLVMBasicBlockRef own_a = blk(g, "pack_own"), other_a = blk(g, "pack_other"), packed = blk(g, "packed_a");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, pf, ""), own_a, other_a);
+    LLVMPositionBuilderAtEnd(g->b, own_a);
+    call(g, pack_a, pa, 5);
+    LLVMBuildBr(g->b, packed);
+    LLVMPositionBuilderAtEnd(g->b, other_a);
+    LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, pts, 5, 0), pf, pa, 5, "");
+    LLVMBuildBr(g->b, packed);
+    LLVMPositionBuilderAtEnd(g->b, packed);
+  } else {
+    LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, pts, 5, 0), pf, pa, 5, "");
+  }
   gemm_loop_close(g, &lpa);
   /* the panels in groups of X_BGRP; work_split's fused B packing packs
    * each group just before its micro-kernels into the chunk's first
