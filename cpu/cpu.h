@@ -170,7 +170,8 @@ void cpu_isa_emit_entry(Cg *c, const IrKernel *k, const CgIsa *const *v, int nv)
 
 /* One part of a split module: its pipeline (light: every function in it
  * marked cpu_mark_light) and its estimated compile cost (instructions,
- * a light one weighing less), for ordering the parts on threads. */
+ * a light one weighing less, a cold entry without loops less still),
+ * for ordering the parts on threads. */
 typedef struct CpuPart {
   bool light;
   long cost;
@@ -197,6 +198,10 @@ bool cpu_is_light(LLVMValueRef fn);
  * loop (machine.c cold_codegen). */
 void cpu_mark_cold(LLVMValueRef fn);
 bool cpu_is_cold(LLVMValueRef fn);
+/* Whether fn is marked cold and has no loop: what machine.c's
+ * cold_codegen generates at LLVM's lowest level after the pass pipeline
+ * (cpu_split_module weighs such a function's instructions less). */
+bool cpu_is_cold_acyclic(LLVMValueRef fn);
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner, LLVMMemoryBufferRef *bc, CpuPart *parts);
 /* Part `part` of a split module, read into ctx (any thread); it refers

@@ -38,13 +38,18 @@
  * Epilogues (gemm.h GemmEmit.epi_fn): after the j and i loops of a row
  * block and column chunk, in the last K block (X_LAST), block_body calls
  * the kernel's hook on that block of C through a function pointer in the
- * context, so the helper functions stay shared per configuration (the
- * key says ".epi") while the epilogue is the kernel's own.
+ * context (X_EPIFN; NULL: none), so the helper functions stay shared per
+ * configuration (the driver's key says ".epi") while the epilogue is the
+ * kernel's own.
  * Prologues (gemm.h GemmPrologue): an operand with one is packed by
  * emit_pack_pro, which inlines the caller's expression per element; its
  * helper functions are then the kernel's own (key ".pro", always
- * emitted afresh: LLVM makes the names unique).
- *
+ * emitted afresh: LLVM makes the names unique), except block_body when
+ * the prologue is A's: block_body packs A through X_PACKA (the kernel's
+ * pack_a, or the configuration's), or with the configuration's pack_a
+ * inlined when X_PACKA is NULL, so one block_body serves the products
+ * that differ only in the epilogue or A's prologue (make_fns' body key;
+ * mlp's x @ w1.T and gelu(h) @ w2.T + b2).
  * Packing memory (packed B and one packed-A buffer per thread) is the
  * caller's, allocated at the kernel's entry (cg_*_pool_bytes), so a GEMM
  * that has started does not fail.
@@ -333,6 +338,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
+  LLVMValueRef pack_a; /* X_PACKA: block_body's pack_a, NULL for its own */
   LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
@@ -423,6 +429,27 @@ static LLVMValueRef emit_run(G *g, Run *r) {
   return f;
 }
 
+/* The module's helper function `what` under key, or NULL. */
+static LLVMValueRef named(G *g, const char *key, const char *what) {
+  char name[80];
+  snprintf(name, sizeof name, "tdsl.gemm.%s.%s", key, what);
+  return LLVMGetNamedFunction(g->mod, name);
+}
+
+/* Emits operand which's packing (gemm_emit_pack) named under key. */
+static LLVMValueRef emit_pack_as(G *g, const char *key, int which) {
+  char own[sizeof g->key]; /* gemm_new_fn names functions by g->key */
+  memcpy(own, g->key, sizeof own);
+  memmove(g->key, key, sizeof own);
+  LLVMValueRef f = gemm_emit_pack(g, which);
+  memcpy(g->key, own, sizeof own);
+  return f;
+}
+
+/* The string attribute of a block_body that packs A itself (inlines the
+ * configuration's pack_a) when X_PACKA is NULL. */
+static const char own_pack_a[] = "tdsl-own-pack-a";
+
 /* Emits the helper functions (or finds the module's copy), then restores
  * the caller's builder. */
 static Run make_fns(G *g, const GemmEmit *e) {
@@ -430,8 +457,15 @@ static Run make_fns(G *g, const GemmEmit *e) {
   char name[80];
   gemm_lowp_choose(g);
   make_key(g);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.block_body", g->key);
-  r.block_body = LLVMGetNamedFunction(g->mod, name);
+  /* block_body and the plain pack_a do not depend on the epilogue or
+   * A's prologue (block_body packs A itself or through X_PACKA, and
+   * calls the hook through X_EPIFN, which run_gemm sets): configurations
+   * that differ only in those share them under the body key (mlp's two
+   * matmuls: one block_body) */
+  char body[sizeof g->key];
+  snprintf(body, sizeof body, "%d%d%d%d%d%d%d%d.v%d%s%s", (int)g->ad, (int)g->bd, (int)g->od,
+           (int)g->sd, (int)g->ka, (int)g->kb, (int)g->bias, (int)g->bias_n, g->vec_bits,
+           g->pb ? ".pro" : "", gemm_lowp_key(g));
   /* B's packing (pack_b, packb_body) of an f32/f64 product whose B is
    * read from memory depends on B's side only (its dtype, kind, the
    * vector width): configurations that differ in A, the epilogue or the
@@ -441,25 +475,42 @@ static Run make_fns(G *g, const GemmEmit *e) {
       !g->cscr)
     snprintf(bkey, sizeof bkey, "%d%d%d.v%d.b", (int)g->bd, (int)g->od, (int)g->kb, g->vec_bits);
   const char *pkey = *bkey ? bkey : g->key;
-  snprintf(name, sizeof name, "tdsl.gemm.%s.packb_body", pkey);
-  r.pack_body = LLVMGetNamedFunction(g->mod, name);
-  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_b", pkey);
-  LLVMValueRef pb = *bkey ? LLVMGetNamedFunction(g->mod, name) : NULL;
+  r.pack_body = named(g, pkey, "packb_body");
+  LLVMValueRef pb = *bkey ? named(g, pkey, "pack_b") : NULL;
   snprintf(name, sizeof name, "tdsl.gemm.%s.pack_s", g->key);
   r.small_pack = LLVMGetNamedFunction(g->mod, name);
-  if (!r.block_body || !r.pack_body || !pb || g->pa || g->pb) { /* prologues: the kernel's own */
-    LLVMValueRef pa = gemm_emit_pack(g, 0);
-    if (!pb || !r.pack_body) {
-      char key[sizeof g->key]; /* gemm_new_fn names them by g->key */
-      memcpy(key, g->key, sizeof key);
-      if (*bkey) memcpy(g->key, bkey, sizeof key);
-      pb = gemm_emit_pack(g, 1);
-      r.pack_body = gemm_emit_packb_body(g, pb);
-      memcpy(g->key, key, sizeof key);
-    }
-    r.block_body = gemm_emit_block_body(g, pa, pb);
+  bool bfresh = !pb || !r.pack_body; /* B's prologue, or B's packing not shared */
+  if (bfresh) {
+    pb = emit_pack_as(g, pkey, 1);
+    char own[sizeof g->key];
+    memcpy(own, g->key, sizeof own);
+    memmove(g->key, pkey, sizeof own);
+    r.pack_body = gemm_emit_packb_body(g, pb);
+    memcpy(g->key, own, sizeof own);
   }
-  bool fresh = !r.block_body || !r.pack_body || g->pa || g->pb;
+  r.block_body = bfresh ? NULL : named(g, body, "block_body");
+  if (!r.block_body) { /* calls its pack_b: as fresh as that */
+    /* emitted for a product without A's prologue, it calls (inlines) the
+     * configuration's pack_a when X_PACKA is NULL */
+    LLVMValueRef plain = g->pa ? NULL : emit_pack_as(g, body, 0);
+    char own[sizeof g->key];
+    memcpy(own, g->key, sizeof own);
+    memcpy(g->key, body, sizeof own);
+    r.block_body = gemm_emit_block_body(g, plain, pb);
+    memcpy(g->key, own, sizeof own);
+    if (plain) cg_add_str_attr(g->ctx, r.block_body, own_pack_a, "");
+  }
+  /* X_PACKA: NULL for the block body's own pack_a; A's prologue: the
+   * kernel's own; else the configuration's, when the block body was
+   * emitted for a product with A's prologue */
+  if (g->pa)
+    r.pack_a = emit_pack_as(g, g->key, 0);
+  else if (LLVMGetStringAttributeAtIndex(r.block_body, LLVMAttributeFunctionIndex, own_pack_a,
+                                         sizeof own_pack_a - 1))
+    r.pack_a = NULL;
+  else if (!(r.pack_a = named(g, body, "pack_a")))
+    r.pack_a = emit_pack_as(g, body, 0);
+  bool fresh = bfresh || g->pa || g->pb;
   /* the small path: S's packing and a function per form this product
    * can take (the others stay NULL in X_SFORM), each emitted once per
    * configuration and module */
@@ -568,6 +619,8 @@ static void run_gemm(G *g, Run *r) {
   par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
   set(g, cx, X_ANEXT, k64(g, 0));
   set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
+  set(g, cx, X_PACKA, r->pack_a ? r->pack_a : LLVMConstNull(g->ptr));
+  if (!g->epi) set(g, cx, X_EPIFN, LLVMConstNull(g->ptr)); /* block_body: no hook */
   par_for(g, mul(g, nrb, nch), r->block_body, cx);
   gemm_loop_close(g, &lp);
   gemm_loop_close(g, &lj);

@@ -53,6 +53,8 @@ enum {
   X_BFUSE, /* 1: block_body packs each B panel itself, just before its use, into its
             * chunk's first panel slots (work_split) */
   X_BGRP,  /* B panels block_body walks as one group (packed together when X_BFUSE) */
+  X_PACKA, /* block_body's pack_a (gemm_emit_pack's signature): the configuration's, or
+            * the kernel's own for A's prologue */
   X_SFORM, /* 4 slots: the small path's function of each form (gemm_small.c
             * small_f<2 * axpy + four>), NULL for a form the product never takes */
   X_COUNT = X_SFORM + 4
@@ -264,7 +266,10 @@ void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
 
 /* ---- gemm_kernel.c ----------------------------------------------------- */
 
-/* block_body; pack_b (gemm_emit_pack's) packs B panels when X_BFUSE. */
+/* block_body; pack_b (gemm_emit_pack's) packs B panels when X_BFUSE; A's
+ * panels through X_PACKA, or pack_a (a direct call; none if NULL) when
+ * X_PACKA is NULL; finished blocks through the hook at X_EPIFN when it
+ * is not NULL. */
 LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b);
 
 /* ---- gemm_small.c ------------------------------------------------------ */

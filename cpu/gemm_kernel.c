@@ -180,16 +180,19 @@ static void free_(G *g, LLVMValueRef p) {
   call(g, fdecl(g, "tdsl_free", g->vd, &g->ptr, 1), &p, 1);
 }
 
-/* After the last K block: the hook on C rows [i0, i1) x columns [j0, j1). */
+/* After the last K block: the hook, if any, on C rows [i0, i1) x columns
+ * [j0, j1). */
 static void call_epilogue(G *g, LLVMValueRef cx, LLVMValueRef i0, LLVMValueRef i1,
                           LLVMValueRef j0, LLVMValueRef j1) {
   LLVMBasicBlockRef run = blk(g, "epi"), skip = blk(g, "epi_done");
-  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), ""),
-                  run, skip);
+  LLVMValueRef fn = getp(g, cx, X_EPIFN);
+  LLVMValueRef go = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), ""),
+                                 LLVMBuildIsNotNull(g->b, fn, ""), "");
+  LLVMBuildCondBr(g->b, go, run, skip);
   LLVMPositionBuilderAtEnd(g->b, run);
   LLVMTypeRef ps[6] = {g->ptr, g->i64, g->i64, g->i64, g->i64, g->i64};
   LLVMValueRef a[6] = {getp(g, cx, X_EPIARG), get(g, cx, X_BT), i0, i1, j0, j1};
-  LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), getp(g, cx, X_EPIFN), a, 6, "");
+  LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, ps, 6, 0), fn, a, 6, "");
   LLVMBuildBr(g->b, skip);
   LLVMPositionBuilderAtEnd(g->b, skip);
 }
@@ -251,7 +254,10 @@ static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j)
 
 /* block_body(ctx, begin, end): row blocks [begin, end) against the packed
  * B block.  A blocks are packed into the call's packed-A buffer
- * (take_apack); a failed fallback allocation sets X_ERR. */
+ * (take_apack) by the pack_a at X_PACKA (a prologue's, or the
+ * configuration's), or by pack_a, inlined, when X_PACKA is NULL: one
+ * block_body serves products with and without A's prologue; a failed
+ * fallback allocation sets X_ERR. */
 LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef f = gemm_new_fn(g, "block_body", ps, 3);
@@ -277,7 +283,21 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   LLVMValueRef r = gemm_loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
   LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, pk)), add(g, i0, r),
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
-  call(g, pack_a, pa, 5);
+  LLVMValueRef pf = getp(g, cx, X_PACKA);
+  LLVMTypeRef pts[5] = {g->ptr, g->ptr, g->i64, g->i64, g->i64};
+  if (pack_a) { /* X_PACKA NULL: pack_a, inlined (the product it was made for) */
+    LLVMBasicBlockRef own_a = blk(g, "pack_own"), other_a = blk(g, "pack_other"), packed = blk(g, "packed_a");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNull(g->b, pf, ""), own_a, other_a);
+    LLVMPositionBuilderAtEnd(g->b, own_a);
+    call(g, pack_a, pa, 5);
+    LLVMBuildBr(g->b, packed);
+    LLVMPositionBuilderAtEnd(g->b, other_a);
+    LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, pts, 5, 0), pf, pa, 5, "");
+    LLVMBuildBr(g->b, packed);
+    LLVMPositionBuilderAtEnd(g->b, packed);
+  } else {
+    LLVMBuildCall2(g->b, LLVMFunctionType(g->vd, pts, 5, 0), pf, pa, 5, "");
+  }
   gemm_loop_close(g, &lpa);
   /* the panels in groups of X_BGRP; work_split's fused B packing packs
    * each group just before its micro-kernels into the chunk's first
@@ -305,7 +325,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   gemm_loop_close(g, &li);
   gemm_loop_close(g, &lj);
   gemm_loop_close(g, &lg);
-  if (g->epi) call_epilogue(g, cx, i0, add(g, i0, mc), add(g, jc, j0), add(g, jc, j1));
+  call_epilogue(g, cx, i0, add(g, i0, mc), add(g, jc, j0), add(g, jc, j1));
   gemm_loop_close(g, &lb);
   LLVMBasicBlockRef fr = blk(g, "free_apack"), out = blk(g, "ret");
   LLVMBuildCondBr(g->b, own, fr, out);

@@ -214,41 +214,6 @@ static _Noreturn void user_pipeline_error(const char *passes, LLVMErrorRef e) {
   exit(2);
 }
 
-/* Block j of bbs[0..n) that t's successor e is (n if none). */
-static int succ_index(LLVMValueRef t, unsigned e, LLVMBasicBlockRef *bbs, int n) {
-  LLVMBasicBlockRef to = LLVMGetSuccessor(t, e);
-  int j = 0;
-  while (j < n && bbs[j] != to) j++;
-  return j;
-}
-
-/* Whether f has no cycle among its blocks (no loop): Kahn's order over
- * the branches of at most 1024 blocks (more: treated as having one). */
-static bool acyclic(LLVMValueRef f) {
-  enum { MAXB = 1024 };
-  LLVMBasicBlockRef bbs[MAXB];
-  LLVMValueRef term[MAXB];
-  int n = 0, indeg[MAXB] = {0}, ready[MAXB], nr = 0;
-  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb)) {
-    if (n == MAXB) return false;
-    term[n] = LLVMGetBasicBlockTerminator(bb);
-    bbs[n++] = bb;
-  }
-  for (int i = 0; i < n; i++)
-    for (unsigned e = 0, ne = term[i] ? LLVMGetNumSuccessors(term[i]) : 0; e < ne; e++) {
-      int j = succ_index(term[i], e, bbs, n);
-      if (j < n) indeg[j]++;
-    }
-  for (int i = 0; i < n; i++)
-    if (!indeg[i]) ready[nr++] = i;
-  for (int k = 0; k < nr; k++) /* blocks whose predecessors all came before */
-    for (unsigned e = 0, ne = term[ready[k]] ? LLVMGetNumSuccessors(term[ready[k]]) : 0; e < ne; e++) {
-      int j = succ_index(term[ready[k]], e, bbs, n);
-      if (j < n && --indeg[j] == 0) ready[nr++] = j;
-    }
-  return nr == n;
-}
-
 /* The functions marked cold (cpu_mark_cold) that have no loop, after
  * the pass pipeline: optnone (and noinline, which it needs), so that the
  * X86 back end selects their instructions with FastISel and skips loop
@@ -260,7 +225,7 @@ static bool acyclic(LLVMValueRef f) {
 static void cold_codegen(LLVMModuleRef mod) {
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
   for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
-    if (LLVMIsDeclaration(f) || !cpu_is_cold(f) || !acyclic(f)) continue;
+    if (!cpu_is_cold_acyclic(f)) continue;
     cg_add_attr(ctx, f, LLVMAttributeFunctionIndex, "noinline");
     cg_add_attr(ctx, f, LLVMAttributeFunctionIndex, "optnone");
   }

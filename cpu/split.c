@@ -6,7 +6,8 @@
  * driver) get parts of their own, which go through the light pipeline
  * (machine.c), and a full function's direct call of a light one may
  * cross parts (it is not inlined then); parts are balanced by
- * instruction count.  A function that one part defines and another only takes the
+ * instruction count (a light function's weighing less, a cold entry's
+ * without loops less still: LIGHT_WEIGHT, COLD_WEIGHT).  A function that one part defines and another only takes the
  * address of (an outlined body handed to tdsl_parallel_for) becomes a
  * hidden global, named after the kernel so that two objects never clash.
  * The module is written as bitcode once; each part reads it lazily into
@@ -97,14 +98,58 @@ void cpu_mark_cold(LLVMValueRef fn) { set_mark(fn, cold_attr, sizeof cold_attr -
 
 bool cpu_is_cold(LLVMValueRef fn) { return has_mark(fn, cold_attr, sizeof cold_attr - 1); }
 
+/* Block j of bbs[0..n) that t's successor e is (n if none). */
+static int succ_index(LLVMValueRef t, unsigned e, LLVMBasicBlockRef *bbs, int n) {
+  LLVMBasicBlockRef to = LLVMGetSuccessor(t, e);
+  int j = 0;
+  while (j < n && bbs[j] != to) j++;
+  return j;
+}
+
+/* Whether f has no cycle among its blocks (no loop): Kahn's order over
+ * the branches of at most 1024 blocks (more: treated as having one). */
+static bool acyclic(LLVMValueRef f) {
+  enum { MAXB = 1024 };
+  LLVMBasicBlockRef bbs[MAXB];
+  LLVMValueRef term[MAXB];
+  int n = 0, indeg[MAXB] = {0}, ready[MAXB], nr = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb)) {
+    if (n == MAXB) return false;
+    term[n] = LLVMGetBasicBlockTerminator(bb);
+    bbs[n++] = bb;
+  }
+  for (int i = 0; i < n; i++)
+    for (unsigned e = 0, ne = term[i] ? LLVMGetNumSuccessors(term[i]) : 0; e < ne; e++) {
+      int j = succ_index(term[i], e, bbs, n);
+      if (j < n) indeg[j]++;
+    }
+  for (int i = 0; i < n; i++)
+    if (!indeg[i]) ready[nr++] = i;
+  for (int k = 0; k < nr; k++) /* blocks whose predecessors all came before */
+    for (unsigned e = 0, ne = term[ready[k]] ? LLVMGetNumSuccessors(term[ready[k]]) : 0; e < ne; e++) {
+      int j = succ_index(term[ready[k]], e, bbs, n);
+      if (j < n && --indeg[j] == 0) ready[nr++] = j;
+    }
+  return nr == n;
+}
+
+bool cpu_is_cold_acyclic(LLVMValueRef fn) {
+  return !LLVMIsDeclaration(fn) && cpu_is_cold(fn) && acyclic(fn);
+}
+
 /* References that may cross parts (addresses taken, a full function's
  * calls of a light one): from function a to function b. */
 typedef struct Ref { int a, b; } Ref;
 
 /* A light instruction's cost against a fully optimized one's: the light
  * pipeline and the smaller code it leaves took about 0.4 of the time per
- * emitted instruction on the GEMM helpers (examples/mlp.tdsl). */
+ * emitted instruction on the GEMM helpers (examples/mlp.tdsl).  A cold
+ * function without loops (cpu_is_cold_acyclic: a kernel's entry, code
+ * generation at LLVM's lowest level) took about a quarter of a full
+ * function's (mlp's entry: 15 ms for 784 instructions, its nests and
+ * epilogues 0.07 ms per instruction). */
 #define LIGHT_WEIGHT(n) ((n) * 2 / 5)
+#define COLD_WEIGHT(n) ((n) / 4)
 
 int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_insts,
                      int **owner_out, LLVMMemoryBufferRef *bc, CpuPart *parts) {
@@ -141,6 +186,8 @@ int cpu_split_module(LLVMModuleRef mod, const char *kernel, int nparts, int min_
           }
         }
       }
+  for (int i = 0; i < s.n; i++)
+    if (cpu_is_cold_acyclic(s.f[i])) size[i] = COLD_WEIGHT(size[i]);
   /* Components, each light when all its functions are; the two kinds
    * never share a part.  Per kind, largest first, each component to the
    * least loaded of that kind's parts. */

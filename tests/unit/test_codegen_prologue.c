@@ -3,7 +3,8 @@
  * "Prologues", gemm.c emit_pack_pro evaluating codegen/expr.c's expression):
  * relu / affine (per-column scale and shift) / cast (u8, f16) prologues on
  * A and on B, through transposed views of the producer, batched with both
- * operands' prologues, a prologue together with an epilogue, and 1 x 1
+ * operands' prologues, a prologue together with an epilogue (and in the
+ * same module products without a prologue, sharing their block body), and 1 x 1
  * conv2d with a per-channel affine (+ relu) prologue on the input in NCHW
  * and channels-last with zero padding (which must stay 0: PyTorch pads
  * the producer's output, and affine(0) = shift != 0), with groups and
@@ -35,14 +36,22 @@ static const char *MM =
     "  return relu((x - 0.25) @ w + 1.0)\n}\n"
     "kernel two(x: f32[M, K], w: f32[K, N]) -> (f32[M, N], f32[M, K]) {\n"
     "  r = relu(x)\n"
-    "  return r @ w, r\n}\n";
+    "  return r @ w, r\n}\n"
+    /* without a prologue, with and without an epilogue: pl, ep, ra and pe
+     * run one block_body (gemm.c make_fns' body key), A packed by the
+     * configuration's pack_a or the kernel's (X_PACKA), the hook called
+     * only where X_EPIFN is set */
+    "kernel pl(x: f32[M, K], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return x @ w\n}\n"
+    "kernel ep(x: f32[M, K], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return relu(x @ w + 1.0)\n}\n";
 
 START_TEST(matmul_prologues) {
   static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 300, 70}, {33, 600, 17},
                                   {17, 0, 5}, {0, 5, 3}};
   /* ra, af (the add; the mul is fused into it), cu (both), ch, tv (both), pe */
   ck_assert_int_eq(report_lines(MM, "fuse: prologue:"), 8);
-  ck_assert_int_eq(report_lines(MM, "fuse: epilogue:"), 1);
+  ck_assert_int_eq(report_lines(MM, "fuse: epilogue:"), 2); /* pe, ep */
   for (int t = 0; t < 2; t++) {
     Lib L;
     build_flags(&L, MM, "ra", TARGETS[t]);
@@ -56,6 +65,8 @@ START_TEST(matmul_prologues) {
       out_ten(&out[0], DT_F32, 2, so);
       run_and_compare_k(&L, "ra", in, 2, out, 1, false, K);
       run_and_compare_k(&L, "pe", in, 2, out, 1, false, K);
+      run_and_compare_k(&L, "pl", in, 2, out, 1, false, K);
+      run_and_compare_k(&L, "ep", in, 2, out, 1, false, K);
       out_ten(&out[1], DT_F32, 2, sx);
       run_and_compare_k(&L, "two", in, 2, out, 2, false, K);
       ten_free(&out[1]), ten_free(&in[1]);
