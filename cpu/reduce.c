@@ -144,12 +144,13 @@ void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a) {
   LLVMBuildStore(c->b, i64c(c, 0), a->pos);
 }
 
-/* The plain accumulator after value v at position p (ARGMAX/ARGMIN: the
- * position is stored in a->arg when v is taken; ties keep the first). */
-static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef v, LLVMValueRef p) {
+/* The plain accumulator acc after value v at position p (ARGMAX/ARGMIN:
+ * the position is stored in a->arg when v is taken; ties keep the
+ * first). */
+static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef v,
+                               LLVMValueRef p) {
   Op op = a->n->reduce;
   bool isf = dtype_is_float(a->ad), mx = op == OP_AMAX || op == OP_ARGMAX;
-  LLVMValueRef acc = LLVMBuildLoad2(c->b, a->t, a->acc, "");
   if (op == OP_SUM || op == OP_MEAN) return isf ? fsum_step(c, acc, v) : LLVMBuildAdd(c->b, acc, v, "");
   if (op == OP_PROD) return isf ? LLVMBuildFMul(c->b, acc, v, "") : LLVMBuildMul(c->b, acc, v, "");
   if (isf && c->opt >= 2 && (op == OP_AMAX || op == OP_AMIN)) return fextreme_step(c, op, acc, v);
@@ -161,8 +162,9 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef v, LLVMValueRef p)
   } else {
     take = LLVMBuildICmp(c->b, mx ? LLVMIntSGT : LLVMIntSLT, v, acc, "");
   }
+  LLVMValueRef r = sel(c, take, v, acc);
   LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, a->arg, "")), a->arg);
-  return sel(c, take, v, acc);
+  return r;
 }
 
 void cpu_red_run(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0, LLVMValueRef e1,
@@ -181,15 +183,16 @@ void cpu_red_run(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0, LLVMValueRef e1,
   if (pos0) LLVMBuildStore(c->b, pos0, a->pos);
   if (n->nred) x->iv[last] = cg_open_loop_from(c, e0, e1); /* else one value */
   LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
-  LLVMValueRef p = LLVMBuildLoad2(c->b, c->i64, a->pos, "");
-  LLVMBuildStore(c->b, plain_step(c, a, v, p), a->acc);
+  LLVMValueRef acc = LLVMBuildLoad2(c->b, a->t, a->acc, ""),
+               p = LLVMBuildLoad2(c->b, c->i64, a->pos, "");
+  LLVMBuildStore(c->b, plain_step(c, a, acc, v, p), a->acc);
   LLVMBuildStore(c->b, LLVMBuildAdd(c->b, p, i64c(c, 1), ""), a->pos);
   if (n->nred) cg_close_loop(c);
 }
 
 void cpu_red_merge(Cg *c, RedAcc *a, LLVMValueRef v, LLVMValueRef p, LLVMValueRef level) {
   if (a->cascade) cascade_push(c, a->t, a->lv, a->cnt, v, level);
-  else LLVMBuildStore(c->b, plain_step(c, a, v, p), a->acc);
+  else LLVMBuildStore(c->b, plain_step(c, a, LLVMBuildLoad2(c->b, a->t, a->acc, ""), v, p), a->acc);
 }
 
 LLVMValueRef cpu_red_value(Cg *c, RedAcc *a, LLVMValueRef start, LLVMValueRef *arg) {
