@@ -198,6 +198,15 @@ static LLVMValueRef chunk_level(Cg *c, const Geo *g) {
   return m;
 }
 
+/* Marks the arrays' lifetimes (llvm.lifetime.start/end): the code
+ * generator then gives every split nest of a kernel the same stack. */
+static void lifetime(Cg *c, const char *what, LLVMValueRef p, LLVMTypeRef t) {
+  if (LLVMIsNull(p)) return;
+  unsigned bytes = LLVMGetTypeKind(t) == LLVMFloatTypeKind ? 4 : 8; /* f32, f64 or i64 */
+  LLVMValueRef a[2] = {i64c(c, (long long)bytes * SPLIT_ITEMS), p};
+  cg_intrinsic(c, what, &c->ptr, 1, a, 2);
+}
+
 LLVMBasicBlockRef cpu_emit_reduce_split(Cg *c, const LfNest *n) {
   if (!splittable(c, n)) return NULL;
   NestCtx x = {.n = n};
@@ -219,6 +228,8 @@ LLVMBasicBlockRef cpu_emit_reduce_split(Cg *c, const LfNest *n) {
   LLVMValueRef vals = cg_entry_alloca(c, t, i32c(c, SPLIT_ITEMS));
   LLVMValueRef poss = has_arg(n) ? cg_entry_alloca(c, c->i64, i32c(c, SPLIT_ITEMS))
                                  : LLVMConstNull(c->ptr);
+  lifetime(c, "llvm.lifetime.start", vals, t);
+  lifetime(c, "llvm.lifetime.start", poss, c->i64);
   LLVMValueRef ctx = cpu_ctx_fill(c, &f.cx);
   LLVMValueRef extra[4] = {g.outs, cb, LLVMBuildPtrToInt(c->b, vals, c->i64, ""),
                            LLVMBuildPtrToInt(c->b, poss, c->i64, "")};
@@ -232,6 +243,8 @@ LLVMBasicBlockRef cpu_emit_reduce_split(Cg *c, const LfNest *n) {
   LLVMValueRef a[4] = {items, grain, f.body, ctx};
   call(c, cg_fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
   combine(c, n, &x, &g, m, cb, nc, vals, poss, t);
+  lifetime(c, "llvm.lifetime.end", vals, t);
+  lifetime(c, "llvm.lifetime.end", poss, c->i64);
   LLVMBuildBr(c->b, join);
   LLVMPositionBuilderAtEnd(c->b, other);
   return join;
