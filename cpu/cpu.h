@@ -89,11 +89,12 @@ LLVMValueRef cpu_red_finish(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef r, LLVMVa
 /* ---- reduce_split.c ------------------------------------------------------- */
 
 /* At -O1 and above, for a nest whose reduction may be long and whose
- * outputs may be few: the run-time test and, where it holds, the
- * reduction split into chunks over threads; the builder is left where the
- * nest's ordinary code goes, and the block both join is returned (the
- * caller branches there).  NULL (nothing emitted) for other nests. */
-LLVMBasicBlockRef cpu_emit_reduce_split(Cg *c, const LfNest *n);
+ * outputs are few: the reduction split into chunks over threads.  True
+ * when that is the nest's whole code; else *join is NULL (the nest does
+ * not split) or, where the outputs are few only at some shapes, the
+ * block where the split (taken at those) and the nest's ordinary code
+ * (the caller's, at the builder's position) meet. */
+bool cpu_emit_reduce_split(Cg *c, const LfNest *n, LLVMBasicBlockRef *join);
 
 /* ---- scan.c --------------------------------------------------------------- */
 

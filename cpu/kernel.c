@@ -58,7 +58,8 @@ static void emit_nest(Cg *c, const LfNest *n) {
     cpu_emit_gemm_nest(c, n);
     return;
   }
-  LLVMBasicBlockRef join = c->opt > 0 ? cpu_emit_reduce_split(c, n) : NULL;
+  LLVMBasicBlockRef join = NULL;
+  if (c->opt > 0 && cpu_emit_reduce_split(c, n, &join)) return;
   emit_nest_loops(c, n);
   if (join) {
     LLVMBuildBr(c->b, join);

@@ -104,24 +104,34 @@ static void digits(Cg *c, NestCtx *x, int from, int to, LLVMValueRef i) {
 
 static bool has_arg(const LfNest *n) { return n->reduce == OP_ARGMAX || n->reduce == OP_ARGMIN; }
 
-/* K.redI(begin, end, buf..., sym..., outs, chunk blocks, values, positions)
- * and its wrapper: items [begin, end), item w the chunk w / outs of
- * output w % outs; its value into values[w] (an array of the
- * accumulator's type) and, ARGMAX/ARGMIN, its position into positions[w]. */
+/* The extra values of both outlined functions' context, after the
+ * symbols and the output strides (0 for static ones: cpu_fill_nest_ctx). */
+enum { X_OUTS, X_CB, X_M, X_VALS, X_POSS, NX };
+
+/* The extras as the open function's values. */
+static void extras(Cg *c, const LfNest *n, const Outlined *f, LLVMValueRef *v) {
+  for (int i = 0; i < NX; i++) v[i] = cpu_outline_value(f, c->k->nsyms + n->rank + i);
+  v[X_VALS] = LLVMBuildIntToPtr(c->b, v[X_VALS], c->ptr, "");
+  v[X_POSS] = LLVMBuildIntToPtr(c->b, v[X_POSS], c->ptr, "");
+}
+
+/* K.redI(begin, end, buf..., sym..., extras) and its wrapper: items
+ * [begin, end), item w the chunk w / outs of output w % outs; its value
+ * into values[w] (an array of the accumulator's type t) and, ARGMAX/
+ * ARGMIN, its position into positions[w]. */
 static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
   Outlined f;
-  int ns = c->k->nsyms, last = n->rank + n->nred - 1;
-  cpu_outline_open(c, &f, "red", 2, ns + 4);
+  int last = n->rank + n->nred - 1;
+  cpu_outline_open(c, &f, "red", 2, c->k->nsyms + NX + n->rank);
   NestCtx x = {.n = n};
   Geo g;
+  LLVMValueRef e[NX];
   geometry(c, n, &x, &g);
-  LLVMValueRef outs = cpu_outline_value(&f, ns), cb = cpu_outline_value(&f, ns + 1);
-  LLVMValueRef vals = LLVMBuildIntToPtr(c->b, cpu_outline_value(&f, ns + 2), c->ptr, "");
-  LLVMValueRef poss = LLVMBuildIntToPtr(c->b, cpu_outline_value(&f, ns + 3), c->ptr, "");
+  extras(c, n, &f, e);
   LLVMValueRef w = cg_open_loop_from(c, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1));
-  digits(c, &x, 0, n->rank, LLVMBuildURem(c->b, w, outs, ""));
-  LLVMValueRef g0 = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, w, outs, ""), cb, "");
-  LLVMValueRef g1 = cg_smin(c, LLVMBuildAdd(c->b, g0, cb, ""), g.nbl, false);
+  digits(c, &x, 0, n->rank, LLVMBuildURem(c->b, w, e[X_OUTS], ""));
+  LLVMValueRef g0 = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, w, e[X_OUTS], ""), e[X_CB], "");
+  LLVMValueRef g1 = cg_smin(c, LLVMBuildAdd(c->b, g0, e[X_CB], ""), g.nbl, false);
   RedAcc a;
   cpu_red_begin(c, n, &a);
   LLVMValueRef gi = cg_open_loop_from(c, g0, g1), row = i64c(c, 0), b = gi;
@@ -137,53 +147,58 @@ static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
   cpu_red_run(c, &x, &a, e0, e1, pos0);
   cg_close_loop(c);
   LLVMValueRef arg = NULL, v = cpu_red_value(c, &a, NULL, has_arg(n) ? &arg : NULL);
-  LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, t, vals, &w, 1, ""));
-  if (arg) LLVMBuildStore(c->b, arg, LLVMBuildGEP2(c->b, c->i64, poss, &w, 1, ""));
+  LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, t, e[X_VALS], &w, 1, ""));
+  if (arg) LLVMBuildStore(c->b, arg, LLVMBuildGEP2(c->b, c->i64, e[X_POSS], &w, 1, ""));
   cg_close_loop(c);
   cpu_outline_close(c, &f);
   return f;
 }
 
-/* In the kernel: each output's chunks combined in chunk order and the
- * result stored.  A cascade takes the full chunks' values at level m and
- * starts its flush from the partial chunk's value (+0 without one). */
-static void combine(Cg *c, const LfNest *n, NestCtx *x, const Geo *g, LLVMValueRef m,
-                    LLVMValueRef cb, LLVMValueRef nc, LLVMValueRef vals, LLVMValueRef poss,
-                    LLVMTypeRef t) {
-  if (n->store.rt_strides) {
-    const LfBuf *b = &c->lk->bufs[n->store.buf];
-    for (int l = 0; l < n->rank; l++)
-      x->rt_stride[l] = cg_dl_stride(c, c->args[c->k->nparams + b->index], n->rank, l);
-  }
-  LLVMValueRef o = i64c(c, 0), arg = NULL, r;
+/* K.redI(buf..., sym..., extras) and its wrapper, called once after the
+ * chunks: each output's chunks combined in chunk order and the result
+ * stored.  A cascade takes the full chunks' values at level m and starts
+ * its flush from the partial chunk's value (+0 without one).  A few
+ * hundred values: the light pipeline (machine.c), which leaves the
+ * kernel without loops (cold code, machine.c). */
+static Outlined combine_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
+  Outlined f;
+  cpu_outline_open(c, &f, "red", 0, c->k->nsyms + NX + n->rank);
+  cpu_mark_light(f.impl);
+  NestCtx x = {.n = n};
+  Geo g;
+  LLVMValueRef e[NX];
+  geometry(c, n, &x, &g);
+  extras(c, n, &f, e);
+  for (int l = 0; l < n->rank; l++) x.rt_stride[l] = cpu_outline_value(&f, c->k->nsyms + l);
+  LLVMValueRef nc = ceil_div(c, g.nbl, e[X_CB]), o = i64c(c, 0), arg = NULL, r;
   for (int l = 0; l < n->rank; l++) {
-    x->iv[l] = cg_open_loop(c, x->ub[l]);
-    o = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o, x->ub[l], ""), x->iv[l], "");
+    x.iv[l] = cg_open_loop(c, x.ub[l]);
+    o = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o, x.ub[l], ""), x.iv[l], "");
   }
   RedAcc a;
   cpu_red_begin(c, n, &a);
-  bool cascade = a.cascade;
-  LLVMValueRef full = cascade ? LLVMBuildUDiv(c->b, g->nbl, cb, "") : nc;
-  LLVMValueRef ci = cg_open_loop(c, full);
-  LLVMValueRef w = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, g->outs, ""), o, "");
-  LLVMValueRef v = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, vals, &w, 1, ""), "");
-  LLVMValueRef p = has_arg(n) ? LLVMBuildLoad2(c->b, c->i64, LLVMBuildGEP2(c->b, c->i64, poss, &w, 1, ""), "")
+  LLVMValueRef ci = cg_open_loop(c, a.cascade ? LLVMBuildUDiv(c->b, g.nbl, e[X_CB], "") : nc);
+  LLVMValueRef w = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, g.outs, ""), o, "");
+  LLVMValueRef v = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, e[X_VALS], &w, 1, ""), "");
+  LLVMValueRef p = has_arg(n) ? LLVMBuildLoad2(c->b, c->i64, LLVMBuildGEP2(c->b, c->i64, e[X_POSS], &w, 1, ""), "")
                               : i64c(c, 0);
-  cpu_red_merge(c, &a, v, p, m);
+  cpu_red_merge(c, &a, v, p, e[X_M]);
   cg_close_loop(c);
-  if (cascade) {
-    LLVMValueRef lw = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, LLVMBuildSub(c->b, nc, i64c(c, 1), ""), g->outs, ""), o, "");
-    LLVMValueRef part = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildURem(c->b, g->nbl, cb, ""),
+  if (a.cascade) {
+    LLVMValueRef lc = cg_smin(c, LLVMBuildSub(c->b, nc, i64c(c, 1), ""), i64c(c, 0), true);
+    LLVMValueRef lw = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lc, g.outs, ""), o, "");
+    LLVMValueRef part = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildURem(c->b, g.nbl, e[X_CB], ""),
                                       i64c(c, 0), "");
-    LLVMValueRef lastv = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, vals, &lw, 1, ""), "");
+    LLVMValueRef lastv = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, e[X_VALS], &lw, 1, ""), "");
     r = cpu_red_value(c, &a, sel(c, part, lastv, LLVMConstNull(t)), NULL);
   } else {
     r = cpu_red_value(c, &a, NULL, &arg);
   }
-  LLVMValueRef s = cpu_red_finish(c, x, &a, r, arg, g->total);
-  cg_store_el(c, s, cg_address(c, x, &n->store, n->dtype, n->rank), n->dtype);
+  LLVMValueRef st = cpu_red_finish(c, &x, &a, r, arg, g.total);
+  cg_store_el(c, st, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
   for (int l = 0; l < n->rank; l++) cg_close_loop(c);
+  cpu_outline_close(c, &f);
+  return f;
 }
 
 /* The chunks' level m (1 .. SPLIT_MAX_M): the smallest that keeps
@@ -207,45 +222,68 @@ static void lifetime(Cg *c, const char *what, LLVMValueRef p, LLVMTypeRef t) {
   cg_intrinsic(c, what, &c->ptr, 1, a, 2);
 }
 
-LLVMBasicBlockRef cpu_emit_reduce_split(Cg *c, const LfNest *n) {
-  if (!splittable(c, n)) return NULL;
-  NestCtx x = {.n = n};
-  Geo g;
-  geometry(c, n, &x, &g);
-  LLVMValueRef m = chunk_level(c, &g);
-  LLVMValueRef cb = LLVMBuildShl(c->b, i64c(c, 1), LLVMBuildMul(c->b, m, i64c(c, 4), ""), "");
-  LLVMValueRef nc = ceil_div(c, g.nbl, cb), items = LLVMBuildMul(c->b, g.outs, nc, "");
-  LLVMValueRef go = LLVMBuildICmp(c->b, LLVMIntSGE, g.total,
-                                  i64c(c, 2 * c->target->par_min_elems), "");
-  go = LLVMBuildAnd(c->b, go, LLVMBuildICmp(c->b, LLVMIntULE, g.outs, i64c(c, SPLIT_MAX_OUT), ""), "");
-  go = LLVMBuildAnd(c->b, go, LLVMBuildICmp(c->b, LLVMIntULE, items, i64c(c, SPLIT_ITEMS), ""), "");
-  LLVMBasicBlockRef split = block(c, "red_split"), other = block(c, "red_whole"),
-                    join = block(c, "red_join");
-  LLVMBuildCondBr(c->b, go, split, other);
-  LLVMPositionBuilderAtEnd(c->b, split);
+/* The chunks' size in blocks: 16^m, or (more than SPLIT_ITEMS chunks at
+ * m = SPLIT_MAX_M, never on real memory: a stride-0 input) every block
+ * of an output in one chunk, its partial one, which the serial cascade's
+ * code then runs as is.  *m: m. */
+static LLVMValueRef chunk_blocks(Cg *c, const Geo *g, LLVMValueRef *m) {
+  *m = chunk_level(c, g);
+  LLVMValueRef cb = LLVMBuildShl(c->b, i64c(c, 1), LLVMBuildMul(c->b, *m, i64c(c, 4), ""), "");
+  LLVMValueRef items = LLVMBuildMul(c->b, g->outs, ceil_div(c, g->nbl, cb), "");
+  LLVMValueRef over = LLVMBuildICmp(c->b, LLVMIntUGT, items, i64c(c, SPLIT_ITEMS), "");
+  return sel(c, over, LLVMBuildAdd(c->b, g->nbl, i64c(c, 1), ""), cb);
+}
+
+/* The split: the chunks over threads, then their combining. */
+static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
+  LLVMValueRef m, cb = chunk_blocks(c, g, &m);
+  LLVMValueRef nc = ceil_div(c, g->nbl, cb), items = LLVMBuildMul(c->b, g->outs, nc, "");
   LLVMTypeRef t = cg_compute_type(c, cpu_red_acc_dtype(n->value->dtype));
-  Outlined f = chunk_functions(c, n, t);
+  Outlined f = chunk_functions(c, n, t), fc = combine_functions(c, n, t);
   LLVMValueRef vals = cg_entry_alloca(c, t, i32c(c, SPLIT_ITEMS));
   LLVMValueRef poss = has_arg(n) ? cg_entry_alloca(c, c->i64, i32c(c, SPLIT_ITEMS))
                                  : LLVMConstNull(c->ptr);
   lifetime(c, "llvm.lifetime.start", vals, t);
   lifetime(c, "llvm.lifetime.start", poss, c->i64);
-  LLVMValueRef ctx = cpu_ctx_fill(c, &f.cx);
-  LLVMValueRef extra[4] = {g.outs, cb, LLVMBuildPtrToInt(c->b, vals, c->i64, ""),
-                           LLVMBuildPtrToInt(c->b, poss, c->i64, "")};
-  for (int i = 0; i < 4; i++) cpu_ctx_set(c, &f.cx, ctx, f.cx.nb + c->k->nsyms + i, extra[i]);
-  /* items of 16^m blocks: a grain of at least par_min_elems elements */
+  LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, &f.cx);
+  LLVMValueRef e[NX] = {[X_OUTS] = g->outs, [X_CB] = cb, [X_M] = m,
+                        [X_VALS] = LLVMBuildPtrToInt(c->b, vals, c->i64, ""),
+                        [X_POSS] = LLVMBuildPtrToInt(c->b, poss, c->i64, "")};
+  for (int i = 0; i < NX; i++) cpu_ctx_set(c, &f.cx, ctx, f.cx.nb + c->k->nsyms + n->rank + i, e[i]);
+  /* a grain of at least par_min_elems elements: small reductions run on
+   * the calling thread */
+  LLVMValueRef work = cg_smin(c, LLVMBuildMul(c->b, cb, i64c(c, CPU_SUM_BLOCK), ""), g->total, false);
   LLVMValueRef grain = cg_smin(
-      c, LLVMBuildUDiv(c->b, i64c(c, c->target->par_min_elems),
-                       LLVMBuildMul(c->b, cb, i64c(c, CPU_SUM_BLOCK), ""), ""),
+      c, LLVMBuildSDiv(c->b, i64c(c, c->target->par_min_elems), cg_smin(c, work, i64c(c, 1), true), ""),
       i64c(c, 1), true);
   LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
   LLVMValueRef a[4] = {items, grain, f.body, ctx};
   call(c, cg_fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
-  combine(c, n, &x, &g, m, cb, nc, vals, poss, t);
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fc.body), fc.body, &ctx, 1, "");
   lifetime(c, "llvm.lifetime.end", vals, t);
   lifetime(c, "llvm.lifetime.end", poss, c->i64);
-  LLVMBuildBr(c->b, join);
+}
+
+bool cpu_emit_reduce_split(Cg *c, const LfNest *n, LLVMBasicBlockRef *join) {
+  *join = NULL;
+  if (!splittable(c, n)) return false;
+  NestCtx x = {.n = n};
+  Geo g;
+  geometry(c, n, &x, &g);
+  int64_t o = 1, e;
+  for (int l = 0; l < n->rank && o <= SPLIT_MAX_OUT; l++)
+    o = sym_is_const(n->shape[l], &e) ? o * e : SPLIT_MAX_OUT + 1;
+  if (o <= SPLIT_MAX_OUT) { /* always few outputs: the split alone */
+    emit_split(c, n, &g);
+    return true;
+  }
+  LLVMBasicBlockRef split = block(c, "red_split"), other = block(c, "red_whole");
+  *join = block(c, "red_join");
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntULE, g.outs, i64c(c, SPLIT_MAX_OUT), ""),
+                  split, other);
+  LLVMPositionBuilderAtEnd(c->b, split);
+  emit_split(c, n, &g);
+  LLVMBuildBr(c->b, *join);
   LLVMPositionBuilderAtEnd(c->b, other);
-  return join;
+  return false;
 }
