@@ -11,7 +11,8 @@
  *     smallest from 1 on that keeps all outputs' chunks to SPLIT_ITEMS;
  * each (chunk, output) pair is one item of tdsl_parallel_for, which
  * leaves the chunk's value (and position) in an array on the kernel's
- * stack; the kernel then combines each output's chunks in chunk order.
+ * stack; a second outlined function then combines each output's chunks
+ * in chunk order and stores the result.
  * Integer sums and products wrap and extremes keep the first of equal
  * values in any split, so those results are the serial ones.  A float
  * sum's chunk of 16^m blocks runs the cascade from zero: its value is
@@ -21,15 +22,23 @@
  * levels, flushed smallest first, are the serial flush's first terms:
  * the result is the serial cascade's, bit for bit (test_codegen_numerics:
  * split_sums_are_serial).
- * The kernel keeps the nest's ordinary code for shapes the split does
- * not pay for (fewer than 2 * par_min_elems elements per output, more
- * than SPLIT_MAX_OUT outputs); both forms give the same values.
+ * A nest whose outputs are few at every shape runs the split alone (its
+ * chunks of a short reduction on the calling thread: the grain is
+ * SPLIT_GRAIN_MUL * par_min_elems elements); one whose outputs may be more than
+ * SPLIT_MAX_OUT keeps its ordinary code (parallel.c) for those shapes;
+ * both forms give the same values.  A nest known to reduce fewer than
+ * 2 * par_min_elems elements per output never splits.
  * Needs: cpu.h.  Used by: kernel.c. */
 #include "cpu.h"
 
 #define SPLIT_MAX_OUT 32 /* outputs; more feed the threads through parallel.c */
 #define SPLIT_ITEMS 512  /* chunks of all outputs: their values' arrays */
 #define SPLIT_MAX_M 7    /* chunks of at most 16^7 blocks: level 7 is the top */
+/* A thread's share of a split is at least SPLIT_GRAIN_MUL * par_min_elems
+ * elements: waking the pool costs more than an elementwise chunk's worth
+ * of a sum (x.sum() of 70000 f32 took 11.8 us split over 2 threads
+ * against 6.8 us on one; 300000 were level, on the loaded 2-core VM). */
+#define SPLIT_GRAIN_MUL 8
 
 /* Whether n may split: a reduction the chunks keep exact (no float
  * product), loops without bounds of their own (pools' windows), not
@@ -250,11 +259,12 @@ static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
                         [X_VALS] = LLVMBuildPtrToInt(c->b, vals, c->i64, ""),
                         [X_POSS] = LLVMBuildPtrToInt(c->b, poss, c->i64, "")};
   for (int i = 0; i < NX; i++) cpu_ctx_set(c, &f.cx, ctx, f.cx.nb + c->k->nsyms + n->rank + i, e[i]);
-  /* a grain of at least par_min_elems elements: small reductions run on
-   * the calling thread */
+  /* a grain of SPLIT_GRAIN_MUL * par_min_elems elements: small
+   * reductions run on the calling thread */
   LLVMValueRef work = cg_smin(c, LLVMBuildMul(c->b, cb, i64c(c, CPU_SUM_BLOCK), ""), g->total, false);
   LLVMValueRef grain = cg_smin(
-      c, LLVMBuildSDiv(c->b, i64c(c, c->target->par_min_elems), cg_smin(c, work, i64c(c, 1), true), ""),
+      c, LLVMBuildSDiv(c->b, i64c(c, SPLIT_GRAIN_MUL * c->target->par_min_elems),
+                       cg_smin(c, work, i64c(c, 1), true), ""),
       i64c(c, 1), true);
   LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
   LLVMValueRef a[4] = {items, grain, f.body, ctx};

@@ -161,9 +161,9 @@ END_TEST
  * interpreter, and bitwise equal at 1, 2 and 3 threads.  The values are
  * small integers, so maxima tie across chunks (the first position
  * wins); a second run puts NaNs in later chunks (the first NaN wins).
- * Lengths sit at the split's edges: 65535 (too short to split), 65536,
- * a chunk past a multiple of 16 blocks, 513 chunks of 16 blocks (the
- * chunks grow to 256 blocks). */
+ * Lengths sit at the split's edges: 65535 and 65536 (a grain or two of
+ * chunks), a chunk past a multiple of 16 blocks, 513 chunks of 16
+ * blocks (the chunks grow to 256 blocks). */
 static const char *LONGRED =
     "kernel lr(x: f32[N]) -> (f32[], f32[], f32[], f32[], i64[], i64[]) {\n"
     "  return x.sum(), x.mean(), x.amax(), x.amin(), x.argmax(), x.argmin()\n"
