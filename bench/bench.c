@@ -209,6 +209,12 @@ static int call_mse(DLTensor *t) { return mse(&t[0], &t[1], &t[2]); }
 #else
 #define CALL_mse NULL, BENCH_WHY_mse
 #endif
+#ifdef BENCH_HAVE_channel_mean
+static int call_channel_mean(DLTensor *t) { return channel_mean(&t[0], &t[1]); }
+#define CALL_channel_mean call_channel_mean, NULL
+#else
+#define CALL_channel_mean NULL, BENCH_WHY_channel_mean
+#endif
 #ifdef BENCH_HAVE_gelu_tanh
 static int call_gelu_tanh(DLTensor *t) { return gelu_tanh(&t[0], &t[1]); }
 #define CALL_gelu_tanh call_gelu_tanh, NULL
@@ -351,6 +357,7 @@ static const workload k_workloads[] = {
      CALL_sum_all},
     {"mse", 2, 1, {MAT(4096, 4096), MAT(4096, 4096), {0, 0, {0}, 0, FILL_SIGNED}}, 0,
      CALL_mse},
+    {"channel_mean", 1, 1, {MAT(3, 8294400), VEC(3, FILL_SIGNED)}, 0, CALL_channel_mean},
     {"gelu_tanh", 1, 1, {MAT(4096, 4096), MAT(4096, 4096)}, 0,
      CALL_gelu_tanh},
     {"rmsnorm_hand", 2, 1, {MAT(8192, 1024), VEC(1024, FILL_POSITIVE), MAT(8192, 1024)}, 0,

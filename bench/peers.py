@@ -329,6 +329,13 @@ def workloads(rng):
         at, bt = map(torch.from_numpy, (a, b))
         return lambda: ((at - bt) ** 2).mean()
 
+    def channel_mean(impl):
+        x = rand_f32(rng, (3, 8294400))
+        if impl == "numpy":
+            return lambda: x.mean(1)
+        xt = torch.from_numpy(x)
+        return lambda: xt.mean(1)
+
     def gelu_tanh(impl):
         x = rand_f32(rng, (4096, 4096))
         if impl == "numpy":
@@ -500,6 +507,7 @@ def workloads(rng):
         ("matmul_prologue", 3 * 1024 * 1024 * f32, 2.0 * 1024 ** 3, matmul_prologue),
         ("sum_all", ((32 << 20) + 1) * f32, 0, sum_all),
         ("mse", (2 * 4096 * 4096 + 1) * f32, 0, mse),
+        ("channel_mean", (3 * 8294400 + 3) * f32, 0, channel_mean),
         ("gelu_tanh", 2 * 4096 * 4096 * f32, 0, gelu_tanh),
         ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
         ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
@@ -577,6 +585,7 @@ def check_refs():
         "matmul_prologue": lambda a, b: torch.relu(a) @ b,
         "sum_all": lambda x: x.sum(),
         "mse": lambda a, b: ((a - b) ** 2).mean(),
+        "channel_mean": lambda x: x.mean(1),
         "gelu_tanh": lambda x: torch.tanh(F.gelu(x)),
         "rmsnorm_hand": lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True)
                                                      + 1e-6) * w,

@@ -2,6 +2,7 @@
  * (VLoops) and the entry points its files share, grouped by file:
  *   kernel.c     the backend (backend.h cg_cpu_backend): kernels, serial nests;
  *   reduce.c     reductions;
+ *   reduce_split.c  long reductions to few outputs split over threads;
  *   scan.c       scans;
  *   vloops.c     the loops of a nest as its schedule (loops/schedule.c) says;
  *   transpose.c  transposing copies in register blocks;
@@ -40,9 +41,60 @@ typedef struct VLoops {
 
 /* ---- reduce.c ------------------------------------------------------------- */
 
+/* The float sum cascade (reduce.c): blocks of CPU_SUM_BLOCK elements,
+ * CPU_SUM_LEVELS levels that each take 2^CPU_SUM_FAN_LOG2 sums. */
+#define CPU_SUM_BLOCK 512
+#define CPU_SUM_FAN_LOG2 4
+#define CPU_SUM_LEVELS 8
+
 /* The nest's reduced value at the current outer index (loops opened and
  * closed here). */
 LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x);
+
+/* A reduction's accumulator while its code is emitted: the pieces of
+ * cpu_emit_reduce, which reduce_split.c runs over chunks of a long
+ * reduction and then again over the chunks' values. */
+typedef struct RedAcc {
+  const LfNest *n;
+  DType in, ad;               /* the value's dtype, the accumulator's */
+  LLVMTypeRef t;              /* the accumulator's type */
+  bool cascade;               /* a float SUM/MEAN cascade (else plain) */
+  LLVMValueRef acc, arg, pos; /* plain: allocas of the value, the taken
+                                 position (ARGMAX/ARGMIN), the next one */
+  LLVMValueRef lv, cnt, bs;   /* cascade: allocas of the levels, the sums
+                                 level 0 took, a block's sum */
+} RedAcc;
+/* The accumulator's dtype for values of dtype in: f64, f32 or i64. */
+DType cpu_red_acc_dtype(DType in);
+/* Entry allocas of n's accumulator, their initial values stored at the
+ * builder's position. */
+void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a);
+/* Elements [e0, e1) of the innermost reduction loop (the others' x->iv
+ * set) into a: a cascade takes them as one block (at most CPU_SUM_BLOCK
+ * of them); pos0: the flattened position of e0 (NULL: a->pos's).  A
+ * nest without reduction loops takes its one value (e0, e1 unused). */
+void cpu_red_run(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0, LLVMValueRef e1,
+                 LLVMValueRef pos0);
+/* A partial result into a: a cascade's value v enters level `level` (an
+ * i64 value), a plain one's value v at position p steps it. */
+void cpu_red_merge(Cg *c, RedAcc *a, LLVMValueRef v, LLVMValueRef p, LLVMValueRef level);
+/* a's value: a cascade's levels added smallest first (after `start` when
+ * not NULL); a plain one's accumulator and (arg non-NULL) its position. */
+LLVMValueRef cpu_red_value(Cg *c, RedAcc *a, LLVMValueRef start, LLVMValueRef *arg);
+/* The value stored from reduced value r (arg: ARGMAX/ARGMIN's position):
+ * MEAN divided by total, the nest's post expression, the output dtype. */
+LLVMValueRef cpu_red_finish(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef r, LLVMValueRef arg,
+                            LLVMValueRef total);
+
+/* ---- reduce_split.c ------------------------------------------------------- */
+
+/* At -O1 and above, for a nest whose reduction may be long and whose
+ * outputs are few: the reduction split into chunks over threads.  True
+ * when that is the nest's whole code; else *join is NULL (the nest does
+ * not split) or, where the outputs are few only at some shapes, the
+ * block where the split (taken at those) and the nest's ordinary code
+ * (the caller's, at the builder's position) meet. */
+bool cpu_emit_reduce_split(Cg *c, const LfNest *n, LLVMBasicBlockRef *join);
 
 /* ---- scan.c --------------------------------------------------------------- */
 

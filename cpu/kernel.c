@@ -6,8 +6,9 @@
  *     returns the code, before any output byte is written;
  *  2. answers a shape query (every output's data NULL) by writing shapes;
  *  3. allocates scratch and GEMM packing memory, runs the nests (serial
- *     loops here; parallel nests and row groups: parallel.c; matmul and
- *     conv2d: gemm_nest.c), frees scratch;
+ *     loops here; parallel nests and row groups: parallel.c; long
+ *     reductions to few outputs: reduce_split.c; matmul and conv2d:
+ *     gemm_nest.c), frees scratch;
  * and `K_info` returns a constant tdsl_kernel_info.  --target=x86-64
  * emits every kernel once per ISA level, K dispatching (isa.c); `K_isa`
  * names the ISA.  The module then goes through the LLVM pipelines (the
@@ -23,15 +24,7 @@
 
 #include "cpu.h"
 
-static void emit_nest(Cg *c, const LfNest *n) {
-  if (n->check) {
-    cpu_emit_index_check(c, n);
-    return;
-  }
-  if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
-    cpu_emit_gemm_nest(c, n);
-    return;
-  }
+static void emit_nest_loops(Cg *c, const LfNest *n) {
   if (c->opt > 0 && n->rank > 0) {
     cpu_emit_nest_parallel(c, n);
     return;
@@ -52,6 +45,26 @@ static void emit_nest(Cg *c, const LfNest *n) {
     cg_store_el(c, v, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
   }
   for (int l = 0; l < n->rank; l++) cg_close_loop(c);
+}
+
+/* A nest; a long reduction to few outputs may split over threads
+ * (reduce_split.c) where its loops would run it on one. */
+static void emit_nest(Cg *c, const LfNest *n) {
+  if (n->check) {
+    cpu_emit_index_check(c, n);
+    return;
+  }
+  if (n->reduce == OP_MATMUL || n->reduce == OP_CONV2D) {
+    cpu_emit_gemm_nest(c, n);
+    return;
+  }
+  LLVMBasicBlockRef join = NULL;
+  if (c->opt > 0 && cpu_emit_reduce_split(c, n, &join)) return;
+  emit_nest_loops(c, n);
+  if (join) {
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+  }
 }
 
 /* ---- kernels ------------------------------------------------------------ */

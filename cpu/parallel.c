@@ -23,7 +23,9 @@
  *     strides) the kernel filled.
  * The grain keeps chunks at >= par_min_elems (loops/schedule.c) elements of work so small
  * nests run serially; chunks split outer (output) iterations only, never a
- * reduction, so results do not depend on the thread count. */
+ * reduction, so results do not depend on the thread count (a long
+ * reduction to few outputs splits before it gets here, reduce_split.c,
+ * at bounds the shape alone fixes). */
 
 /* Builds K.nestI (the loops) and K.nestI.body (outline.c); the values
  * after the symbols are the output strides. */

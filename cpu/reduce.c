@@ -1,14 +1,14 @@
 /* reduce.c — the CPU code of a nest's reduction (loops.h LfNest.reduce):
  * accumulators in f32/f64/i64, vectorizable float steps, and the cascade
  * that keeps long float sums accurate (docs/numerics.md).
- * Needs: cpu.h.  Used by: kernel.c, vloops.c, parallel.c. */
+ * Needs: cpu.h.  Used by: kernel.c, vloops.c, parallel.c, reduce_split.c. */
 #include <math.h>
 
 #include "cpu.h"
 
 /* ---- nests -------------------------------------------------------------- */
 
-static DType acc_dtype(DType in) {
+DType cpu_red_acc_dtype(DType in) {
   return in == DT_F64 ? DT_F64 : dtype_is_float(in) ? DT_F32 : DT_I64;
 }
 
@@ -25,8 +25,9 @@ static void red_bounds(Cg *c, NestCtx *x, LLVMValueRef *lo) {
 
 /* Float accumulation steps the loop vectorizer can widen.  SUM/MEAN
  * (opt_level >= 1): the fadd may be reassociated within a block of the
- * cascade below (vector partial sums; a nest's reduction never spans
- * threads, so results do not depend on the thread count).
+ * cascade below (vector partial sums; a reduction split over threads is
+ * split at block boundaries that depend on the shape alone,
+ * reduce_split.c, so results do not depend on the thread count).
  * AMAX/AMIN (opt_level >= 2, where LLVM vectorizes loops; scalar, the
  * select form is cheaper): llvm.maximum/minimum, which propagate NaN as
  * PyTorch does (a row with a NaN reduces to NaN); they order -0 < +0,
@@ -45,41 +46,42 @@ static LLVMValueRef fextreme_step(Cg *c, Op op, LLVMValueRef a, LLVMValueRef v) 
 }
 
 /* ---- accurate float sums ----------------------------------------------------
- * A float SUM/MEAN over more than SUM_BLOCK elements is a cascade, at
+ * A float SUM/MEAN over more than CPU_SUM_BLOCK elements is a cascade, at
  * every opt level: the innermost reduction loop runs in blocks of
- * SUM_BLOCK elements, each summed from zero by its own loop (vectorized
- * with reassociation at -O2), and the block sums enter a carry chain of
- * SUM_LEVELS accumulators where level k takes 2^SUM_FAN_LOG2 sums before
- * it is added into level k + 1 and cleared.  Every addition then adds
- * values of similar magnitude: the error bound grows with
- * SUM_BLOCK + 16 * log16(n) instead of n (a sum of 50M ones is exact
- * where a running f32 sum stops at 2^24), like PyTorch's cascade sum.
- * Level SUM_LEVELS - 1 holds blocks of SUM_BLOCK * 16^6 (8.6e11)
- * elements. */
-#define SUM_BLOCK 512
-#define SUM_FAN_LOG2 4
-#define SUM_LEVELS 8
+ * CPU_SUM_BLOCK elements, each summed from zero by its own loop
+ * (vectorized with reassociation at -O2), and the block sums enter a
+ * carry chain of CPU_SUM_LEVELS accumulators where level k takes
+ * 2^CPU_SUM_FAN_LOG2 sums before it is added into level k + 1 and
+ * cleared.  Every addition then adds values of similar magnitude: the
+ * error bound grows with CPU_SUM_BLOCK + 16 * log16(n) instead of n (a
+ * sum of 50M ones is exact where a running f32 sum stops at 2^24), like
+ * PyTorch's cascade sum.  Level CPU_SUM_LEVELS - 1 holds blocks of
+ * CPU_SUM_BLOCK * 16^6 (8.6e11) elements.
+ * No level ever holds -0 (each starts at +0, and a sum is -0 only when
+ * both terms are), so adding +0 to a level or to a flushed total leaves
+ * its bits as they were: reduce_split.c relies on it. */
 
-/* Whether n's reduction loops may exceed SUM_BLOCK elements. */
+/* Whether n's reduction loops may exceed CPU_SUM_BLOCK elements. */
 static bool long_reduction(const LfNest *n) {
   int64_t total = 1, e;
   for (int j = 0; j < n->nred; j++) {
     if (!sym_is_const(n->red[j], &e)) return true;
     total *= e;
-    if (total > SUM_BLOCK) return true;
+    if (total > CPU_SUM_BLOCK) return true;
   }
   return false;
 }
 
-/* Adds block sum s into the cascade (levels lv, block count cnt). */
+/* Adds s into level `level` of the cascade (levels lv; cnt: the sums
+ * that level took), carrying into the levels above. */
 static void cascade_push(Cg *c, LLVMTypeRef t, LLVMValueRef lv, LLVMValueRef cnt,
-                         LLVMValueRef s) {
-  LLVMValueRef zero = i64c(c, 0), l0 = LLVMBuildGEP2(c->b, t, lv, &zero, 1, "");
+                         LLVMValueRef s, LLVMValueRef level) {
+  LLVMValueRef zero = i64c(c, 0), l0 = LLVMBuildGEP2(c->b, t, lv, &level, 1, "");
   LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, t, l0, ""), s, ""), l0);
-  LLVMValueRef k = i64c(c, 1);
-  LLVMValueRef m = LLVMBuildAdd(c->b, LLVMBuildLoad2(c->b, c->i64, cnt, ""), k, "");
+  LLVMValueRef one = i64c(c, 1), k = LLVMBuildAdd(c->b, level, one, "");
+  LLVMValueRef m = LLVMBuildAdd(c->b, LLVMBuildLoad2(c->b, c->i64, cnt, ""), one, "");
   LLVMBuildStore(c->b, m, cnt);
-  /* carry: while k < SUM_LEVELS and m % 16 == 0: level k += level k-1 */
+  /* carry: while k < CPU_SUM_LEVELS and m % 16 == 0: level k += level k-1 */
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), head = block(c, "carry"),
                     body = block(c, "carry_body"), done = block(c, "carried");
   LLVMBuildBr(c->b, head);
@@ -87,18 +89,19 @@ static void cascade_push(Cg *c, LLVMTypeRef t, LLVMValueRef lv, LLVMValueRef cnt
   LLVMValueRef kp = LLVMBuildPhi(c->b, c->i64, "k"), mp = LLVMBuildPhi(c->b, c->i64, "m");
   LLVMAddIncoming(kp, &k, &pre, 1);
   LLVMAddIncoming(mp, &m, &pre, 1);
-  LLVMValueRef low = LLVMBuildAnd(c->b, mp, i64c(c, (1 << SUM_FAN_LOG2) - 1), "");
-  LLVMValueRef go = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntULT, kp, i64c(c, SUM_LEVELS), ""),
+  LLVMValueRef low = LLVMBuildAnd(c->b, mp, i64c(c, (1 << CPU_SUM_FAN_LOG2) - 1), "");
+  LLVMValueRef go = LLVMBuildAnd(c->b,
+                                 LLVMBuildICmp(c->b, LLVMIntULT, kp, i64c(c, CPU_SUM_LEVELS), ""),
                                  LLVMBuildICmp(c->b, LLVMIntEQ, low, zero, ""), "");
   LLVMBuildCondBr(c->b, go, body, done);
   LLVMPositionBuilderAtEnd(c->b, body);
-  LLVMValueRef km = LLVMBuildSub(c->b, kp, k, "");
+  LLVMValueRef km = LLVMBuildSub(c->b, kp, one, "");
   LLVMValueRef from = LLVMBuildGEP2(c->b, t, lv, &km, 1, ""), to = LLVMBuildGEP2(c->b, t, lv, &kp, 1, "");
   LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, t, to, ""),
                                      LLVMBuildLoad2(c->b, t, from, ""), ""), to);
   LLVMBuildStore(c->b, LLVMConstNull(t), from);
-  LLVMValueRef kn = LLVMBuildAdd(c->b, kp, k, ""),
-               mn = LLVMBuildLShr(c->b, mp, i64c(c, SUM_FAN_LOG2), "");
+  LLVMValueRef kn = LLVMBuildAdd(c->b, kp, one, ""),
+               mn = LLVMBuildLShr(c->b, mp, i64c(c, CPU_SUM_FAN_LOG2), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
   LLVMAddIncoming(kp, &kn, &latch, 1);
   LLVMAddIncoming(mp, &mn, &latch, 1);
@@ -106,104 +109,154 @@ static void cascade_push(Cg *c, LLVMTypeRef t, LLVMValueRef lv, LLVMValueRef cnt
   LLVMPositionBuilderAtEnd(c->b, done);
 }
 
-/* The cascade sum of n->value over the reduction loops (bounds lo and
- * x->ub), in the accumulator type t. */
-static LLVMValueRef cascade_sum(Cg *c, NestCtx *x, LLVMTypeRef t, DType in, DType ad,
-                                LLVMValueRef *lo) {
+/* ---- accumulators ----------------------------------------------------------- */
+
+void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a) {
+  Op op = n->reduce;
+  a->n = n;
+  a->in = n->value->dtype;
+  a->ad = cpu_red_acc_dtype(a->in);
+  a->t = cg_compute_type(c, a->ad);
+  bool isf = dtype_is_float(a->ad), mx = op == OP_AMAX || op == OP_ARGMAX;
+  bool ext = mx || op == OP_AMIN || op == OP_ARGMIN;
+  a->cascade = isf && (op == OP_SUM || op == OP_MEAN) && long_reduction(n);
+  if (a->cascade) {
+    LLVMTypeRef t = a->t;
+    a->lv = cg_entry_alloca(c, t, i32c(c, CPU_SUM_LEVELS));
+    a->cnt = cg_entry_alloca(c, c->i64, NULL);
+    a->bs = cg_entry_alloca(c, t, NULL);
+    for (int k = 0; k < CPU_SUM_LEVELS; k++) {
+      LLVMValueRef o = i64c(c, k);
+      LLVMBuildStore(c->b, LLVMConstNull(t), LLVMBuildGEP2(c->b, t, a->lv, &o, 1, ""));
+    }
+    LLVMBuildStore(c->b, i64c(c, 0), a->cnt);
+    return;
+  }
+  LLVMValueRef init = op == OP_PROD ? (isf ? LLVMConstReal(a->t, 1) : i64c(c, 1))
+                      : !ext ? LLVMConstNull(a->t)
+                      : isf ? LLVMConstReal(a->t, mx ? -INFINITY : INFINITY)
+                      : i64c(c, mx ? INT64_MIN : INT64_MAX);
+  a->acc = cg_entry_alloca(c, a->t, NULL);
+  a->arg = cg_entry_alloca(c, c->i64, NULL);
+  a->pos = cg_entry_alloca(c, c->i64, NULL);
+  LLVMBuildStore(c->b, init, a->acc);
+  LLVMBuildStore(c->b, i64c(c, 0), a->arg);
+  LLVMBuildStore(c->b, i64c(c, 0), a->pos);
+}
+
+/* The plain accumulator acc after value v at position p (ARGMAX/ARGMIN:
+ * the position is stored in a->arg when v is taken; ties keep the
+ * first). */
+static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef v,
+                               LLVMValueRef p) {
+  Op op = a->n->reduce;
+  bool isf = dtype_is_float(a->ad), mx = op == OP_AMAX || op == OP_ARGMAX;
+  if (op == OP_SUM || op == OP_MEAN) return isf ? fsum_step(c, acc, v) : LLVMBuildAdd(c->b, acc, v, "");
+  if (op == OP_PROD) return isf ? LLVMBuildFMul(c->b, acc, v, "") : LLVMBuildMul(c->b, acc, v, "");
+  if (isf && c->opt >= 2 && (op == OP_AMAX || op == OP_AMIN)) return fextreme_step(c, op, acc, v);
+  LLVMValueRef take;
+  if (isf) {
+    LLVMValueRef better = LLVMBuildOr(c->b, fcmp(c, LLVMRealUNO, v, v),
+                                      fcmp(c, mx ? LLVMRealOGT : LLVMRealOLT, v, acc), "");
+    take = LLVMBuildAnd(c->b, fcmp(c, LLVMRealORD, acc, acc), better, "");
+  } else {
+    take = LLVMBuildICmp(c->b, mx ? LLVMIntSGT : LLVMIntSLT, v, acc, "");
+  }
+  LLVMValueRef r = sel(c, take, v, acc);
+  LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, a->arg, "")), a->arg);
+  return r;
+}
+
+void cpu_red_run(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0, LLVMValueRef e1,
+                 LLVMValueRef pos0) {
   const LfNest *n = x->n;
   int last = n->rank + n->nred - 1;
-  LLVMValueRef lv = cg_entry_alloca(c, t, i32c(c, SUM_LEVELS)), cnt = cg_entry_alloca(c, c->i64, NULL),
-               bs = cg_entry_alloca(c, t, NULL);
-  for (int k = 0; k < SUM_LEVELS; k++) {
-    LLVMValueRef o = i64c(c, k);
-    LLVMBuildStore(c->b, LLVMConstNull(t), LLVMBuildGEP2(c->b, t, lv, &o, 1, ""));
+  if (a->cascade) {
+    LLVMBuildStore(c->b, LLVMConstNull(a->t), a->bs);
+    x->iv[last] = cg_open_loop_from(c, e0, e1);
+    LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
+    LLVMBuildStore(c->b, fsum_step(c, LLVMBuildLoad2(c->b, a->t, a->bs, ""), v), a->bs);
+    cg_close_loop(c);
+    cascade_push(c, a->t, a->lv, a->cnt, LLVMBuildLoad2(c->b, a->t, a->bs, ""), i64c(c, 0));
+    return;
   }
-  LLVMBuildStore(c->b, i64c(c, 0), cnt);
-  for (int l = n->rank; l < last; l++) x->iv[l] = cg_open_loop_from(c, lo[l], x->ub[l]);
-  LLVMValueRef len = cg_smin(c, LLVMBuildSub(c->b, x->ub[last], lo[last], ""), i64c(c, 0), true);
-  LLVMValueRef nb = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, len, i64c(c, SUM_BLOCK - 1), ""),
-                                  i64c(c, SUM_BLOCK), "");
-  LLVMValueRef b = cg_open_loop(c, nb);
-  LLVMValueRef b0 = LLVMBuildAdd(c->b, lo[last], LLVMBuildMul(c->b, b, i64c(c, SUM_BLOCK), ""), "");
-  LLVMValueRef b1 = cg_smin(c, LLVMBuildAdd(c->b, b0, i64c(c, SUM_BLOCK), ""), x->ub[last], false);
-  LLVMBuildStore(c->b, LLVMConstNull(t), bs);
-  x->iv[last] = cg_open_loop_from(c, b0, b1);
-  LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), in, ad);
-  LLVMBuildStore(c->b, fsum_step(c, LLVMBuildLoad2(c->b, t, bs, ""), v), bs);
-  cg_close_loop(c);
-  cascade_push(c, t, lv, cnt, LLVMBuildLoad2(c->b, t, bs, ""));
-  cg_close_loop(c);
-  for (int l = n->rank; l < last; l++) cg_close_loop(c);
-  LLVMValueRef o = i64c(c, 0), r = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, lv, &o, 1, ""), "");
-  for (int k = 1; k < SUM_LEVELS; k++) { /* smallest first */
-    o = i64c(c, k);
-    r = LLVMBuildFAdd(c->b, r, LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, lv, &o, 1, ""), ""), "");
+  if (pos0) LLVMBuildStore(c->b, pos0, a->pos);
+  if (n->nred) x->iv[last] = cg_open_loop_from(c, e0, e1); /* else one value */
+  LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
+  LLVMValueRef acc = LLVMBuildLoad2(c->b, a->t, a->acc, ""),
+               p = LLVMBuildLoad2(c->b, c->i64, a->pos, "");
+  LLVMBuildStore(c->b, plain_step(c, a, acc, v, p), a->acc);
+  LLVMBuildStore(c->b, LLVMBuildAdd(c->b, p, i64c(c, 1), ""), a->pos);
+  if (n->nred) cg_close_loop(c);
+}
+
+void cpu_red_merge(Cg *c, RedAcc *a, LLVMValueRef v, LLVMValueRef p, LLVMValueRef level) {
+  if (a->cascade) cascade_push(c, a->t, a->lv, a->cnt, v, level);
+  else LLVMBuildStore(c->b, plain_step(c, a, LLVMBuildLoad2(c->b, a->t, a->acc, ""), v, p), a->acc);
+}
+
+LLVMValueRef cpu_red_value(Cg *c, RedAcc *a, LLVMValueRef start, LLVMValueRef *arg) {
+  if (!a->cascade) {
+    if (arg) *arg = LLVMBuildLoad2(c->b, c->i64, a->arg, "");
+    return LLVMBuildLoad2(c->b, a->t, a->acc, "");
+  }
+  LLVMValueRef r = start;
+  for (int k = 0; k < CPU_SUM_LEVELS; k++) { /* smallest first */
+    LLVMValueRef o = i64c(c, k);
+    LLVMValueRef l = LLVMBuildLoad2(c->b, a->t, LLVMBuildGEP2(c->b, a->t, a->lv, &o, 1, ""), "");
+    r = r ? LLVMBuildFAdd(c->b, r, l, "") : l;
   }
   return r;
 }
 
-/* The sequential reduction: integer sums, products, extremes and their
- * positions, and float sums of at most SUM_BLOCK elements. */
-static LLVMValueRef plain_reduce(Cg *c, NestCtx *x, LLVMTypeRef t, DType in, DType ad,
-                                 LLVMValueRef *lo) {
+LLVMValueRef cpu_red_finish(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef r, LLVMValueRef arg,
+                            LLVMValueRef total) {
   const LfNest *n = x->n;
   Op op = n->reduce;
-  bool isf = dtype_is_float(ad), mx = op == OP_AMAX || op == OP_ARGMAX;
-  bool ext = mx || op == OP_AMIN || op == OP_ARGMIN;
-  LLVMValueRef init = op == OP_PROD ? (isf ? LLVMConstReal(t, 1) : i64c(c, 1))
-                      : !ext ? LLVMConstNull(t)
-                      : isf ? LLVMConstReal(t, mx ? -INFINITY : INFINITY)
-                      : i64c(c, mx ? INT64_MIN : INT64_MAX);
-  LLVMValueRef acc = cg_entry_alloca(c, t, NULL), arg = cg_entry_alloca(c, c->i64, NULL),
-               pos = cg_entry_alloca(c, c->i64, NULL);
-  LLVMBuildStore(c->b, init, acc);
-  LLVMBuildStore(c->b, i64c(c, 0), arg);
-  LLVMBuildStore(c->b, i64c(c, 0), pos);
-  for (int l = n->rank; l < n->rank + n->nred; l++) x->iv[l] = cg_open_loop_from(c, lo[l], x->ub[l]);
-  LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), in, ad);
-  LLVMValueRef a = LLVMBuildLoad2(c->b, t, acc, ""), p = LLVMBuildLoad2(c->b, c->i64, pos, "");
-  LLVMValueRef r;
-  if (op == OP_SUM || op == OP_MEAN) r = isf ? fsum_step(c, a, v) : LLVMBuildAdd(c->b, a, v, "");
-  else if (op == OP_PROD) r = isf ? LLVMBuildFMul(c->b, a, v, "") : LLVMBuildMul(c->b, a, v, "");
-  else if (isf && c->opt >= 2 && (op == OP_AMAX || op == OP_AMIN)) r = fextreme_step(c, op, a, v);
-  else {
-    LLVMValueRef take;
-    if (isf) {
-      LLVMValueRef better = LLVMBuildOr(c->b, fcmp(c, LLVMRealUNO, v, v),
-                                        fcmp(c, mx ? LLVMRealOGT : LLVMRealOLT, v, a), "");
-      take = LLVMBuildAnd(c->b, fcmp(c, LLVMRealORD, a, a), better, "");
-    } else {
-      take = LLVMBuildICmp(c->b, mx ? LLVMIntSGT : LLVMIntSLT, v, a, "");
-    }
-    r = sel(c, take, v, a);
-    LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, arg, "")), arg);
+  if (op == OP_ARGMAX || op == OP_ARGMIN) return cg_convert(c, arg, DT_I64, n->dtype);
+  if (op == OP_MEAN) r = LLVMBuildFDiv(c->b, r, LLVMBuildSIToFP(c->b, total, a->t, ""), "");
+  if (n->post) {
+    x->acc = r;
+    return cg_convert(c, cg_eval(c, x, n->post), n->post->dtype, n->dtype);
   }
-  LLVMBuildStore(c->b, r, acc);
-  LLVMBuildStore(c->b, LLVMBuildAdd(c->b, p, i64c(c, 1), ""), pos);
-  for (int l = 0; l < n->nred; l++) cg_close_loop(c);
-  if (op == OP_ARGMAX || op == OP_ARGMIN) return LLVMBuildLoad2(c->b, c->i64, arg, "");
-  return LLVMBuildLoad2(c->b, t, acc, "");
+  return cg_convert(c, r, a->ad, n->dtype);
+}
+
+/* ---- the serial reduction ------------------------------------------------- */
+
+/* The reduction loops (bounds lo and x->ub) into a: a cascade runs the
+ * innermost loop in blocks of CPU_SUM_BLOCK; a plain reduction runs it
+ * whole, its positions counting on over the outer reduction loops. */
+static void serial_reduce(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef *lo) {
+  const LfNest *n = x->n;
+  int last = n->rank + n->nred - 1;
+  for (int l = n->rank; l < last; l++) x->iv[l] = cg_open_loop_from(c, lo[l], x->ub[l]);
+  if (a->cascade) {
+    LLVMValueRef len = cg_smin(c, LLVMBuildSub(c->b, x->ub[last], lo[last], ""), i64c(c, 0), true);
+    LLVMValueRef nb = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, len, i64c(c, CPU_SUM_BLOCK - 1), ""),
+                                    i64c(c, CPU_SUM_BLOCK), "");
+    LLVMValueRef b = cg_open_loop(c, nb);
+    LLVMValueRef b0 = LLVMBuildAdd(c->b, lo[last], LLVMBuildMul(c->b, b, i64c(c, CPU_SUM_BLOCK), ""), "");
+    LLVMValueRef b1 = cg_smin(c, LLVMBuildAdd(c->b, b0, i64c(c, CPU_SUM_BLOCK), ""), x->ub[last], false);
+    cpu_red_run(c, x, a, b0, b1, NULL);
+    cg_close_loop(c);
+  } else {
+    cpu_red_run(c, x, a, n->nred ? lo[last] : NULL, n->nred ? x->ub[last] : NULL, NULL);
+  }
+  for (int l = n->rank; l < last; l++) cg_close_loop(c);
 }
 
 /* The reduction's value for the current outer index. */
 LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x) {
   const LfNest *n = x->n;
-  Op op = n->reduce;
-  DType in = n->value->dtype, ad = acc_dtype(in);
-  LLVMTypeRef t = cg_compute_type(c, ad);
-  LLVMValueRef total = i64c(c, 1), lo[MAXL];
+  LLVMValueRef total = i64c(c, 1), lo[MAXL], arg = NULL;
   red_bounds(c, x, lo);
   for (int l = n->rank; l < n->rank + n->nred; l++)
     total = LLVMBuildMul(c->b, total, cg_smin(c, LLVMBuildSub(c->b, x->ub[l], lo[l], ""),
                                            i64c(c, 0), true), "");
-  bool cascade = dtype_is_float(ad) && (op == OP_SUM || op == OP_MEAN) && long_reduction(n);
-  LLVMValueRef r = cascade ? cascade_sum(c, x, t, in, ad, lo) : plain_reduce(c, x, t, in, ad, lo);
-  if (op == OP_ARGMAX || op == OP_ARGMIN) return cg_convert(c, r, DT_I64, n->dtype);
-  if (op == OP_MEAN)
-    r = LLVMBuildFDiv(c->b, r, LLVMBuildSIToFP(c->b, total, t, ""), "");
-  if (n->post) {
-    x->acc = r;
-    return cg_convert(c, cg_eval(c, x, n->post), n->post->dtype, n->dtype);
-  }
-  return cg_convert(c, r, ad, n->dtype);
+  RedAcc a;
+  cpu_red_begin(c, n, &a);
+  serial_reduce(c, x, &a, lo);
+  LLVMValueRef r = cpu_red_value(c, &a, NULL, &arg);
+  return cpu_red_finish(c, x, &a, r, arg, total);
 }

@@ -156,6 +156,78 @@ START_TEST(reductions) {
 }
 END_TEST
 
+/* Long reductions to few outputs, which split over threads
+ * (cpu/reduce_split.c): every op the split takes against the
+ * interpreter, and bitwise equal at 1, 2 and 3 threads.  The values are
+ * small integers, so maxima tie across chunks (the first position
+ * wins); a second run puts NaNs in later chunks (the first NaN wins).
+ * Lengths sit at the split's edges: 65535 and 65536 (a grain or two of
+ * chunks), a chunk past a multiple of 16 blocks, 513 chunks of 16
+ * blocks (the chunks grow to 256 blocks). */
+static const char *LONGRED =
+    "kernel lr(x: f32[N]) -> (f32[], f32[], f32[], f32[], i64[], i64[]) {\n"
+    "  return x.sum(), x.mean(), x.amax(), x.amin(), x.argmax(), x.argmin()\n"
+    "}\n"
+    "kernel lri(k: i32[N], h: f16[N]) -> (i64[], i32[], i64[], i64[], f16[]) {\n"
+    "  return k.sum(), k.amax(), k.argmin(), (k % 3 + 2).to(i64).prod(), h.mean()\n"
+    "}\n"
+    "kernel lr2(x: f32[R, C], k: i64[R, C]) -> (f32[R], i64[R], f32[C], i64[C], f32[]) {\n"
+    "  return x.sum(1), x.argmax(1), x.mean(0), k.sum(0), ((x - 1.5) ** 2).mean()\n"
+    "}\n";
+
+static void small_ints(Ten *t, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    int v = (int)(urand() * 11) - 5;
+    if (t->h.dtype == DT_I64) ((int64_t *)t->store)[i] = v;
+    else if (t->h.dtype == DT_I32) ((int32_t *)t->store)[i] = v;
+    else if (t->h.dtype == DT_F16) ((uint16_t *)t->store)[i] = f32_to_f16((float)v);
+    else ((float *)t->store)[i] = (float)v;
+  }
+}
+
+START_TEST(long_reductions_split) {
+  Lib L;
+  build(&L, LONGRED, "lr");
+  static const int64_t ns[] = {65535, 65536, 17 * 8192 + 1, 513 * 8192 - 7};
+  for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+    int64_t n[1] = {ns[c]};
+    Ten in[3], out[11];
+    ten(&in[0], DT_F32, 1, n, NULL, 0, false);
+    ten(&in[1], DT_I32, 1, n, NULL, 0, false);
+    ten(&in[2], DT_F16, 1, n, NULL, 0, false);
+    for (int i = 0; i < 3; i++) small_ints(&in[i], n[0]);
+    static const DType od[11] = {DT_F32, DT_F32, DT_F32, DT_F32, DT_I64, DT_I64,
+                                 DT_I64, DT_I32, DT_I64, DT_I64, DT_F16};
+    for (int i = 0; i < 11; i++) out_ten(&out[i], od[i], 0, NULL);
+    threads_and_reference(&L, "lr", in, 1, out, 6, true);
+    threads_and_reference(&L, "lri", in + 1, 2, out + 6, 5, true);
+    float *x = in[0].store;
+    x[n[0] - 3] = NAN, x[n[0] / 2 + 1] = NAN;
+    threads_and_reference(&L, "lr", in, 1, out, 6, true);
+    ck_assert_int_eq(((int64_t *)out[4].store)[0], n[0] / 2 + 1);
+    for (int i = 0; i < 3; i++) ten_free(&in[i]);
+    for (int i = 0; i < 11; i++) ten_free(&out[i]);
+  }
+  static const int64_t rc[][2] = {{3, 70001}, {70001, 3}, {2, 65536 + 512 * 16 * 3}};
+  for (size_t c = 0; c < sizeof rc / sizeof *rc; c++) {
+    int64_t sr[1] = {rc[c][0]}, sc[1] = {rc[c][1]};
+    Ten in[2], out[5];
+    ten(&in[0], DT_F32, 2, rc[c], NULL, 0, false);
+    ten(&in[1], DT_I64, 2, rc[c], NULL, 0, false);
+    small_ints(&in[1], rc[c][0] * rc[c][1]);
+    out_ten(&out[0], DT_F32, 1, sr);
+    out_ten(&out[1], DT_I64, 1, sr);
+    out_ten(&out[2], DT_F32, 1, sc);
+    out_ten(&out[3], DT_I64, 1, sc);
+    out_ten(&out[4], DT_F32, 0, NULL);
+    threads_and_reference(&L, "lr2", in, 2, out, 5, true);
+    for (int i = 0; i < 2; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
+  }
+  unbuild_pool(&L);
+}
+END_TEST
+
 static const char *SRC =
     "kernel src(x: f32[N, 3]) -> (f32[3, N], f32[N], i64[N, 2]) {\n"
     "  r = x.t().reshape(3 * N)\n"
@@ -674,6 +746,7 @@ static Suite *suite(void) {
   tcase_add_test(t, integer_ops_and_casts);
   tcase_add_test(t, views_of_params_with_strides_and_offsets);
   tcase_add_test(t, reductions);
+  tcase_add_test(t, long_reductions_split);
   tcase_add_test(t, sources_and_reshape_copy);
   tcase_add_test(t, scalar_parameters);
   tcase_add_test(t, scalars_by_value_in_llvm_ir);

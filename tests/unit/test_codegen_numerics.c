@@ -209,6 +209,140 @@ START_TEST(long_sums_are_accurate) {
 }
 END_TEST
 
+/* ---- long sums split over threads -------------------------------------------
+ * At -O1 and above a long reduction to few outputs splits into chunks of
+ * 16^m cascade blocks (cpu/reduce_split.c) whose values enter the
+ * combining cascade at level m: the result is the serial cascade's bit
+ * for bit.  -O0 runs the cascade serially as written and -O1 does not
+ * vectorize the block sums, so -O1 at 1, 2 and 3 threads must give -O0's
+ * bits; at -O2 the split must give the bits of the nest's ordinary code
+ * (rows of a stride-0 matrix: 33 outputs, too many to split, each the
+ * same vector as the split 1-D sum).  Lengths around chunk boundaries, at
+ * each chunk size m = 1, 2, 3, and past several cascade levels. */
+
+static const char *SPLIT =
+    "kernel s(x: f32[N] strided) -> (f32[], f32[]) {\n"
+    "  return x.sum(), x.mean()\n"
+    "}\n"
+    "kernel m2(x: f32[H, W] strided) -> f32[] {\n"
+    "  return (x * x).mean()\n"
+    "}\n"
+    "kernel rows(x: f32[R, C] strided) -> f32[R] {\n"
+    "  return x.sum(1)\n"
+    "}\n"
+    "kernel cols(x: f32[R, C]) -> f32[C] {\n"
+    "  return x.sum(0)\n"
+    "}\n"
+    "kernel d(x: f64[N]) -> f64[] {\n"
+    "  return x.sum()\n"
+    "}\n";
+
+/* Values of mixed sign and magnitude, so that every addition rounds. */
+static void rounding_values(Ten *t, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    double v = (urand() - 0.3) * (1 + 1000 * urand());
+    if (t->h.dtype == DT_F64) ((double *)t->store)[i] = v;
+    else ((float *)t->store)[i] = (float)v;
+  }
+}
+
+/* Runs `name` of L0 (-O0, one thread) and of L1 (-O1) at 1, 2 and 3
+ * threads: the same bytes. */
+static void same_as_serial(Lib *L0, Lib *L1, const char *name, Ten *in, Ten *out, int nout) {
+  Ten ref[2];
+  set_threads(L0, 1);
+  call_ok(L0, name, in, 1, out, nout);
+  for (int i = 0; i < nout; i++) {
+    ref[i] = out[i];
+    ref[i].store = malloc(out[i].bytes);
+    memcpy(ref[i].store, out[i].store, out[i].bytes);
+  }
+  for (int th = 1; th <= 3; th++) {
+    set_threads(L1, th);
+    for (int i = 0; i < nout; i++) memset(out[i].store, 0x5A, out[i].bytes);
+    call_ok(L1, name, in, 1, out, nout);
+    for (int i = 0; i < nout; i++)
+      ck_assert_msg(!memcmp(out[i].store, ref[i].store, out[i].bytes),
+                    "%s out%d at %d threads: %.9g, serial -O0 %.9g", name, i, th,
+                    f32_at(&out[i], 0), f32_at(&ref[i], 0));
+  }
+  for (int i = 0; i < nout; i++) free(ref[i].store);
+}
+
+START_TEST(split_sums_are_serial) {
+  Lib L[3];
+  for (int o = 0; o < 3; o++) build_flags(&L[o], SPLIT, NULL, OPTS[o]);
+  /* 8192 elements are 16 blocks: m = 1 up to 512 chunks, m = 2 beyond */
+  static const int64_t ns[] = {65536, 65537, 8192 * 9 - 1, 8192 * 9 + 1, 8192 * 512,
+                               8192 * 512 + 1, 8192 * 512 + 8192 * 16 + 3, 9000011};
+  for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+    int64_t n[1] = {ns[c]}, rs[2] = {33, ns[c]}, rst[2] = {0, 1}, r33[1] = {33};
+    Ten x, o[2], xr, orr;
+    ten(&x, DT_F32, 1, n, NULL, 0, false);
+    rounding_values(&x, n[0]);
+    for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 0, NULL);
+    same_as_serial(&L[0], &L[1], "s", &x, o, 2);
+    same_at_threads(&L[2], "s", &x, 1, o, 2);
+    xr = x; /* the same vector as 33 rows */
+    xr.t.ndim = xr.h.rank = 2;
+    memcpy(xr.shape, rs, sizeof rs), memcpy(xr.stride, rst, sizeof rst);
+    memcpy(xr.h.shape, rs, sizeof rs), memcpy(xr.h.stride, rst, sizeof rst);
+    xr.t.shape = xr.shape, xr.t.strides = xr.stride;
+    out_ten(&orr, DT_F32, 1, r33);
+    call_ok(&L[2], "rows", &xr, 1, &orr, 1);
+    ck_assert_msg(f32_at(&orr, 32) == f32_at(&o[0], 0), "-O2 split sum of %lld: %.9g, whole %.9g",
+                  (long long)n[0], f32_at(&o[0], 0), f32_at(&orr, 32));
+    ten_free(&x), ten_free(&orr);
+    for (int i = 0; i < 2; i++) ten_free(&o[i]);
+  }
+  /* 48 lengths at random up to 600 chunks of 16 blocks (the chunks'
+   * values in levels 1 to 3 and a partial chunk: a flush in another
+   * order changes about one sum in six) */
+  for (int c = 0; c < 48; c++) {
+    int64_t n[1] = {65536 + (int64_t)(urand() * 8192 * 600)};
+    Ten x, o[2];
+    ten(&x, DT_F32, 1, n, NULL, 0, false);
+    rounding_values(&x, n[0]);
+    for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 0, NULL);
+    same_as_serial(&L[0], &L[1], "s", &x, o, 2);
+    ten_free(&x);
+    for (int i = 0; i < 2; i++) ten_free(&o[i]);
+  }
+  /* f64; 16^4 blocks and more: levels 0 to 4 of the cascade, m = 2 */
+  int64_t nd[1] = {65536 * 512 + 12345};
+  Ten xd, od;
+  ten(&xd, DT_F64, 1, nd, NULL, 0, false);
+  rounding_values(&xd, nd[0]);
+  out_ten(&od, DT_F64, 0, NULL);
+  same_as_serial(&L[0], &L[1], "d", &xd, &od, 1);
+  same_at_threads(&L[2], "d", &xd, 1, &od, 1);
+  ten_free(&xd), ten_free(&od);
+  /* 70000 rows of 1100 (3 blocks, the last partial) repeating one row:
+   * 210000 blocks, chunks of 16^3 */
+  int64_t hw[2] = {70000, 1100}, hws[2] = {0, 1};
+  Ten xm, om;
+  ten(&xm, DT_F32, 2, hw, hws, 0, false);
+  rounding_values(&xm, 1100);
+  out_ten(&om, DT_F32, 0, NULL);
+  same_as_serial(&L[0], &L[1], "m2", &xm, &om, 1);
+  same_at_threads(&L[2], "m2", &xm, 1, &om, 1);
+  ten_free(&xm), ten_free(&om);
+  /* a few columns and a few rows */
+  static const int64_t rc[][2] = {{70001, 3}, {2, 8192 * 40 + 5}};
+  for (size_t c = 0; c < 2; c++) {
+    int64_t oc[1] = {rc[c][1]}, orow[1] = {rc[c][0]};
+    Ten xc, oo;
+    ten(&xc, DT_F32, 2, rc[c], NULL, 0, false);
+    rounding_values(&xc, rc[c][0] * rc[c][1]);
+    out_ten(&oo, DT_F32, 1, c ? orow : oc);
+    same_as_serial(&L[0], &L[1], c ? "rows" : "cols", &xc, &oo, 1);
+    same_at_threads(&L[2], c ? "rows" : "cols", &xc, 1, &oo, 1);
+    ten_free(&xc), ten_free(&oo);
+  }
+  for (int o = 0; o < 3; o++) unbuild_pool(&L[o]);
+}
+END_TEST
+
 /* ---- statistics over long rows ---------------------------------------------- */
 
 static const char *STATS =
@@ -399,6 +533,7 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 300);
   tcase_add_loop_test(t, division_is_correctly_rounded, 0, 4);
   tcase_add_loop_test(t, long_sums_are_accurate, 0, 4);
+  tcase_add_test(t, split_sums_are_serial);
   tcase_add_loop_test(t, long_stats_are_accurate, 0, 4);
   tcase_add_loop_test(t, long_scans_are_exact, 0, 4);
   tcase_add_loop_test(t, trig_large_arguments, 0, 4);

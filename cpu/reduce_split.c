@@ -1,0 +1,299 @@
+/* reduce_split.c — a long reduction to few outputs split over threads
+ * (opt_level >= 1).  A nest's ordinary code runs each output's reduction
+ * on one thread (parallel.c splits outer iterations only), which leaves
+ * all but one thread idle for x.sum() or a loss's mean.  Here the
+ * reduction of every output is cut into chunks whose bounds depend on
+ * the shape alone, never on the thread count:
+ *   - the innermost reduction loop runs in blocks of CPU_SUM_BLOCK
+ *     elements (each outer reduction index starts a block), numbered in
+ *     order over the whole reduction: the cascade's blocks (reduce.c);
+ *   - a chunk is 16^m consecutive blocks from the reduction's start, m the
+ *     smallest from 1 on that keeps all outputs' chunks to SPLIT_ITEMS;
+ * each (chunk, output) pair is one item of tdsl_parallel_for, which
+ * leaves the chunk's value (and position) in an array on the kernel's
+ * stack; a second outlined function then combines each output's chunks
+ * in chunk order and stores the result.
+ * Integer sums and products wrap and extremes keep the first of equal
+ * values in any split, so those results are the serial ones.  A float
+ * sum's chunk of 16^m blocks runs the cascade from zero: its value is
+ * the one the serial cascade's level m takes at that block (the levels
+ * below are clear at every multiple of 16^m), so the chunks' values
+ * enter the combining cascade at level m, and the last partial chunk's
+ * levels, flushed smallest first, are the serial flush's first terms:
+ * the result is the serial cascade's, bit for bit (test_codegen_numerics:
+ * split_sums_are_serial).
+ * A nest whose outputs are few at every shape runs the split alone (its
+ * chunks of a short reduction on the calling thread: the grain is
+ * SPLIT_GRAIN_MUL * par_min_elems elements); one whose outputs may be more than
+ * SPLIT_MAX_OUT keeps its ordinary code (parallel.c) for those shapes;
+ * both forms give the same values.  A nest known to reduce fewer than
+ * 2 * par_min_elems elements per output never splits.
+ * Needs: cpu.h.  Used by: kernel.c. */
+#include "cpu.h"
+
+#define SPLIT_MAX_OUT 32 /* outputs; more feed the threads through parallel.c */
+#define SPLIT_ITEMS 512  /* chunks of all outputs: their values' arrays */
+#define SPLIT_MAX_M 7    /* chunks of at most 16^7 blocks: level 7 is the top */
+/* A thread's share of a split is at least SPLIT_GRAIN_MUL * par_min_elems
+ * elements: waking the pool costs more than an elementwise chunk's worth
+ * of a sum (x.sum() of 70000 f32 took 11.8 us split over 2 threads
+ * against 6.8 us on one; 300000 were level, on the loaded 2-core VM). */
+#define SPLIT_GRAIN_MUL 8
+
+/* Whether n may split: a reduction the chunks keep exact (no float
+ * product), loops without bounds of their own (pools' windows), not
+ * known to be short or to have many outputs. */
+static bool splittable(Cg *c, const LfNest *n) {
+  if (n->check || n->nred == 0 || lf_is_scan(n)) return false;
+  switch (n->reduce) {
+  case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: case OP_ARGMAX: case OP_ARGMIN: break;
+  case OP_PROD: if (dtype_is_float(n->value->dtype)) return false; break;
+  default: return false;
+  }
+  int64_t e, r = 1, o = 1;
+  bool rk = true, ok = true;
+  for (int j = 0; j < n->nred; j++) {
+    if ((n->red_lo && n->red_lo[j]) || (n->red_hi && n->red_hi[j])) return false;
+    if (!sym_is_const(n->red[j], &e)) rk = false;
+    else if (r < ((int64_t)1 << 40)) r *= e;
+  }
+  for (int l = 0; l < n->rank; l++) {
+    if (!sym_is_const(n->shape[l], &e)) ok = false;
+    else if (o <= SPLIT_MAX_OUT) o *= e;
+  }
+  return !(rk && r < 2 * c->target->par_min_elems) && !(ok && o > SPLIT_MAX_OUT);
+}
+
+/* The reduction's blocks for one output. */
+typedef struct Geo {
+  LLVMValueRef outs;  /* outer iterations (outputs) */
+  LLVMValueRef total; /* elements reduced per output */
+  LLVMValueRef len;   /* the innermost reduction loop's extent */
+  LLVMValueRef nb;    /* its blocks */
+  LLVMValueRef nbl;   /* blocks per output: nb times the outer reduction loops' extents */
+} Geo;
+
+/* Extents into x->ub, the reduction loops collapsed where the nest's
+ * ordinary code collapses them (a nest with outer loops: vloops.c; a
+ * nest without runs its loops as written, kernel.c), so that the blocks
+ * are the same; and the geometry. */
+static void geometry(Cg *c, const LfNest *n, NestCtx *x, Geo *g) {
+  int last = n->rank + n->nred - 1;
+  for (int l = 0; l < n->rank; l++) x->ub[l] = cg_sym_val(c, n->shape[l]);
+  for (int l = 0; l < n->nred; l++) x->ub[n->rank + l] = cg_sym_val(c, n->red[l]);
+  if (n->rank > 0) {
+    NestCtx t = *x;
+    VLoops vl;
+    cpu_plan_vloops(c, n, &t, &vl);
+    for (int l = n->rank; l <= last; l++) x->ub[l] = t.ub[l];
+  }
+  LLVMValueRef rows = i64c(c, 1);
+  g->outs = i64c(c, 1);
+  for (int l = 0; l < n->rank; l++) g->outs = LLVMBuildMul(c->b, g->outs, x->ub[l], "");
+  for (int l = n->rank; l < last; l++) rows = LLVMBuildMul(c->b, rows, x->ub[l], "");
+  g->len = x->ub[last];
+  g->total = LLVMBuildMul(c->b, rows, g->len, "");
+  g->nb = LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, g->len, i64c(c, CPU_SUM_BLOCK - 1), ""),
+                        i64c(c, CPU_SUM_BLOCK), "");
+  g->nbl = LLVMBuildMul(c->b, rows, g->nb, "");
+}
+
+static LLVMValueRef ceil_div(Cg *c, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildUDiv(c->b, LLVMBuildAdd(c->b, a, LLVMBuildSub(c->b, b, i64c(c, 1), ""), ""), b,
+                       "");
+}
+
+/* Sets x->iv[from .. to) to flat index i's digits over extents x->ub. */
+static void digits(Cg *c, NestCtx *x, int from, int to, LLVMValueRef i) {
+  for (int l = to - 1; l >= from; l--) {
+    x->iv[l] = l > from ? LLVMBuildURem(c->b, i, x->ub[l], "") : i;
+    if (l > from) i = LLVMBuildUDiv(c->b, i, x->ub[l], "");
+  }
+}
+
+static bool has_arg(const LfNest *n) { return n->reduce == OP_ARGMAX || n->reduce == OP_ARGMIN; }
+
+/* The extra values of both outlined functions' context, after the
+ * symbols and the output strides (0 for static ones: cpu_fill_nest_ctx). */
+enum { X_OUTS, X_CB, X_M, X_VALS, X_POSS, NX };
+
+/* The extras as the open function's values. */
+static void extras(Cg *c, const LfNest *n, const Outlined *f, LLVMValueRef *v) {
+  for (int i = 0; i < NX; i++) v[i] = cpu_outline_value(f, c->k->nsyms + n->rank + i);
+  v[X_VALS] = LLVMBuildIntToPtr(c->b, v[X_VALS], c->ptr, "");
+  v[X_POSS] = LLVMBuildIntToPtr(c->b, v[X_POSS], c->ptr, "");
+}
+
+/* K.redI(begin, end, buf..., sym..., extras) and its wrapper: items
+ * [begin, end), item w the chunk w / outs of output w % outs; its value
+ * into values[w] (an array of the accumulator's type t) and, ARGMAX/
+ * ARGMIN, its position into positions[w]. */
+static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
+  Outlined f;
+  int last = n->rank + n->nred - 1;
+  cpu_outline_open(c, &f, "red", 2, c->k->nsyms + NX + n->rank);
+  NestCtx x = {.n = n};
+  Geo g;
+  LLVMValueRef e[NX];
+  geometry(c, n, &x, &g);
+  extras(c, n, &f, e);
+  LLVMValueRef w = cg_open_loop_from(c, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1));
+  digits(c, &x, 0, n->rank, LLVMBuildURem(c->b, w, e[X_OUTS], ""));
+  LLVMValueRef g0 = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, w, e[X_OUTS], ""), e[X_CB], "");
+  LLVMValueRef g1 = cg_smin(c, LLVMBuildAdd(c->b, g0, e[X_CB], ""), g.nbl, false);
+  RedAcc a;
+  cpu_red_begin(c, n, &a);
+  LLVMValueRef gi = cg_open_loop_from(c, g0, g1), row = i64c(c, 0), b = gi;
+  if (n->nred > 1) {
+    row = LLVMBuildUDiv(c->b, gi, g.nb, "");
+    b = LLVMBuildURem(c->b, gi, g.nb, "");
+    digits(c, &x, n->rank, last, row);
+  }
+  LLVMValueRef e0 = LLVMBuildMul(c->b, b, i64c(c, CPU_SUM_BLOCK), "");
+  LLVMValueRef e1 = cg_smin(c, LLVMBuildAdd(c->b, e0, i64c(c, CPU_SUM_BLOCK), ""), g.len, false);
+  LLVMValueRef pos0 = has_arg(n) ? LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, g.len, ""), e0, "")
+                                 : NULL;
+  cpu_red_run(c, &x, &a, e0, e1, pos0);
+  cg_close_loop(c);
+  LLVMValueRef arg = NULL, v = cpu_red_value(c, &a, NULL, has_arg(n) ? &arg : NULL);
+  LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, t, e[X_VALS], &w, 1, ""));
+  if (arg) LLVMBuildStore(c->b, arg, LLVMBuildGEP2(c->b, c->i64, e[X_POSS], &w, 1, ""));
+  cg_close_loop(c);
+  cpu_outline_close(c, &f);
+  return f;
+}
+
+/* K.redI(buf..., sym..., extras) and its wrapper, called once after the
+ * chunks: each output's chunks combined in chunk order and the result
+ * stored.  A cascade takes the full chunks' values at level m and starts
+ * its flush from the partial chunk's value (+0 without one).  A few
+ * hundred values: the light pipeline (machine.c), which leaves the
+ * kernel without loops (cold code, machine.c). */
+static Outlined combine_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
+  Outlined f;
+  cpu_outline_open(c, &f, "red", 0, c->k->nsyms + NX + n->rank);
+  cpu_mark_light(f.impl);
+  NestCtx x = {.n = n};
+  Geo g;
+  LLVMValueRef e[NX];
+  geometry(c, n, &x, &g);
+  extras(c, n, &f, e);
+  for (int l = 0; l < n->rank; l++) x.rt_stride[l] = cpu_outline_value(&f, c->k->nsyms + l);
+  LLVMValueRef nc = ceil_div(c, g.nbl, e[X_CB]), o = i64c(c, 0), arg = NULL, r;
+  for (int l = 0; l < n->rank; l++) {
+    x.iv[l] = cg_open_loop(c, x.ub[l]);
+    o = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o, x.ub[l], ""), x.iv[l], "");
+  }
+  RedAcc a;
+  cpu_red_begin(c, n, &a);
+  LLVMValueRef ci = cg_open_loop(c, a.cascade ? LLVMBuildUDiv(c->b, g.nbl, e[X_CB], "") : nc);
+  LLVMValueRef w = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, g.outs, ""), o, "");
+  LLVMValueRef v = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, e[X_VALS], &w, 1, ""), "");
+  LLVMValueRef p = has_arg(n) ? LLVMBuildLoad2(c->b, c->i64, LLVMBuildGEP2(c->b, c->i64, e[X_POSS], &w, 1, ""), "")
+                              : i64c(c, 0);
+  cpu_red_merge(c, &a, v, p, e[X_M]);
+  cg_close_loop(c);
+  if (a.cascade) {
+    LLVMValueRef lc = cg_smin(c, LLVMBuildSub(c->b, nc, i64c(c, 1), ""), i64c(c, 0), true);
+    LLVMValueRef lw = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lc, g.outs, ""), o, "");
+    LLVMValueRef part = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildURem(c->b, g.nbl, e[X_CB], ""),
+                                      i64c(c, 0), "");
+    LLVMValueRef lastv = LLVMBuildLoad2(c->b, t, LLVMBuildGEP2(c->b, t, e[X_VALS], &lw, 1, ""), "");
+    r = cpu_red_value(c, &a, sel(c, part, lastv, LLVMConstNull(t)), NULL);
+  } else {
+    r = cpu_red_value(c, &a, NULL, &arg);
+  }
+  LLVMValueRef st = cpu_red_finish(c, &x, &a, r, arg, g.total);
+  cg_store_el(c, st, cg_address(c, &x, &n->store, n->dtype, n->rank), n->dtype);
+  for (int l = 0; l < n->rank; l++) cg_close_loop(c);
+  cpu_outline_close(c, &f);
+  return f;
+}
+
+/* The chunks' level m (1 .. SPLIT_MAX_M): the smallest that keeps
+ * outs * ceil(nbl / 16^m) to SPLIT_ITEMS. */
+static LLVMValueRef chunk_level(Cg *c, const Geo *g) {
+  LLVMValueRef m = i64c(c, 1);
+  for (int k = 1; k < SPLIT_MAX_M; k++) {
+    LLVMValueRef items = LLVMBuildMul(c->b, g->outs, ceil_div(c, g->nbl, i64c(c, 1LL << (4 * k))), "");
+    LLVMValueRef more = LLVMBuildICmp(c->b, LLVMIntUGT, items, i64c(c, SPLIT_ITEMS), "");
+    m = LLVMBuildAdd(c->b, m, LLVMBuildZExt(c->b, more, c->i64, ""), "");
+  }
+  return m;
+}
+
+/* Marks the arrays' lifetimes (llvm.lifetime.start/end): the code
+ * generator then gives every split nest of a kernel the same stack. */
+static void lifetime(Cg *c, const char *what, LLVMValueRef p, LLVMTypeRef t) {
+  if (LLVMIsNull(p)) return;
+  unsigned bytes = LLVMGetTypeKind(t) == LLVMFloatTypeKind ? 4 : 8; /* f32, f64 or i64 */
+  LLVMValueRef a[2] = {i64c(c, (long long)bytes * SPLIT_ITEMS), p};
+  cg_intrinsic(c, what, &c->ptr, 1, a, 2);
+}
+
+/* The chunks' size in blocks: 16^m, or (more than SPLIT_ITEMS chunks at
+ * m = SPLIT_MAX_M, never on real memory: a stride-0 input) every block
+ * of an output in one chunk, its partial one, which the serial cascade's
+ * code then runs as is.  *m: m. */
+static LLVMValueRef chunk_blocks(Cg *c, const Geo *g, LLVMValueRef *m) {
+  *m = chunk_level(c, g);
+  LLVMValueRef cb = LLVMBuildShl(c->b, i64c(c, 1), LLVMBuildMul(c->b, *m, i64c(c, 4), ""), "");
+  LLVMValueRef items = LLVMBuildMul(c->b, g->outs, ceil_div(c, g->nbl, cb), "");
+  LLVMValueRef over = LLVMBuildICmp(c->b, LLVMIntUGT, items, i64c(c, SPLIT_ITEMS), "");
+  return sel(c, over, LLVMBuildAdd(c->b, g->nbl, i64c(c, 1), ""), cb);
+}
+
+/* The split: the chunks over threads, then their combining. */
+static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
+  LLVMValueRef m, cb = chunk_blocks(c, g, &m);
+  LLVMValueRef nc = ceil_div(c, g->nbl, cb), items = LLVMBuildMul(c->b, g->outs, nc, "");
+  LLVMTypeRef t = cg_compute_type(c, cpu_red_acc_dtype(n->value->dtype));
+  Outlined f = chunk_functions(c, n, t), fc = combine_functions(c, n, t);
+  LLVMValueRef vals = cg_entry_alloca(c, t, i32c(c, SPLIT_ITEMS));
+  LLVMValueRef poss = has_arg(n) ? cg_entry_alloca(c, c->i64, i32c(c, SPLIT_ITEMS))
+                                 : LLVMConstNull(c->ptr);
+  lifetime(c, "llvm.lifetime.start", vals, t);
+  lifetime(c, "llvm.lifetime.start", poss, c->i64);
+  LLVMValueRef ctx = cpu_fill_nest_ctx(c, n, &f.cx);
+  LLVMValueRef e[NX] = {[X_OUTS] = g->outs, [X_CB] = cb, [X_M] = m,
+                        [X_VALS] = LLVMBuildPtrToInt(c->b, vals, c->i64, ""),
+                        [X_POSS] = LLVMBuildPtrToInt(c->b, poss, c->i64, "")};
+  for (int i = 0; i < NX; i++) cpu_ctx_set(c, &f.cx, ctx, f.cx.nb + c->k->nsyms + n->rank + i, e[i]);
+  /* a grain of SPLIT_GRAIN_MUL * par_min_elems elements: small
+   * reductions run on the calling thread */
+  LLVMValueRef work = cg_smin(c, LLVMBuildMul(c->b, cb, i64c(c, CPU_SUM_BLOCK), ""), g->total, false);
+  LLVMValueRef grain = cg_smin(
+      c, LLVMBuildSDiv(c->b, i64c(c, SPLIT_GRAIN_MUL * c->target->par_min_elems),
+                       cg_smin(c, work, i64c(c, 1), true), ""),
+      i64c(c, 1), true);
+  LLVMTypeRef ps[4] = {c->i64, c->i64, c->ptr, c->ptr};
+  LLVMValueRef a[4] = {items, grain, f.body, ctx};
+  call(c, cg_fdecl(c, "tdsl_parallel_for", c->vd, ps, 4, 0), a, 4);
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fc.body), fc.body, &ctx, 1, "");
+  lifetime(c, "llvm.lifetime.end", vals, t);
+  lifetime(c, "llvm.lifetime.end", poss, c->i64);
+}
+
+bool cpu_emit_reduce_split(Cg *c, const LfNest *n, LLVMBasicBlockRef *join) {
+  *join = NULL;
+  if (!splittable(c, n)) return false;
+  NestCtx x = {.n = n};
+  Geo g;
+  geometry(c, n, &x, &g);
+  int64_t o = 1, e;
+  for (int l = 0; l < n->rank && o <= SPLIT_MAX_OUT; l++)
+    o = sym_is_const(n->shape[l], &e) ? o * e : SPLIT_MAX_OUT + 1;
+  if (o <= SPLIT_MAX_OUT) { /* always few outputs: the split alone */
+    emit_split(c, n, &g);
+    return true;
+  }
+  LLVMBasicBlockRef split = block(c, "red_split"), other = block(c, "red_whole");
+  *join = block(c, "red_join");
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntULE, g.outs, i64c(c, SPLIT_MAX_OUT), ""),
+                  split, other);
+  LLVMPositionBuilderAtEnd(c->b, split);
+  emit_split(c, n, &g);
+  LLVMBuildBr(c->b, *join);
+  LLVMPositionBuilderAtEnd(c->b, other);
+  return false;
+}
