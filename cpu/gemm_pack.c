@@ -297,40 +297,6 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   return pend;
 }
 
-/* The register transposes of pack_a_rows: for K indices [0, pend) in
- * steps of VW, the panel's rows (element offsets rowo[r] + p of base,
- * storage dtype sd; live[r] false: a zero row) in groups of VW loaded,
- * transposed and stored as VW panel rows. */
-static void rows_to_panel(G *g, LLVMValueRef dst, LLVMValueRef base, DType sd,
-                          const LLVMValueRef *rowo, const LLVMValueRef *live, LLVMValueRef pend) {
-  int n = g->vw;
-  LLVMTypeRef st = gemm_storage(g, sd), sv = vec_of(st, n);
-  GLoop lp;
-  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
-  for (int r0 = 0; r0 < g->mr; r0 += n) {
-    int rows = g->mr - r0 < n ? g->mr - r0 : n;
-    LLVMValueRef v[64], idx[64];
-    for (int i = 0; i < n; i++) {
-      if (i >= rows) {
-        v[i] = LLVMGetUndef(g->vt);
-        continue;
-      }
-      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, rowo[r0 + i], p)), "");
-      LLVMSetAlignment(x, (unsigned)dtype_size(sd));
-      v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, sd), LLVMConstNull(g->vt), "");
-    }
-    gemm_transpose(g, v, n);
-    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
-    LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
-    for (int j = 0; j < n; j++) {
-      LLVMValueRef x = rows == n ? v[j] : LLVMBuildShuffleVector(g->b, v[j], LLVMGetUndef(g->vt), mask, "");
-      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0)));
-      LLVMSetAlignment(LLVMBuildStore(g->b, x, d), (unsigned)dtype_size(g->cd));
-    }
-  }
-  gemm_loop_close(g, &lp);
-}
-
 /* An A panel whose rows run along K (X_AP == 1: a row-major A), as
  * vectors: for each VW K indices, the panel's rows in groups of VW are
  * loaded as runs of K (rows past nvalid repeat the last valid row and
@@ -345,96 +311,38 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
   LLVMValueRef pend = LLVMBuildSelect(g->b, ok, sub(g, kc, srem(g, kc, k64(g, n))), k64(g, 0), "");
   LLVMValueRef base = getp(g, cx, X_A), si = get(g, cx, X_AI);
   LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), get(g, cx, X_PC)), last = sub(g, nvalid, k64(g, 1));
+  LLVMTypeRef st = gemm_storage(g, g->ad), sv = vec_of(st, n);
   LLVMValueRef rowo[64], live[64];
   for (int r = 0; r < g->mr; r++) { /* each lane's row offset, clamped to the last valid row */
     LLVMValueRef rr = imin(g, k64(g, r), last);
     rowo[r] = add(g, src0, mul(g, add(g, i0, rr), si));
     live[r] = lt(g, k64(g, r), nvalid);
   }
-  rows_to_panel(g, dst, base, g->ad, rowo, live, pend);
+  GLoop lp;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
+  for (int r0 = 0; r0 < g->mr; r0 += n) {
+    int rows = g->mr - r0 < n ? g->mr - r0 : n;
+    LLVMValueRef v[64], idx[64];
+    for (int i = 0; i < n; i++) {
+      if (i >= rows) {
+        v[i] = LLVMGetUndef(g->vt);
+        continue;
+      }
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, rowo[r0 + i], p)), "");
+      LLVMSetAlignment(x, (unsigned)dtype_size(g->ad));
+      v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
+    }
+    gemm_transpose(g, v, n);
+    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
+    for (int j = 0; j < n; j++) {
+      LLVMValueRef x = rows == n ? v[j] : LLVMBuildShuffleVector(g->b, v[j], LLVMGetUndef(g->vt), mask, "");
+      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0)));
+      LLVMSetAlignment(LLVMBuildStore(g->b, x, d), (unsigned)dtype_size(g->cd));
+    }
+  }
+  gemm_loop_close(g, &lp);
   return pend;
-}
-
-/* pack_a_tile(dst, tile, nvalid, kc): the second pass of
- * pack_a_pro_rows, a function of its own in the light pipeline (vector
- * code; in the pack function's full pipeline the register transposes
- * cost mlp's compile a tenth more instructions): the row-major tile of
- * nvalid rows of kc transposed into the panel (rows past nvalid zero),
- * the K tail by a scalar loop.  One per configuration and module. */
-static LLVMValueRef pack_a_tile_fn(G *g) {
-  char name[96];
-  snprintf(name, sizeof name, "tdsl.gemm.%s.pack_a_tile", g->key);
-  LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
-  if (f) return f;
-  LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
-  LLVMValueRef fn = g->fn;
-  LLVMTypeRef ps[4] = {g->ptr, g->ptr, g->i64, g->i64};
-  f = gemm_new_fn(g, "pack_a_tile", ps, 4);
-  cpu_mark_light(f);
-  LLVMValueRef dst = LLVMGetParam(f, 0), tile = LLVMGetParam(f, 1), nvalid = LLVMGetParam(f, 2),
-               kc = LLVMGetParam(f, 3);
-  int R = g->mr, n = g->vw;
-  LLVMValueRef last = sub(g, nvalid, k64(g, 1)), pend = sub(g, kc, srem(g, kc, k64(g, n)));
-  LLVMValueRef rowo[64], live[64];
-  for (int q = 0; q < R; q++) {
-    rowo[q] = mul(g, imin(g, k64(g, q), last), kc);
-    live[q] = lt(g, k64(g, q), nvalid);
-  }
-  rows_to_panel(g, dst, tile, g->cd, rowo, live, pend);
-  GLoop lk, ll;
-  LLVMValueRef p = gemm_loop_open(g, &lk, pend, kc, k64(g, 1));
-  LLVMValueRef prow = gep(g, g->ct, dst, mul(g, p, k64(g, R)));
-  LLVMValueRef lane = gemm_loop_open(g, &ll, k64(g, 0), k64(g, R), k64(g, 1));
-  LLVMValueRef v = LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, tile, add(g, mul(g, imin(g, lane, last), kc), p)), "");
-  v = LLVMBuildSelect(g->b, lt(g, lane, nvalid), v, gemm_czero(g), "");
-  LLVMBuildStore(g->b, v, gep(g, g->ct, prow, lane));
-  gemm_loop_close(g, &ll);
-  gemm_loop_close(g, &lk);
-  LLVMBuildRetVoid(g->b);
-  g->fn = fn;
-  LLVMPositionBuilderAtEnd(g->b, at);
-  return f;
-}
-
-/* A MAT A's panel with a prologue, in two passes: each valid row's kc
- * elements evaluated along K into a row-major tile on the stack (a loop
- * the loop vectorizer vectorizes: the expression's loads run along a
- * row-major operand's rows), then the tile transposed into the panel as
- * pack_a_rows packs A itself (pack_a_tile_fn).  The one scalar loop of emit_pack_pro evaluated the
- * expression a lane (a row of A) at a time, at a stride of A's rows. */
-static void pack_a_pro_rows(G *g, const GemmPrologue *pr, LLVMValueRef cx, LLVMValueRef dst,
-                            LLVMValueRef i0, LLVMValueRef nvalid, LLVMValueRef kc) {
-  int R = g->mr;
-  LLVMValueRef pc = get(g, cx, X_PC), bt = get(g, cx, X_BT);
-  LLVMValueRef tile = LLVMBuildArrayAlloca(g->b, g->ct, mul(g, kc, k64(g, R)), "");
-  LLVMSetAlignment(tile, 64);
-  GLoop lr, lk;
-  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), nvalid, k64(g, 1));
-  LLVMValueRef row = gep(g, g->ct, tile, mul(g, r, kc));
-  LLVMValueRef p = gemm_loop_open(g, &lk, k64(g, 0), kc, k64(g, 1));
-  GemmIdx ix = {.bt = bt, .i = add(g, i0, r), .j = add(g, pc, p)};
-  LLVMBuildStore(g->b, pr->elem(pr->user, &ix, g->cd), gep(g, g->ct, row, p));
-  { /* gemm_loop_close, the loop left to the vectorizer, not interleaved or unrolled
-     * (the expression can be long: mlp's gelu) */
-    LLVMValueRef next = add(g, p, k64(g, 1));
-    LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-    LLVMValueRef br = LLVMBuildBr(g->b, lk.head);
-    LLVMAddIncoming(lk.iv, &next, &latch, 1);
-    LLVMPositionBuilderAtEnd(g->b, lk.exit);
-    const char *il = "llvm.loop.interleave.count", *ud = "llvm.loop.unroll.disable";
-    LLVMMetadataRef one[2] = {LLVMMDStringInContext2(g->ctx, il, strlen(il)),
-                              LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0))};
-    LLVMMetadataRef un = LLVMMDStringInContext2(g->ctx, ud, strlen(ud));
-    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(g->ctx, one, 2), LLVMMDNodeInContext2(g->ctx, &un, 1)};
-    LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 3);
-    LLVMMetadataReplaceAllUsesWith(tmp, id);
-    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, id));
-  }
-  gemm_loop_close(g, &lr);
-  LLVMValueRef args[4] = {dst, tile, nvalid, kc};
-  LLVMValueRef tf = pack_a_tile_fn(g);
-  LLVMBuildCall2(g->b, LLVMGlobalGetValueType(tf), tf, args, 4, "");
 }
 
 /* pack(ctx, dst, i0, nvalid, kc): dst[p * R + lane] = X(i0 + lane, pc + p)
@@ -516,9 +424,8 @@ static GemmIdx pro_index(G *g, LLVMValueRef cx, GemmKind kind, int which, LLVMVa
  * is evaluated at the last valid lane and discarded); so is the zero
  * padding of an IM2COL operand: PyTorch pads the producer's output, so a
  * padded element is 0, not the expression at 0 (it is evaluated at row
- * and column 0 and discarded).  One scalar loop for every operand kind
- * but a MAT A, whose rows pack_a_pro_rows evaluates along K; the K order
- * is the GEMM's (split_k). */
+ * and column 0 and discarded).  One scalar loop for every operand kind;
+ * the K order is the GEMM's (split_k). */
 static LLVMValueRef emit_pack_pro(G *g, int which) {
   GemmKind kind = which ? g->kb : g->ka;
   const GemmPrologue *pr = which ? g->pb : g->pa;
@@ -529,12 +436,6 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
                nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
   int R = which ? g->nr : g->mr;
   pr->begin(pr->user, g->b, f, getp(g, cx, which ? X_PROB : X_PROA));
-  if (kind == GK_MAT && !which && g->vw <= 64 && R <= 64) {
-    pack_a_pro_rows(g, pr, cx, dst, i0, nvalid, kc);
-    LLVMBuildRetVoid(g->b);
-    pr->end(pr->user);
-    return f;
-  }
   LLVMValueRef pc = get(g, cx, X_PC), iy0 = NULL, ix0 = NULL, kst[3], kv[3] = {NULL, NULL, NULL};
   if (kind == GK_IM2COL) gemm_lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
   if (kind != GK_MAT) gemm_kwalk_init(g, cx, pc, kst);
