@@ -8,6 +8,10 @@
  *     one work item per thread (work_split: row blocks, or column chunks
  *     when M is short), each packing its A rows into MR-high panels:
  *       for each NR panel, each MR panel: micro-kernel, store the tile.
+ *   Low-precision products at T > 1 threads turn this inside out where
+ *   the packing has room (k_inside): the shared operand packed for every
+ *   K block in one job, then items that each run all K blocks, taken one
+ *   at a time: two parallel jobs per product instead of two per K block.
  *   A skinny product (all of M in one row block, N >= 2 M: x @ W with
  *   up to a few hundred rows) skips the shared B packing: each column
  *   chunk packs its B panels itself, a group of X_BGRP panels at a time
@@ -339,6 +343,7 @@ static void setup(G *g, const GemmEmit *e, DType ad, DType bd, DType od) {
 typedef struct Run {
   LLVMValueRef cx, pack_body, block_body;
   LLVMValueRef pack_a; /* X_PACKA: block_body's pack_a, NULL for its own */
+  LLVMValueRef kloop_pack, kloop_block, kloop_packa; /* the K loop inside (gemm_emit_kloop) */
   LLVMValueRef small_pack, small_form[4]; /* the small path's, or NULL (gemm_small.c) */
   LLVMValueRef run; /* void (ptr cx): one product (emit_run) */
 } Run;
@@ -511,6 +516,16 @@ static Run make_fns(G *g, const GemmEmit *e) {
   else if (!(r.pack_a = named(g, body, "pack_a")))
     r.pack_a = emit_pack_as(g, body, 0);
   bool fresh = bfresh || g->pa || g->pb;
+  /* the K loop inside the parallel bodies (gemm_emit_kloop): around this
+   * product's block_body, pack_b and pack_a, so as fresh as those */
+  r.kloop_packa = r.kloop_pack = r.kloop_block = NULL;
+  if (gemm_k_inside(g)) {
+    if (!fresh) ICE("a K-loop product sharing its block body");
+    LLVMValueRef pa = r.pack_a ? r.pack_a : named(g, body, "pack_a");
+    r.kloop_packa = gemm_emit_kloop(g, gemm_emit_packa_body(g, pa), "kloop_packa");
+    r.kloop_pack = gemm_emit_kloop(g, r.pack_body, "kloop_pack");
+    r.kloop_block = gemm_emit_kloop(g, r.block_body, "kloop_block");
+  }
   /* the small path: S's packing and a function per form this product
    * can take (the others stay NULL in X_SFORM), each emitted once per
    * configuration and module */
@@ -561,11 +576,8 @@ static void par_for(G *g, LLVMValueRef n, LLVMValueRef body, LLVMValueRef cx) {
  * item count that is a multiple of T balances.  Only the split of the
  * work depends on T: every tile sums the same products in the same order
  * (and every packed panel holds the same values). */
-static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, LLVMValueRef *nrb,
-                       LLVMValueRef *nch, LLVMValueRef *fuse) {
-  LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
-                                 g->i64, "");
-  T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
+static void work_split(G *g, LLVMValueRef cx, LLVMValueRef T, LLVMValueRef M, LLVMValueRef nc,
+                       LLVMValueRef *nrb, LLVMValueRef *nch, LLVMValueRef *fuse) {
   LLVMValueRef rb = cdiv(g, M, get(g, cx, X_MCB)), few = lt(g, rb, T), one = k64(g, 1);
   LLVMValueRef panels = cdiv(g, M, k64(g, g->mr));
   LLVMValueRef up = imin(g, mul(g, cdiv(g, rb, T), T), panels);
@@ -584,10 +596,92 @@ static void work_split(G *g, LLVMValueRef cx, LLVMValueRef M, LLVMValueRef nc, L
   *nch = LLVMBuildSelect(g->b, *fuse, imin(g, T, bpan), *nch, "");
 }
 
-/* One C = A x B with the batch offsets already in the context: the jc /
- * pc loops (K = 0 still runs one block, writing zeros or the bias). */
+/* B panels per group (block_body): packed together in the fused
+ * packing, a group takes half the bytes of a packed A block (MC x KC,
+ * itself half of L2), so both stay in L2. */
+static LLVMValueRef b_group(G *g, LLVMValueRef cx) {
+  LLVMValueRef grp = sdiv(g, get(g, cx, X_MCB), k64(g, 2 * g->nr));
+  return LLVMBuildSelect(g->b, lt(g, grp, k64(g, 1)), k64(g, 1), grp, "");
+}
+
+/* The K blocks of column block jc (nc wide) one after the other: per
+ * block, one parallel job packs B (unless fused), one multiplies. */
+static void k_blocks(G *g, Run *r, LLVMValueRef T, LLVMValueRef nc, LLVMValueRef nkb,
+                     LLVMValueRef kcap) {
+  LLVMValueRef cx = r->cx, M = get(g, cx, X_M), K = get(g, cx, X_K);
+  GLoop lp;
+  LLVMValueRef t = gemm_loop_open(g, &lp, k64(g, 0), nkb, k64(g, 1));
+  LLVMValueRef pc = mul(g, t, kcap), kc = imin(g, kcap, sub(g, K, pc));
+  set(g, cx, X_PC, pc), set(g, cx, X_KC, kc);
+  set(g, cx, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, k64(g, 0), ""), g->i64, ""));
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
+  set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
+  LLVMValueRef nrb, nch, fuse;
+  work_split(g, cx, T, M, nc, &nrb, &nch, &fuse);
+  set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
+  set(g, cx, X_BGRP, b_group(g, cx));
+  par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
+  set(g, cx, X_ANEXT, k64(g, 0));
+  set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
+  par_for(g, mul(g, nrb, nch), r->block_body, cx);
+  gemm_loop_close(g, &lp);
+}
+
+/* Low-precision products (gemm_k_inside) at T > 1 threads, column block
+ * jc (nc wide): the K loop inside the parallel bodies (gemm_emit_kloop)
+ * where the operand that all items share is packed for every K block
+ * first: all of A when fused (X_AWHOLE; each item a group of B panels it
+ * packs itself), else all of B (X_BWHOLE; each item a row block that
+ * packs its A).  A product is then two parallel jobs, not two per K
+ * block (each a wake-up of the pool's workers and a wait for the slowest
+ * thread; a 1024^3 int8 product takes about 1 ms), and its items, at
+ * least 4 per thread where the sizes allow, are taken one at a time, so
+ * a thread that starts late or loses its core holds up one item, not
+ * half the work.  Else (or no room for the whole K) k_blocks. */
+static void k_inside(G *g, Run *r, LLVMValueRef T, LLVMValueRef nc, LLVMValueRef nkb,
+                     LLVMValueRef kcap) {
+  LLVMValueRef cx = r->cx, M = get(g, cx, X_M), z = k64(g, 0);
+  LLVMValueRef nrb, nch, fuse;
+  work_split(g, cx, T, M, nc, &nrb, &nch, &fuse);
+  LLVMValueRef whole = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BWHOLE), z, "");
+  LLVMValueRef awhole = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_AWHOLE), z, "");
+  LLVMValueRef kin = LLVMBuildSelect(g->b, fuse, awhole, whole, "");
+  kin = LLVMBuildAnd(g->b, kin, lt(g, k64(g, 1), T), "");
+  LLVMBasicBlockRef bk = blk(g, "gemm_kin"), bo = blk(g, "gemm_kout"), bd = blk(g, "gemm_kdone");
+  LLVMBuildCondBr(g->b, kin, bk, bo);
+  LLVMPositionBuilderAtEnd(g->b, bk);
+  LLVMValueRef apan = cdiv(g, M, k64(g, g->mr)), bpan = cdiv(g, nc, k64(g, g->nr));
+  LLVMValueRef pk = gemm_quad_panel_k(g, kcap), grp = b_group(g, cx);
+  set(g, cx, X_NKB, nkb), set(g, cx, X_KSTEP, kcap);
+  set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
+  set(g, cx, X_BGRP, grp);
+  set(g, cx, X_BSTEP, LLVMBuildSelect(g->b, fuse, z, mul(g, pk, mul(g, bpan, k64(g, g->nr))), ""));
+  set(g, cx, X_AKSTEP, LLVMBuildSelect(g->b, fuse, mul(g, pk, mul(g, apan, k64(g, g->mr))), z, ""));
+  LLVMValueRef more = imin(g, apan, mul(g, T, k64(g, 4)));
+  more = LLVMBuildSelect(g->b, lt(g, nrb, more), more, nrb, "");
+  more = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, nch, k64(g, 1), ""), more, nrb, "");
+  LLVMValueRef nrbk = LLVMBuildSelect(g->b, fuse, k64(g, 1), more, "");
+  LLVMValueRef nchk = LLVMBuildSelect(g->b, fuse, cdiv(g, bpan, grp), nch, "");
+  set(g, cx, X_NROWB, nrbk), set(g, cx, X_NCHUNK, nchk);
+  LLVMValueRef n1 = LLVMBuildSelect(g->b, fuse, apan, bpan, "");
+  set(g, cx, X_NITEMS, n1), set(g, cx, X_INEXT, z), set(g, cx, X_ANEXT, z);
+  par_for(g, n1, LLVMBuildSelect(g->b, fuse, r->kloop_packa, r->kloop_pack, ""), cx);
+  LLVMValueRef nit = mul(g, nrbk, nchk);
+  set(g, cx, X_NITEMS, nit), set(g, cx, X_INEXT, z), set(g, cx, X_ANEXT, z);
+  par_for(g, nit, r->kloop_block, cx);
+  LLVMBuildBr(g->b, bd);
+  LLVMPositionBuilderAtEnd(g->b, bo);
+  set(g, cx, X_AKSTEP, z), set(g, cx, X_KSTEP, kcap);
+  k_blocks(g, r, T, nc, nkb, kcap);
+  LLVMBuildBr(g->b, bd);
+  LLVMPositionBuilderAtEnd(g->b, bd);
+}
+
+/* One C = A x B with the batch offsets already in the context: the jc
+ * loop over k_blocks or k_inside (K = 0 still runs one block, writing
+ * zeros or the bias). */
 static void run_gemm(G *g, Run *r) {
-  LLVMValueRef cx = r->cx, M = get(g, cx, X_M), N = get(g, cx, X_N), K = get(g, cx, X_K);
+  LLVMValueRef cx = r->cx, N = get(g, cx, X_N), K = get(g, cx, X_K);
   LLVMValueRef kcap = g->od == g->cd || g->cscr ? get(g, cx, X_KCB)
                                                  : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
@@ -598,31 +692,17 @@ static void run_gemm(G *g, Run *r) {
     even = LLVMBuildSelect(g->b, lt(g, even, k64(g, 4)), k64(g, 4), even, "");
     kcap = LLVMBuildSelect(g->b, lt(g, even, kcap), even, kcap, "");
   }
-  GLoop lj, lp;
+  LLVMValueRef T = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
+                                 g->i64, "");
+  T = LLVMBuildSelect(g->b, lt(g, T, k64(g, 1)), k64(g, 1), T, "");
+  GLoop lj;
   LLVMValueRef jc = gemm_loop_open(g, &lj, k64(g, 0), N, ncb);
   LLVMValueRef nc = imin(g, ncb, sub(g, N, jc));
-  LLVMValueRef t = gemm_loop_open(g, &lp, k64(g, 0), nkb, k64(g, 1));
-  LLVMValueRef pc = mul(g, t, kcap), kc = imin(g, kcap, sub(g, K, pc));
-  set(g, cx, X_JC, jc), set(g, cx, X_NC, nc), set(g, cx, X_PC, pc), set(g, cx, X_KC, kc);
-  set(g, cx, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, k64(g, 0), ""), g->i64, ""));
-  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
-  set(g, cx, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
-  LLVMValueRef nrb, nch, fuse;
-  work_split(g, cx, M, nc, &nrb, &nch, &fuse);
-  set(g, cx, X_BFUSE, LLVMBuildZExt(g->b, fuse, g->i64, ""));
-  /* B panels per group (block_body): packed together in the fused
-   * packing, a group takes half the bytes of a packed A block (MC x KC,
-   * itself half of L2), so both stay in L2 */
-  LLVMValueRef grp = sdiv(g, get(g, cx, X_MCB), k64(g, 2 * g->nr));
-  grp = LLVMBuildSelect(g->b, lt(g, grp, k64(g, 1)), k64(g, 1), grp, "");
-  set(g, cx, X_BGRP, grp);
-  par_for(g, LLVMBuildSelect(g->b, fuse, k64(g, 0), cdiv(g, nc, k64(g, g->nr)), ""), r->pack_body, cx);
-  set(g, cx, X_ANEXT, k64(g, 0));
-  set(g, cx, X_NROWB, nrb), set(g, cx, X_NCHUNK, nch);
+  set(g, cx, X_JC, jc), set(g, cx, X_NC, nc);
   set(g, cx, X_PACKA, r->pack_a ? r->pack_a : LLVMConstNull(g->ptr));
   if (!g->epi) set(g, cx, X_EPIFN, LLVMConstNull(g->ptr)); /* block_body: no hook */
-  par_for(g, mul(g, nrb, nch), r->block_body, cx);
-  gemm_loop_close(g, &lp);
+  if (gemm_k_inside(g)) k_inside(g, r, T, nc, nkb, kcap);
+  else k_blocks(g, r, T, nc, nkb, kcap);
   gemm_loop_close(g, &lj);
 }
 
@@ -665,25 +745,51 @@ static void blocking(G *g, LLVMValueRef *mc, LLVMValueRef *kc, LLVMValueRef *nc)
  * the thread count T it was sized for, the packed-B buffer (KC x NC of
  * the compute type; K quads: gemm_quad_panel_k(KC) x NC), then T
  * packed-A buffers (MC x KC, take_apack, the same way); the small path
- * (gemm_small.c) uses the same bytes for its packed S. */
-static void pool_sizes(G *g, LLVMValueRef N, LLVMValueRef K, LLVMValueRef *bbytes,
-                       LLVMValueRef *abytes) {
+ * (gemm_small.c) uses the same bytes for its packed S.  *whole (X_BWHOLE):
+ * the packed-B buffer holds every K block's panels instead, for T > 1
+ * threads and more than one K block when that takes no more bytes than
+ * one block of the full width NC (run_gemm's K loop inside the parallel
+ * bodies; 1024^3 int8 or bf16, not f32). */
+static void pool_sizes(G *g, LLVMValueRef M, LLVMValueRef N, LLVMValueRef K, LLVMValueRef T,
+                       LLVMValueRef *bbytes, LLVMValueRef *abytes, LLVMValueRef *whole,
+                       LLVMValueRef *awbytes) {
   LLVMValueRef mcb, kcb, ncb;
   blocking(g, &mcb, &kcb, &ncb);
   LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, kcb) : K;
   kcap = gemm_quad_panel_k(g, kcap); /* elements per lane of a panel slot */
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
-  LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL);
-  *bbytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, kcap, ncap), sz), k64(g, 127)), r64, "");
+  LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL), one = k64(g, 1);
+  LLVMValueRef block = mul(g, mul(g, kcap, ncap), sz), nkb = cdiv(g, K, kcb);
+  *whole = *awbytes = NULL;
+  if (!gemm_k_inside(g)) {
+    *bbytes = LLVMBuildAnd(g->b, add(g, block, k64(g, 127)), r64, "");
+    *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, mcb, kcap), sz), k64(g, 127)), r64, "");
+    return;
+  }
+  LLVMValueRef all = mul(g, mul(g, mul(g, gemm_quad_panel_k(g, kcb), ncap), sz), nkb);
+  LLVMValueRef full = mul(g, mul(g, gemm_quad_panel_k(g, kcb), ncb), sz);
+  LLVMValueRef many = LLVMBuildAnd(g->b, lt(g, one, T), lt(g, one, nkb), "");
+  *whole = LLVMBuildAnd(g->b, many, LLVMBuildICmp(g->b, LLVMIntSLE, all, full, ""), "");
+  block = LLVMBuildSelect(g->b, *whole, all, block, "");
+  /* A's whole K (X_AWHOLE) where M fits one row block, within the same bytes */
+  LLVMValueRef mp = mul(g, cdiv(g, M, k64(g, g->mr)), k64(g, g->mr));
+  LLVMValueRef aall = mul(g, mul(g, mul(g, gemm_quad_panel_k(g, kcb), mp), sz), nkb);
+  LLVMValueRef aok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, mp, mcb, ""),
+                                  LLVMBuildICmp(g->b, LLVMIntSLE, aall, full, ""), "");
+  aok = LLVMBuildAnd(g->b, many, aok, "");
+  *awbytes = LLVMBuildSelect(g->b, aok, LLVMBuildAnd(g->b, add(g, aall, k64(g, 127)), r64, ""),
+                             k64(g, 0), "");
+  *bbytes = LLVMBuildAnd(g->b, add(g, block, k64(g, 127)), r64, "");
   *abytes = LLVMBuildAnd(g->b, add(g, mul(g, mul(g, mcb, kcap), sz), k64(g, 127)), r64, "");
 }
 
 /* The packing's bytes after the header for T threads: the packed B and
  * T packed A blocks, or the small path's packed S where that is larger
  * (they share the bytes); the lowp partial sums (X_CSCR) follow. */
-static LLVMValueRef packed_bytes(G *g, LLVMValueRef bb, LLVMValueRef ab, LLVMValueRef T,
-                                 LLVMValueRef K) {
+static LLVMValueRef packed_bytes(G *g, LLVMValueRef bb, LLVMValueRef ab, LLVMValueRef aw,
+                                 LLVMValueRef T, LLVMValueRef K) {
   LLVMValueRef packed = add(g, bb, mul(g, T, ab));
+  if (aw) packed = add(g, packed, aw);
   if (has_small(g)) {
     LLVMValueRef sb = gemm_small_bytes(g, K);
     packed = LLVMBuildSelect(g->b, lt(g, packed, sb), sb, packed, "");
@@ -695,12 +801,12 @@ static LLVMValueRef pool_bytes(G *g, const GemmEmit *e, LLVMValueRef M, LLVMValu
                                LLVMValueRef K, LLVMValueRef *threads) {
   LLVMDisposeBuilder(g->b); /* setup's; emit at the caller's position */
   g->b = e->b;
-  LLVMValueRef bb, ab;
+  LLVMValueRef bb, ab, whole, aw;
   gemm_lowp_choose(g); /* as make_fns: the blocking and panel slots depend on it */
-  pool_sizes(g, N, K, &bb, &ab);
   *threads = LLVMBuildSExt(g->b, call(g, fdecl(g, "tdsl_get_num_threads", g->i32, NULL, 0), NULL, 0),
                            g->i64, "");
-  LLVMValueRef packed = packed_bytes(g, bb, ab, *threads, K);
+  pool_sizes(g, M, N, K, *threads, &bb, &ab, &whole, &aw);
+  LLVMValueRef packed = packed_bytes(g, bb, ab, aw, *threads, K);
   LLVMValueRef sb = gemm_lowp_scratch_bytes(g, M, N); /* after the packing (use_pool) */
   return add(g, add(g, k64(g, 64), packed), sb);
 }
@@ -734,19 +840,26 @@ LLVMValueRef cg_conv2d_pool_bytes(const GemmEmit *e, const GemmTensor *x, const 
 /* Points the context at the caller's pool (allocated before any nest,
  * so a GEMM never fails once the kernel computes) and records T in its
  * header. */
-static void use_pool(G *g, Run *r, LLVMValueRef N, LLVMValueRef K, LLVMValueRef pool) {
-  LLVMValueRef bb, ab, mcb, kcb, ncb;
+static void use_pool(G *g, Run *r, LLVMValueRef M, LLVMValueRef N, LLVMValueRef K,
+                     LLVMValueRef pool) {
+  LLVMValueRef bb, ab, mcb, kcb, ncb, whole, aw;
   LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
-  pool_sizes(g, N, K, &bb, &ab);
+  LLVMValueRef p = gep(g, i8, pool, k64(g, 64)), T = LLVMBuildLoad2(g->b, g->i64, pool, "");
+  pool_sizes(g, M, N, K, T, &bb, &ab, &whole, &aw);
   blocking(g, &mcb, &kcb, &ncb);
   set(g, r->cx, X_MCB, mcb), set(g, r->cx, X_KCB, kcb), set(g, r->cx, X_NCB, ncb);
-  LLVMValueRef p = gep(g, i8, pool, k64(g, 64)), T = LLVMBuildLoad2(g->b, g->i64, pool, "");
+  if (whole) set(g, r->cx, X_BWHOLE, LLVMBuildZExt(g->b, whole, g->i64, ""));
   set(g, r->cx, X_BPACK, p);
   set(g, r->cx, X_SPACK, p);
   set(g, r->cx, X_APOOL, gep(g, i8, p, bb));
   set(g, r->cx, X_ABYTES, ab);
   set(g, r->cx, X_ACOUNT, T);
-  if (g->cscr) set(g, r->cx, X_CSCR, gep(g, i8, p, packed_bytes(g, bb, ab, T, K)));
+  if (aw) {
+    set(g, r->cx, X_AWPACK, gep(g, i8, p, add(g, bb, mul(g, T, ab))));
+    set(g, r->cx, X_AWHOLE, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntNE, aw, k64(g, 0), ""),
+                                          g->i64, ""));
+  }
+  if (g->cscr) set(g, r->cx, X_CSCR, gep(g, i8, p, packed_bytes(g, bb, ab, aw, T, K)));
   set(g, r->cx, X_ERR, k64(g, 0));
 }
 
@@ -789,7 +902,7 @@ LLVMValueRef cg_emit_matmul(const GemmEmit *e, const GemmTensor *a, const GemmTe
   set(&g, cx, X_AI, a->stride[R - 2]), set(&g, cx, X_AP, a->stride[R - 1]);
   set(&g, cx, X_BI, b->stride[R - 1]), set(&g, cx, X_BP, b->stride[R - 2]);
   set(&g, cx, X_CM, out->stride[R - 2]), set(&g, cx, X_CN, out->stride[R - 1]);
-  use_pool(&g, &r, N, K, e->pool);
+  use_pool(&g, &r, M, N, K, e->pool);
   GLoop l[TDSL_MAX_RANK];
   LLVMValueRef ao = a->offset, bo = b->offset, co = out->offset, bt = k64(&g, 0);
   set_epilogue(&g, e, cx);
@@ -846,7 +959,7 @@ LLVMValueRef cg_emit_conv2d(const GemmEmit *e, const GemmTensor *x, const GemmTe
     set(&g, cx, pix_m ? X_SM : X_SN, k64(&g, 0));
     set(&g, cx, pix_m ? X_SN : X_SM, bias->stride[0]);
   }
-  use_pool(&g, &r, pix_m ? og : pix, K, e->pool);
+  use_pool(&g, &r, pix_m ? pix : og, pix_m ? og : pix, K, e->pool);
   GLoop ln, lg;
   LLVMValueRef n = k64(&g, 0);
   if (xr == 4) n = gemm_loop_open(&g, &ln, k64(&g, 0), x->shape[0], k64(&g, 1));

@@ -55,6 +55,15 @@ enum {
   X_BGRP,  /* B panels block_body walks as one group (packed together when X_BFUSE) */
   X_PACKA, /* block_body's pack_a (gemm_emit_pack's signature): the configuration's, or
             * the kernel's own for A's prologue */
+  /* the K loop inside the parallel bodies (gemm_emit_kloop): K blocks, their
+   * size, the packed-B elements between K blocks (X_BWHOLE: every K block's
+   * packed B kept, use_pool; else 0: one slot reused) */
+  X_NKB, X_KSTEP, X_BSTEP, X_BWHOLE,
+  /* A's whole K packed first (fused products, use_pool): where, its
+   * elements between K blocks, whether there is room; X_AKPACK: the
+   * current K block's (gemm_emit_kloop), block_body's A when X_AKSTEP != 0 */
+  X_AWPACK, X_AKSTEP, X_AWHOLE, X_AKPACK,
+  X_NITEMS, X_INEXT, /* gemm_emit_kloop's items, taken one at a time: count, next */
   X_SFORM, /* 4 slots: the small path's function of each form (gemm_small.c
             * small_f<2 * axpy + four>), NULL for a form the product never takes */
   X_COUNT = X_SFORM + 4
@@ -189,6 +198,13 @@ void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef 
  * GP_I8: quads of 8-bit values along K, vpdpbusd (gemm_quad.c). */
 enum { GP_NONE, GP_I16, GP_BF16, GP_I8 };
 
+/* Whether the product's K loop may run inside the parallel bodies
+ * (gemm.c k_inside, gemm_emit_kloop): the low-precision ones, whose
+ * short calls (a 1024^3 int8 product takes about 1 ms on two cores)
+ * made two parallel jobs per K block a large part of their time at two
+ * threads; the f32 GEMM keeps its code (and compile time). */
+static inline bool gemm_k_inside(const G *g) { return g->pairs != GP_NONE; }
+
 /* The compute dtype for output dtype od (F32, F64, I32 or I64). */
 DType gemm_lowp_compute_dtype(DType od);
 /* Sets g->pairs from the dtypes, operand kinds, prologues and g->isa. */
@@ -271,6 +287,18 @@ void gemm_quad_micro_kernel(G *g, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef
  * X_PACKA is NULL; finished blocks through the hook at X_EPIFN when it
  * is not NULL. */
 LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b);
+/* kloop_<what>(ctx, begin, end): items of `inner` (packb_body or
+ * block_body) taken one at a time from the shared counter X_INEXT until
+ * X_NITEMS are taken ([begin, end) unused), each run for every one of
+ * the X_NKB K blocks in order through a private copy of the context with
+ * that block's slots (X_PC, X_KC, X_FIRST, X_LAST, X_BPACK advanced by
+ * X_BSTEP per block): one parallel job for all K blocks where the items
+ * share no packed data within a K block, and a thread that starts late
+ * or is descheduled holds up at most one item. */
+LLVMValueRef gemm_emit_kloop(G *g, LLVMValueRef inner, const char *what);
+/* packa_body(ctx, begin, end): A's MR-row panels [begin, end) of the
+ * current K block into X_AKPACK (pack_a: gemm_emit_pack's). */
+LLVMValueRef gemm_emit_packa_body(G *g, LLVMValueRef pack_a);
 
 /* ---- gemm_small.c ------------------------------------------------------ */
 

@@ -199,7 +199,8 @@ static void call_epilogue(G *g, LLVMValueRef cx, LLVMValueRef i0, LLVMValueRef i
 
 /* A packed-A buffer for one block_body call: the next of the X_ACOUNT
  * buffers allocated with packed B (a parallel_for makes at most one call
- * per thread, and run_gemm resets X_ANEXT before each), so a GEMM that
+ * per thread, and run_gemm resets X_ANEXT before each; gemm_emit_kloop
+ * takes one per call and hands it to each of its block_body calls), so a GEMM that
  * has started never fails; only if the thread count changed meanwhile
  * does a call allocate its own (*own: it must free it; NULL on failure). */
 static LLVMValueRef take_apack(G *g, LLVMValueRef cx, LLVMValueRef kc, LLVMValueRef *own) {
@@ -276,11 +277,18 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   GLoop lb, lpa, lg, lj, li;
   /* iteration t: row block t / nch, column chunk t % nch (work_chunks) */
   LLVMValueRef nch = get(g, cx, X_NCHUNK), nrb = get(g, cx, X_NROWB), i0, i1, j0, j1;
+  /* A packed already (all of M, every K block: X_AKSTEP != 0) */
+  LLVMValueRef apre = LLVMConstInt(g->i1, 0, 0);
+  if (gemm_k_inside(g)) {
+    apre = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_AKSTEP), k64(g, 0), "");
+    apack = LLVMBuildSelect(g->b, apre, getp(g, cx, X_AKPACK), apack, "");
+  }
   LLVMValueRef t = gemm_loop_open(g, &lb, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
   even_part(g, sdiv(g, t, nch), nrb, M, g->mr, &i0, &i1);
   even_part(g, srem(g, t, nch), nch, nc, g->nr, &j0, &j1);
   LLVMValueRef mc = sub(g, i1, i0);
-  LLVMValueRef r = gemm_loop_open(g, &lpa, k64(g, 0), mc, k64(g, g->mr));
+  LLVMValueRef rend = gemm_k_inside(g) ? LLVMBuildSelect(g->b, apre, k64(g, 0), mc, "") : mc;
+  LLVMValueRef r = gemm_loop_open(g, &lpa, k64(g, 0), rend, k64(g, g->mr));
   LLVMValueRef pa[5] = {cx, gep(g, g->ct, apack, mul(g, r, pk)), add(g, i0, r),
                         imin(g, k64(g, g->mr), sub(g, mc, r)), kc};
   LLVMValueRef pf = getp(g, cx, X_PACKA);
@@ -303,7 +311,11 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
    * each group just before its micro-kernels into the chunk's first
    * panel slots (no other item uses them), so it is used from L1 and L2 */
   LLVMValueRef fuse = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_BFUSE), k64(g, 0), "");
-  LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, pk));
+  /* the chunk's slots from j0 panels of a full K block (X_KSTEP, or K
+   * when shorter): with the K loop inside (gemm_emit_kloop) another
+   * chunk may be at another K block, whose kc is not this one's */
+  LLVMValueRef kfull = gemm_k_inside(g) ? imin(g, get(g, cx, X_KSTEP), get(g, cx, X_K)) : kc;
+  LLVMValueRef slot = gep(g, g->ct, bp, mul(g, j0, gemm_quad_panel_k(g, kfull)));
   LLVMValueRef gstep = mul(g, get(g, cx, X_BGRP), k64(g, g->nr));
   LLVMValueRef jg = gemm_loop_open(g, &lg, j0, j1, gstep), jgend = imin(g, add(g, jg, gstep), j1);
   LLVMBasicBlockRef bpk = blk(g, "bpack"), bgo = blk(g, "bpacked");
@@ -333,6 +345,66 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   free_(g, apack);
   LLVMBuildBr(g->b, out);
   LLVMPositionBuilderAtEnd(g->b, out);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+LLVMValueRef gemm_emit_kloop(G *g, LLVMValueRef inner, const char *what) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, what, ps, 3);
+  LLVMValueRef cx = LLVMGetParam(f, 0), loc = gemm_entry_alloca(g, g->i64, X_COUNT);
+  LLVMBuildMemCpy(g->b, loc, 8, cx, 8, k64(g, X_COUNT * 8));
+  /* the packed-A buffer of this call (take_apack), the same in every K
+   * block's block_body: each call takes one index, as block_body does */
+  LLVMValueRef idx = LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpAdd, slot_ptr(g, cx, X_ANEXT),
+                                        k64(g, 1), LLVMAtomicOrderingMonotonic, 0);
+  LLVMValueRef nkb = get(g, cx, X_NKB), ks = get(g, cx, X_KSTEP), K = get(g, cx, X_K);
+  LLVMValueRef bp = getp(g, cx, X_BPACK), bstep = get(g, cx, X_BSTEP), z = k64(g, 0);
+  LLVMValueRef ap = getp(g, cx, X_AWPACK);
+  LLVMValueRef nit = get(g, cx, X_NITEMS);
+  LLVMBasicBlockRef take = blk(g, "take"), item = blk(g, "item");
+  LLVMBasicBlockRef done = blk(g, "items_done");
+  LLVMBuildBr(g->b, take);
+  LLVMPositionBuilderAtEnd(g->b, take);
+  LLVMValueRef i = LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpAdd, slot_ptr(g, cx, X_INEXT),
+                                      k64(g, 1), LLVMAtomicOrderingMonotonic, 0);
+  LLVMBuildCondBr(g->b, lt(g, i, nit), item, done);
+  LLVMPositionBuilderAtEnd(g->b, item);
+  LLVMValueRef a[3] = {loc, i, add(g, i, k64(g, 1))};
+  GLoop l;
+  LLVMValueRef t = gemm_loop_open(g, &l, z, nkb, k64(g, 1)), pc = mul(g, t, ks);
+  set(g, loc, X_PC, pc), set(g, loc, X_KC, imin(g, ks, sub(g, K, pc)));
+  set(g, loc, X_FIRST, LLVMBuildZExt(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t, z, ""), g->i64, ""));
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, t, sub(g, nkb, k64(g, 1)), "");
+  set(g, loc, X_LAST, LLVMBuildZExt(g->b, last, g->i64, ""));
+  set(g, loc, X_ANEXT, idx);
+  set(g, loc, X_BPACK, gep(g, g->ct, bp, mul(g, t, bstep)));
+  set(g, loc, X_AKPACK, gep(g, g->ct, ap, mul(g, t, get(g, cx, X_AKSTEP))));
+  call(g, inner, a, 3);
+  gemm_loop_close(g, &l);
+  gemm_no_vectorize(g, LLVMBuildBr(g->b, take));
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBasicBlockRef bad = blk(g, "nomem"), out = blk(g, "ret");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, get(g, loc, X_ERR), z, ""), bad, out);
+  LLVMPositionBuilderAtEnd(g->b, bad);
+  set(g, cx, X_ERR, k64(g, 1));
+  LLVMBuildBr(g->b, out);
+  LLVMPositionBuilderAtEnd(g->b, out);
+  LLVMBuildRetVoid(g->b);
+  return f;
+}
+
+LLVMValueRef gemm_emit_packa_body(G *g, LLVMValueRef pack_a) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef f = gemm_new_fn(g, "packa_body", ps, 3);
+  LLVMValueRef cx = LLVMGetParam(f, 0), M = get(g, cx, X_M), kc = get(g, cx, X_KC);
+  LLVMValueRef ap = getp(g, cx, X_AKPACK), pk = gemm_quad_panel_k(g, kc);
+  GLoop l;
+  LLVMValueRef t = gemm_loop_open(g, &l, LLVMGetParam(f, 1), LLVMGetParam(f, 2), k64(g, 1));
+  LLVMValueRef r = mul(g, t, k64(g, g->mr));
+  LLVMValueRef a[5] = {cx, gep(g, g->ct, ap, mul(g, r, pk)), r, imin(g, k64(g, g->mr), sub(g, M, r)), kc};
+  call(g, pack_a, a, 5);
+  gemm_loop_close(g, &l);
   LLVMBuildRetVoid(g->b);
   return f;
 }

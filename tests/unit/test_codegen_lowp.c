@@ -110,7 +110,11 @@ START_TEST(quads_match_interpreter) {
    * by the row blocks themselves), and a short one (the small path) */
   static const int64_t sz[][3] = {{33, 1, 33},   {40, 2, 70},   {37, 3, 65},    {36, 4, 96},
                                   {50, 5, 64},   {34, 63, 130}, {60, 65, 97},   {100, 130, 50},
-                                  {35, 1601, 72}, {40, 0, 39},  {5, 7, 3}};
+                                  {35, 1601, 72}, {40, 0, 39},  {5, 7, 3},
+                                  /* several K blocks at 2 and 3 threads: B's whole K
+                                   * packed first, then row blocks taken one at a time;
+                                   * A's whole K first, then groups of B panels */
+                                  {120, 800, 90}, {40, 900, 400}};
   static const struct { const char *k; DType a, b, o; bool at, bt; } ks[] = {
       {"ss", DT_I8, DT_I8, DT_I32, false, false}, {"us", DT_U8, DT_I8, DT_I32, false, false},
       {"su", DT_I8, DT_U8, DT_I32, false, false}, {"uu", DT_U8, DT_U8, DT_I32, false, false},
@@ -148,7 +152,8 @@ END_TEST
  * vdpbf16ps's KC on this machine (first, middle and last blocks store
  * whole tiles as vectors; shapes past the small path's 32 rows and
  * columns: 45 x 999 x 128 packs B in the fused groups, with an odd last
- * K block, 70 x 1000 x 100 shares one packed B), an output written
+ * K block, 70 x 1000 x 100 shares one packed B, 40 x 900 x 400 several
+ * groups after A's whole K; bitwise equal at 1 to 3 threads), an output written
  * through a transpose (column stride != 1), a conv with bias in both
  * layouts. */
 static const char *NARROW =
@@ -163,7 +168,7 @@ static const char *NARROW =
 
 START_TEST(narrow_outputs) {
   static const int64_t sz[][3] = {{37, 600, 29}, {7, 257, 33}, {100, 513, 17}, {5, 40, 3},
-                                  {45, 999, 128}, {70, 1000, 100}};
+                                  {45, 999, 128}, {70, 1000, 100}, {40, 900, 400}};
   static const struct { const char *k; DType d; bool t; } ks[] = {
       {"h", DT_F16, false}, {"g", DT_BF16, false}, {"tr", DT_BF16, true}, {"ti", DT_I8, true}};
   for (int t = 0; t < 3; t++) {
@@ -177,6 +182,8 @@ START_TEST(narrow_outputs) {
         ten(&in[0], ks[k].d, 2, sa, NULL, 0, false);
         ten(&in[1], ks[k].d, 2, sb, NULL, 0, false);
         out_ten(&out[0], ks[k].d, 2, so);
+        same_at_threads(&L, ks[k].k, in, 2, out, 1);
+        reset_out(&out[0]);
         set_threads(&L, 2);
         run_and_compare_k(&L, ks[k].k, in, 2, out, 1, true, sz[i][1]);
         ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
