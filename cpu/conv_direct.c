@@ -419,6 +419,50 @@ static void img_item(Cv *d, LLVMValueRef t) {
 
 /* ---- NCHW output, stride 1 along columns ---------------------------------- */
 
+/* The channel loop of an NCHW block (dn_block, df_block): for each
+ * input channel c, NVEC vectors of the input at x0 + c * XSC (lanes
+ * masked by mask, NULL for none) times PO weights at wt + c * PO, added
+ * into the accumulators acc[p][j]. */
+static void nchw_channels(Cv *d, LLVMValueRef x0, LLVMValueRef wt, int nvec, int po,
+                          LLVMValueRef *mask, LLVMValueRef acc[][4]) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw;
+  GLoop lc;
+  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
+  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
+  for (int j = 0; j < nvec; j++)
+    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask[j]);
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef ws =
+        cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
+    for (int j = 0; j < nvec; j++) {
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
+    }
+  }
+  gemm_loop_close(g, &lc);
+}
+
+/* Stores an NCHW block's accumulators: channel oc + p's vectors at
+ * base + (oc + p) * OSC + at, lanes masked by valid; channels past O
+ * (the last block) are not stored. */
+static void nchw_store(Cv *d, LLVMValueRef oc, LLVMValueRef base, LLVMValueRef at, int nvec,
+                       int po, LLVMValueRef *valid, LLVMValueRef acc[][4]) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw;
+  for (int p = 0; p < po; p++) {
+    LLVMValueRef o = add(g, oc, k64(g, p));
+    LLVMBasicBlockRef skip = cv_open_inside(g, o, v[V_O]);
+    LLVMValueRef row = add(g, add(g, base, mul(g, o, v[V_OSC])), at);
+    for (int j = 0; j < nvec; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
+                add(g, row, k64(g, j * vw)), valid[j]);
+    cv_close_inside(g, skip);
+  }
+}
+
 /* nvec vectors of output columns from ox (checked: their lanes masked
  * against OW and the input's columns) for the PX output channels
  * oc .. oc + PX of the row at input offset xb (image), first tap row iy0,
@@ -455,30 +499,9 @@ static void dn_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef orow
                            LLVMBuildICmp(g->b, LLVMIntULT, ix, cv_splat(g, v[V_W]), ""), "");
   }
   LLVMValueRef x0 = add(g, tp.xr, add(g, ox, koff)); /* column stride 1 */
-  GLoop lc;
-  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
-  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
-  for (int j = 0; j < nvec; j++)
-    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask[j]);
-  for (int p = 0; p < po; p++) {
-    LLVMValueRef ws =
-        cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
-    for (int j = 0; j < nvec; j++) {
-      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
-      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
-    }
-  }
-  gemm_loop_close(g, &lc);
+  nchw_channels(d, x0, wt, nvec, po, mask, acc);
   cv_taps_close(d, &tp);
-  for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
-    LLVMValueRef o = add(g, oc, k64(g, p));
-    LLVMBasicBlockRef skip = cv_open_inside(g, o, v[V_O]);
-    LLVMValueRef row = add(g, add(g, orow, mul(g, o, v[V_OSC])), ox);
-    for (int j = 0; j < nvec; j++)
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
-                add(g, row, k64(g, j * vw)), valid[j]);
-    cv_close_inside(g, skip);
-  }
+  nchw_store(d, oc, orow, ox, nvec, po, valid, acc);
 }
 
 /* Output row t = image * OH + oy, every channel block: blocks of NOB
@@ -626,33 +649,12 @@ static void df_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef q, L
   LLVMPositionBuilderAtEnd(g->b, run);
   LLVMValueRef wt = add(g, wblk, mul(g, add(g, mul(g, ky, v[V_KW]), kx), ckn));
   LLVMValueRef x0 = add(g, add(g, xb, q), add(g, mul(g, dy, v[V_XSH]), dx));
-  GLoop lc;
-  LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
-  LLVMValueRef xc = add(g, x0, mul(g, c, v[V_XSC])), wc = add(g, wt, mul(g, c, k64(g, po))), xv[4];
-  for (int j = 0; j < nvec; j++)
-    xv[j] = cv_vload(g, d->xd, v[V_X], add(g, xc, k64(g, j * vw)), NULL, mask[j]);
-  for (int p = 0; p < po; p++) {
-    LLVMValueRef ws =
-        cv_splat(g, LLVMBuildLoad2(g->b, g->ct, gep(g, g->ct, v[V_WP], add(g, wc, k64(g, p))), ""));
-    for (int j = 0; j < nvec; j++) {
-      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, acc[p][j], "");
-      LLVMBuildStore(g->b, gemm_fma(g, xv[j], ws, a), acc[p][j]);
-    }
-  }
-  gemm_loop_close(g, &lc);
+  nchw_channels(d, x0, wt, nvec, po, mask, acc);
   LLVMBuildBr(g->b, skip);
   LLVMPositionBuilderAtEnd(g->b, skip);
   gemm_loop_close(g, &lx);
   gemm_loop_close(g, &ly);
-  for (int p = 0; p < po; p++) { /* channels past O (the last block) are not stored */
-    LLVMValueRef o = add(g, oc, k64(g, p));
-    LLVMBasicBlockRef oskip = cv_open_inside(g, o, v[V_O]);
-    LLVMValueRef at = add(g, add(g, obn, mul(g, o, v[V_OSC])), q);
-    for (int j = 0; j < nvec; j++)
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
-                add(g, at, k64(g, j * vw)), valid[j]);
-    cv_close_inside(g, oskip);
-  }
+  nchw_store(d, oc, obn, q, nvec, po, valid, acc);
 }
 
 /* Work item t = image * flat_items + chunk: the chunk's pixels [q0, q1)
