@@ -251,14 +251,16 @@ void gemm_transpose(G *g, LLVMValueRef *v, int n) {
    * tdslc), and only turned the shuffles of rows past a short panel's
    * (MR = 12) into more instructions (blends, lane extracts). */
   LLVMTypeRef vt = LLVMTypeOf(v[0]), ft = LLVMFunctionType(vt, &vt, 1, 0);
-  LLVMValueRef fence = LLVMGetInlineAsm(ft, "", 0, "=v,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef fence = g->isa & GEMM_ISA_X86 /* "=v" is x86's; another host goes without */
+                           ? LLVMGetInlineAsm(ft, "", 0, "=v,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0)
+                           : NULL;
   for (int r = 1; r < n; r *= 2) {
     for (int i = 0; i < n / 2; i++) {
       out[2 * i] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], ml, "");
       out[2 * i + 1] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], mh, "");
     }
     for (int i = 0; i < n; i++)
-      v[i] = 2 * r < n ? LLVMBuildCall2(g->b, ft, fence, &out[i], 1, "") : out[i];
+      v[i] = 2 * r < n && fence ? LLVMBuildCall2(g->b, ft, fence, &out[i], 1, "") : out[i];
   }
 }
 
