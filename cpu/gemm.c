@@ -682,8 +682,7 @@ static void k_inside(G *g, Run *r, LLVMValueRef T, LLVMValueRef nc, LLVMValueRef
  * zeros or the bias). */
 static void run_gemm(G *g, Run *r) {
   LLVMValueRef cx = r->cx, N = get(g, cx, X_N), K = get(g, cx, X_K);
-  LLVMValueRef kcap = g->od == g->cd || g->cscr ? get(g, cx, X_KCB)
-                                                 : LLVMBuildSelect(g->b, lt(g, K, k64(g, 1)), k64(g, 1), K, "");
+  LLVMValueRef kcap = get(g, cx, X_KCB); /* an output of another dtype sums in scratch (cscr) */
   LLVMValueRef nkb = cdiv(g, K, kcap), ncb = get(g, cx, X_NCB);
   nkb = LLVMBuildSelect(g->b, lt(g, nkb, k64(g, 1)), k64(g, 1), nkb, "");
   if (g->pairs == GP_I8) { /* K quads: as many K blocks, of even whole quads
@@ -755,7 +754,7 @@ static void pool_sizes(G *g, LLVMValueRef M, LLVMValueRef N, LLVMValueRef K, LLV
                        LLVMValueRef *awbytes) {
   LLVMValueRef mcb, kcb, ncb;
   blocking(g, &mcb, &kcb, &ncb);
-  LLVMValueRef kcap = g->od == g->cd || g->cscr ? imin(g, K, kcb) : K;
+  LLVMValueRef kcap = imin(g, K, kcb);
   kcap = gemm_quad_panel_k(g, kcap); /* elements per lane of a panel slot */
   LLVMValueRef ncap = mul(g, cdiv(g, imin(g, N, ncb), k64(g, g->nr)), k64(g, g->nr));
   LLVMValueRef sz = k64(g, dtype_size(g->cd)), r64 = k64(g, ~63LL), one = k64(g, 1);
