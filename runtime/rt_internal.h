@@ -1,7 +1,7 @@
 /* rt_internal.h — helpers shared by the runtime's source files: checked
  * 64-bit arithmetic (here, inline), formatting of shapes for error
- * messages (descriptor.c), and a probe of the CUDA loader for tests (cuda.c). Not
- * installed. */
+ * messages (descriptor.c), and probes for tests: the CUDA loader (cuda.c)
+ * and the allocation cache (alloc.c). Not installed. */
 #ifndef TDSL_RT_INTERNAL_H
 #define TDSL_RT_INTERNAL_H
 
@@ -26,6 +26,8 @@ void rt_format_dims(char *buf, size_t cap, int n, const int64_t *v);
 /* How many times the CUDA driver was searched for (loading it first if no
  * call has yet): 1 for the process's life, whatever the outcome. */
 int rt_cuda_load_count(void);
+/* Bytes the allocation cache keeps (alloc.c). */
+size_t rt_alloc_cached_bytes(void);
 /* Bytes of scratch kept for the legacy stream (runtime/cuda.c). */
 size_t rt_cuda_kept_bytes(void);
 

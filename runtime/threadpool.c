@@ -12,7 +12,17 @@
  * slots nobody took and waits for pending == 0, so it never waits for a
  * sleeping worker and no worker touches a job after its caller returned.
  * Chunk bounds depend only on n, grain and the thread count; which thread
- * runs which chunk depends on timing. */
+ * runs which chunk depends on timing.
+ *
+ * Waiting spins first: a kernel runs its parallel nests back to back, and
+ * waking a sleeping thread through the kernel costs tens of microseconds,
+ * about a tenth of a small nest. A worker without a slot, and a caller
+ * waiting for its helpers, poll (slots and pending are atomics, read
+ * without the lock) for up to 100 µs (RT_SPIN_NS_DEFAULT) before they
+ * sleep on the condition variables; the caller signals only the workers
+ * that sleep (sleepers). Slots are still taken, and sleeping decided, under
+ * rt_pool.lock, so no wake-up is lost. $TDSL_SPIN_US sets the spin
+ * (0: sleep at once). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -21,11 +31,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tdsl/runtime.h"
 
 #define RT_MAX_THREADS 1024
+#define RT_SPIN_NS_DEFAULT 100000 /* 100 µs */
 
 typedef struct RtJob {
   tdsl_body_fn body;
@@ -41,9 +53,10 @@ static struct {
   pthread_cond_t done;   /* the caller waits here for pending == 0 */
   pthread_t *workers;
   int nworkers;
-  int slots;             /* helpers the current job still wants */
-  int pending;           /* helpers still running, plus open slots */
-  bool stop;             /* workers exit at their next wake-up */
+  atomic_int slots;      /* helpers the current job still wants */
+  atomic_int pending;    /* helpers still running, plus open slots */
+  atomic_bool stop;      /* workers exit at their next wake-up */
+  int sleepers;          /* workers waiting on wake */
   RtJob *job;
 } rt_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
              .wake = PTHREAD_COND_INITIALIZER,
@@ -54,6 +67,54 @@ static atomic_int rt_requested;      /* tdsl_set_num_threads; 0: default */
 static int rt_default_threads;       /* set once by rt_init_default */
 static pthread_once_t rt_default_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool rt_in_body; /* nested calls run serially */
+static int64_t rt_spin_ns = -1;      /* set once by rt_init_spin */
+static pthread_once_t rt_spin_once = PTHREAD_ONCE_INIT;
+
+/* $TDSL_SPIN_US when it is a non-negative integer, else the default. */
+static void rt_init_spin(void) {
+  const char *env = getenv("TDSL_SPIN_US");
+  rt_spin_ns = RT_SPIN_NS_DEFAULT;
+  if (env && *env) {
+    char *end;
+    errno = 0;
+    long us = strtol(env, &end, 10);
+    if (!errno && !*end && us >= 0 && us <= 1000000)
+      rt_spin_ns = (int64_t)us * 1000;
+  }
+}
+
+static int64_t rt_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void rt_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Polls until (*v == 0) == zero, or the pool stops, for up to
+ * rt_spin_ns. The caller decides again under the lock. */
+static void rt_spin_until(atomic_int *v, bool zero) {
+  int64_t deadline = -1;
+  for (unsigned i = 0;; i++) {
+    if ((atomic_load_explicit(v, memory_order_acquire) == 0) == zero ||
+        atomic_load_explicit(&rt_pool.stop, memory_order_relaxed))
+      return;
+    rt_cpu_relax();
+    if (i % 64 == 0) {
+      int64_t now = rt_now_ns();
+      if (deadline < 0)
+        deadline = now + rt_spin_ns;
+      else if (now >= deadline)
+        return;
+    }
+  }
+}
 
 /* $TDSL_NUM_THREADS when it is a positive integer, else online cores. */
 static void rt_init_default(void) {
@@ -104,16 +165,27 @@ static void *rt_worker(void *arg) {
   rt_in_body = true;
   pthread_mutex_lock(&rt_pool.lock);
   for (;;) {
-    while (rt_pool.slots == 0 && !rt_pool.stop)
+    while (rt_pool.slots == 0 && !rt_pool.stop) {
+      if (rt_spin_ns > 0) {
+        pthread_mutex_unlock(&rt_pool.lock);
+        rt_spin_until(&rt_pool.slots, false);
+        pthread_mutex_lock(&rt_pool.lock);
+        if (rt_pool.slots != 0 || rt_pool.stop) /* decided under the lock */
+          break;
+      }
+      rt_pool.sleepers++;
       pthread_cond_wait(&rt_pool.wake, &rt_pool.lock);
+      rt_pool.sleepers--;
+    }
     if (rt_pool.stop)
       break;
     rt_pool.slots--;
     RtJob *job = rt_pool.job;
     pthread_mutex_unlock(&rt_pool.lock);
     rt_run_chunks(job);
+    bool last = atomic_fetch_sub(&rt_pool.pending, 1) == 1;
     pthread_mutex_lock(&rt_pool.lock);
-    if (--rt_pool.pending == 0)
+    if (last) /* under the lock: the caller decides to sleep under it */
       pthread_cond_signal(&rt_pool.done);
   }
   pthread_mutex_unlock(&rt_pool.lock);
@@ -132,6 +204,7 @@ static void rt_atfork_child(void) {
   rt_pool.workers = NULL;
   rt_pool.nworkers = 0;
   rt_pool.pending = rt_pool.slots = 0;
+  rt_pool.sleepers = 0;
   rt_pool.stop = false;
   rt_pool.job = NULL;
 }
@@ -181,8 +254,10 @@ static void rt_run_on_pool(RtJob *job) {
   rt_pool.job = job;
   int helpers = job->nchunks - 1 < rt_pool.nworkers ? (int)job->nchunks - 1
                                                     : rt_pool.nworkers;
-  rt_pool.slots = rt_pool.pending = helpers;
-  for (int i = 0; i < helpers; i++)
+  rt_pool.pending = helpers;
+  rt_pool.slots = helpers; /* last: a spinning worker takes it as go */
+  int wake = helpers < rt_pool.sleepers ? helpers : rt_pool.sleepers;
+  for (int i = 0; i < wake; i++)
     pthread_cond_signal(&rt_pool.wake);
   pthread_mutex_unlock(&rt_pool.lock);
 
@@ -191,6 +266,11 @@ static void rt_run_on_pool(RtJob *job) {
   pthread_mutex_lock(&rt_pool.lock);
   rt_pool.pending -= rt_pool.slots; /* withdraw slots nobody took */
   rt_pool.slots = 0;
+  if (rt_pool.pending > 0 && rt_spin_ns > 0) {
+    pthread_mutex_unlock(&rt_pool.lock);
+    rt_spin_until(&rt_pool.pending, true);
+    pthread_mutex_lock(&rt_pool.lock);
+  }
   while (rt_pool.pending > 0)
     pthread_cond_wait(&rt_pool.done, &rt_pool.lock);
   rt_pool.job = NULL;
@@ -217,6 +297,7 @@ void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
   RtJob job = {.body = body, .ctx = ctx, .n = n, .nchunks = nchunks};
   atomic_init(&job.next, 0);
   pthread_mutex_lock(&rt_run_lock);
+  pthread_once(&rt_spin_once, rt_init_spin);
   rt_pool_resize(threads - 1);
   rt_in_body = true;
   rt_run_on_pool(&job);
@@ -228,4 +309,5 @@ void tdsl_shutdown(void) {
   pthread_mutex_lock(&rt_run_lock);
   rt_pool_stop();
   pthread_mutex_unlock(&rt_run_lock);
+  tdsl_alloc_release_cache();
 }

@@ -19,6 +19,8 @@
 
 #include <tdsl/runtime.h>
 
+#include "rt_internal.h"
+
 static const char *self_exe;
 
 #define ASSERT_MSG_HAS(s)                                                 \
@@ -336,24 +338,29 @@ START_TEST(test_parallel_two_callers) {
 }
 END_TEST
 
-/* Runs this binary with TDSL_NUM_THREADS=value (NULL: unset) and returns
- * the thread count it reports, read in a process that never used the
- * runtime before. */
-static int probe_threads(const char *value) {
+/* Runs this binary with flag and the environment variable var set to
+ * value (NULL: unset) in a process that never used the runtime before,
+ * and returns its exit status. */
+static int probe(const char *flag, const char *var, const char *value) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
     if (value)
-      setenv("TDSL_NUM_THREADS", value, 1);
+      setenv(var, value, 1);
     else
-      unsetenv("TDSL_NUM_THREADS");
-    execl(self_exe, self_exe, "--probe-threads", (char *)NULL);
+      unsetenv(var);
+    execl(self_exe, self_exe, flag, (char *)NULL);
     _exit(255);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   ck_assert(WIFEXITED(status));
   return WEXITSTATUS(status);
+}
+
+/* The thread count a fresh process reports for TDSL_NUM_THREADS=value. */
+static int probe_threads(const char *value) {
+  return probe("--probe-threads", "TDSL_NUM_THREADS", value);
 }
 
 START_TEST(test_num_threads_env) {
@@ -463,6 +470,149 @@ START_TEST(test_alloc_hook) {
   ck_assert_ptr_nonnull(p);
   tdsl_free(p);
   ck_assert_int_eq(h.allocs, before);
+}
+END_TEST
+
+/* The cache of freed large blocks (alloc.c), in a fresh process whose
+ * $TDSL_ALLOC_CACHE is value: returns 0 when every check held, else the
+ * number of the first that failed. */
+/* An allocator hook without Check's assertions, which need a running
+ * test: counts calls in user[0] (allocations) and user[1] (frees). */
+static void *counting_alloc(size_t bytes, size_t align, void *user) {
+  ((int *)user)[0]++;
+  void *p = NULL;
+  return posix_memalign(&p, align, bytes) ? NULL : p;
+}
+
+static void counting_free(void *p, void *user) {
+  ((int *)user)[1]++;
+  free(p);
+}
+
+/* Says which check failed (the probe's exit status says only its number). */
+static int cache_fail(int n, int line) {
+  fprintf(stderr, "allocation cache check %d (line %d) failed: %zu bytes kept\n",
+          n, line, rt_alloc_cached_bytes());
+  return n;
+}
+
+static int alloc_cache_checks(bool on) {
+  size_t big = (size_t)1 << 20;
+  unsigned char *p = tdsl_alloc(big, 0);
+  if (!p)
+    return cache_fail(1, __LINE__);
+  memset(p, 1, big);
+  tdsl_free(p);
+  if (rt_alloc_cached_bytes() != (on ? big : 0))
+    return cache_fail(2, __LINE__);
+  if (!on)
+    return 0;
+  /* The same block comes back for a request it fits... */
+  unsigned char *q = tdsl_alloc(big - 100, 0);
+  if (q != p || rt_alloc_cached_bytes() != 0)
+    return cache_fail(3, __LINE__);
+  memset(q, 2, big - 100);
+  tdsl_free(q); /* kept with its whole capacity */
+  if (rt_alloc_cached_bytes() != big)
+    return cache_fail(4, __LINE__);
+  /* ...but not for one of less than half its size, nor for a larger one. */
+  void *small = tdsl_alloc(big / 2 - 1, 0), *large = tdsl_alloc(big + 1, 0);
+  if (small == p || large == p || rt_alloc_cached_bytes() != big)
+    return cache_fail(5, __LINE__);
+  tdsl_free(small);
+  tdsl_free(large);
+  /* Alignment is honoured when a kept block is reused. */
+  for (int i = 0; i < 4; i++) {
+    void *a = tdsl_alloc(big, 4096);
+    if (!a || (uintptr_t)a % 4096 != 0)
+      return cache_fail(6, __LINE__);
+    memset(a, 3, big);
+    tdsl_free(a);
+  }
+  /* Blocks below 64 KiB are not kept. */
+  size_t before = rt_alloc_cached_bytes();
+  tdsl_free(tdsl_alloc(1000, 0));
+  if (rt_alloc_cached_bytes() != before)
+    return cache_fail(7, __LINE__);
+  /* At most 32 blocks are kept, the oldest given back first. */
+  void *blk[40];
+  for (int i = 0; i < 40; i++)
+    blk[i] = tdsl_alloc((size_t)(64 << 10) + (size_t)i * 4096, 0);
+  for (int i = 0; i < 40; i++)
+    tdsl_free(blk[i]);
+  size_t kept = 0;
+  for (int i = 8; i < 40; i++)
+    kept += (size_t)(64 << 10) + (size_t)i * 4096;
+  if (rt_alloc_cached_bytes() != kept)
+    return cache_fail(8, __LINE__);
+  /* A kept block over 256 MiB in all: the oldest go. */
+  void *huge = tdsl_alloc((size_t)255 << 20, 0);
+  if (!huge)
+    return cache_fail(9, __LINE__);
+  tdsl_free(huge);
+  if (rt_alloc_cached_bytes() > ((size_t)256 << 20) ||
+      rt_alloc_cached_bytes() < ((size_t)255 << 20))
+    return cache_fail(10, __LINE__);
+  /* Too large to keep at all. */
+  void *toolarge = tdsl_alloc((size_t)257 << 20, 0);
+  if (!toolarge)
+    return cache_fail(11, __LINE__);
+  before = rt_alloc_cached_bytes();
+  tdsl_free(toolarge);
+  if (rt_alloc_cached_bytes() != before)
+    return cache_fail(12, __LINE__);
+  tdsl_alloc_release_cache();
+  if (rt_alloc_cached_bytes() != 0)
+    return cache_fail(13, __LINE__);
+  /* Installing an allocator gives the kept blocks back. */
+  tdsl_free(tdsl_alloc(big, 0));
+  int calls[2] = {0, 0};
+  tdsl_set_allocator(counting_alloc, counting_free, calls);
+  if (rt_alloc_cached_bytes() != 0)
+    return cache_fail(14, __LINE__);
+  tdsl_free(tdsl_alloc(big, 0)); /* the hook's, not kept */
+  tdsl_set_allocator(NULL, NULL, NULL);
+  if (rt_alloc_cached_bytes() != 0 || calls[0] != 1 || calls[1] != 1)
+    return cache_fail(15, __LINE__);
+  /* tdsl_shutdown gives them back too. */
+  tdsl_free(tdsl_alloc(big, 0));
+  tdsl_shutdown();
+  if (rt_alloc_cached_bytes() != 0)
+    return cache_fail(16, __LINE__);
+  return 0;
+}
+
+START_TEST(test_alloc_cache) {
+  ck_assert_int_eq(probe("--probe-alloc-cache-on", "TDSL_ALLOC_CACHE", "1"), 0);
+  ck_assert_int_eq(probe("--probe-alloc-cache-off", "TDSL_ALLOC_CACHE", "0"), 0);
+}
+END_TEST
+
+/* Many short jobs back to back, as a kernel's nests run, at a spin of
+ * TDSL_SPIN_US: every index runs once in each; 0 when all held. */
+static int pool_spin_checks(void) {
+  static Cover c;
+  for (int threads = 2; threads <= 4; threads++) {
+    tdsl_set_num_threads(threads);
+    for (int job = 0; job < 3000; job++) {
+      int64_t n = 1 + job % 97;
+      for (int64_t i = 0; i < n; i++)
+        atomic_store(&c.hits[i], 0);
+      tdsl_parallel_for(n, 1, cover_body, &c);
+      for (int64_t i = 0; i < n; i++)
+        if (atomic_load(&c.hits[i]) != 1)
+          return 1;
+      if (job % 500 == 0)
+        nanosleep(&(struct timespec){0, 300000}, NULL); /* workers sleep */
+    }
+  }
+  return 0;
+}
+
+START_TEST(test_pool_spin) {
+  ck_assert_int_eq(probe("--probe-pool-spin", "TDSL_SPIN_US", "0"), 0);
+  ck_assert_int_eq(probe("--probe-pool-spin", "TDSL_SPIN_US", "50"), 0);
+  ck_assert_int_eq(probe("--probe-pool-spin", "TDSL_SPIN_US", NULL), 0);
 }
 END_TEST
 
@@ -1021,6 +1171,8 @@ static Suite *runtime_suite(void) {
   tcase_add_test(tc, test_set_num_threads);
   tcase_add_test(tc, test_alloc_alignment);
   tcase_add_test(tc, test_alloc_hook);
+  tcase_add_test(tc, test_alloc_cache);
+  tcase_add_test(tc, test_pool_spin);
   tcase_add_test(tc, test_dtypes);
   tcase_add_test(tc, test_tensor_alloc);
   tcase_add_test(tc, test_tensor_alloc_layouts);
@@ -1045,6 +1197,12 @@ static Suite *runtime_suite(void) {
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--probe-threads") == 0)
     return tdsl_get_num_threads();
+  if (argc == 2 && strcmp(argv[1], "--probe-alloc-cache-on") == 0)
+    return alloc_cache_checks(true);
+  if (argc == 2 && strcmp(argv[1], "--probe-alloc-cache-off") == 0)
+    return alloc_cache_checks(false);
+  if (argc == 2 && strcmp(argv[1], "--probe-pool-spin") == 0)
+    return pool_spin_checks();
   self_exe = argv[0];
   SRunner *sr = srunner_create(runtime_suite());
   srunner_run_all(sr, CK_NORMAL);

@@ -109,8 +109,9 @@ void tdsl_parallel_for(int64_t n, int64_t grain, tdsl_body_fn body,
  * another level. Generated GEMMs size their blocks from it (cache.c). */
 int64_t tdsl_cpu_cache_bytes(int level);
 /* Stops and joins the pool's workers (the next parallel call starts new
- * ones). Call it before dlclose() of a shared object that contains the
- * runtime, and never from inside a body. */
+ * ones) and gives back the allocation cache's blocks. Call it before
+ * dlclose() of a shared object that contains the runtime, and never from
+ * inside a body. */
 void tdsl_shutdown(void);
 
 /* ---- Streaming stores (stream.c) -------------------------------------- */
@@ -126,9 +127,16 @@ int64_t tdsl_stream_min_bytes(void);
 
 /* align == 0 means 64; align must be a power of two. Returns NULL and sets
  * TDSL_E_INVALID or TDSL_E_NOMEM on failure. bytes == 0 gives a valid
- * pointer. Free with tdsl_free. */
+ * pointer. Free with tdsl_free. The default allocator keeps freed blocks
+ * of 64 KiB and more (at most 32 of them, 256 MiB in all) for later
+ * requests they fit, so that a kernel called again reuses its scratch
+ * pages instead of faulting in fresh ones; $TDSL_ALLOC_CACHE=0 turns
+ * that off. */
 void *tdsl_alloc(size_t bytes, size_t align);
 void tdsl_free(void *p);
+/* Gives the blocks the default allocator keeps back to the C library
+ * (tdsl_shutdown and tdsl_set_allocator do too). */
+void tdsl_alloc_release_cache(void);
 /* Routes tdsl_alloc/tdsl_free through the given functions (alloc gets the
  * effective alignment and must honour it). NULL alloc or free restores the
  * default. Change it only while no runtime allocation is live. */
