@@ -21,18 +21,27 @@
  * $TDSL_ALLOC_CACHE=0 turns the cache off, and so does a build with
  * AddressSanitizer, whose use-after-free checks a cache would hide.
  *
+ * Blocks of RT_HUGE_MIN bytes and more are advised to transparent huge
+ * pages (madvise MADV_HUGEPAGE on their whole pages), as numpy advises its
+ * arrays: a stream over 4 KiB pages runs slower (the hardware prefetcher
+ * stops at each page, and the TLB misses), and a kept block pays its
+ * faults once. Advice only: where the kernel has no huge pages nothing
+ * changes.
+ *
  * Every default block carries a header just below the pointer it hands
  * out: its capacity and its distance from the start of the malloc block.
  * Invariant: a cached block is in no caller's hands; a block is in the
  * cache at most once. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* madvise */
 #endif
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rt_internal.h"
 #include "tdsl/runtime.h"
@@ -41,6 +50,7 @@
 #define RT_CACHE_MIN ((size_t)64 << 10)
 #define RT_CACHE_MAX ((size_t)256 << 20)
 #define RT_CACHE_SLOTS 32
+#define RT_HUGE_MIN ((size_t)4 << 20)
 
 #if defined(__SANITIZE_ADDRESS__)
 #define RT_CACHE_DEFAULT false
@@ -202,6 +212,15 @@ static void *rt_default_alloc(size_t bytes, size_t align) {
     return NULL;
   p = (char *)raw + off;
   *rt_header(p) = (RtHeader){.cap = bytes ? bytes : 1, .off = off};
+#ifdef MADV_HUGEPAGE
+  if (bytes >= RT_HUGE_MIN) {
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a failure is harmless */
+  }
+#endif
   return p;
 }
 

@@ -588,6 +588,45 @@ START_TEST(test_alloc_cache) {
 }
 END_TEST
 
+/* Whether the mapping holding p has the huge-page advice (VmFlags "hg"
+ * in /proc/self/smaps); -1 when that cannot be read. */
+static int huge_advised(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f)
+    return -1;
+  char line[512];
+  int in = 0, found = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi; /* a mapping's first line: "lo-hi perms ..." */
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+      found = strstr(line, " hg") != NULL;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+START_TEST(test_alloc_huge_pages) {
+  /* Only where the kernel has transparent huge pages. */
+  FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!thp)
+    return;
+  fclose(thp);
+  void *big = tdsl_alloc((size_t)8 << 20, 0), *small = tdsl_alloc((size_t)1 << 20, 0);
+  ck_assert_ptr_nonnull(big);
+  ck_assert_ptr_nonnull(small);
+  memset(big, 1, (size_t)8 << 20);
+  int b = huge_advised((char *)big + ((size_t)4 << 20));
+  if (b >= 0)
+    ck_assert_int_eq(b, 1);
+  tdsl_free(big);
+  tdsl_free(small);
+}
+END_TEST
+
 /* Many short jobs back to back, as a kernel's nests run, at a spin of
  * TDSL_SPIN_US: every index runs once in each; 0 when all held. */
 static int pool_spin_checks(void) {
@@ -1172,6 +1211,7 @@ static Suite *runtime_suite(void) {
   tcase_add_test(tc, test_alloc_alignment);
   tcase_add_test(tc, test_alloc_hook);
   tcase_add_test(tc, test_alloc_cache);
+  tcase_add_test(tc, test_alloc_huge_pages);
   tcase_add_test(tc, test_pool_spin);
   tcase_add_test(tc, test_dtypes);
   tcase_add_test(tc, test_tensor_alloc);

@@ -131,7 +131,8 @@ int64_t tdsl_stream_min_bytes(void);
  * of 64 KiB and more (at most 32 of them, 256 MiB in all) for later
  * requests they fit, so that a kernel called again reuses its scratch
  * pages instead of faulting in fresh ones; $TDSL_ALLOC_CACHE=0 turns
- * that off. */
+ * that off. Blocks of 4 MiB and more are advised to transparent huge
+ * pages. */
 void *tdsl_alloc(size_t bytes, size_t align);
 void tdsl_free(void *p);
 /* Gives the blocks the default allocator keeps back to the C library
