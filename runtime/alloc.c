@@ -85,7 +85,20 @@ static struct {
   int enabled;             /* -1: not yet read from the environment */
 } rt_cache = {.enabled = -1};
 
+/* A forked child has only the forking thread; another thread of the
+ * parent may have held the lock at the fork. The kept blocks stay valid
+ * (the child has a copy of the parent's heap). */
+static void rt_alloc_atfork_child(void) {
+  pthread_mutex_init(&rt_alloc_lock, NULL);
+}
+
+static pthread_once_t rt_alloc_once = PTHREAD_ONCE_INIT;
+static void rt_alloc_register_atfork(void) {
+  pthread_atfork(NULL, NULL, rt_alloc_atfork_child);
+}
+
 static RtAllocator rt_current_allocator(void) {
+  pthread_once(&rt_alloc_once, rt_alloc_register_atfork);
   pthread_mutex_lock(&rt_alloc_lock);
   RtAllocator a = rt_allocator;
   pthread_mutex_unlock(&rt_alloc_lock);
