@@ -420,6 +420,59 @@ static GemmIdx pro_index(G *g, LLVMValueRef cx, GemmKind kind, int which, LLVMVa
   return ix;
 }
 
+/* pack_a (as emit_pack) of a matmul's A whose prologue gives rows along
+ * K as vectors (GemmPrologue.row): per VW columns of K, each of the MR
+ * rows evaluated as one vector into a stack tile (one copy of the
+ * expression, in a loop over the rows; rows >= nvalid zero), the tile
+ * transposed in registers as pack_a_rows does and stored as VW panel
+ * rows.  The K tail is the same code: its loads are masked to the
+ * columns left, and its panel rows go through a second stack tile of
+ * which only those columns are copied. */
+static void pack_a_pro_rows(G *g, const GemmPrologue *pr, LLVMValueRef cx, LLVMValueRef dst,
+                            LLVMValueRef i0, LLVMValueRef nvalid, LLVMValueRef kc) {
+  int n = g->vw, R = g->mr, al = (int)dtype_size(g->cd);
+  LLVMValueRef tile = gemm_entry_alloca(g, g->ct, R * n), tail = gemm_entry_alloca(g, g->ct, R * n);
+  LLVMValueRef pc = get(g, cx, X_PC), bt = get(g, cx, X_BT), last = sub(g, nvalid, k64(g, 1));
+  GLoop lp, lr;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, n));
+  LLVMValueRef left = sub(g, kc, p), full = LLVMBuildICmp(g->b, LLVMIntSGE, left, k64(g, n), "");
+  LLVMValueRef mask = LLVMBuildICmp(g->b, LLVMIntSLT, iota(g, n, 1), splat_n(g, left, n), "");
+  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), k64(g, R), k64(g, 1));
+  GemmIdx ix = {.bt = bt, .i = add(g, i0, imin(g, r, last)), .j = add(g, pc, p)};
+  LLVMValueRef v = LLVMBuildSelect(g->b, lt(g, r, nvalid), pr->row(pr->user, &ix, mask),
+                                   LLVMConstNull(g->vt), "");
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->ct, tile, mul(g, r, k64(g, n)))), (unsigned)al);
+  gemm_loop_close(g, &lr);
+  LLVMValueRef out = LLVMBuildSelect(g->b, full, gep(g, g->ct, dst, mul(g, p, k64(g, R))), tail, "");
+  for (int r0 = 0; r0 < R; r0 += n) {
+    int rows = R - r0 < n ? R - r0 : n;
+    LLVMValueRef t[64], idx[64];
+    for (int i = 0; i < n; i++) {
+      if (i >= rows) {
+        t[i] = LLVMGetUndef(g->vt);
+        continue;
+      }
+      t[i] = LLVMBuildLoad2(g->b, g->vt, gep(g, g->ct, tile, k64(g, (r0 + i) * n)), "");
+      LLVMSetAlignment(t[i], (unsigned)al);
+    }
+    gemm_transpose(g, t, n);
+    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    LLVMValueRef sh = LLVMConstVector(idx, (unsigned)rows);
+    for (int j = 0; j < n; j++) {
+      LLVMValueRef x = rows == n ? t[j] : LLVMBuildShuffleVector(g->b, t[j], LLVMGetUndef(g->vt), sh, "");
+      LLVMSetAlignment(LLVMBuildStore(g->b, x, gep(g, g->ct, out, k64(g, j * R + r0))), (unsigned)al);
+    }
+  }
+  LLVMBasicBlockRef bcopy = blk(g, "pro_tail"), done = blk(g, "pro_next");
+  LLVMBuildCondBr(g->b, full, done, bcopy);
+  LLVMPositionBuilderAtEnd(g->b, bcopy);
+  LLVMBuildMemCpy(g->b, gep(g, g->ct, dst, mul(g, p, k64(g, R))), (unsigned)al, tail, (unsigned)al,
+                  mul(g, left, k64(g, R * al)));
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  gemm_loop_close(g, &lp);
+}
+
 /* pack (as emit_pack) for an operand with a prologue: each element is the
  * caller's expression at its logical position (gemm.h GemmIdx), so the
  * operand is never materialized.  Lanes >= nvalid are 0 (the expression
@@ -438,6 +491,13 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
                nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
   int R = which ? g->nr : g->mr;
   pr->begin(pr->user, g->b, f, getp(g, cx, which ? X_PROB : X_PROA));
+  if (kind == GK_MAT && !which && pr->row && g->cd == DT_F32) {
+    cpu_mark_light(f); /* vector code: no loop vectorizer or unrolling to run */
+    pack_a_pro_rows(g, pr, cx, dst, i0, nvalid, kc);
+    LLVMBuildRetVoid(g->b);
+    pr->end(pr->user);
+    return f;
+  }
   LLVMValueRef pc = get(g, cx, X_PC), iy0 = NULL, ix0 = NULL, kst[3], kv[3] = {NULL, NULL, NULL};
   if (kind == GK_IM2COL) gemm_lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
   if (kind != GK_MAT) gemm_kwalk_init(g, cx, pc, kst);
