@@ -1,5 +1,7 @@
 /* expr.c — scalar expressions of the loop form (loops.h LfExpr) as LLVM
- * values: element addresses, loads and stores in storage types, unary,
+ * values (or vectors where a load hook gives vectors: a GEMM prologue
+ * along K, cpu/gemm_nest.c): element addresses, loads and stores in
+ * storage types, unary,
  * binary and comparison ops with PyTorch's semantics, casts; the math
  * layer (math.h) for transcendental functions.  Target-independent: a
  * second backend evaluates the same expressions through cg_eval.
