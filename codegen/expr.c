@@ -1,5 +1,7 @@
 /* expr.c — scalar expressions of the loop form (loops.h LfExpr) as LLVM
- * values: element addresses, loads and stores in storage types, unary,
+ * values (or vectors where a load hook gives vectors: a GEMM prologue
+ * along K, cpu/gemm_nest.c): element addresses, loads and stores in
+ * storage types, unary,
  * binary and comparison ops with PyTorch's semantics, casts; the math
  * layer (math.h) for transcendental functions.  Target-independent: a
  * second backend evaluates the same expressions through cg_eval.
@@ -516,9 +518,28 @@ static LLVMValueRef compare(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRef
 
 LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
 
+/* Each scalar of a[0..n) in every lane where another of them is a vector
+ * (a GEMM prologue evaluated along K, cpu/gemm_nest.c pro_row: loads are
+ * vectors there, constants and symbols scalars). */
+static void splat_args(Cg *c, LLVMValueRef *a, int n) {
+  LLVMTypeRef vt = NULL;
+  for (int j = 0; j < n; j++)
+    if (LLVMGetTypeKind(LLVMTypeOf(a[j])) == LLVMVectorTypeKind) vt = LLVMTypeOf(a[j]);
+  if (!vt) return;
+  unsigned lanes = LLVMGetVectorSize(vt);
+  for (int j = 0; j < n; j++) {
+    LLVMTypeRef t = LLVMTypeOf(a[j]);
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) continue;
+    LLVMTypeRef st = LLVMVectorType(t, lanes);
+    LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetUndef(st), a[j], i32c(c, 0), "");
+    a[j] = LLVMBuildShuffleVector(c->b, v, LLVMGetUndef(st), LLVMConstNull(LLVMVectorType(c->i32, lanes)), "");
+  }
+}
+
 static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
   LLVMValueRef a[3];
   for (int j = 0; j < e->nargs; j++) a[j] = cg_eval(c, x, e->args[j]);
+  splat_args(c, a, e->nargs);
   DType in = e->args[e->op == OP_WHERE ? 1 : 0]->dtype;
   bool isf = dtype_is_float(in);
   LLVMValueRef r;

@@ -58,6 +58,12 @@ typedef struct GemmPrologue {
    * (F32, F64, I32 or I64); `end` closes the pack function's use. */
   void (*begin)(void *user, LLVMBuilderRef b, LLVMValueRef fn, LLVMValueRef arg);
   LLVMValueRef (*elem)(void *user, const GemmIdx *ix, DType cd);
+  /* NULL, or (a matmul's A in f32 whose expression reads memory only
+   * contiguously or not at all along K) the elements at row ix->i,
+   * columns ix->j + lane for the lanes of the <n x i1> mask as an
+   * <n x float> vector (lanes off the mask: any value, nothing read
+   * there); the same operations and math-layer functions as elem. */
+  LLVMValueRef (*row)(void *user, const GemmIdx *ix, LLVMValueRef mask);
   void (*end)(void *user);
   void *user;
   LLVMValueRef arg; /* ptr, in the kernel: the caller's data for begin */

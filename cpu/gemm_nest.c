@@ -309,6 +309,91 @@ static LLVMValueRef pro_elem(void *user, const GemmIdx *ix, DType cd) {
   return cg_convert(c, cg_eval(c, &x, e), e->dtype, cd);
 }
 
+/* ---- A's prologue along K as vectors (GemmPrologue.row) -----------------
+ * The expression is cg_eval's, with a load hook: a load contiguous along
+ * K (the operand's last dim) is one masked vector load of the row's
+ * lanes, and eval_op puts every scalar beside a vector (a constant, a
+ * symbol, a load that does not move along K) in every lane; so the
+ * operations, and the math-layer functions, are the scalar path's on
+ * vectors.  row_kind says which expressions qualify. */
+
+/* 1: e moves along K (dim kd) and can be a vector of f32 there; 0: it
+ * does not move along K (a scalar); -1: neither (the scalar path). */
+static int row_kind(const Cg *c, const LfExpr *e, int kd) {
+  switch (e->kind) {
+  case LFE_CONST: case LFE_SYM: return 0;
+  case LFE_INDEX: case LFE_ARANGE: return e->loop == kd ? -1 : 0;
+  case LFE_ACC: return -1;
+  case LFE_LOAD: {
+    const LfBuf *b = &c->lk->bufs[e->acc.buf];
+    if (b->kind == LFB_SCALAR) return 0;
+    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return -1;
+    if (sym_is(e->acc.stride[kd], 0)) return 0;
+    return sym_is(e->acc.stride[kd], 1) && b->dtype == DT_F32 && e->dtype == DT_F32 ? 1 : -1;
+  }
+  case LFE_CAST: {
+    int k = row_kind(c, e->args[0], kd);
+    return k == 1 && (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) ? -1 : k;
+  }
+  case LFE_OP: break;
+  }
+  int k = 0;
+  for (int a = 0; a < e->nargs; a++) {
+    int ka = row_kind(c, e->args[a], kd);
+    if (ka < 0) return -1;
+    if (ka) k = 1;
+  }
+  if (!k) return 0;
+  DType in = e->args[e->op == OP_WHERE ? 1 : 0]->dtype;
+  if (in != DT_F32 || e->dtype != DT_F32) return -1;
+  switch (op_kind(e->op)) {
+  case IRK_UNARY: /* the f32 trig functions call out of line by lanes (math.h) */
+    return e->op == OP_SIN || e->op == OP_COS || e->op == OP_TAN || e->op == OP_ISNAN ||
+                   e->op == OP_ISINF || e->op == OP_ISFINITE || e->op == OP_LOGICAL_NOT
+               ? -1 : 1;
+  case IRK_BINARY: /* pow's constant exponents are scalar constants (expr.c pow_f) */
+    return e->op == OP_POW || e->op == OP_FLOORDIV || e->op == OP_MOD || e->op == OP_FMOD ? -1 : 1;
+  case IRK_TERNARY: return e->op == OP_LERP ? 1 : -1;
+  default: return -1;
+  }
+}
+
+typedef struct RowLoad {
+  LLVMValueRef mask; /* <n x i1> */
+  int kd;
+} RowLoad;
+
+static LLVMValueRef row_load(Cg *c, NestCtx *x, const LfExpr *e) {
+  const RowLoad *r = c->load_data;
+  if (sym_is(e->acc.stride[r->kd], 0)) return NULL; /* the scalar load */
+  LLVMValueRef p = cg_address(c, x, &e->acc, DT_F32, x->n->rank + x->n->nred);
+  LLVMTypeRef vt = LLVMVectorType(c->f32, LLVMGetVectorSize(LLVMTypeOf(r->mask)));
+  LLVMTypeRef ov[2] = {vt, c->ptr};
+  LLVMValueRef a[4] = {p, i32c(c, 4), r->mask, LLVMConstNull(vt)};
+  return cg_intrinsic(c, "llvm.masked.load", ov, 2, a, 4);
+}
+
+static LLVMValueRef pro_row(void *user, const GemmIdx *ix, LLVMValueRef mask) {
+  ProUser *u = user;
+  Cg *c = u->c;
+  NestCtx x = {.n = &u->dims};
+  pro_dims(c, u, ix, &x);
+  RowLoad r = {mask, u->dims.rank - 1};
+  LLVMValueRef (*hook)(Cg *, NestCtx *, const LfExpr *) = c->load_hook;
+  void *data = c->load_data;
+  c->load_hook = row_load, c->load_data = &r;
+  LLVMValueRef v = cg_eval(c, &x, u->n->pro[u->j]);
+  c->load_hook = hook, c->load_data = data;
+  /* an expression that reads nothing along K: its value in every lane */
+  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(mask));
+    LLVMTypeRef vt = LLVMVectorType(c->f32, n);
+    v = LLVMBuildInsertElement(c->b, LLVMGetUndef(vt), v, i32c(c, 0), "");
+    v = LLVMBuildShuffleVector(c->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(c->i32, n)), "");
+  }
+  return v;
+}
+
 /* The prologue of operand j of gemm nest n, its context filled in the
  * kernel. */
 static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j) {
@@ -319,6 +404,8 @@ static const GemmPrologue *gemm_prologue(Cg *c, const LfNest *n, int j) {
   u->dims.rank = ir_val(c->k, ir_val(c->k, n->gemm)->args[j])->rank;
   u->cx = cpu_ctx_type(c, nb, ns);
   LLVMValueRef ctx = cpu_ctx_fill(c, &u->cx);
-  u->pro = (GemmPrologue){pro_begin, pro_elem, pro_end, u, ctx};
+  bool row = n->reduce == OP_MATMUL && j == 0 && n->pro[j]->dtype == DT_F32 &&
+             row_kind(c, n->pro[j], u->dims.rank - 1) >= 0;
+  u->pro = (GemmPrologue){pro_begin, pro_elem, row ? pro_row : NULL, pro_end, u, ctx};
   return &u->pro;
 }

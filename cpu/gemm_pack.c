@@ -2,7 +2,10 @@
  * into NR-wide panels of the compute type, from any strides (MAT), from
  * the conv input with its zero padding (IM2COL: masked vector loads for
  * B, channel runs for A) or from the conv weight (WEIGHT), or evaluating
- * a prologue's expression per element (emit_pack_pro); the full panels
+ * a prologue's expression per element (emit_pack_pro), or, for a
+ * matmul's A whose expression moves along K only through contiguous
+ * loads, per row as vectors along K transposed into the panel
+ * (pack_a_pro_rows); the full panels
  * of a MAT B as vectors: with contiguous rows (pack_b_rows) or with
  * lanes contiguous along K, as in x @ w.T, through VW x VW in-register
  * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
@@ -299,6 +302,30 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   return pend;
 }
 
+/* The first `rows` lanes of the transposed vector x (a panel row's group
+ * of lanes) at d: where AVX or AVX-512 masks stores, one store of the
+ * whole vector under a constant mask; else a <rows x T> store, whose
+ * illegal type (MR = 12 of 16 lanes, 6 of 8) costs instruction selection
+ * more (mlp's compile at x86-64-v4: 2% of tdslc's instructions for one
+ * prologue panel). */
+static void store_rows(G *g, LLVMValueRef x, LLVMValueRef d, int rows) {
+  int n = g->vw;
+  unsigned al = (unsigned)dtype_size(g->cd);
+  LLVMValueRef idx[64];
+  if (rows == n) {
+    LLVMSetAlignment(LLVMBuildStore(g->b, x, d), al);
+  } else if (g->vec_bits >= 256 && (g->isa & GEMM_ISA_X86)) {
+    for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(g->i1, i < rows, 0);
+    LLVMTypeRef ov[2] = {LLVMTypeOf(x), g->ptr};
+    LLVMValueRef a[4] = {x, d, LLVMConstInt(g->i32, al, 0), LLVMConstVector(idx, (unsigned)n)};
+    gemm_intrin(g, "llvm.masked.store", ov, 2, a, 4);
+  } else {
+    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
+    x = LLVMBuildShuffleVector(g->b, x, LLVMGetUndef(LLVMTypeOf(x)), LLVMConstVector(idx, (unsigned)rows), "");
+    LLVMSetAlignment(LLVMBuildStore(g->b, x, d), al);
+  }
+}
+
 /* An A panel whose rows run along K (X_AP == 1: a row-major A), as
  * vectors: for each VW K indices, the panel's rows in groups of VW are
  * loaded as runs of K (rows past nvalid repeat the last valid row and
@@ -324,7 +351,7 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
   LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
   for (int r0 = 0; r0 < g->mr; r0 += n) {
     int rows = g->mr - r0 < n ? g->mr - r0 : n;
-    LLVMValueRef v[64], idx[64];
+    LLVMValueRef v[64];
     for (int i = 0; i < n; i++) {
       if (i >= rows) {
         v[i] = LLVMGetUndef(g->vt);
@@ -335,13 +362,9 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
       v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
     }
     gemm_transpose(g, v, n);
-    for (int i = 0; i < rows; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
-    LLVMValueRef mask = LLVMConstVector(idx, (unsigned)rows);
-    for (int j = 0; j < n; j++) {
-      LLVMValueRef x = rows == n ? v[j] : LLVMBuildShuffleVector(g->b, v[j], LLVMGetUndef(g->vt), mask, "");
-      LLVMValueRef d = gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0)));
-      LLVMSetAlignment(LLVMBuildStore(g->b, x, d), (unsigned)dtype_size(g->cd));
-    }
+    for (int j = 0; j < n; j++)
+      store_rows(g, v[j], gep(g, g->ct, dst, add(g, mul(g, add(g, p, k64(g, j)), k64(g, g->mr)), k64(g, r0))),
+                 rows);
   }
   gemm_loop_close(g, &lp);
   return pend;
@@ -420,13 +443,92 @@ static GemmIdx pro_index(G *g, LLVMValueRef cx, GemmKind kind, int which, LLVMVa
   return ix;
 }
 
+/* gemm_transpose of 16 <16 x float> rows (AVX-512) as two-source
+ * permutes (vpermt2ps) whose index vectors LLVM cannot see (they pass
+ * through the empty inline asm, so instcombine does not turn the permutes
+ * back into shuffles): instruction selection then has no shuffle to
+ * lower or combine.  The instructions are those LLVM picks for most of
+ * gemm_transpose's shuffles; its lowering of the 64 shuffles cost mlp's
+ * compile at x86-64-v4 1% of tdslc's instructions. */
+static void transpose_permv(G *g, LLVMValueRef *v) {
+  enum { N = 16 };
+  LLVMValueRef out[N], lo[N], hi[N];
+  for (int i = 0; i < N / 2; i++) {
+    lo[2 * i] = LLVMConstInt(g->i32, (unsigned)i, 0), lo[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(N + i), 0);
+    hi[2 * i] = LLVMConstInt(g->i32, (unsigned)(N / 2 + i), 0);
+    hi[2 * i + 1] = LLVMConstInt(g->i32, (unsigned)(N + N / 2 + i), 0);
+  }
+  LLVMTypeRef it = vec_of(g->i32, N), ft = LLVMFunctionType(it, &it, 1, 0);
+  LLVMValueRef fence = LLVMGetInlineAsm(ft, "", 0, "=v,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef m[2] = {LLVMConstVector(lo, N), LLVMConstVector(hi, N)};
+  for (int h = 0; h < 2; h++) m[h] = LLVMBuildCall2(g->b, ft, fence, &m[h], 1, "");
+  for (int r = 1; r < N; r *= 2) {
+    for (int i = 0; i < N / 2; i++)
+      for (int h = 0; h < 2; h++) {
+        LLVMValueRef a[3] = {v[i], m[h], v[i + N / 2]};
+        out[2 * i + h] = gemm_intrin(g, "llvm.x86.avx512.vpermi2var.ps.512", NULL, 0, a, 3);
+      }
+    memcpy(v, out, sizeof out);
+  }
+}
+
+/* pack_a (as emit_pack) of a matmul's A whose prologue gives rows along
+ * K as vectors (GemmPrologue.row): per VW columns of K, each of the MR
+ * rows evaluated as one vector into a stack tile (one copy of the
+ * expression, in a loop over the rows; rows >= nvalid zero), the tile
+ * transposed in registers as pack_a_rows does and stored as VW panel
+ * rows.  The K tail is the same code: its loads are masked to the
+ * columns left, and its panel rows go through a second stack tile of
+ * which only those columns are copied. */
+static void pack_a_pro_rows(G *g, const GemmPrologue *pr, LLVMValueRef cx, LLVMValueRef dst,
+                            LLVMValueRef i0, LLVMValueRef nvalid, LLVMValueRef kc) {
+  int n = g->vw, R = g->mr, al = (int)dtype_size(g->cd);
+  LLVMValueRef tile = gemm_entry_alloca(g, g->ct, R * n), tail = gemm_entry_alloca(g, g->ct, R * n);
+  LLVMValueRef pc = get(g, cx, X_PC), bt = get(g, cx, X_BT), last = sub(g, nvalid, k64(g, 1));
+  GLoop lp, lr;
+  LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, n));
+  LLVMValueRef left = sub(g, kc, p), full = LLVMBuildICmp(g->b, LLVMIntSGE, left, k64(g, n), "");
+  LLVMValueRef mask = LLVMBuildICmp(g->b, LLVMIntSLT, iota(g, n, 1), splat_n(g, left, n), "");
+  LLVMValueRef r = gemm_loop_open(g, &lr, k64(g, 0), k64(g, R), k64(g, 1));
+  GemmIdx ix = {.bt = bt, .i = add(g, i0, imin(g, r, last)), .j = add(g, pc, p)};
+  LLVMValueRef v = LLVMBuildSelect(g->b, lt(g, r, nvalid), pr->row(pr->user, &ix, mask),
+                                   LLVMConstNull(g->vt), "");
+  LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->ct, tile, mul(g, r, k64(g, n)))), (unsigned)al);
+  gemm_loop_close(g, &lr);
+  LLVMValueRef out = LLVMBuildSelect(g->b, full, gep(g, g->ct, dst, mul(g, p, k64(g, R))), tail, "");
+  for (int r0 = 0; r0 < R; r0 += n) {
+    int rows = R - r0 < n ? R - r0 : n;
+    LLVMValueRef t[64];
+    for (int i = 0; i < n; i++) {
+      if (i >= rows) {
+        t[i] = LLVMGetUndef(g->vt);
+        continue;
+      }
+      t[i] = LLVMBuildLoad2(g->b, g->vt, gep(g, g->ct, tile, k64(g, (r0 + i) * n)), "");
+      LLVMSetAlignment(t[i], (unsigned)al);
+    }
+    if (n == 16 && (g->isa & GEMM_ISA_X86)) transpose_permv(g, t);
+    else gemm_transpose(g, t, n);
+    for (int j = 0; j < n; j++) store_rows(g, t[j], gep(g, g->ct, out, k64(g, j * R + r0)), rows);
+  }
+  LLVMBasicBlockRef bcopy = blk(g, "pro_tail"), done = blk(g, "pro_next");
+  LLVMBuildCondBr(g->b, full, done, bcopy);
+  LLVMPositionBuilderAtEnd(g->b, bcopy);
+  LLVMBuildMemCpy(g->b, gep(g, g->ct, dst, mul(g, p, k64(g, R))), (unsigned)al, tail, (unsigned)al,
+                  mul(g, left, k64(g, R * al)));
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  gemm_loop_close(g, &lp);
+}
+
 /* pack (as emit_pack) for an operand with a prologue: each element is the
  * caller's expression at its logical position (gemm.h GemmIdx), so the
  * operand is never materialized.  Lanes >= nvalid are 0 (the expression
  * is evaluated at the last valid lane and discarded); so is the zero
  * padding of an IM2COL operand: PyTorch pads the producer's output, so a
  * padded element is 0, not the expression at 0 (it is evaluated at row
- * and column 0 and discarded).  One scalar loop for every operand kind;
+ * and column 0 and discarded).  One scalar loop for every operand kind
+ * (pack_a_pro_rows' vectors where GemmPrologue.row says they apply);
  * the K order is the GEMM's (split_k). */
 static LLVMValueRef emit_pack_pro(G *g, int which) {
   GemmKind kind = which ? g->kb : g->ka;
@@ -438,6 +540,13 @@ static LLVMValueRef emit_pack_pro(G *g, int which) {
                nvalid = LLVMGetParam(f, 3), kc = LLVMGetParam(f, 4);
   int R = which ? g->nr : g->mr;
   pr->begin(pr->user, g->b, f, getp(g, cx, which ? X_PROB : X_PROA));
+  if (kind == GK_MAT && !which && pr->row && g->cd == DT_F32) {
+    cpu_mark_light(f); /* vector code: no loop vectorizer or unrolling to run */
+    pack_a_pro_rows(g, pr, cx, dst, i0, nvalid, kc);
+    LLVMBuildRetVoid(g->b);
+    pr->end(pr->user);
+    return f;
+  }
   LLVMValueRef pc = get(g, cx, X_PC), iy0 = NULL, ix0 = NULL, kst[3], kv[3] = {NULL, NULL, NULL};
   if (kind == GK_IM2COL) gemm_lane_origins(g, cx, i0, nvalid, R, &iy0, &ix0);
   if (kind != GK_MAT) gemm_kwalk_init(g, cx, pc, kst);

@@ -122,6 +122,69 @@ START_TEST(matmul_batched_prologues) {
 }
 END_TEST
 
+/* Prologues on A that gemm_pack.c evaluates along K as vectors
+ * (GemmPrologue.row, gemm_nest.c pro_row): transcendental (silu, gelu:
+ * the math layer's exp and erf), two operands (silu(g) * u, LLaMA's gated
+ * MLP), batched, a per-column vector and a per-row scalar (stride 0 along
+ * K) and constants beside the row's loads; and one whose load is strided along K
+ * (the scalar path).  K not a multiple of any vector width (the masked K
+ * tail), M not a multiple of MR (rows past nvalid), at -O2, -O0 and for
+ * the x86-64, x86-64-v3 and host vector widths. */
+static const char *MMV =
+    "kernel sg(g: f32[M, K], u: f32[M, K], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return (silu(g) * u) @ w\n}\n"
+    "kernel ge(x: f32[M, K], b: f32[K], w: f32[N, K]) -> f32[M, N] {\n"
+    "  return gelu(x + b) @ w.T\n}\n"
+    "kernel th(x: f32[M, K], c: f32[M, 1], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return relu(x * c - 0.5) @ w\n}\n"
+    "kernel sb(g: f32[B, M, K], u: f32[B, M, K], w: f32[K, N]) -> f32[B, M, N] {\n"
+    "  return (silu(g) * u) @ w\n}\n"
+    "kernel st(x: f32[K, M], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return sigmoid(x).T @ w\n}\n";
+
+START_TEST(matmul_vector_prologues) {
+  static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {100, 300, 70}, {33, 600, 17},
+                                  {13, 16, 8}, {17, 0, 5}, {0, 5, 3}};
+  static const char *const flags[] = {"-O2", "-O0", "-O2 --target=x86-64-v3",
+                                      "-O2 --target=x86-64"};
+  ck_assert_int_eq(report_lines(MMV, "fuse: prologue:"), 5);
+  for (int t = 0; t < 4; t++) {
+    Lib L;
+    build_flags(&L, MMV, "sg", flags[t]);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+      int64_t M = sz[i][0], K = sz[i][1], N = sz[i][2], B = 2;
+      int64_t sx[2] = {M, K}, sxt[2] = {K, M}, sw[2] = {K, N}, swt[2] = {N, K}, sk[1] = {K};
+      int64_t sc[2] = {M, 1}, so[2] = {M, N}, sbx[3] = {B, M, K}, sbo[3] = {B, M, N};
+      Ten in[3], out[1];
+      ten(&in[0], DT_F32, 2, sx, NULL, 0, false);
+      ten(&in[1], DT_F32, 2, sx, NULL, 1, false);
+      ten(&in[2], DT_F32, 2, sw, NULL, 0, i % 2);
+      out_ten(&out[0], DT_F32, 2, so);
+      run_and_compare_k(&L, "sg", in, 3, out, 1, false, K);
+      ten_free(&in[1]);
+      ten(&in[1], DT_F32, 2, sc, NULL, 0, false);
+      run_and_compare_k(&L, "th", (Ten[]){in[0], in[1], in[2]}, 3, out, 1, false, K);
+      ten_free(&in[1]), ten_free(&in[2]);
+      ten(&in[1], DT_F32, 1, sk, NULL, 0, false);
+      ten(&in[2], DT_F32, 2, swt, NULL, 0, false);
+      run_and_compare_k(&L, "ge", in, 3, out, 1, false, K);
+      for (int j = 0; j < 3; j++) ten_free(&in[j]);
+      ten(&in[0], DT_F32, 2, sxt, NULL, 0, false);
+      ten(&in[1], DT_F32, 2, sw, NULL, 0, false);
+      run_and_compare_k(&L, "st", in, 2, out, 1, false, K);
+      ten_free(&in[0]), ten_free(&out[0]);
+      ten(&in[0], DT_F32, 3, sbx, NULL, 0, false);
+      ten(&in[2], DT_F32, 3, sbx, NULL, 1, false);
+      out_ten(&out[0], DT_F32, 3, sbo);
+      run_and_compare_k(&L, "sb", (Ten[]){in[0], in[2], in[1]}, 3, out, 1, false, K);
+      for (int j = 0; j < 3; j++) ten_free(&in[j]);
+      ten_free(&out[0]);
+    }
+    unbuild_pool(&L);
+  }
+}
+END_TEST
+
 /* ---- conv2d --------------------------------------------------------------- */
 
 static const char *CONV =
@@ -218,6 +281,7 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 300);
   tcase_add_test(t, matmul_prologues);
   tcase_add_test(t, matmul_batched_prologues);
+  tcase_add_test(t, matmul_vector_prologues);
   tcase_add_test(t, conv_affine_relu_prologues);
   suite_add_tcase(s, t);
   return s;
