@@ -193,6 +193,21 @@ static LfExpr *load(Lower *L, IrRef r, const int *map, int nloops) {
   return e;
 }
 
+static LfExpr *iconst(Lower *L, int64_t v);
+static LfExpr *index_of(Lower *L, int loop);
+
+/* Whether ARANGE v is integral with integral start and step (|x| <= 2^52):
+ * its element i is then start + i * step computed in i64, PyTorch's
+ * integer arange, equal to the f64 start + f64(i) * step cast to the
+ * dtype wherever that is exact, and without a float-to-integer
+ * conversion per element (the causal mask's `col <= row` of
+ * scaled_dot_product_attention is two such aranges). */
+static bool int_arange(const IrValue *v) {
+  const double lim = 4503599627370496.0; /* 2^52 */
+  return dtype_is_int(v->dtype) && fabs(v->fattr[0]) <= lim && fabs(v->fattr[1]) <= lim &&
+         v->fattr[0] == trunc(v->fattr[0]) && v->fattr[1] == trunc(v->fattr[1]);
+}
+
 /* The value computed by a source or elementwise/copy op at loop
  * variables map[d] for its dims d (< 0: index 0) of a nest with nloops
  * loops.  RESHAPE only with its own dims (never inlined). */
@@ -211,6 +226,12 @@ static LfExpr *value_at(Lower *L, IrRef r, const int *map, int nloops) {
     e->sym = v->attrs[0];
     return cast(L, e, v->dtype);
   case OP_ARANGE:
+    if (int_arange(v)) { /* start + i * step in i64 (see int_arange) */
+      e = map[0] >= LF_DYN ? L->dslot[map[0] - LF_DYN] : map[0] < 0 ? iconst(L, 0) : index_of(L, map[0]);
+      if (v->fattr[1] != 1) e = op2(L, OP_MUL, DT_I64, e, iconst(L, (int64_t)v->fattr[1]));
+      if (v->fattr[0] != 0) e = op2(L, OP_ADD, DT_I64, e, iconst(L, (int64_t)v->fattr[0]));
+      return cast(L, e, v->dtype);
+    }
     if (map[0] >= LF_DYN) { /* at a dynamic index i: start + f64(i) * step, as LFE_ARANGE */
       e = op2(L, OP_MUL, DT_F64, cast(L, L->dslot[map[0] - LF_DYN], DT_F64), fconst(L, v->fattr[1], DT_F64));
       return cast(L, op2(L, OP_ADD, DT_F64, fconst(L, v->fattr[0], DT_F64), e), v->dtype);

@@ -251,6 +251,47 @@ START_TEST(sources_and_reshape_copy) {
 }
 END_TEST
 
+/* Integer aranges (lowered as start + i * step in i64, lower.c
+ * int_arange): with a start and a step, a negative step, i32, read at a
+ * dynamic index (index_select) and as the causal mask of an attention,
+ * whose compare of two aranges is the scores GEMM's epilogue; a float
+ * arange beside them keeps the f64 path.  Sizes where L != S and where
+ * the causal mask's rows reach past S. */
+static const char *IAR =
+    "kernel iar(q: f32[2, L, 8], k: f32[2, S, 8], v: f32[2, S, 8], ix: i64[M]) -> "
+    "(f32[2, L, 8], i64[S], i32[S], i64[M], f32[3]) {\n"
+    "  a = arange(3, 3 + 2 * S, 2)\n"
+    "  return scaled_dot_product_attention(q, k, v, is_causal=true), "
+    "a * 5 - arange(4, 4 - 3 * S, -3), arange(S).to(i32) * 3 - 7, a.index_select(0, ix), "
+    "arange(0.5, 3.5) * 2.0\n"
+    "}\n";
+
+START_TEST(integer_aranges) {
+  Lib L;
+  build(&L, IAR, "iar");
+  static const int64_t sz[][3] = {{5, 5, 4}, {3, 7, 1}, {9, 4, 6}, {1, 1, 1}};
+  for (size_t c = 0; c < sizeof sz / sizeof sz[0]; c++) {
+    int64_t Ls = sz[c][0], S = sz[c][1], M = sz[c][2];
+    int64_t sq[3] = {2, Ls, 8}, sk[3] = {2, S, 8}, s1[1] = {S}, sm[1] = {M}, s3[1] = {3};
+    Ten in[4], out[5];
+    ten(&in[0], DT_F32, 3, sq, NULL, 0, false);
+    ten(&in[1], DT_F32, 3, sk, NULL, 1, false);
+    ten(&in[2], DT_F32, 3, sk, NULL, 2, false);
+    ten(&in[3], DT_I64, 1, sm, NULL, 0, false);
+    for (int64_t i = 0; i < M; i++) ((int64_t *)in[3].store)[i] = (i * 5 + 2) % S;
+    out_ten(&out[0], DT_F32, 3, sq);
+    out_ten(&out[1], DT_I64, 1, s1);
+    out_ten(&out[2], DT_I32, 1, s1);
+    out_ten(&out[3], DT_I64, 1, sm);
+    out_ten(&out[4], DT_F32, 1, s3);
+    threads_and_reference(&L, "iar", in, 4, out, 5, true);
+    for (int i = 0; i < 4; i++) ten_free(&in[i]);
+    for (int i = 0; i < 5; i++) ten_free(&out[i]);
+  }
+  unbuild_pool(&L);
+}
+END_TEST
+
 static const char *CL =
     "kernel cl(x: f32[N, C, H, W] channels_last) -> f32[N, C, H, W] channels_last {\n"
     "  return x * 2.0 + x.mean(1, keepdim=true) - x.amin([2, 3], keepdim=true)\n"
@@ -748,6 +789,7 @@ static Suite *suite(void) {
   tcase_add_test(t, reductions);
   tcase_add_test(t, long_reductions_split);
   tcase_add_test(t, sources_and_reshape_copy);
+  tcase_add_test(t, integer_aranges);
   tcase_add_test(t, scalar_parameters);
   tcase_add_test(t, scalars_by_value_in_llvm_ir);
   tcase_add_test(t, scalar_views_as_gemm_operands);
