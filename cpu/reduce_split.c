@@ -177,7 +177,9 @@ static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
  * blocks summed in order without reassociation (-O0's order, which -O1's
  * chunks run too), COL_GROUP of them side by side for independent
  * chains, their sums entering the lane-wise cascade in block order;
- * plain reductions step by step.  The values go to the same array slots
+ * plain reductions step by step, or, where the step is exact and its
+ * order free (integers; -O2's llvm.maximum/minimum), COL_GROUP rows a
+ * step into one wider accumulator, its parts combined at the chunk's end.  The values go to the same array slots
  * as the chunks', so the combining is the same. */
 
 #define COL_MAX_BYTES 128 /* accumulators' bytes: two 512-bit vectors */
@@ -214,17 +216,24 @@ static int column_lanes(Cg *c, const LfNest *n) {
   return (int)o;
 }
 
-/* The value at row `row` of every output, as a vector of a->t. */
-static LLVMValueRef row_values(Cg *c, NestCtx *x, RedAcc *a, int lanes, LLVMValueRef row) {
+/* Vector v (undef: NULL, of type t) with the values at row `row` of
+ * every output in lanes at .. at + lanes - 1. */
+static LLVMValueRef row_into(Cg *c, NestCtx *x, const RedAcc *a, LLVMTypeRef t, LLVMValueRef v,
+                             int at, int lanes, LLVMValueRef row) {
   const LfNest *n = x->n;
-  LLVMValueRef v = LLVMGetUndef(a->t);
+  if (!v) v = LLVMGetUndef(t);
   x->iv[n->rank] = row;
   for (int o = 0; o < lanes; o++) {
     digits(c, x, 0, n->rank, i64c(c, o));
     LLVMValueRef e = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
-    v = LLVMBuildInsertElement(c->b, v, e, i32c(c, o), "");
+    v = LLVMBuildInsertElement(c->b, v, e, i32c(c, at + o), "");
   }
   return v;
+}
+
+/* The value at row `row` of every output, as a vector of a->t. */
+static LLVMValueRef row_values(Cg *c, NestCtx *x, RedAcc *a, int lanes, LLVMValueRef row) {
+  return row_into(c, x, a, a->t, NULL, 0, lanes, row);
 }
 
 /* Sums of blocks b0 .. b0 + k - 1 (full ones: CPU_SUM_BLOCK rows each),
@@ -286,11 +295,37 @@ static Outlined column_functions(Cg *c, const LfNest *n, int lanes) {
     cpu_red_merge(c, &a, LLVMBuildLoad2(b, a.t, a.bs, ""), i64c(c, 0), i64c(c, 0));
     cg_close_loop(c);
   } else {
+    /* an exact, order-free step (integers; llvm.maximum/minimum, -O2)
+     * takes k consecutive rows a step into one accumulator of k * lanes
+     * lanes (whole lines), its k parts combined at the chunk's end */
+    bool free_order = !dtype_is_float(a.ad) || c->opt >= 2;
+    int k = free_order ? COL_EVALS / lanes : 1;
+    k = k < 1 ? 1 : k > COL_GROUP ? COL_GROUP : k;
+    RedAcc s;
+    cpu_red_begin_lanes(c, n, &s, k * lanes);
     LLVMValueRef r0 = LLVMBuildMul(b, g0, i64c(c, CPU_SUM_BLOCK), "");
     LLVMValueRef r1 = cg_smin(c, LLVMBuildMul(b, g1, i64c(c, CPU_SUM_BLOCK), ""), g.len, false);
-    LLVMValueRef row = cg_open_loop_from(c, r0, r1);
+    LLVMValueRef ng = LLVMBuildSDiv(b, LLVMBuildSub(b, r1, r0, ""), i64c(c, k), "");
+    LLVMValueRef q = cg_open_loop(c, ng), rq = LLVMBuildAdd(b, r0, LLVMBuildMul(b, q, i64c(c, k), ""), "");
+    LLVMValueRef wide = NULL;
+    for (int j = 0; j < k; j++)
+      wide = row_into(c, &x, &a, s.t, wide, j * lanes, lanes, LLVMBuildAdd(b, rq, i64c(c, j), ""));
+    cpu_red_merge(c, &s, wide, i64c(c, 0), NULL);
+    cg_close_loop(c);
+    LLVMValueRef row = cg_open_loop_from(c, LLVMBuildAdd(b, r0, LLVMBuildMul(b, ng, i64c(c, k), ""), ""), r1);
     cpu_red_merge(c, &a, row_values(c, &x, &a, lanes, row), i64c(c, 0), NULL);
     cg_close_loop(c);
+    if (k > 1) {
+      LLVMValueRef all = cpu_red_value(c, &s, NULL, NULL), idx[64];
+      for (int j = 0; j < k; j++) {
+        for (int o = 0; o < lanes; o++) idx[o] = i32c(c, j * lanes + o);
+        LLVMValueRef part = LLVMBuildShuffleVector(b, all, LLVMGetUndef(s.t),
+                                                   LLVMConstVector(idx, (unsigned)lanes), "");
+        cpu_red_merge(c, &a, part, i64c(c, 0), NULL);
+      }
+    } else {
+      cpu_red_merge(c, &a, cpu_red_value(c, &s, NULL, NULL), i64c(c, 0), NULL);
+    }
   }
   LLVMValueRef v = cpu_red_value(c, &a, NULL, NULL);
   LLVMTypeRef st = LLVMGetElementType(a.t);
