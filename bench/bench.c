@@ -215,6 +215,12 @@ static int call_channel_mean(DLTensor *t) { return channel_mean(&t[0], &t[1]); }
 #else
 #define CALL_channel_mean NULL, BENCH_WHY_channel_mean
 #endif
+#ifdef BENCH_HAVE_col_sum
+static int call_col_sum(DLTensor *t) { return col_sum(&t[0], &t[1]); }
+#define CALL_col_sum call_col_sum, NULL
+#else
+#define CALL_col_sum NULL, BENCH_WHY_col_sum
+#endif
 #ifdef BENCH_HAVE_gelu_tanh
 static int call_gelu_tanh(DLTensor *t) { return gelu_tanh(&t[0], &t[1]); }
 #define CALL_gelu_tanh call_gelu_tanh, NULL
@@ -358,6 +364,7 @@ static const workload k_workloads[] = {
     {"mse", 2, 1, {MAT(4096, 4096), MAT(4096, 4096), {0, 0, {0}, 0, FILL_SIGNED}}, 0,
      CALL_mse},
     {"channel_mean", 1, 1, {MAT(3, 8294400), VEC(3, FILL_SIGNED)}, 0, CALL_channel_mean},
+    {"col_sum", 1, 1, {MAT(8 << 20, 4), VEC(4, FILL_SIGNED)}, 0, CALL_col_sum},
     {"gelu_tanh", 1, 1, {MAT(4096, 4096), MAT(4096, 4096)}, 0,
      CALL_gelu_tanh},
     {"rmsnorm_hand", 2, 1, {MAT(8192, 1024), VEC(1024, FILL_POSITIVE), MAT(8192, 1024)}, 0,
