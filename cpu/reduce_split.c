@@ -9,7 +9,8 @@
  *     order over the whole reduction: the cascade's blocks (reduce.c);
  *   - a chunk is 16^m consecutive blocks from the reduction's start, m the
  *     smallest from 1 on that keeps all outputs' chunks to SPLIT_ITEMS;
- * each (chunk, output) pair is one item of tdsl_parallel_for, which
+ * each (chunk, output) pair is one item of tdsl_parallel_for (a few
+ * columns of known count: each chunk of all of them, "columns" below), which
  * leaves the chunk's value (and position) in an array on the kernel's
  * stack; a second outlined function then combines each output's chunks
  * in chunk order and stores the result.
@@ -179,8 +180,10 @@ static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
  * chains, their sums entering the lane-wise cascade in block order;
  * plain reductions step by step, or, where the step is exact and its
  * order free (integers; -O2's llvm.maximum/minimum), COL_GROUP rows a
- * step into one wider accumulator, its parts combined at the chunk's end.  The values go to the same array slots
- * as the chunks', so the combining is the same. */
+ * step into one wider accumulator, its parts combined at the chunk's
+ * end.  The values go to the same array slots as the chunks', so the
+ * combining is the same.  A `strided` input whose reduced dim turns out
+ * unit-stride at run time still runs as columns (the same values). */
 
 #define COL_MAX_BYTES 128 /* accumulators' bytes: two 512-bit vectors */
 #define COL_GROUP 4       /* blocks summed side by side, at most */
@@ -199,8 +202,7 @@ static bool strided_along(const LfExpr *e, int r, bool *load) {
 }
 
 /* The outputs (lanes) when n's chunks run as columns, else 0. */
-static int column_lanes(Cg *c, const LfNest *n) {
-  (void)c;
+static int column_lanes(const LfNest *n) {
   if (has_arg(n) || n->nred != 1 || n->rank < 1) return 0;
   int64_t o = 1, e;
   for (int l = 0; l < n->rank; l++) {
@@ -424,7 +426,7 @@ static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
   LLVMValueRef m, cb = chunk_blocks(c, g, &m);
   LLVMValueRef nc = ceil_div(c, g->nbl, cb), items = LLVMBuildMul(c->b, g->outs, nc, "");
   LLVMTypeRef t = cg_compute_type(c, cpu_red_acc_dtype(n->value->dtype));
-  int lanes = column_lanes(c, n);
+  int lanes = column_lanes(n);
   Outlined f = lanes ? column_functions(c, n, lanes) : chunk_functions(c, n, t);
   Outlined fc = combine_functions(c, n, t);
   if (lanes) items = nc; /* a chunk of every output */
