@@ -336,6 +336,13 @@ def workloads(rng):
         xt = torch.from_numpy(x)
         return lambda: xt.mean(1)
 
+    def col_sum(impl):
+        x = rand_f32(rng, (8 << 20, 4))
+        if impl == "numpy":
+            return lambda: x.sum(0)
+        xt = torch.from_numpy(x)
+        return lambda: xt.sum(0)
+
     def gelu_tanh(impl):
         x = rand_f32(rng, (4096, 4096))
         if impl == "numpy":
@@ -508,6 +515,7 @@ def workloads(rng):
         ("sum_all", ((32 << 20) + 1) * f32, 0, sum_all),
         ("mse", (2 * 4096 * 4096 + 1) * f32, 0, mse),
         ("channel_mean", (3 * 8294400 + 3) * f32, 0, channel_mean),
+        ("col_sum", ((8 << 20) * 4 + 4) * f32, 0, col_sum),
         ("gelu_tanh", 2 * 4096 * 4096 * f32, 0, gelu_tanh),
         ("rmsnorm_hand", (2 * ln_n + 1024) * f32, 0, rmsnorm_hand),
         ("layernorm_hand", (2 * ln_n + 2048) * f32, 0, layernorm_hand),
@@ -586,6 +594,7 @@ def check_refs():
         "sum_all": lambda x: x.sum(),
         "mse": lambda a, b: ((a - b) ** 2).mean(),
         "channel_mean": lambda x: x.mean(1),
+        "col_sum": lambda x: x.sum(0),
         "gelu_tanh": lambda x: torch.tanh(F.gelu(x)),
         "rmsnorm_hand": lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True)
                                                      + 1e-6) * w,

@@ -123,6 +123,7 @@ def _workloads():
         "mse": (lambda r: [_f32(r, (4096, 4096)), _f32(r, (4096, 4096))],
                 lambda a, b: ((a - b) ** 2).mean()),
         "channel_mean": (lambda r: [_f32(r, (3, 8294400))], lambda x: x.mean(axis=1)),
+        "col_sum": (lambda r: [_f32(r, (8 << 20, 4))], lambda x: x.sum(axis=0)),
         "gelu_tanh": (lambda r: [_f32(r, (4096, 4096))],
                       lambda x: jnp.tanh(jax.nn.gelu(x, approximate=False))),
         "rope": (lambda r: [_f32(r, (4096, 1024)), _f32(r, (4096, 1024)), _f32(r, (4096, 1024))],

@@ -1,5 +1,7 @@
 """reduce_ab.py — the long reductions to few outputs (sum_all, mse,
-channel_mean of kernels.tdsl, and col_sums: x.sum(0) of [8M, 4]) of tdsl
+channel_mean of kernels.tdsl, and columns of a tall, narrow matrix:
+x.sum(0) of [8M, 4] (col_sums, and with its width unknown: col_sums_dyn),
+[8M, 3], x.mean(0) of [2M, 16], x.amax(0) of [8M, 4]) of tdsl
 libraries against torch eager, torch.compile and JAX, and a torch copy
 of the same bytes, in one process, interleaved: for a noisy shared
 machine.
@@ -32,8 +34,16 @@ KERNELS = {
             [(4096, 4096), (4096, 4096)]),
     "channel_mean": ("kernel channel_mean(x: f32[C, HW]) -> f32[C] {\n  return x.mean(1)\n}\n",
                      lambda x: x.mean(1), lambda x: x.mean(axis=1), [(3, 8294400)]),
-    "col_sums": ("kernel col_sums(x: f32[N, C]) -> f32[C] {\n  return x.sum(0)\n}\n",
+    "col_sums": ("kernel col_sums(x: f32[N, 4]) -> f32[4] {\n  return x.sum(0)\n}\n",
                  lambda x: x.sum(0), lambda x: x.sum(axis=0), [(8 << 20, 4)]),
+    "col_means16": ("kernel col_means16(x: f32[N, 16]) -> f32[16] {\n  return x.mean(0)\n}\n",
+                    lambda x: x.mean(0), lambda x: x.mean(axis=0), [(2 << 20, 16)]),
+    "col_sums3": ("kernel col_sums3(x: f32[N, 3]) -> f32[3] {\n  return x.sum(0)\n}\n",
+                  lambda x: x.sum(0), lambda x: x.sum(axis=0), [(8 << 20, 3)]),
+    "col_amax": ("kernel col_amax(x: f32[N, 4]) -> f32[4] {\n  return x.amax(0)\n}\n",
+                 lambda x: x.amax(0), lambda x: x.max(axis=0), [(8 << 20, 4)]),
+    "col_sums_dyn": ("kernel col_sums_dyn(x: f32[N, C]) -> f32[C] {\n  return x.sum(0)\n}\n",
+                     lambda x: x.sum(0), lambda x: x.sum(axis=0), [(8 << 20, 4)]),
 }
 
 if len(sys.argv) > 1 and sys.argv[1] == "--tdsl":

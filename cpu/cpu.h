@@ -69,6 +69,10 @@ DType cpu_red_acc_dtype(DType in);
 /* Entry allocas of n's accumulator, their initial values stored at the
  * builder's position. */
 void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a);
+/* The same with `lanes` (2 .. 64) outputs' accumulators side by side: a
+ * vector of them in each (no ARGMAX/ARGMIN); every step is lane-wise,
+ * each lane's the same as one output's alone. */
+void cpu_red_begin_lanes(Cg *c, const LfNest *n, RedAcc *a, int lanes);
 /* Elements [e0, e1) of the innermost reduction loop (the others' x->iv
  * set) into a: a cascade takes them as one block (at most CPU_SUM_BLOCK
  * of them); pos0: the flattened position of e0 (NULL: a->pos's).  A

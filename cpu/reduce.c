@@ -111,12 +111,24 @@ static void cascade_push(Cg *c, LLVMTypeRef t, LLVMValueRef lv, LLVMValueRef cnt
 
 /* ---- accumulators ----------------------------------------------------------- */
 
-void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a) {
+/* v in every one of `lanes` lanes (lanes 1: v). */
+static LLVMValueRef splat(LLVMValueRef v, int lanes) {
+  LLVMValueRef e[64];
+  if (lanes == 1) return v;
+  for (int i = 0; i < lanes; i++) e[i] = v;
+  return LLVMConstVector(e, (unsigned)lanes);
+}
+
+void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a) { cpu_red_begin_lanes(c, n, a, 1); }
+
+void cpu_red_begin_lanes(Cg *c, const LfNest *n, RedAcc *a, int lanes) {
   Op op = n->reduce;
   a->n = n;
   a->in = n->value->dtype;
   a->ad = cpu_red_acc_dtype(a->in);
   a->t = cg_compute_type(c, a->ad);
+  LLVMTypeRef st = a->t;
+  if (lanes > 1) a->t = LLVMVectorType(st, (unsigned)lanes);
   bool isf = dtype_is_float(a->ad), mx = op == OP_AMAX || op == OP_ARGMAX;
   bool ext = mx || op == OP_AMIN || op == OP_ARGMIN;
   a->cascade = isf && (op == OP_SUM || op == OP_MEAN) && long_reduction(n);
@@ -132,10 +144,11 @@ void cpu_red_begin(Cg *c, const LfNest *n, RedAcc *a) {
     LLVMBuildStore(c->b, i64c(c, 0), a->cnt);
     return;
   }
-  LLVMValueRef init = op == OP_PROD ? (isf ? LLVMConstReal(a->t, 1) : i64c(c, 1))
-                      : !ext ? LLVMConstNull(a->t)
-                      : isf ? LLVMConstReal(a->t, mx ? -INFINITY : INFINITY)
+  LLVMValueRef init = op == OP_PROD ? (isf ? LLVMConstReal(st, 1) : i64c(c, 1))
+                      : !ext ? LLVMConstNull(st)
+                      : isf ? LLVMConstReal(st, mx ? -INFINITY : INFINITY)
                       : i64c(c, mx ? INT64_MIN : INT64_MAX);
+  init = splat(init, lanes);
   a->acc = cg_entry_alloca(c, a->t, NULL);
   a->arg = cg_entry_alloca(c, c->i64, NULL);
   a->pos = cg_entry_alloca(c, c->i64, NULL);
@@ -163,7 +176,8 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef 
     take = LLVMBuildICmp(c->b, mx ? LLVMIntSGT : LLVMIntSLT, v, acc, "");
   }
   LLVMValueRef r = sel(c, take, v, acc);
-  LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, a->arg, "")), a->arg);
+  if (op == OP_ARGMAX || op == OP_ARGMIN)
+    LLVMBuildStore(c->b, sel(c, take, p, LLVMBuildLoad2(c->b, c->i64, a->arg, "")), a->arg);
   return r;
 }
 

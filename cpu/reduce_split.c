@@ -9,7 +9,8 @@
  *     order over the whole reduction: the cascade's blocks (reduce.c);
  *   - a chunk is 16^m consecutive blocks from the reduction's start, m the
  *     smallest from 1 on that keeps all outputs' chunks to SPLIT_ITEMS;
- * each (chunk, output) pair is one item of tdsl_parallel_for, which
+ * each (chunk, output) pair is one item of tdsl_parallel_for (a few
+ * columns of known count: each chunk of all of them, "columns" below), which
  * leaves the chunk's value (and position) in an array on the kernel's
  * stack; a second outlined function then combines each output's chunks
  * in chunk order and stores the result.
@@ -163,6 +164,183 @@ static Outlined chunk_functions(Cg *c, const LfNest *n, LLVMTypeRef t) {
   return f;
 }
 
+/* ---- columns ----------------------------------------------------------------
+ * A reduction over the outer dim of a tall, narrow input (x.sum(0) of
+ * [N, 4]) reads each output's column at its stride, and its chunks
+ * (chunk_functions) read the same lines once per output.  When the
+ * outputs are few and known (COL_MAX_BYTES of accumulators at most), no
+ * load of the value walks the reduction unit-stride, and there is one
+ * reduction loop, an item is instead a chunk of every output: the
+ * outputs' accumulators side by side in a vector (lanes = outputs,
+ * cpu_red_begin_lanes), each reduction step the value at every output
+ * (a whole row: the SLP vectorizer makes its loads one vector load).
+ * Every lane runs its output's own code in its own order: a cascade's
+ * blocks summed in order without reassociation (-O0's order, which -O1's
+ * chunks run too), COL_GROUP of them side by side for independent
+ * chains, their sums entering the lane-wise cascade in block order;
+ * plain reductions step by step, or, where the step is exact and its
+ * order free (integers; -O2's llvm.maximum/minimum), COL_GROUP rows a
+ * step into one wider accumulator, its parts combined at the chunk's
+ * end.  The values go to the same array slots as the chunks', so the
+ * combining is the same.  A `strided` input whose reduced dim turns out
+ * unit-stride at run time still runs as columns (the same values). */
+
+#define COL_MAX_BYTES 128 /* accumulators' bytes: two 512-bit vectors */
+#define COL_GROUP 4       /* blocks summed side by side, at most */
+#define COL_EVALS 64      /* values per step of a group, at most */
+
+/* Whether e reads nothing unit-stride along loop variable r (and has a
+ * load, of plain strides). */
+static bool strided_along(const LfExpr *e, int r, bool *load) {
+  if (e->kind == LFE_LOAD) {
+    if (e->acc.lin_rank || e->acc.ndyn || sym_is(e->acc.stride[r], 1)) return false;
+    *load = true;
+  }
+  for (int i = 0; i < e->nargs; i++)
+    if (e->args[i] && !strided_along(e->args[i], r, load)) return false;
+  return true;
+}
+
+/* The outputs (lanes) when n's chunks run as columns, else 0. */
+static int column_lanes(const LfNest *n) {
+  if (has_arg(n) || n->nred != 1 || n->rank < 1) return 0;
+  int64_t o = 1, e;
+  for (int l = 0; l < n->rank; l++) {
+    if (!sym_is_const(n->shape[l], &e)) return 0;
+    o *= e;
+    if (o > SPLIT_MAX_OUT) return 0;
+  }
+  DType ad = cpu_red_acc_dtype(n->value->dtype);
+  int64_t bytes = ad == DT_F32 ? 4 : 8;
+  bool load = false;
+  if (o < 2 || o * bytes > COL_MAX_BYTES || !strided_along(n->value, n->rank, &load) || !load)
+    return 0;
+  return (int)o;
+}
+
+/* Vector v (undef: NULL, of type t) with the values at row `row` of
+ * every output in lanes at .. at + lanes - 1. */
+static LLVMValueRef row_into(Cg *c, NestCtx *x, const RedAcc *a, LLVMTypeRef t, LLVMValueRef v,
+                             int at, int lanes, LLVMValueRef row) {
+  const LfNest *n = x->n;
+  if (!v) v = LLVMGetUndef(t);
+  x->iv[n->rank] = row;
+  for (int o = 0; o < lanes; o++) {
+    digits(c, x, 0, n->rank, i64c(c, o));
+    LLVMValueRef e = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
+    v = LLVMBuildInsertElement(c->b, v, e, i32c(c, at + o), "");
+  }
+  return v;
+}
+
+/* The value at row `row` of every output, as a vector of a->t. */
+static LLVMValueRef row_values(Cg *c, NestCtx *x, RedAcc *a, int lanes, LLVMValueRef row) {
+  return row_into(c, x, a, a->t, NULL, 0, lanes, row);
+}
+
+/* Sums of blocks b0 .. b0 + k - 1 (full ones: CPU_SUM_BLOCK rows each),
+ * side by side, entered into a's cascade in order. */
+static void column_blocks(Cg *c, NestCtx *x, RedAcc *a, int lanes, LLVMValueRef b0, int k) {
+  LLVMValueRef bs[COL_GROUP], zero = LLVMConstNull(a->t);
+  for (int j = 0; j < k; j++) {
+    bs[j] = cg_entry_alloca(c, a->t, NULL);
+    LLVMBuildStore(c->b, zero, bs[j]);
+  }
+  LLVMValueRef i = cg_open_loop(c, i64c(c, CPU_SUM_BLOCK));
+  for (int j = 0; j < k; j++) {
+    LLVMValueRef row = LLVMBuildAdd(
+        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, b0, i64c(c, j), ""), i64c(c, CPU_SUM_BLOCK), ""),
+        i, "");
+    LLVMValueRef v = row_values(c, x, a, lanes, row);
+    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, a->t, bs[j], ""), v, ""), bs[j]);
+  }
+  cg_close_loop(c);
+  for (int j = 0; j < k; j++)
+    cpu_red_merge(c, a, LLVMBuildLoad2(c->b, a->t, bs[j], ""), i64c(c, 0), i64c(c, 0));
+}
+
+/* K.redI(begin, end, buf..., sym..., extras) and its wrapper for columns:
+ * item w the chunk w of every output, output o's value into
+ * values[w * outs + o]. */
+static Outlined column_functions(Cg *c, const LfNest *n, int lanes) {
+  Outlined f;
+  LLVMBuilderRef b = c->b;
+  cpu_outline_open(c, &f, "red", 2, c->k->nsyms + NX + n->rank);
+  NestCtx x = {.n = n};
+  Geo g;
+  LLVMValueRef e[NX];
+  geometry(c, n, &x, &g);
+  extras(c, n, &f, e);
+  LLVMValueRef w = cg_open_loop_from(c, LLVMGetParam(f.impl, 0), LLVMGetParam(f.impl, 1));
+  LLVMValueRef g0 = LLVMBuildMul(b, w, e[X_CB], "");
+  LLVMValueRef g1 = cg_smin(c, LLVMBuildAdd(b, g0, e[X_CB], ""), g.nbl, false);
+  RedAcc a;
+  cpu_red_begin_lanes(c, n, &a, lanes);
+  if (a.cascade) {
+    int k = COL_EVALS / lanes;
+    k = k < 1 ? 1 : k > COL_GROUP ? COL_GROUP : k;
+    /* groups of k full blocks, then the chunk's other blocks one by one */
+    LLVMValueRef full = cg_smin(c, g1, LLVMBuildUDiv(b, g.len, i64c(c, CPU_SUM_BLOCK), ""), false);
+    LLVMValueRef ng = LLVMBuildSDiv(b, cg_smin(c, LLVMBuildSub(b, full, g0, ""), i64c(c, 0), true),
+                                    i64c(c, k), "");
+    LLVMValueRef q = cg_open_loop(c, ng);
+    column_blocks(c, &x, &a, lanes, LLVMBuildAdd(b, g0, LLVMBuildMul(b, q, i64c(c, k), ""), ""), k);
+    cg_close_loop(c);
+    LLVMValueRef bi = cg_open_loop_from(c, LLVMBuildAdd(b, g0, LLVMBuildMul(b, ng, i64c(c, k), ""), ""), g1);
+    LLVMValueRef e0 = LLVMBuildMul(b, bi, i64c(c, CPU_SUM_BLOCK), "");
+    LLVMValueRef e1 = cg_smin(c, LLVMBuildAdd(b, e0, i64c(c, CPU_SUM_BLOCK), ""), g.len, false);
+    LLVMBuildStore(b, LLVMConstNull(a.t), a.bs);
+    LLVMValueRef row = cg_open_loop_from(c, e0, e1);
+    LLVMValueRef v = row_values(c, &x, &a, lanes, row);
+    LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, a.t, a.bs, ""), v, ""), a.bs);
+    cg_close_loop(c);
+    cpu_red_merge(c, &a, LLVMBuildLoad2(b, a.t, a.bs, ""), i64c(c, 0), i64c(c, 0));
+    cg_close_loop(c);
+  } else {
+    /* an exact, order-free step (integers; llvm.maximum/minimum, -O2)
+     * takes k consecutive rows a step into one accumulator of k * lanes
+     * lanes (whole lines), its k parts combined at the chunk's end */
+    bool free_order = !dtype_is_float(a.ad) || c->opt >= 2;
+    int k = free_order ? COL_EVALS / lanes : 1;
+    k = k < 1 ? 1 : k > COL_GROUP ? COL_GROUP : k;
+    RedAcc s;
+    cpu_red_begin_lanes(c, n, &s, k * lanes);
+    LLVMValueRef r0 = LLVMBuildMul(b, g0, i64c(c, CPU_SUM_BLOCK), "");
+    LLVMValueRef r1 = cg_smin(c, LLVMBuildMul(b, g1, i64c(c, CPU_SUM_BLOCK), ""), g.len, false);
+    LLVMValueRef ng = LLVMBuildSDiv(b, LLVMBuildSub(b, r1, r0, ""), i64c(c, k), "");
+    LLVMValueRef q = cg_open_loop(c, ng), rq = LLVMBuildAdd(b, r0, LLVMBuildMul(b, q, i64c(c, k), ""), "");
+    LLVMValueRef wide = NULL;
+    for (int j = 0; j < k; j++)
+      wide = row_into(c, &x, &a, s.t, wide, j * lanes, lanes, LLVMBuildAdd(b, rq, i64c(c, j), ""));
+    cpu_red_merge(c, &s, wide, i64c(c, 0), NULL);
+    cg_close_loop(c);
+    LLVMValueRef row = cg_open_loop_from(c, LLVMBuildAdd(b, r0, LLVMBuildMul(b, ng, i64c(c, k), ""), ""), r1);
+    cpu_red_merge(c, &a, row_values(c, &x, &a, lanes, row), i64c(c, 0), NULL);
+    cg_close_loop(c);
+    if (k > 1) {
+      LLVMValueRef all = cpu_red_value(c, &s, NULL, NULL), idx[64];
+      for (int j = 0; j < k; j++) {
+        for (int o = 0; o < lanes; o++) idx[o] = i32c(c, j * lanes + o);
+        LLVMValueRef part = LLVMBuildShuffleVector(b, all, LLVMGetUndef(s.t),
+                                                   LLVMConstVector(idx, (unsigned)lanes), "");
+        cpu_red_merge(c, &a, part, i64c(c, 0), NULL);
+      }
+    } else {
+      cpu_red_merge(c, &a, cpu_red_value(c, &s, NULL, NULL), i64c(c, 0), NULL);
+    }
+  }
+  LLVMValueRef v = cpu_red_value(c, &a, NULL, NULL);
+  LLVMTypeRef st = LLVMGetElementType(a.t);
+  for (int o = 0; o < lanes; o++) {
+    LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, w, i64c(c, lanes), ""), i64c(c, o), "");
+    LLVMBuildStore(b, LLVMBuildExtractElement(b, v, i32c(c, o), ""),
+                   LLVMBuildGEP2(b, st, e[X_VALS], &slot, 1, ""));
+  }
+  cg_close_loop(c);
+  cpu_outline_close(c, &f);
+  return f;
+}
+
 /* K.redI(buf..., sym..., extras) and its wrapper, called once after the
  * chunks: each output's chunks combined in chunk order and the result
  * stored.  A cascade takes the full chunks' values at level m and starts
@@ -248,7 +426,10 @@ static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
   LLVMValueRef m, cb = chunk_blocks(c, g, &m);
   LLVMValueRef nc = ceil_div(c, g->nbl, cb), items = LLVMBuildMul(c->b, g->outs, nc, "");
   LLVMTypeRef t = cg_compute_type(c, cpu_red_acc_dtype(n->value->dtype));
-  Outlined f = chunk_functions(c, n, t), fc = combine_functions(c, n, t);
+  int lanes = column_lanes(n);
+  Outlined f = lanes ? column_functions(c, n, lanes) : chunk_functions(c, n, t);
+  Outlined fc = combine_functions(c, n, t);
+  if (lanes) items = nc; /* a chunk of every output */
   LLVMValueRef vals = cg_entry_alloca(c, t, i32c(c, SPLIT_ITEMS));
   LLVMValueRef poss = has_arg(n) ? cg_entry_alloca(c, c->i64, i32c(c, SPLIT_ITEMS))
                                  : LLVMConstNull(c->ptr);
@@ -262,6 +443,7 @@ static void emit_split(Cg *c, const LfNest *n, const Geo *g) {
   /* a grain of SPLIT_GRAIN_MUL * par_min_elems elements: small
    * reductions run on the calling thread */
   LLVMValueRef work = cg_smin(c, LLVMBuildMul(c->b, cb, i64c(c, CPU_SUM_BLOCK), ""), g->total, false);
+  if (lanes) work = LLVMBuildMul(c->b, work, i64c(c, lanes), "");
   LLVMValueRef grain = cg_smin(
       c, LLVMBuildSDiv(c->b, i64c(c, SPLIT_GRAIN_MUL * c->target->par_min_elems),
                        cg_smin(c, work, i64c(c, 1), true), ""),

@@ -163,7 +163,8 @@ END_TEST
  * wins); a second run puts NaNs in later chunks (the first NaN wins).
  * Lengths sit at the split's edges: 65535 and 65536 (a grain or two of
  * chunks), a chunk past a multiple of 16 blocks, 513 chunks of 16
- * blocks (the chunks grow to 256 blocks). */
+ * blocks (the chunks grow to 256 blocks); columns of [R, 4], [R, 3] and
+ * [R, 2] of f32, i32 and f64. */
 static const char *LONGRED =
     "kernel lr(x: f32[N]) -> (f32[], f32[], f32[], f32[], i64[], i64[]) {\n"
     "  return x.sum(), x.mean(), x.amax(), x.amin(), x.argmax(), x.argmin()\n"
@@ -173,6 +174,11 @@ static const char *LONGRED =
     "}\n"
     "kernel lr2(x: f32[R, C], k: i64[R, C]) -> (f32[R], i64[R], f32[C], i64[C], f32[]) {\n"
     "  return x.sum(1), x.argmax(1), x.mean(0), k.sum(0), ((x - 1.5) ** 2).mean()\n"
+    "}\n"
+    "kernel lc(x: f32[R, 4] strided, k: i32[R, 3], d: f64[R, 2]) -> (f32[4], f32[4], f32[4], "
+    "i64[3], i32[3], i64[3], f64[2], f64[2]) {\n"
+    "  return x.sum(0), x.amax(0), (x * 0.5 - 1.0).amin(0), k.sum(0), k.amax(0), "
+    "(k % 3 + 2).to(i64).prod(0), d.mean(0), d.amin(0)\n"
     "}\n";
 
 static void small_ints(Ten *t, int64_t n) {
@@ -223,6 +229,34 @@ START_TEST(long_reductions_split) {
     threads_and_reference(&L, "lr2", in, 2, out, 5, true);
     for (int i = 0; i < 2; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
+  }
+  /* columns of a few known ones (reduce_split.c "columns"): rows around
+   * blocks and groups of 4 blocks, x contiguous, transposed and sliced
+   * (columns 1 .. 4 of rows of 7); then NaNs in two columns */
+  static const int64_t cr[] = {65535, 65536 + 512 * 4 + 1, 17 * 8192 + 3, 1048577};
+  for (size_t c = 0; c < sizeof cr / sizeof *cr; c++) {
+    int64_t R = cr[c], s4[2] = {R, 4}, s3[2] = {R, 3}, s2[2] = {R, 2}, o4[1] = {4}, o3[1] = {3},
+            o2[1] = {2}, st[3][2] = {{4, 1}, {1, R}, {7, 1}}, off[3] = {0, 0, 1};
+    for (int lay = 0; lay < 3; lay++) {
+      Ten in[3], out[8];
+      ten(&in[0], DT_F32, 2, s4, st[lay], off[lay], false);
+      ten(&in[1], DT_I32, 2, s3, NULL, 0, false);
+      ten(&in[2], DT_F64, 2, s2, NULL, 0, false);
+      small_ints(&in[0], (int64_t)(in[0].bytes / 4));
+      small_ints(&in[1], R * 3);
+      static const DType od[8] = {DT_F32, DT_F32, DT_F32, DT_I64, DT_I32, DT_I64, DT_F64, DT_F64};
+      for (int i = 0; i < 8; i++) out_ten(&out[i], od[i], 1, i < 3 ? o4 : i < 6 ? o3 : o2);
+      threads_and_reference(&L, "lc", in, 3, out, 8, true);
+      if (lay == 2) {
+        float *x = in[0].store;
+        x[(R - 3) * 7 + 1 + 1] = NAN, x[(R / 2 + 1) * 7 + 1 + 3] = NAN;
+        threads_and_reference(&L, "lc", in, 3, out, 8, true);
+        ck_assert(isnan(((float *)out[1].store)[1]) && isnan(((float *)out[1].store)[3]));
+        ck_assert(!isnan(((float *)out[1].store)[0]) && isnan(((float *)out[0].store)[3]));
+      }
+      for (int i = 0; i < 3; i++) ten_free(&in[i]);
+      for (int i = 0; i < 8; i++) ten_free(&out[i]);
+    }
   }
   unbuild_pool(&L);
 }

@@ -235,6 +235,18 @@ static const char *SPLIT =
     "}\n"
     "kernel d(x: f64[N]) -> f64[] {\n"
     "  return x.sum()\n"
+    "}\n"
+    "kernel c4(x: f32[R, 4] strided) -> (f32[4], f32[4]) {\n"
+    "  return x.sum(0), (x * x).mean(0)\n"
+    "}\n"
+    "kernel c3(x: f32[R, 3] strided) -> f32[3] {\n"
+    "  return x.sum(0)\n"
+    "}\n"
+    "kernel c16(x: f32[R, 16]) -> f32[16] {\n"
+    "  return x.mean(0)\n"
+    "}\n"
+    "kernel c4d(x: f64[R, 4]) -> f64[4] {\n"
+    "  return x.sum(0)\n"
     "}\n";
 
 /* Values of mixed sign and magnitude, so that every addition rounds. */
@@ -267,6 +279,50 @@ static void same_as_serial(Lib *L0, Lib *L1, const char *name, Ten *in, Ten *out
                     f32_at(&out[i], 0), f32_at(&ref[i], 0));
   }
   for (int i = 0; i < nout; i++) free(ref[i].store);
+}
+
+/* Columns of a tall, narrow matrix (cpu/reduce_split.c "columns": each
+ * chunk of every column at once, a whole row a step): at -O1 and -O2
+ * alike, at 1, 2 and 3 threads, -O0's bits (each column's own cascade,
+ * its blocks summed in order).  Rows around blocks (512), groups of 4
+ * blocks and the chunks' growth (m = 1 to 2: 2048 blocks of 4 columns,
+ * 512 of 16, 2720 of 3); the 4- and 3-column inputs contiguous, a
+ * transposed [w, R] buffer, columns 1 .. w of rows of 6 and every other
+ * row of every other element. */
+static void column_sums(Lib *L) {
+  static const int64_t rows[] = {1000, 2048, 4 * 512 + 1, 65536, 65537, 8192 * 9 - 1,
+                                 262145, 2720 * 512 + 7, 2048 * 512 + 1};
+  for (size_t c = 0; c < sizeof rows / sizeof *rows; c++) {
+    int64_t R = rows[c];
+    for (int w = 3; w <= 4; w++) {
+      int64_t sh[2] = {R, w}, ow[1] = {w};
+      int64_t st[4][2] = {{w, 1}, {1, R}, {6, 1}, {4 * w, 2}}, off[4] = {0, 0, 1, 0};
+      for (int lay = 0; lay < 4; lay++) {
+        Ten x, o[2];
+        ten(&x, DT_F32, 2, sh, st[lay], off[lay], false);
+        rounding_values(&x, (int64_t)(x.bytes / 4));
+        for (int i = 0; i < 2; i++) out_ten(&o[i], DT_F32, 1, ow);
+        const char *k = w == 4 ? "c4" : "c3";
+        same_as_serial(&L[0], &L[1], k, &x, o, w == 4 ? 2 : 1);
+        same_as_serial(&L[0], &L[2], k, &x, o, w == 4 ? 2 : 1);
+        ten_free(&x);
+        for (int i = 0; i < 2; i++) ten_free(&o[i]);
+      }
+    }
+    int64_t s16[2] = {R, 16}, o16[1] = {16}, sd[2] = {R, 4}, od[1] = {4};
+    Ten x, o, xd, odd;
+    ten(&x, DT_F32, 2, s16, NULL, 0, false);
+    rounding_values(&x, R * 16);
+    out_ten(&o, DT_F32, 1, o16);
+    same_as_serial(&L[0], &L[1], "c16", &x, &o, 1);
+    same_as_serial(&L[0], &L[2], "c16", &x, &o, 1);
+    ten(&xd, DT_F64, 2, sd, NULL, 0, false);
+    rounding_values(&xd, R * 4);
+    out_ten(&odd, DT_F64, 1, od);
+    same_as_serial(&L[0], &L[1], "c4d", &xd, &odd, 1);
+    same_as_serial(&L[0], &L[2], "c4d", &xd, &odd, 1);
+    ten_free(&x), ten_free(&o), ten_free(&xd), ten_free(&odd);
+  }
 }
 
 START_TEST(split_sums_are_serial) {
@@ -339,6 +395,7 @@ START_TEST(split_sums_are_serial) {
     same_at_threads(&L[2], c ? "rows" : "cols", &xc, 1, &oo, 1);
     ten_free(&xc), ten_free(&oo);
   }
+  column_sums(L);
   for (int o = 0; o < 3; o++) unbuild_pool(&L[o]);
 }
 END_TEST
