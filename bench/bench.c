@@ -23,12 +23,10 @@
  * With $BENCH_DUMP=DIR, each timed workload's inputs and outputs are also
  * written as DIR/NAME_I.npy (I: inputs, then outputs; channels-last
  * tensors in NHWC order), for `peers.py --check DIR`. */
-#define _DEFAULT_SOURCE /* madvise */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include <tdsl/runtime.h>
@@ -455,37 +453,6 @@ static void fill_tensor(DLTensor *t, fill_kind fill, uint64_t *rng) {
   }
 }
 
-/* The benchmark's own blocks (inputs, outputs, the memcpy's buffers) get
- * the pages the peers' inputs get: numpy, which allocates them
- * (peers.py), asks for transparent huge pages (madvise MADV_HUGEPAGE) on
- * blocks of 4 MiB and more, and a stream over 4 KiB pages runs slower
- * (the L2 prefetcher stops at each page; sum_all of 128 MB on 2 threads:
- * 8% slower).  An allocator for the whole run (tdsl_set_allocator before
- * any block is live); only blocks allocated while bench_huge is set are
- * advised, so the kernels' own scratch keeps the default pages. */
-static int bench_huge;
-
-static void *bench_alloc(size_t bytes, size_t align, void *user) {
-  (void)user;
-  void *p = NULL;
-  if (posix_memalign(&p, align, bytes ? bytes : 1) != 0)
-    return NULL;
-#ifdef MADV_HUGEPAGE
-  if (bench_huge && bytes >= ((size_t)4 << 20)) {
-    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-    uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (e > a)
-      madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: a failure is harmless */
-  }
-#endif
-  return p;
-}
-
-static void bench_free(void *p, void *user) {
-  (void)user;
-  free(p);
-}
-
 static int alloc_tensor(DLTensor *t, const tensor_spec *s) {
   DLDataType dt = s->elem == EL_U8 ? TDSL_U8 : s->elem == EL_I8 ? TDSL_I8
                 : s->elem == EL_BF16 ? TDSL_BF16 : s->elem == EL_I32 ? TDSL_I32 : TDSL_F32;
@@ -573,10 +540,8 @@ static int copy_run(void *ctx) {
 static double time_memcpy(size_t traffic) {
   copy_ctx c = {0};
   c.bytes = traffic / 2;
-  bench_huge = 1;
   c.dst = tdsl_alloc(c.bytes, 64);
   char *src = tdsl_alloc(c.bytes, 64);
-  bench_huge = 0;
   c.src = src;
   double t = -1.0;
   if (c.dst && src) {
@@ -701,10 +666,7 @@ static int run_workload(const workload *w) {
   size_t bytes = 0;
   int status = 0;
   for (int i = 0; i < n && status == 0; i++) {
-    bench_huge = 1;
-    int rc = alloc_tensor(&t[i], &w->t[i]);
-    bench_huge = 0;
-    if (rc != TDSL_OK) {
+    if (alloc_tensor(&t[i], &w->t[i]) != TDSL_OK) {
       fprintf(stderr, "%s: %s\n", w->name, tdsl_last_error());
       status = 1;
       break;
@@ -751,7 +713,6 @@ int main(int argc, char **argv) {
   if (threads < 1)
     threads = 1;
   tdsl_set_num_threads(threads);
-  tdsl_set_allocator(bench_alloc, bench_free, NULL);
   printf("# tdsl bench: %d threads; NAME IMPL TIME_MS RATE UNIT MEMCPY_MS "
          "TDSL/MEMCPY\n",
          tdsl_get_num_threads());
