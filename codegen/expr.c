@@ -526,14 +526,9 @@ static void splat_args(Cg *c, LLVMValueRef *a, int n) {
   for (int j = 0; j < n; j++)
     if (LLVMGetTypeKind(LLVMTypeOf(a[j])) == LLVMVectorTypeKind) vt = LLVMTypeOf(a[j]);
   if (!vt) return;
-  unsigned lanes = LLVMGetVectorSize(vt);
-  for (int j = 0; j < n; j++) {
-    LLVMTypeRef t = LLVMTypeOf(a[j]);
-    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) continue;
-    LLVMTypeRef st = LLVMVectorType(t, lanes);
-    LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetUndef(st), a[j], i32c(c, 0), "");
-    a[j] = LLVMBuildShuffleVector(c->b, v, LLVMGetUndef(st), LLVMConstNull(LLVMVectorType(c->i32, lanes)), "");
-  }
+  for (int j = 0; j < n; j++)
+    if (LLVMGetTypeKind(LLVMTypeOf(a[j])) != LLVMVectorTypeKind)
+      a[j] = cg_splat(c, a[j], LLVMGetVectorSize(vt));
 }
 
 static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {

@@ -175,6 +175,12 @@ LLVMValueRef cg_convert(Cg *c, LLVMValueRef v, DType from, DType to) {
 
 /* ---- symbolic integers ------------------------------------------------- */
 
+LLVMValueRef cg_splat(Cg *c, LLVMValueRef s, unsigned lanes) {
+  LLVMTypeRef t = LLVMVectorType(LLVMTypeOf(s), lanes);
+  LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetUndef(t), s, i32c(c, 0), "");
+  return LLVMBuildShuffleVector(c->b, v, LLVMGetUndef(t), LLVMConstNull(LLVMVectorType(c->i32, lanes)), "");
+}
+
 LLVMValueRef cg_smin(Cg *c, LLVMValueRef a, LLVMValueRef b, bool max) {
   LLVMValueRef lt = LLVMBuildICmp(c->b, max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
   return LLVMBuildSelect(c->b, lt, a, b, "");

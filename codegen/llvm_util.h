@@ -181,6 +181,8 @@ LLVMValueRef cg_to_bool(Cg *c, LLVMValueRef v);
 /* v (compute type of `from`) in the compute type of `to` (spec §5.4). */
 LLVMValueRef cg_convert(Cg *c, LLVMValueRef v, DType from, DType to);
 
+/* The scalar s in every one of `lanes` lanes. */
+LLVMValueRef cg_splat(Cg *c, LLVMValueRef s, unsigned lanes);
 /* min(a, b), or max when max (signed). */
 LLVMValueRef cg_smin(Cg *c, LLVMValueRef a, LLVMValueRef b, bool max);
 /* Python // (or % when mod) on signed integers; x // 0 gives 0. */

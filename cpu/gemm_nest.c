@@ -385,12 +385,8 @@ static LLVMValueRef pro_row(void *user, const GemmIdx *ix, LLVMValueRef mask) {
   LLVMValueRef v = cg_eval(c, &x, u->n->pro[u->j]);
   c->load_hook = hook, c->load_data = data;
   /* an expression that reads nothing along K: its value in every lane */
-  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) {
-    unsigned n = LLVMGetVectorSize(LLVMTypeOf(mask));
-    LLVMTypeRef vt = LLVMVectorType(c->f32, n);
-    v = LLVMBuildInsertElement(c->b, LLVMGetUndef(vt), v, i32c(c, 0), "");
-    v = LLVMBuildShuffleVector(c->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(c->i32, n)), "");
-  }
+  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind)
+    v = cg_splat(c, v, LLVMGetVectorSize(LLVMTypeOf(mask)));
   return v;
 }
 
