@@ -258,7 +258,7 @@ START_TEST(long_reductions_split) {
       for (int i = 0; i < 8; i++) ten_free(&out[i]);
     }
   }
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -322,7 +322,7 @@ START_TEST(integer_aranges) {
     for (int i = 0; i < 4; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
   }
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -413,7 +413,7 @@ START_TEST(scalar_views_as_gemm_operands) {
     for (int i = 0; i < 12; i++)
       ck_assert_float_eq_tol(((float *)c1.store)[i] - ((float *)c0.store)[i], 2.5f, 1e-5);
     ten_free(&x), ten_free(&out), ten_free(&cx), ten_free(&w), ten_free(&c0), ten_free(&c1);
-    unbuild_pool(&L); /* the small GEMM path runs on the pool */
+    unbuild(&L); /* the small GEMM path runs on the pool */
   }
 }
 END_TEST

@@ -85,7 +85,7 @@ START_TEST(depthwise_channels_last) {
     if (t == 0) same_at_threads(&L, "dcl", in, 10, out, 5);
     for (int i = 0; i < 10; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -120,7 +120,7 @@ START_TEST(depthwise_nchw) {
     if (t == 0) same_at_threads(&L, "dn", in, 8, out, 7);
     for (int i = 0; i < 8; i++) ten_free(&in[i]);
     for (int i = 0; i < 7; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -168,7 +168,7 @@ START_TEST(depthwise_dtypes) {
     run_and_compare_k(&L, "de", in + 6, 7, out + 3, 3, false, 9);
     for (int i = 0; i < 13; i++) ten_free(&in[i]);
     for (int i = 0; i < 6; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -215,7 +215,7 @@ START_TEST(direct_channels_last) {
     ten_free(&xn), ten_free(&on[0]), ten_free(&on[1]);
     for (int i = 0; i < 8; i++) ten_free(&in[i]);
     for (int i = 0; i < 6; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -256,7 +256,7 @@ START_TEST(direct_blocks) {
     if (t == 0) same_at_threads(&L, "rb", in, 4, out, 5);
     for (int i = 0; i < 4; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -316,7 +316,7 @@ START_TEST(direct_image) {
     }
     for (int i = 0; i < 5; i++) ten_free(&in[i]);
     for (int i = 0; i < 7; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -346,7 +346,7 @@ START_TEST(direct_packing) {
     if (t == 0) same_at_threads(&L, "rp", in, 3, out, 2);
     for (int i = 0; i < 3; i++) ten_free(&in[i]);
     for (int i = 0; i < 2; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -384,7 +384,7 @@ START_TEST(direct_dtypes) {
     run_and_compare_k(&L, "rd", in, 11, out, 4, false, 81);
     for (int i = 0; i < 11; i++) ten_free(&in[i]);
     for (int i = 0; i < 4; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -445,7 +445,7 @@ START_TEST(direct_nchw) {
     run_and_compare_k(&L, "rnd", in, 10, out, 5, false, 81);
     for (int i = 0; i < 10; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -504,7 +504,7 @@ START_TEST(direct_1x1) {
     }
     for (int i = 0; i < 6; i++) ten_free(&in[i]);
     for (int i = 0; i < 5; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -572,7 +572,7 @@ START_TEST(gemm_1x1_nchw) {
     run_and_compare_k(&L, "g1d", in, 8, out, 3, false, 9);
     for (int i = 0; i < 8; i++) ten_free(&in[i]);
     for (int i = 0; i < 3; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -612,7 +612,7 @@ START_TEST(conv_1x1_channels_last) {
     run_and_compare_k(&L, "g1e", in, 5, out, 2, false, 9);
     for (int i = 0; i < 5; i++) ten_free(&in[i]);
     for (int i = 0; i < 2; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST

@@ -61,7 +61,7 @@ START_TEST(matmul_bias_relu_residual_casts) {
       for (int j = 0; j < 4; j++) ten_free(&in[j]);
       ten_free(&out[0]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -115,7 +115,7 @@ START_TEST(matmul_batched_materialized_strided_multi) {
       run_and_compare_k(&L, "two", in, 2, out, 2, false, K);
       for (int j = 0; j < 2; j++) ten_free(&in[j]), ten_free(&out[j]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -149,7 +149,7 @@ START_TEST(matmul_integer) {
       for (int j = 0; j < 5; j++) ten_free(&in[j]);
       for (int j = 0; j < 3; j++) ten_free(&out[j]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -213,7 +213,7 @@ START_TEST(conv_scale_bias_relu_layouts) {
       int64_t sg[4] = {N, Og, H, W};
       conv_case(&L, "cg", N, Cg, H, W, Og, 2, false, sg, false, DT_F32);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -271,7 +271,7 @@ START_TEST(failed_allocation_writes_nothing) {
   for (int i = 0; i < 3; i++) memset(out[i].store, 0x5A, out[i].bytes);
   run_and_compare_k(&L, "f", in, 3, out, 3, true, 70);
   for (int i = 0; i < 3; i++) ten_free(&in[i]), ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

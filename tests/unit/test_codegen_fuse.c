@@ -79,7 +79,7 @@ START_TEST(inlined_chain_parallel) {
   build_flags(&L, CHAIN, NULL, "-O2");
   chain_case(&L, 8, 7, 67, 61); /* 229K elements: parallel, odd rows */
   chain_case(&L, 2, 7, 5, 3);   /* small: serial */
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -117,8 +117,8 @@ START_TEST(o0_equals_o2) {
   run_and_compare(&L2, "chain", in, 3, o2, 6, true);
   for (int i = 0; i < 3; i++) ten_free(&in[i]);
   for (int i = 0; i < 6; i++) ten_free(&o0[i]), ten_free(&o2[i]);
-  unbuild_pool(&L0);
-  unbuild_pool(&L2);
+  unbuild(&L0);
+  unbuild(&L2);
 }
 END_TEST
 
@@ -151,7 +151,7 @@ START_TEST(layouts_and_rank1) {
   reset_out(&out[1]);
   threads_and_reference(&L, "lay", in, 4, out, 4, false);
   for (int i = 0; i < 4; i++) ten_free(&in[i]), ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -170,7 +170,7 @@ START_TEST(permute_copy_and_outer_reduction) {
   threads_and_reference(&L, "pc", &in, 1, out, 3, true);
   ten_free(&in);
   for (int i = 0; i < 3; i++) ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -204,7 +204,7 @@ START_TEST(transpose_blocks_all_sizes) {
     out_ten(&out, dts[d], 2, s2);
     threads_and_reference(&L, "s", &in, 1, &out, 1, false);
     ten_free(&in), ten_free(&out);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -241,7 +241,7 @@ START_TEST(cat_written_once) {
   cat_case(&L, 301, 257, 131); /* parallel, odd rows */
   cat_case(&L, 3, 1, 2);       /* small: serial */
   cat_case(&L, 4, 0, 5);       /* an empty input */
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -280,7 +280,7 @@ START_TEST(chunk_symbolic_checked) {
   ck_assert_msg(strstr(last(), "fewer than 2 chunks") != NULL, "message '%s'", last());
   ck_assert(untouched(&o1));
   ten_free(&x1), ten_free(&o1);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

@@ -6,8 +6,7 @@
  * end), squeeze with a list of dims (PyTorch 2); and (item 5) names
  * next to the refused C names still compile.  Expected values are
  * worked out by hand from PyTorch's rules; the conv case is also compared
- * with the reference interpreter on random inputs.  (unbuild_pool: the
- * kernels may start the runtime thread pool.)
+ * with the reference interpreter on random inputs.
  * Needs: codegen_util.h (tdslc, a C compiler, runtime sources). */
 #include "codegen_util.h"
 
@@ -37,7 +36,7 @@ START_TEST(unfold_zero_dim) {
     ten_free(&o[i]);
   }
   ten_free(&x);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -73,7 +72,7 @@ START_TEST(sum_prod_narrow_dtype) {
   ck_assert_int_eq(((uint8_t *)o[4].store)[1], 44);
   for (int i = 0; i < 2; i++) ten_free(&in[i]);
   for (int i = 0; i < 5; i++) ten_free(&o[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -122,7 +121,7 @@ START_TEST(conv_same_odd_padding) {
   out_ten(&o, DT_F32, 1, sf);
   run_and_compare(&L, "cv", in, 2, &o, 1, true);
   ten_free(&in[0]), ten_free(&in[1]), ten_free(&o);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -148,7 +147,7 @@ START_TEST(squeeze_dim_list) {
     ten_free(&o[i]);
   }
   ten_free(&x);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -177,7 +176,7 @@ START_TEST(near_reserved_names) {
   ck_assert_mem_eq(o.store, want, sizeof want);
   for (int i = 0; i < 6; i++) ten_free(&in[i]);
   ten_free(&o);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

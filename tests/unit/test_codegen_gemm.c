@@ -48,7 +48,7 @@ START_TEST(matmul_f32_sizes) {
     Lib L;
     build_flags(&L, MM, "mm", TARGETS[t]);
     mm_sizes(&L, sz, sizeof sz / sizeof sz[0]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -88,7 +88,7 @@ START_TEST(matmul_work_split) {
       ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]), ten_free(&one);
     }
     threads(0); /* back to the default */
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -135,7 +135,7 @@ START_TEST(matmul_pack_paths) {
       for (int j = 0; j < 7; j++) ten_free(&in[j]);
       for (int j = 0; j < 4; j++) ten_free(&out[j]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -165,7 +165,7 @@ START_TEST(matmul_dtypes) {
       for (int i = 0; i < 10; i++) ten_free(&in[i]);
       for (int i = 0; i < 5; i++) ten_free(&out[i]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -211,7 +211,7 @@ START_TEST(matmul_views_and_broadcast) {
       for (int i = 0; i < 5; i++) ten_free(&in[i]);
       for (int i = 0; i < 9; i++) ten_free(&out[i]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -272,7 +272,7 @@ START_TEST(matmul_small_path) {
     Lib L;
     build_flags(&L, MMS, "sp", TARGETS[t]);
     for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) small_case(&L, sz[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -289,10 +289,10 @@ START_TEST(matmul_whole_module) {
     Lib L;
     build_flags(&L, MM, "mm", TARGETS[t]);
     mm_sizes(&L, sz, sizeof sz / sizeof sz[0]);
-    unbuild_pool(&L);
+    unbuild(&L);
     build_flags(&L, MMS, "sp", TARGETS[t]);
     for (size_t i = 0; i < 3; i++) small_case(&L, (const int64_t[3]){2 + (int64_t)i, 37, 101});
-    unbuild_pool(&L);
+    unbuild(&L);
   }
   unsetenv("TDSL_JOBS");
 }
@@ -331,7 +331,7 @@ START_TEST(matmul_small_dtypes) {
       for (int i = 0; i < 8; i++) ten_free(&in[i]);
       for (int i = 0; i < 5; i++) ten_free(&out[i]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -367,7 +367,7 @@ START_TEST(matmul_small_static_forms) {
       for (int j = 0; j < 6; j++) ten_free(&in[j]);
       for (int j = 0; j < 5; j++) ten_free(&out[j]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -419,7 +419,7 @@ START_TEST(conv2d_f32_forms) {
     run_and_compare_k(&L, "cv", in, 7, out, 6, false, 4 * 49);
     for (int i = 0; i < 7; i++) ten_free(&in[i]);
     for (int i = 0; i < 6; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -442,7 +442,7 @@ START_TEST(conv2d_channels_last) {
     run_and_compare_k(&L, "cl", in, 5, out, 3, false, 36);
     for (int i = 0; i < 5; i++) ten_free(&in[i]);
     for (int i = 0; i < 3; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -472,7 +472,7 @@ START_TEST(conv2d_dtypes) {
     run_and_compare_k(&L, "cd", in, 9, out, 3, false, 27);
     for (int i = 0; i < 9; i++) ten_free(&in[i]);
     for (int i = 0; i < 3; i++) ten_free(&out[i]);
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -520,7 +520,7 @@ START_TEST(conv2d_pack_edges) {
       run_and_compare_k(&L, "ce", in, 5, out, 8, false, 3 * 49);
       for (int i = 0; i < 5; i++) ten_free(&in[i]);
       for (int i = 0; i < 8; i++) ten_free(&out[i]);
-      unbuild_pool(&L);
+      unbuild(&L);
     }
   }
 }

@@ -117,7 +117,7 @@ static void run_all(const char *flags) {
   set_index(&in[1], (int64_t[]){0, 5, 1, 2, 3, 5, 4, 4}, 8);
   run_and_compare(&L, "gat", in, 2, out, 1, false);
   ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 
 START_TEST(index_errors_O2) { run_all("-O2"); }
@@ -148,7 +148,7 @@ START_TEST(index_check_large) {
                      "kernel 'big': index at 2:10: index 100 is out of range for dim 0 of 'w' "
                      "(size 100)");
   ten_free(&in[0]), ten_free(&in[1]), ten_free(&out);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

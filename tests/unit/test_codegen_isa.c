@@ -121,7 +121,7 @@ START_TEST(forced_level) {
     ck_assert_str_eq(isa_of(&L, "sm"), want);
     ck_assert_str_eq(isa_of(&L, "ew"), want);
   }
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -138,7 +138,7 @@ START_TEST(best_level) {
   run_all(&L);
   ck_assert_str_eq(isa_of(&L, "ew"), want);
   ck_assert_str_eq(isa_of(&L, "sm"), want);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -148,7 +148,7 @@ START_TEST(bad_value) {
   build_flags(&L, SRC, "ew", "-O2 --target=x86-64");
   refused(&L, "TDSL_ISA='avx2' is not an ISA level");
   ck_assert_int_eq(((int (*)(void))sym(&L, "tdsl_last_error_code"))(), TDSL_E_ISA);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -164,7 +164,7 @@ START_TEST(single_variant) {
     ck_assert_ptr_nonnull(isa);
     if (t == 0) ck_assert_str_eq(isa, "x86-64-v2");
     else ck_assert_int_gt((int)strlen(isa), 0); /* the host CPU's name */
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST

@@ -74,7 +74,7 @@ START_TEST(pairs_match_interpreter) {
         threads_and_reference(&L, ks[k].k, in, 2, out, 1, false);
         ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
       }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -141,7 +141,7 @@ START_TEST(quads_match_interpreter) {
           threads_and_reference(&L, ks[k].k, in, 2, out, 1, false);
           ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
         }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -202,7 +202,7 @@ START_TEST(narrow_outputs) {
       for (int q = 0; q < 3; q++) ten_free(&in[q]);
       ten_free(&out[0]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -313,7 +313,7 @@ START_TEST(conv_pairs_match_interpreter) {
         ten_free(&out[0]);
       }
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST

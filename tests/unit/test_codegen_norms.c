@@ -129,7 +129,7 @@ START_TEST(exp_f32) {
   exp_special(&L);
   exp_half_sigmoid(&L);
   exp_sweep(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -290,7 +290,7 @@ START_TEST(norms_o2) {
   layer_norm_rows(&L, true);
   layer_norm_constant_rows(&L);
   vector_reductions(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

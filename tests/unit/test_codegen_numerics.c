@@ -71,7 +71,7 @@ START_TEST(division_is_correctly_rounded) {
   Lib L;
   build_flags(&L, DIV, "q", OPTS[_i]);
   check_division(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -205,7 +205,7 @@ START_TEST(long_sums_are_accurate) {
   dense_sums(&L);
   mse_maps(&L);
   long_norm_rows(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -396,7 +396,7 @@ START_TEST(split_sums_are_serial) {
     ten_free(&xc), ten_free(&oo);
   }
   column_sums(L);
-  for (int o = 0; o < 3; o++) unbuild_pool(&L[o]);
+  for (int o = 0; o < 3; o++) unbuild(&L[o]);
 }
 END_TEST
 
@@ -439,7 +439,7 @@ START_TEST(long_stats_are_accurate) {
   check_rel("var_mean's mean of 2^24 + 3", f32_at(&o[4], 0), mean, 1e-6);
   ten_free(&x);
   for (int i = 0; i < 5; i++) ten_free(&o[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -491,7 +491,7 @@ START_TEST(long_scans_are_exact) {
   }
   for (int i = 0; i < 2; i++) ten_free(&in[i]);
   for (int i = 0; i < 3; i++) ten_free(&o[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -534,7 +534,7 @@ START_TEST(trig_large_arguments) {
   }
   for (int i = 0; i < 2; i++) ten_free(&in[i]);
   for (int i = 0; i < 4; i++) ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -580,7 +580,7 @@ START_TEST(pow_constant_exponents) {
     }
   ten_free(&in);
   for (int k = 0; k < 7; k++) ten_free(&out[k]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 

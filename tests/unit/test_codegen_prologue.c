@@ -88,7 +88,7 @@ START_TEST(matmul_prologues) {
       ten_free(&in[0]), ten_free(&in[1]);
       ten_free(&out[0]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -117,7 +117,7 @@ START_TEST(matmul_batched_prologues) {
       for (int j = 0; j < 3; j++) ten_free(&in[j]);
       ten_free(&out[0]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -180,7 +180,7 @@ START_TEST(matmul_vector_prologues) {
       for (int j = 0; j < 3; j++) ten_free(&in[j]);
       ten_free(&out[0]);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST
@@ -270,7 +270,7 @@ START_TEST(conv_affine_relu_prologues) {
       conv_case(&L, "ps", 1, N, C, H, W, O, C, false, sps);
       conv_case(&L, "pg", 1, N, 4, H, W, Og, 2, false, sg);
     }
-    unbuild_pool(&L);
+    unbuild(&L);
   }
 }
 END_TEST

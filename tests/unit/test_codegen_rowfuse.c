@@ -323,7 +323,7 @@ START_TEST(plan_memory_no_clobber_across_rows) {
   out_ten(&out[1], DT_F32, 2, cs);
   run_and_compare(&L, "f", in, 2, out, 2, true);
   for (int i = 0; i < 2; i++) ten_free(&in[i]), ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -466,8 +466,8 @@ static void bits_at(const char *opt) {
   for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
       same_bits(&G, &U, &CASES[c], shapes[i][0], shapes[i][1], i == 0);
-  unbuild_pool(&G);
-  unbuild_pool(&U);
+  unbuild(&G);
+  unbuild(&U);
 }
 
 START_TEST(bitwise_o2) { bits_at("-O2"); }

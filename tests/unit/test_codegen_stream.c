@@ -91,7 +91,7 @@ START_TEST(streamed_equals_interpreter) {
         threads_and_reference(&L, k2[k], &in, 1, &out, 1, false);
         ten_free(&in), ten_free(&out);
       }
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -112,8 +112,8 @@ START_TEST(streamed_equals_plain) {
   ck_assert(same_bytes(&o1, &o2));
   for (int k = 0; k < 3; k++) ten_free(&in[k]);
   ten_free(&o1), ten_free(&o2);
-  unbuild_pool(&S);
-  unbuild_pool(&P);
+  unbuild(&S);
+  unbuild(&P);
 }
 END_TEST
 
@@ -145,8 +145,8 @@ START_TEST(flat_nest_streams) {
       for (int k = 0; k < 3; k++) ten_free(&in[k]);
       ten_free(&o1), ten_free(&o2);
     }
-  unbuild_pool(&S);
-  unbuild_pool(&P);
+  unbuild(&S);
+  unbuild(&P);
 }
 END_TEST
 
@@ -210,8 +210,8 @@ START_TEST(row_groups_stream) {
       for (int k = 0; k < 3; k++) ten_free(&in[k]);
       ten_free(&o1), ten_free(&o2);
     }
-  unbuild_pool(&S);
-  unbuild_pool(&P);
+  unbuild(&S);
+  unbuild(&P);
 }
 END_TEST
 

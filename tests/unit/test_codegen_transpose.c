@@ -150,7 +150,7 @@ START_TEST(host_equals_interpreter) {
   Lib L;
   build(&L, src, "t2_f32");
   check_all(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -158,7 +158,7 @@ START_TEST(v2_equals_interpreter) {
   Lib L;
   build_flags(&L, src, "t2_f32", "--target=x86-64-v2");
   check_all(&L);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -180,8 +180,8 @@ START_TEST(streamed_equals_plain) {
                   "%s: streamed and plain differ", t2[k].name);
     ten_free(&in), ten_free(&o1), ten_free(&o2);
   }
-  unbuild_pool(&S);
-  unbuild_pool(&P);
+  unbuild(&S);
+  unbuild(&P);
 }
 END_TEST
 

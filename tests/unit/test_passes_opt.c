@@ -383,7 +383,7 @@ START_TEST(exec_equal_to_interpreter) {
   run_and_compare(&L, "net", in, 4, out, 2, true);
   for (int i = 0; i < 4; i++) ten_free(&in[i]);
   for (int i = 0; i < 2; i++) ten_free(&out[i]);
-  unbuild_pool(&L);
+  unbuild(&L);
 }
 END_TEST
 
@@ -408,7 +408,7 @@ static int64_t info_scratch(const char *src, const char *flags, const char **exp
   snprintf(want, sizeof want, "/* f: scratch memory per call (f_info()->scratch_expr): %s bytes",
            text);
   ck_assert_msg(strstr(head, want), "'%s' not in the header:\n%s", want, head);
-  unbuild_pool(&L);
+  unbuild(&L);
   return b;
 }
 
