@@ -447,9 +447,22 @@ static LLVMValueRef binary_i(Cg *c, Op op, DType dt, LLVMValueRef a, LLVMValueRe
  * (pow(-0, 0.5) = +0, pow(-inf, 0.5) = +inf, where sqrt gives -0 and
  * NaN), -0.5 its reciprocal.  So -O0, the interpreter and -O2 agree to
  * the ulp.  Every other exponent goes through the math layer's pow. */
+/* Constant b's value: a scalar, or a vector's when every lane holds the
+ * same (a splat beside a vector, eval_op); else NULL. */
+static LLVMValueRef splat_const(LLVMValueRef b) {
+  if (LLVMIsAConstantFP(b)) return b;
+  if (!LLVMIsConstant(b) || LLVMGetTypeKind(LLVMTypeOf(b)) != LLVMVectorTypeKind) return NULL;
+  LLVMValueRef e = LLVMGetAggregateElement(b, 0);
+  for (unsigned i = 1; e && i < LLVMGetVectorSize(LLVMTypeOf(b)); i++)
+    if (LLVMGetAggregateElement(b, i) != e) return NULL;
+  return e && LLVMIsAConstantFP(e) ? e : NULL;
+}
+
 static LLVMValueRef pow_f(Cg *c, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef B = c->b;
-  if (LLVMIsAConstantFP(b)) {
+  LLVMValueRef k = splat_const(b);
+  if (k) {
+    b = k;
     LLVMBool lossy;
     double e = LLVMConstRealGetDouble(b, &lossy);
     LLVMValueRef one = fconst(a, 1);

@@ -181,16 +181,155 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef 
   return r;
 }
 
+/* ---- a full block as vectors ------------------------------------------------
+ * At -O2 a full block (CPU_SUM_BLOCK elements) of an f32 value that
+ * qualifies (lane_kind) is summed by code written here rather than by the
+ * loop vectorizer: VB_ACCS vectors of VB_LANES partial sums (every vector
+ * one cache line of a unit-stride f32 input), each load of an input that
+ * moves along the loop preceded by a prefetch of the line VB_AHEAD bytes
+ * ahead, and the sums combined in a fixed tree: ((acc0 + acc1) + acc2) +
+ * acc3, then each half of the lanes added to the other down to one.  A
+ * sum far beyond the caches is bound by how many lines are in flight per
+ * core: the loop vectorizer's form of the same block (the same 64 partial
+ * sums) left the hardware prefetcher alone and read about 10% slower
+ * than a plain stream on the Zen 5 VM (bench/README.md, "long
+ * reductions").  The order is the same on every ISA of 256-bit vectors
+ * and more (a 16-lane vector is two 8-lane ones), and the same in the
+ * split (reduce_split.c) and the ordinary code (both run this), so the
+ * split keeps the serial bits.  Partial blocks, other values, and -O0/-O1
+ * (whose blocks add in order) run the scalar loop below. */
+
+#define VB_LANES 16
+#define VB_ACCS 4
+#define VB_AHEAD 4096 /* bytes: two f32 blocks ahead (2048 and 8192 read slower) */
+
+/* 1: e moves along loop kd as a vector of f32 (unit-stride f32 loads and
+ * exact lane-wise ops of them); 0: it does not move along kd (a scalar
+ * in every lane); -1: neither (the scalar loop). */
+static int lane_kind(const Cg *c, const LfExpr *e, int kd) {
+  switch (e->kind) {
+  case LFE_CONST: case LFE_SYM: return 0;
+  case LFE_INDEX: case LFE_ARANGE: return e->loop == kd ? -1 : 0;
+  case LFE_ACC: return -1;
+  case LFE_LOAD: {
+    const LfBuf *b = &c->lk->bufs[e->acc.buf];
+    if (b->kind == LFB_SCALAR) return 0;
+    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return -1;
+    if (sym_is(e->acc.stride[kd], 0)) return 0;
+    return sym_is(e->acc.stride[kd], 1) && b->dtype == DT_F32 && e->dtype == DT_F32 ? 1 : -1;
+  }
+  case LFE_CAST: {
+    int k = lane_kind(c, e->args[0], kd);
+    return k == 1 && (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) ? -1 : k;
+  }
+  case LFE_OP: break;
+  }
+  int k = 0;
+  for (int j = 0; j < e->nargs; j++) {
+    int kj = lane_kind(c, e->args[j], kd);
+    if (kj < 0) return -1;
+    if (kj) k = 1;
+  }
+  if (!k) return 0;
+  if (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) return -1;
+  switch (e->op) {
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_NEG: case OP_ABS: return 1;
+  case OP_POW: { /* the constant exponents expr.c's pow_f turns into products */
+    const LfExpr *p = e->args[1]->kind == LFE_CAST ? e->args[1]->args[0] : e->args[1];
+    if (p->kind != LFE_CONST) return -1;
+    double v = p->dtype == DT_F64 ? p->value.f : (double)p->value.i;
+    return v == 1 || v == 2 || v == 3 || v == -1 || v == -2 ? 1 : -1;
+  }
+  default: return -1;
+  }
+}
+
+/* The load hook of a vector block: a load that moves along the loop is
+ * VB_LANES lanes from the current index, its line VB_AHEAD bytes ahead
+ * prefetched; others load as scalars (NULL). */
+static LLVMValueRef lane_load(Cg *c, NestCtx *x, const LfExpr *e) {
+  int kd = *(const int *)c->load_data;
+  if (sym_is(e->acc.stride[kd], 0)) return NULL;
+  LLVMValueRef p = cg_address(c, x, &e->acc, DT_F32, x->n->rank + x->n->nred);
+  LLVMValueRef ahead = i64c(c, VB_AHEAD);
+  LLVMValueRef pf[4] = {LLVMBuildGEP2(c->b, c->i8, p, &ahead, 1, ""), i32c(c, 0), i32c(c, 3),
+                        i32c(c, 1)};
+  cg_intrinsic(c, "llvm.prefetch", &c->ptr, 1, pf, 4);
+  LLVMValueRef v = LLVMBuildLoad2(c->b, LLVMVectorType(c->f32, VB_LANES), p, "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+/* Whether a's full blocks run as vectors (at the builder's ISA). */
+static bool vector_blocks(Cg *c, const RedAcc *a) {
+  const LfNest *n = a->n;
+  return c->opt >= 2 && c->isa && c->isa->vec_bits >= 256 && a->ad == DT_F32 &&
+         LLVMGetTypeKind(a->t) == LLVMFloatTypeKind && n->value->dtype == DT_F32 &&
+         lane_kind(c, n->value, n->rank + n->nred - 1) == 1;
+}
+
+/* The sum of the full block from e0 into a->bs. */
+static void vector_block(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0) {
+  const LfNest *n = x->n;
+  int last = n->rank + n->nred - 1;
+  LLVMTypeRef vt = LLVMVectorType(c->f32, VB_LANES);
+  LLVMValueRef acc[VB_ACCS];
+  for (int j = 0; j < VB_ACCS; j++) {
+    acc[j] = cg_entry_alloca(c, vt, NULL);
+    LLVMBuildStore(c->b, LLVMConstNull(vt), acc[j]);
+  }
+  LLVMValueRef (*hook)(Cg *, NestCtx *, const LfExpr *) = c->load_hook;
+  void *data = c->load_data;
+  c->load_hook = lane_load, c->load_data = &last;
+  LLVMValueRef k = cg_open_loop(c, i64c(c, CPU_SUM_BLOCK / (VB_LANES * VB_ACCS)));
+  LLVMValueRef base = LLVMBuildAdd(c->b, e0, LLVMBuildMul(c->b, k, i64c(c, VB_LANES * VB_ACCS), ""), "");
+  for (int j = 0; j < VB_ACCS; j++) {
+    x->iv[last] = LLVMBuildAdd(c->b, base, i64c(c, j * VB_LANES), "");
+    LLVMValueRef v = cg_eval(c, x, n->value);
+    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, vt, acc[j], ""), v, ""), acc[j]);
+  }
+  cg_close_loop(c);
+  c->load_hook = hook, c->load_data = data;
+  LLVMValueRef s = LLVMBuildLoad2(c->b, vt, acc[0], ""), idx[VB_LANES];
+  for (int j = 1; j < VB_ACCS; j++) s = LLVMBuildFAdd(c->b, s, LLVMBuildLoad2(c->b, vt, acc[j], ""), "");
+  for (int w = VB_LANES / 2; w >= 1; w /= 2) {
+    for (int i = 0; i < w; i++) idx[i] = i32c(c, i);
+    LLVMValueRef lo = LLVMBuildShuffleVector(c->b, s, LLVMGetUndef(LLVMTypeOf(s)),
+                                             LLVMConstVector(idx, (unsigned)w), "");
+    for (int i = 0; i < w; i++) idx[i] = i32c(c, w + i);
+    LLVMValueRef hi = LLVMBuildShuffleVector(c->b, s, LLVMGetUndef(LLVMTypeOf(s)),
+                                             LLVMConstVector(idx, (unsigned)w), "");
+    s = LLVMBuildFAdd(c->b, lo, hi, "");
+  }
+  LLVMBuildStore(c->b, LLVMBuildExtractElement(c->b, s, i32c(c, 0), ""), a->bs);
+}
+
 void cpu_red_run(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0, LLVMValueRef e1,
                  LLVMValueRef pos0) {
   const LfNest *n = x->n;
   int last = n->rank + n->nred - 1;
   if (a->cascade) {
+    LLVMBasicBlockRef done = NULL;
+    if (vector_blocks(c, a)) {
+      LLVMBasicBlockRef full = block(c, "vblock"), part = block(c, "sblock");
+      done = block(c, "block_sum");
+      LLVMValueRef len = LLVMBuildSub(c->b, e1, e0, "");
+      LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, len, i64c(c, CPU_SUM_BLOCK), ""), full,
+                      part);
+      LLVMPositionBuilderAtEnd(c->b, full);
+      vector_block(c, x, a, e0);
+      LLVMBuildBr(c->b, done);
+      LLVMPositionBuilderAtEnd(c->b, part);
+    }
     LLVMBuildStore(c->b, LLVMConstNull(a->t), a->bs);
     x->iv[last] = cg_open_loop_from(c, e0, e1);
     LLVMValueRef v = cg_convert(c, cg_eval(c, x, n->value), a->in, a->ad);
     LLVMBuildStore(c->b, fsum_step(c, LLVMBuildLoad2(c->b, a->t, a->bs, ""), v), a->bs);
     cg_close_loop(c);
+    if (done) {
+      LLVMBuildBr(c->b, done);
+      LLVMPositionBuilderAtEnd(c->b, done);
+    }
     cascade_push(c, a->t, a->lv, a->cnt, LLVMBuildLoad2(c->b, a->t, a->bs, ""), i64c(c, 0));
     return;
   }

@@ -247,6 +247,12 @@ static const char *SPLIT =
     "}\n"
     "kernel c4d(x: f64[R, 4]) -> f64[4] {\n"
     "  return x.sum(0)\n"
+    "}\n"
+    "kernel sv(x: f32[N]) -> (f32[], f32[], f32[]) {\n"
+    "  return x.sum(), x.mean(), ((x - 0.5) ** 2).mean()\n"
+    "}\n"
+    "kernel rv(x: f32[R, C]) -> (f32[R], f32[R]) {\n"
+    "  return x.sum(1), ((x - 0.5) ** 2).mean(1)\n"
     "}\n";
 
 /* Values of mixed sign and magnitude, so that every addition rounds. */
@@ -325,6 +331,54 @@ static void column_sums(Lib *L) {
   }
 }
 
+/* -O2's full blocks of unit-stride f32 values as vectors (cpu/reduce.c
+ * "a full block as vectors"; the 256-bit ISA's assembly has its
+ * prefetches): sum, mean and a squared error of a vector at 1, 2 and 3
+ * threads the same bytes, the same as a row of 3 (a split of rows) and,
+ * up to 65537, of 33 (the ordinary code), and within 1e-5 of double sums relative to the
+ * sum of magnitudes.  Lengths: partial blocks (the scalar loop) after
+ * full ones, chunks of 16 and 256 blocks. */
+static void vector_block_sums(Lib *L) {
+  ck_assert_int_gt(asm_count(SPLIT, "-O2 --target=x86-64-v3 --kernel=sv", "prefetch"), 0);
+  static const int64_t ns[] = {65536, 65537, 8192 * 9 - 1, 8192 * 512 + 8192 * 16 + 3, 3000001};
+  for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+    int64_t N = ns[c], n[1] = {N}, s33[2] = {33, N}, s3[2] = {3, N}, r33[1] = {33}, r3[1] = {3};
+    Ten x, o[3], x33, x3, o33[2], o3[2];
+    ten(&x, DT_F32, 1, n, NULL, 0, false);
+    rounding_values(&x, N);
+    for (int i = 0; i < 3; i++) out_ten(&o[i], DT_F32, 0, NULL);
+    same_at_threads(L, "sv", &x, 1, o, 3);
+    const float *v = x.store;
+    double s = 0, a = 0, q = 0, qa = 0;
+    for (int64_t i = 0; i < N; i++) {
+      double e = (double)((float)(v[i] - 0.5f)) * (float)(v[i] - 0.5f);
+      s += v[i], a += fabs(v[i]), q += e, qa += fabs(e);
+    }
+    ck_assert_msg(fabs(f32_at(&o[0], 0) - s) <= 1e-5 * a, "sum of %lld: %.9g, want %.9g",
+                  (long long)N, f32_at(&o[0], 0), s);
+    ck_assert_msg(fabs(f32_at(&o[2], 0) - q / N) <= 1e-5 * qa / N, "mse of %lld: %.9g, want %.9g",
+                  (long long)N, f32_at(&o[2], 0), q / N);
+    if (N > 100000) s33[1] = 0; /* 33 long rows: too many bytes */
+    ten(&x33, DT_F32, 2, s33, NULL, 0, false);
+    ten(&x3, DT_F32, 2, s3, NULL, 0, false);
+    if (s33[1]) memcpy((float *)x33.store + 32 * N, v, (size_t)N * 4);
+    memcpy((float *)x3.store + 2 * N, v, (size_t)N * 4);
+    for (int i = 0; i < 2; i++) out_ten(&o33[i], DT_F32, 1, r33), out_ten(&o3[i], DT_F32, 1, r3);
+    set_threads(L, 2);
+    call_ok(L, "rv", &x33, 1, o33, 2);
+    call_ok(L, "rv", &x3, 1, o3, 2);
+    for (int i = 0; i < 2; i++) {
+      float want = f32_at(&o[2 * i], 0);
+      ck_assert_msg((!s33[1] || f32_at(&o33[i], 32) == want) && f32_at(&o3[i], 2) == want,
+                    "rows of %lld, out%d: %.9g (33 rows), %.9g (3 rows), vector %.9g",
+                    (long long)N, i, f32_at(&o33[i], 32), f32_at(&o3[i], 2), want);
+    }
+    ten_free(&x), ten_free(&x33), ten_free(&x3);
+    for (int i = 0; i < 3; i++) ten_free(&o[i]);
+    for (int i = 0; i < 2; i++) ten_free(&o33[i]), ten_free(&o3[i]);
+  }
+}
+
 START_TEST(split_sums_are_serial) {
   Lib L[3];
   for (int o = 0; o < 3; o++) build_flags(&L[o], SPLIT, NULL, OPTS[o]);
@@ -396,6 +450,7 @@ START_TEST(split_sums_are_serial) {
     ten_free(&xc), ten_free(&oo);
   }
   column_sums(L);
+  vector_block_sums(&L[2]);
   for (int o = 0; o < 3; o++) unbuild(&L[o]);
 }
 END_TEST
