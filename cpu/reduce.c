@@ -187,16 +187,16 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef 
 /* ---- a full block as vectors ------------------------------------------------
  * At -O2 a full block (CPU_SUM_BLOCK elements) of an f32 value that
  * qualifies (lane_kind) is summed by code written here rather than by the
- * loop vectorizer: VB_ACCS vectors of VB_LANES partial sums (every vector
- * one cache line of a unit-stride f32 input), each load of an input that
+ * loop vectorizer: VB_ACCS vectors of VB_LANES partial sums (a vector is
+ * a cache line's worth of a unit-stride f32 input), each load of one that
  * moves along the loop preceded by a prefetch of the line VB_AHEAD bytes
  * ahead, and the sums combined in a fixed tree: ((acc0 + acc1) + acc2) +
  * acc3, then each half of the lanes added to the other down to one.  A
  * sum far beyond the caches is bound by how many lines are in flight per
  * core: the loop vectorizer's form of the same block (the same 64 partial
- * sums) left the hardware prefetcher alone and read about 10% slower
- * than a plain stream on the Zen 5 VM (bench/README.md, "long
- * reductions").  The order is the same on every ISA of 256-bit vectors
+ * sums) left that to the hardware prefetcher and read about 10% slower
+ * than torch's sum on the Zen 5 VM (bench/README.md, "sum_all against
+ * torch: lines in flight").  The order is the same on every ISA of 256-bit vectors
  * and more (a 16-lane vector is two 8-lane ones), and the same in the
  * split (reduce_split.c) and the ordinary code (both run this), so the
  * split keeps the serial bits.  Partial blocks, other values, and -O0/-O1
