@@ -196,10 +196,10 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef 
  * core: the loop vectorizer's form of the same block (the same 64 partial
  * sums) left that to the hardware prefetcher and read about 10% slower
  * than torch's sum on the Zen 5 VM (bench/README.md, "sum_all against
- * torch: lines in flight").  The order is the same on every ISA of 256-bit vectors
- * and more (a 16-lane vector is two 8-lane ones), and the same in the
- * split (reduce_split.c) and the ordinary code (both run this), so the
- * split keeps the serial bits.  Partial blocks, other values, and -O0/-O1
+ * torch: lines in flight").  The order is the same on every ISA of
+ * 256-bit vectors and more (a 16-lane vector is two 8-lane ones), and
+ * the same in the split (reduce_split.c) and the ordinary code (both run
+ * this), so the split keeps the serial bits.  Partial blocks, other values, and -O0/-O1
  * (whose blocks add in order) run the scalar loop below. */
 
 #define VB_LANES 16
