@@ -300,7 +300,8 @@ static void vector_block(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0) {
   void *data = c->load_data;
   c->load_hook = lane_load, c->load_data = &last;
   LLVMValueRef k = cg_open_loop(c, i64c(c, CPU_SUM_BLOCK / (VB_LANES * VB_ACCS)));
-  LLVMValueRef base = LLVMBuildAdd(c->b, e0, LLVMBuildMul(c->b, k, i64c(c, VB_LANES * VB_ACCS), ""), "");
+  LLVMValueRef step = LLVMBuildMul(c->b, k, i64c(c, VB_LANES * VB_ACCS), "");
+  LLVMValueRef base = LLVMBuildAdd(c->b, e0, step, "");
   for (int j = 0; j < VB_ACCS; j++) {
     x->iv[last] = LLVMBuildAdd(c->b, base, i64c(c, j * VB_LANES), "");
     LLVMValueRef v = cg_eval(c, x, n->value);
@@ -311,7 +312,8 @@ static void vector_block(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef e0) {
   no_unroll(c, LLVMGetBasicBlockTerminator(latch));
   c->load_hook = hook, c->load_data = data;
   LLVMValueRef s = LLVMBuildLoad2(c->b, vt, acc[0], ""), idx[VB_LANES];
-  for (int j = 1; j < VB_ACCS; j++) s = LLVMBuildFAdd(c->b, s, LLVMBuildLoad2(c->b, vt, acc[j], ""), "");
+  for (int j = 1; j < VB_ACCS; j++)
+    s = LLVMBuildFAdd(c->b, s, LLVMBuildLoad2(c->b, vt, acc[j], ""), "");
   for (int w = VB_LANES / 2; w >= 1; w /= 2) {
     for (int i = 0; i < w; i++) idx[i] = i32c(c, i);
     LLVMValueRef lo = LLVMBuildShuffleVector(c->b, s, LLVMGetUndef(LLVMTypeOf(s)),
