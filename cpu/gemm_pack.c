@@ -11,7 +11,8 @@
  * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
  * along K (a row-major A) through the same transposes (pack_a_rows);
  * a group of B panels at a time for block_body's fused packing
- * (gemm_pack_b_group).
+ * (gemm_pack_b_group); row pointers opaque to loop strength reduction
+ * (gemm_opaque_ptr, also for gemm_kernel.c's C tile).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,8 @@
  *     for every row (masked loads for the tile past VN);
  *   dot form, V's K stride 1 (x @ W.T with W [N, K]: linear, or A @ v):
  *     NR lanes (rows of V) by MG rows of S, vectors along K, reduced to
- *     scalars at the end (a masked load for the K tail; S's padding is 0).
+ *     scalars at the end, all of a tile's together (hsum_lanes; a masked
+ *     load for the K tail; S's padding is 0).
  * Each form (axpy or dot, MG 1 or 4) is a function of its own
  * (gemm_emit_small_form), emitted for the forms some product of the
  * module can take (gemm.c small_forms: sizes and strides known at
