@@ -184,6 +184,10 @@ LLVMValueRef gemm_vconv(G *g, LLVMValueRef v, DType t);
  * v[i + n/2].  Used by B's K-major panels, row-major A and the direct
  * conv's weight packing. */
 void gemm_transpose(G *g, LLVMValueRef *v, int n);
+/* The pointer p through an empty inline asm (x86; elsewhere p itself):
+ * no instruction, but loop strength reduction sees an opaque base, not
+ * a sum over the strides of every loop around it (gemm_pack.c). */
+LLVMValueRef gemm_opaque_ptr(G *g, LLVMValueRef p);
 /* At the builder (block_body's fused packing): B's panels at columns
  * [j, jend) of the block into consecutive panel slots from dst. */
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,

@@ -39,12 +39,15 @@ static void store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValueRe
     LLVMBuildCondBr(g->b, full, fast, slow);
     LLVMPositionBuilderAtEnd(g->b, fast);
     LLVMBasicBlockRef fa = blk(g, "tile_first"), fb = blk(g, "tile_accum");
+    /* the tile's first row, opaque to loop strength reduction
+     * (gemm_opaque_ptr); the others at multiples of cm from it */
+    LLVMValueRef row0 = gemm_opaque_ptr(g, gep(g, g->ct, c, add(g, add(g, coff, mul(g, i, cm)), j)));
     LLVMBuildCondBr(g->b, first, fa, fb);
     for (int pass = 0; pass < 2; pass++) {
       LLVMPositionBuilderAtEnd(g->b, pass ? fb : fa);
       for (int r = 0; r < g->mr; r++) {
         LLVMValueRef ri = add(g, i, k64(g, r));
-        LLVMValueRef rowp = gep(g, g->ct, c, add(g, add(g, coff, mul(g, ri, cm)), j));
+        LLVMValueRef rowp = gep(g, g->ct, row0, mul(g, k64(g, r), cm));
         LLVMValueRef bsplat = NULL;
         if (!pass && g->bias && !g->bias_n)
           bsplat = gemm_splat(g, gemm_load_c(g, sb, add(g, soff, mul(g, ri, sm)), g->sd));
@@ -241,12 +244,16 @@ static void even_part(G *g, LLVMValueRef t, LLVMValueRef parts, LLVMValueRef siz
  * misses).  Rows past M are never read: x86 prefetches do not fault. */
 static void prefetch_tile(G *g, LLVMValueRef cx, LLVMValueRef i, LLVMValueRef j) {
   LLVMValueRef c = getp(g, cx, X_C), cm = get(g, cx, X_CM);
-  LLVMValueRef row = add(g, add(g, get(g, cx, X_COFF), mul(g, i, cm)), mul(g, j, get(g, cx, X_CN)));
   LLVMTypeRef st = gemm_storage(g, g->od);
+  /* the tile's first row opaque (gemm_opaque_ptr), the others at
+   * multiples of cm from it */
+  LLVMValueRef row0 = gemm_opaque_ptr(
+      g, gep(g, st, c, add(g, add(g, get(g, cx, X_COFF), mul(g, i, cm)), mul(g, j, get(g, cx, X_CN)))));
   int es = dtype_size(g->od), lines = (g->nr * es + 63) / 64;
+  LLVMValueRef row = k64(g, 0);
   for (int r = 0; r < g->mr; r++, row = add(g, row, cm))
     for (int l = 0; l < lines; l++) {
-      LLVMValueRef a[4] = {gep(g, st, c, add(g, row, k64(g, l * 64 / es))),
+      LLVMValueRef a[4] = {gep(g, st, row0, add(g, row, k64(g, l * 64 / es))),
                            LLVMConstInt(g->i32, 1, 0), LLVMConstInt(g->i32, 3, 0),
                            LLVMConstInt(g->i32, 1, 0)};
       gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, a, 4);

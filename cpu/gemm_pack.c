@@ -11,7 +11,8 @@
  * transposes (pack_b_kmajor); the panels of a MAT A with rows contiguous
  * along K (a row-major A) through the same transposes (pack_a_rows);
  * a group of B panels at a time for block_body's fused packing
- * (gemm_pack_b_group).
+ * (gemm_pack_b_group); row pointers opaque to loop strength reduction
+ * (gemm_opaque_ptr, also for gemm_kernel.c's C tile).
  * Needs: gemm_impl.h.  Used by: gemm.c, gemm_kernel.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,27 @@ static LLVMValueRef emit_pack_im2col_rows(G *g) {
   return f;
 }
 
+/* A loop that loads MR (or VW) rows of an operand with a run-time row
+ * stride gave loop strength reduction one address per row, each a sum
+ * over the row index, the stride and the induction variables of every
+ * loop around it (the panel loops of the block body): LSR's search for
+ * shared formulae over those sums was the largest part of its time,
+ * half of it in the block body's inlined pack_a_rows and the fused B
+ * copy (gemm_pack_b_group; mlp: LSR 108 -> 59 million of tdslc's
+ * instructions, callgrind).  A row start made opaque just outside the
+ * loop leaves LSR a base register and the loop's offset, the
+ * addressing it chose before (the loops' instructions are the same,
+ * other registers, fewer spills around them; bench/README.md).  Where
+ * the rows are many (pack_b_kmajor's VW), only the first is opaque and
+ * the others lie at multiples of the stride from it: 16 opaque bases
+ * did not fit in the registers. */
+LLVMValueRef gemm_opaque_ptr(G *g, LLVMValueRef p) {
+  if (!(g->isa & GEMM_ISA_X86)) return p;
+  LLVMTypeRef ft = LLVMFunctionType(g->ptr, &g->ptr, 1, 0);
+  LLVMValueRef fence = LLVMGetInlineAsm(ft, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(g->b, ft, fence, &p, 1, "");
+}
+
 void gemm_transpose(G *g, LLVMValueRef *v, int n) {
   LLVMValueRef out[64], lo[64], hi[64];
   if (n < 2) return;
@@ -289,11 +311,12 @@ static LLVMValueRef pack_b_kmajor(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMV
   GLoop lp, lv;
   /* the panel's NV blocks in a loop: one transpose for LLVM to compile */
   LLVMValueRef v = gemm_loop_open(g, &lv, k64(g, 0), k64(g, g->nv * n), k64(g, n));
+  /* the block's first row, opaque (gemm_opaque_ptr); the others at
+   * multiples of the stride from it */
+  LLVMValueRef row0 = gemm_opaque_ptr(g, gep(g, st, base, add(g, src0, mul(g, v, si)))), r[64];
   LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), pend, k64(g, n));
-  LLVMValueRef r[64];
   for (int i = 0; i < n; i++) {
-    LLVMValueRef at = add(g, add(g, src0, p), mul(g, add(g, v, k64(g, i)), si));
-    r[i] = LLVMBuildLoad2(g->b, sv, gep(g, st, base, at), "");
+    r[i] = LLVMBuildLoad2(g->b, sv, gep(g, st, row0, add(g, p, mul(g, k64(g, i), si))), "");
     LLVMSetAlignment(r[i], (unsigned)dtype_size(g->bd));
     r[i] = vconv(g, r[i], g->bd);
   }
@@ -346,10 +369,10 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
   LLVMValueRef base = getp(g, cx, X_A), si = get(g, cx, X_AI);
   LLVMValueRef src0 = add(g, get(g, cx, X_AOFF), get(g, cx, X_PC)), last = sub(g, nvalid, k64(g, 1));
   LLVMTypeRef st = gemm_storage(g, g->ad), sv = vec_of(st, n);
-  LLVMValueRef rowo[64], live[64];
-  for (int r = 0; r < g->mr; r++) { /* each lane's row offset, clamped to the last valid row */
+  LLVMValueRef rowp[64], live[64];
+  for (int r = 0; r < g->mr; r++) { /* each lane's row, clamped to the last valid row */
     LLVMValueRef rr = imin(g, k64(g, r), last);
-    rowo[r] = add(g, src0, mul(g, add(g, i0, rr), si));
+    rowp[r] = gemm_opaque_ptr(g, gep(g, st, base, add(g, src0, mul(g, add(g, i0, rr), si))));
     live[r] = lt(g, k64(g, r), nvalid);
   }
   GLoop lp;
@@ -362,7 +385,7 @@ static LLVMValueRef pack_a_rows(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMVal
         v[i] = LLVMGetUndef(g->vt);
         continue;
       }
-      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, base, add(g, rowo[r0 + i], p)), "");
+      LLVMValueRef x = LLVMBuildLoad2(g->b, sv, gep(g, st, rowp[r0 + i], p), "");
       LLVMSetAlignment(x, (unsigned)dtype_size(g->ad));
       v[i] = LLVMBuildSelect(g->b, live[r0 + i], vconv(g, x, g->ad), LLVMConstNull(g->vt), "");
     }
@@ -652,13 +675,14 @@ void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef 
     LLVMTypeRef st = gemm_storage(g, g->bd);
     GLoop lp, lt;
     LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), kc, k64(g, 1));
-    LLVMValueRef src = add(g, src0, mul(g, p, sp)), row = gep(g, g->ct, dst, mul(g, p, nr));
+    /* B's row p, opaque to loop strength reduction (gemm_opaque_ptr) */
+    LLVMValueRef src = gemm_opaque_ptr(g, gep(g, st, base, add(g, src0, mul(g, p, sp))));
+    LLVMValueRef row = gep(g, g->ct, dst, mul(g, p, nr));
     LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
-    LLVMValueRef s = add(g, src, t);
-    LLVMValueRef pf[4] = {gep(g, st, base, add(g, s, ahead)), LLVMConstInt(g->i32, 0, 0),
+    LLVMValueRef pf[4] = {gep(g, st, src, add(g, t, ahead)), LLVMConstInt(g->i32, 0, 0),
                           LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
     gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-    copy_b_row(g, base, s, gep(g, g->ct, row, mul(g, sdiv(g, t, nr), pstride)));
+    copy_b_row(g, src, t, gep(g, g->ct, row, mul(g, sdiv(g, t, nr), pstride)));
     gemm_loop_close(g, &lt);
     gemm_loop_close(g, &lp);
     LLVMBuildBr(g->b, done);

@@ -15,7 +15,8 @@
  *     for every row (masked loads for the tile past VN);
  *   dot form, V's K stride 1 (x @ W.T with W [N, K]: linear, or A @ v):
  *     NR lanes (rows of V) by MG rows of S, vectors along K, reduced to
- *     scalars at the end (a masked load for the K tail; S's padding is 0).
+ *     scalars at the end, all of a tile's together (hsum_lanes; a masked
+ *     load for the K tail; S's padding is 0).
  * Each form (axpy or dot, MG 1 or 4) is a function of its own
  * (gemm_emit_small_form), emitted for the forms some product of the
  * module can take (gemm.c small_forms: sizes and strides known at
@@ -214,18 +215,35 @@ static void axpy_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef acc, LLVMVal
   gemm_loop_close(g, &lr);
 }
 
-/* Sum of a vector's lanes, by halves (a fixed order). */
-static LLVMValueRef hsum(G *g, LLVMValueRef v) {
-  LLVMValueRef idx[64];
-  for (int n = g->vw / 2; n >= 1; n /= 2) {
-    LLVMValueRef lo, hi;
-    for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)i, 0);
-    lo = LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)n), "");
-    for (int i = 0; i < n; i++) idx[i] = LLVMConstInt(g->i32, (unsigned)(n + i), 0);
-    hi = LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)n), "");
-    v = isf(g) ? LLVMBuildFAdd(g->b, lo, hi, "") : add(g, lo, hi);
+/* The sum of each vector v[t] of v[0..m) (m <= VW) in lane t of one
+ * vector, each summed by halves (a fixed order: lane i plus lane i +
+ * VW/2, then i + VW/4, ...).  VW vectors (past m: undefined) halve in
+ * count each round: a pair's lanes regrouped by two shuffles, so that
+ * one vector add does that round for every sum the pair holds (the
+ * first n lanes of each group of 2n plus its last n).  It replaced a
+ * reduction per vector (log2(VW) rounds of two shuffles and an add
+ * each, then an extract): the same adds of the same lanes, so the same
+ * sums, for a fraction of the instruction selection (bench/README.md). */
+static LLVMValueRef hsum_lanes(G *g, LLVMValueRef *v, int m) {
+  int w = g->vw;
+  LLVMValueRef cur[64], ix[64], iy[64];
+  for (int i = 0; i < w; i++) cur[i] = i < m ? v[i] : LLVMGetUndef(g->vt);
+  for (int n = w / 2, c = w; n >= 1; n /= 2, c /= 2) {
+    int groups = w / (2 * n); /* per vector, of 2n lanes each */
+    for (int gi = 0; gi < groups; gi++)
+      for (int j = 0; j < n; j++)
+        for (int h = 0; h < 2; h++) { /* h: lanes of the pair's first or second vector */
+          ix[(h * groups + gi) * n + j] = LLVMConstInt(g->i32, (unsigned)(h * w + gi * 2 * n + j), 0);
+          iy[(h * groups + gi) * n + j] = LLVMConstInt(g->i32, (unsigned)(h * w + gi * 2 * n + n + j), 0);
+        }
+    LLVMValueRef mx = LLVMConstVector(ix, (unsigned)w), my = LLVMConstVector(iy, (unsigned)w);
+    for (int i = 0; i < c / 2; i++) {
+      LLVMValueRef lo = LLVMBuildShuffleVector(g->b, cur[2 * i], cur[2 * i + 1], mx, "");
+      LLVMValueRef hi = LLVMBuildShuffleVector(g->b, cur[2 * i], cur[2 * i + 1], my, "");
+      cur[i] = isf(g) ? LLVMBuildFAdd(g->b, lo, hi, "") : add(g, lo, hi);
+    }
   }
-  return LLVMBuildExtractElement(g->b, v, LLVMConstInt(g->i32, 0, 0), "");
+  return cur[0];
 }
 
 /* One K step of the dot form at k (kmask: NULL, or the K tail's mask). */
@@ -291,9 +309,17 @@ static void dot_tile(G *g, LLVMValueRef cx, int four, LLVMValueRef tile, LLVMVal
       LLVMBasicBlockRef bb[2] = {tail, rest_end};
       LLVMAddIncoming(x[r][q], in, bb, 2);
     }
+  /* the tile's sums (row-major, as x) VW at a time (hsum_lanes) */
+  LLVMValueRef all[32];
   for (int r = 0; r < mg; r++)
-    for (int q = 0; q < nr; q++)
-      LLVMBuildStore(g->b, hsum(g, x[r][q]), gep(g, g->ct, tile, k64(g, r * nr + q)));
+    for (int q = 0; q < nr; q++) all[r * nr + q] = x[r][q];
+  for (int t0 = 0; t0 < mg * nr; t0 += g->vw) {
+    int m = mg * nr - t0 < g->vw ? mg * nr - t0 : g->vw;
+    LLVMValueRef sums = hsum_lanes(g, all + t0, m);
+    for (int t = 0; t < m; t++)
+      LLVMBuildStore(g->b, LLVMBuildExtractElement(g->b, sums, LLVMConstInt(g->i32, (unsigned)t, 0), ""),
+                     gep(g, g->ct, tile, k64(g, t0 + t)));
+  }
   store_tile(g, cx, tile, mg, nr, r0, l0, nvl);
   gemm_loop_close(g, &lg);
 }
