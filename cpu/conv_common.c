@@ -209,11 +209,16 @@ void cv_taps_close(Cv *d, CvTaps *t) {
   gemm_loop_close(g, &t->ly);
 }
 
+LLVMValueRef cv_col(Cv *d, LLVMValueRef ox, int p) {
+  G *g = &d->g;
+  return add(g, ox, d->dir ? mul(g, k64(g, p), d->dir) : k64(g, p));
+}
+
 LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool checked,
                         LLVMBasicBlockRef *skip) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
-  LLVMValueRef ix = sub(g, mul(g, add(g, ox, k64(g, p)), v[V_SW]), v[V_PW]);
+  LLVMValueRef ix = sub(g, mul(g, cv_col(d, ox, p), v[V_SW]), v[V_PW]);
   ix = add(g, ix, mul(g, t->kx, v[V_DW]));
   if (checked) *skip = cv_open_inside(g, ix, v[V_W]);
   return add(g, t->xr, mul(g, ix, v[V_XSW]));
@@ -254,7 +259,7 @@ void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob) {
   cv_taps_close(d, &b->t);
   for (int p = 0; p < b->np; p++)
     for (int j = 0; j < nob; j++) {
-      LLVMValueRef o = add(g, add(g, ob, mul(g, add(g, b->ox, k64(g, p)), v[V_OSW])),
+      LLVMValueRef o = add(g, add(g, ob, mul(g, cv_col(d, b->ox, p), v[V_OSW])),
                            add(g, b->oc, k64(g, j * vw)));
       cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, b->acc[p][j], ""), v[V_OUT], o, b->mask[j]);
     }

@@ -17,7 +17,10 @@
  * channels-last input).  The columns whose taps all fall inside the
  * input run in blocks of PX without checks, the rest of them in one block
  * each of PX / 2, PX / 4 and 2 columns where it fits, then one at a time;
- * the border columns run one at a time, skipping the taps outside, by
+ * the border column next to the interior on each side runs in an edge
+ * block with PX / 2 interior columns (each tap with the border pixel
+ * where its column is inside, else without it; not on the K-pair path),
+ * the other border columns one at a time, skipping the taps outside, by
  * 8 / NOB channel blocks at once (the K-pair path: then half as many
  * where they fit; one pixel by NOB vectors alone would be NOB chains of
  * dependent FMAs); rows of taps outside are skipped.
@@ -72,40 +75,68 @@ static LLVMValueRef pixel_ptr(Cv *d, LLVMValueRef off) {
  * broadcast weights). */
 static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
 
-/* np pixels from column ox, output channels oc .. oc + NB (tail: masked
- * against O), of the row at input offset xb, first tap row iy0, output
- * offset ob (cv_block_open): for each tap and input channel c, NOB
- * weight vectors by each pixel's broadcast x[c]. */
-static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
-                     LLVMValueRef oc, int np, bool checked, bool tail) {
+/* The channel loop of a row block (dr_block): for each input channel c,
+ * NOB weight vectors by each pixel's broadcast x[c], pixel `skip` (-1:
+ * none) left out. */
+static void dr_chan(Cv *d, const CvBlock *bk, LLVMValueRef *xp, int skip) {
   G *g = &d->g;
-  if (g->pairs) { /* low precision, two channels at a time (conv_lowp.c) */
-    cv_lowp_block(d, xb, iy0, ob, ox, oc, np, checked, tail, nb_of(d));
-    return;
-  }
   LLVMValueRef *v = d->v;
   int nob = cv_nvec(d), vw = g->vw, nb = nb_of(d);
-  CvBlock bk;
-  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb, v[V_C]);
-  LLVMValueRef xp[16];
-  for (int p = 0; p < np; p++) xp[p] = pixel_ptr(d, bk.xo[p]);
   GLoop lc;
   LLVMValueRef c = gemm_loop_open(g, &lc, k64(g, 0), v[V_C], k64(g, 1));
-  LLVMValueRef wc = add(g, bk.wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
+  LLVMValueRef wc = add(g, bk->wt, mul(g, c, k64(g, nb))), wv[8], xc = mul(g, c, v[V_XSC]);
   /* channel block j / NOB of a wide block: its weights KH * KW * C * NB further */
   LLVMValueRef bstride = mul(g, mul(g, mul(g, v[V_KH], v[V_KW]), v[V_C]), k64(g, nb));
   for (int j = 0; j < nob; j++) {
     LLVMValueRef wj = j < d->nob ? wc : add(g, wc, mul(g, k64(g, j / d->nob), bstride));
     wv[j] = cv_wvec(d, add(g, wj, k64(g, (j % d->nob) * vw)));
   }
-  for (int p = 0; p < np; p++) {
+  for (int p = 0; p < bk->np; p++) {
+    if (p == skip) continue;
     LLVMValueRef xs = cv_splat(g, gemm_load_c(g, xp[p], xc, d->xd));
     for (int j = 0; j < nob; j++) {
-      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk.acc[p][j], "");
-      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), bk.acc[p][j]);
+      LLVMValueRef a = LLVMBuildLoad2(g->b, g->vt, bk->acc[p][j], "");
+      LLVMBuildStore(g->b, gemm_fma(g, xs, wv[j], a), bk->acc[p][j]);
     }
   }
   gemm_loop_close(g, &lc);
+}
+
+/* np pixels from column ox (Cv.dir: ox + p * dir), output channels oc
+ * .. oc + NB (tail: masked against O), of the row at input offset xb,
+ * first tap row iy0, output offset ob (cv_block_open): for each tap and
+ * input channel c, NOB weight vectors by each pixel's broadcast x[c].
+ * edge (not with checked): pixel 0 is a border column, the others
+ * interior: each tap runs the channel loop with it where its column is
+ * inside, else without it (it skips the taps the one-pixel border block
+ * skips: the same sums). */
+static void dr_block(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef ox,
+                     LLVMValueRef oc, int np, bool checked, bool tail, bool edge) {
+  G *g = &d->g;
+  if (g->pairs) { /* low precision, two channels at a time (conv_lowp.c) */
+    cv_lowp_block(d, xb, iy0, ob, ox, oc, np, checked, tail, nb_of(d));
+    return;
+  }
+  LLVMValueRef *v = d->v;
+  CvBlock bk;
+  cv_block_open(d, &bk, xb, iy0, ox, oc, np, checked, tail, nb_of(d), v[V_C]);
+  LLVMValueRef xp[16];
+  for (int p = 0; p < np; p++) xp[p] = pixel_ptr(d, bk.xo[p]);
+  if (!edge) {
+    dr_chan(d, &bk, xp, -1);
+  } else {
+    LLVMValueRef ix = add(g, sub(g, mul(g, ox, v[V_SW]), v[V_PW]), mul(g, bk.t.kx, v[V_DW]));
+    LLVMBasicBlockRef in = blk(g, "dr_edge_in"), out = blk(g, "dr_edge_out"),
+                      join = blk(g, "dr_edge_join");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, ix, v[V_W], ""), in, out);
+    LLVMPositionBuilderAtEnd(g->b, in);
+    dr_chan(d, &bk, xp, -1);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, out);
+    dr_chan(d, &bk, xp, 0);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+  }
   cv_block_close(d, &bk, ob);
 }
 
@@ -117,25 +148,80 @@ static void dr_borders(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob
   G *g = &d->g;
   GLoop l;
   LLVMValueRef ox = gemm_loop_open(g, &l, k64(g, 0), lo, k64(g, 1));
-  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
+  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail, false);
   gemm_loop_close(g, &l);
   ox = gemm_loop_open(g, &l, hi, d->v[V_OW], k64(g, 1));
-  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail);
+  dr_block(d, xb, iy0, ob, ox, oc, 1, true, tail, false);
   gemm_loop_close(g, &l);
 }
 
-/* Every column of the row for the channel block at oc (borders: its
- * border columns too). */
-static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
-                    LLVMValueRef lo, LLVMValueRef hi, bool tail, bool borders) {
+/* A row's columns: the interior [lo, hi) in blocks; the edge blocks
+ * (where el, er: i1, else NULL) of the border column bl (left of the
+ * interior) or br - 1 (right of it) and PX / 2 interior columns next to
+ * it; the border columns [0, bl) and [br, OW) one at a time. */
+typedef struct DrCols {
+  LLVMValueRef lo, hi, bl, br, el, er;
+} DrCols;
+
+/* The row's columns with edge blocks where they fit (f32-like inputs,
+ * not the K pairs): the border column left of the interior [lo, hi) and
+ * the one right of it, each with PX / 2 interior columns, where the
+ * interior holds PX of them (its blocks of PX then leave the rest they
+ * left).  A border pixel alone is NOB chains of dependent FMAs (2 with
+ * 512-bit vectors and O = 64: the two border columns of a 56-wide row
+ * took a tenth of its time); in the edge block it shares its taps with
+ * PX / 2 more pixels. */
+static DrCols dr_edges(Cv *d, LLVMValueRef lo, LLVMValueRef hi) {
+  G *g = &d->g;
+  DrCols c = {lo, hi, lo, hi, NULL, NULL};
+  if (g->pairs) return c;
+  LLVMValueRef e = k64(g, d->px / 2), one = k64(g, 1);
+  c.el = LLVMBuildAnd(g->b, lt(g, k64(g, 0), lo),
+                      LLVMBuildICmp(g->b, LLVMIntSLE, add(g, lo, e), hi, ""), "");
+  c.lo = LLVMBuildSelect(g->b, c.el, add(g, lo, e), lo, "");
+  c.bl = LLVMBuildSelect(g->b, c.el, sub(g, lo, one), lo, "");
+  c.er = LLVMBuildAnd(g->b, lt(g, hi, d->v[V_OW]),
+                      LLVMBuildICmp(g->b, LLVMIntSLE, c.lo, sub(g, hi, e), ""), "");
+  c.hi = LLVMBuildSelect(g->b, c.er, sub(g, hi, e), hi, "");
+  c.br = LLVMBuildSelect(g->b, c.er, add(g, hi, one), hi, "");
+  return c;
+}
+
+/* The edge blocks of cs for the channel block at oc: one copy of the
+ * code for both sides, run by a loop over them: the left one from
+ * column bl rightwards, the right one from br - 1 leftwards (Cv.dir), the
+ * border column pixel 0 in each. */
+static void dr_edge(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
+                    const DrCols *cs, bool tail) {
   G *g = &d->g;
   GLoop l;
-  LLVMValueRef ox;
-  if (borders) dr_borders(d, xb, iy0, ob, oc, lo, hi, tail);
+  LLVMValueRef s = gemm_loop_open(g, &l, k64(g, 0), k64(g, 2), k64(g, 1));
+  LLVMValueRef left = LLVMBuildICmp(g->b, LLVMIntEQ, s, k64(g, 0), "");
+  LLVMBasicBlockRef run = blk(g, "dr_edge"), next = blk(g, "dr_enext");
+  LLVMBuildCondBr(g->b, LLVMBuildSelect(g->b, left, cs->el, cs->er, ""), run, next);
+  LLVMPositionBuilderAtEnd(g->b, run);
+  LLVMValueRef ox = LLVMBuildSelect(g->b, left, cs->bl, sub(g, cs->br, k64(g, 1)), "");
+  d->dir = LLVMBuildSelect(g->b, left, k64(g, 1), k64(g, -1), "");
+  dr_block(d, xb, iy0, ob, ox, oc, d->px / 2 + 1, false, tail, true);
+  d->dir = NULL;
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
+  gemm_loop_close(g, &l);
+}
+
+/* Every column of the row for the channel block at oc: the edge blocks,
+ * the interior (borders: the other border columns too). */
+static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, LLVMValueRef oc,
+                    const DrCols *cs, bool tail, bool borders) {
+  G *g = &d->g;
+  GLoop l;
+  LLVMValueRef ox, lo = cs->lo, hi = cs->hi;
+  if (borders) dr_borders(d, xb, iy0, ob, oc, cs->bl, cs->br, tail);
+  if (cs->el) dr_edge(d, xb, iy0, ob, oc, cs, tail);
   LLVMValueRef nb = sdiv(g, sub(g, hi, lo), k64(g, d->px)),
                mid = add(g, lo, mul(g, nb, k64(g, d->px)));
   ox = gemm_loop_open(g, &l, lo, mid, k64(g, d->px));
-  dr_block(d, xb, iy0, ob, ox, oc, d->px, false, tail);
+  dr_block(d, xb, iy0, ob, ox, oc, d->px, false, tail, false);
   gemm_loop_close(g, &l);
   /* the rest of the interior, fewer than PX columns: a block of PX / 2,
    * PX / 4 and 2 columns each where they fit, then one at a time (one
@@ -151,13 +237,13 @@ static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, L
     LLVMValueRef end = add(g, at, k64(g, np)), fits = LLVMBuildICmp(g->b, LLVMIntSLE, end, hi, "");
     LLVMBuildCondBr(g->b, fits, run, next);
     LLVMPositionBuilderAtEnd(g->b, run);
-    dr_block(d, xb, iy0, ob, at, oc, np, false, tail);
+    dr_block(d, xb, iy0, ob, at, oc, np, false, tail, false);
     LLVMBuildBr(g->b, next);
     LLVMPositionBuilderAtEnd(g->b, next);
     at = LLVMBuildSelect(g->b, fits, end, at, "");
   }
   ox = gemm_loop_open(g, &l, at, hi, k64(g, 1));
-  dr_block(d, xb, iy0, ob, ox, oc, 1, false, tail);
+  dr_block(d, xb, iy0, ob, ox, oc, 1, false, tail, false);
   gemm_loop_close(g, &l);
 }
 
@@ -175,20 +261,23 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   bool inside = cv_is_one(v[V_KW]) && LLVMIsAConstantInt(v[V_PW]) &&
                 LLVMConstIntGetSExtValue(v[V_PW]) == 0;
   if (!inside) cv_interior(d, &lo, &hi);
+  /* the full channel blocks with edge blocks, the masked one without */
+  DrCols plain = {lo, hi, lo, hi, NULL, NULL}, cols = inside ? plain : dr_edges(d, lo, hi);
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
   GLoop l;
   LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, lo, hi, false, false);
+  dr_cols(d, xb, iy0, ob, oc, &cols, false, false);
   gemm_loop_close(g, &l);
   if (!inside) {
-    /* the border pixels of the full channel blocks, 8 / NOB blocks at a
-     * time (K pairs: then half as many where they fit), then one: one
-     * pixel by NOB vectors alone leaves NOB chains of dependent FMAs (a
-     * fraction of the FMA throughput), one pixel by 8 vectors keeps the
-     * FMA units busy.  With 512-bit vectors O = 64 is two blocks of two:
-     * the pairs by two, 4 chains instead of 2 (bf16 3x3 [8,64,56,56]: 6%
-     * less time on one core; the f32 kernel measured the same with it,
-     * and is left without its code) */
+    /* the other border pixels of the full channel blocks, 8 / NOB blocks
+     * at a time (K pairs: then half as many where they fit), then one:
+     * one pixel by NOB vectors alone leaves NOB chains of dependent FMAs
+     * (a fraction of the FMA throughput), one pixel by 8 vectors keeps
+     * the FMA units busy.  With 512-bit vectors O = 64 is two blocks of
+     * two: the pairs by two, 4 chains instead of 2 (bf16 3x3
+     * [8,64,56,56]: 6% less time on one core; the f32 kernel measured the
+     * same with it, and is left without its code: its border columns
+     * are in the edge blocks) */
     int wide = WIDE_VECS / d->nob;
     LLVMValueRef at = k64(g, 0);
     for (int nw = wide; nw > (g->pairs ? 1 : wide / 2); nw /= 2) {
@@ -196,19 +285,19 @@ static void dr_row(Cv *d, LLVMValueRef t) {
                    wend = add(g, at, mul(g, sdiv(g, sub(g, full, at), wb), wb));
       d->nblk = nw;
       oc = gemm_loop_open(g, &l, at, wend, wb);
-      dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
+      dr_borders(d, xb, iy0, ob, oc, cols.bl, cols.br, false);
       gemm_loop_close(g, &l);
       at = wend;
     }
     d->nblk = 1;
     oc = gemm_loop_open(g, &l, at, full, nbk);
-    dr_borders(d, xb, iy0, ob, oc, lo, hi, false);
+    dr_borders(d, xb, iy0, ob, oc, cols.bl, cols.br, false);
     gemm_loop_close(g, &l);
   }
   LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
   LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
   LLVMPositionBuilderAtEnd(g->b, tail);
-  dr_cols(d, xb, iy0, ob, full, lo, hi, true, !inside);
+  dr_cols(d, xb, iy0, ob, full, &plain, true, !inside);
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi) {

@@ -34,6 +34,8 @@ typedef struct Cv {
   int px, nob;       /* pixels (or vectors) per block; output vectors per block */
   int nblk;          /* conv_direct.c: channel blocks of NOB vectors in the register
                       * block (its border columns), 0 or 1 otherwise */
+  LLVMValueRef dir;  /* conv_direct.c: pixel p of a register block is column ox +
+                      * p * dir (its edge blocks: 1 or -1), NULL: ox + p */
   DType xd;
   bool split;        /* conv_lowp.c: bf16 pairs taken apart into f32 FMAs */
   LLVMValueRef k[V_COUNT]; /* in the kernel */
@@ -84,7 +86,9 @@ typedef struct CvTaps {
  * xb of its image); cv_taps_close ends them. */
 void cv_taps_open(Cv *d, CvTaps *t, LLVMValueRef xb, LLVMValueRef iy0);
 void cv_taps_close(Cv *d, CvTaps *t);
-/* The input offset of output column ox + p at tap t (channel 0); checked:
+/* Pixel p's output column from ox: ox + p (Cv.dir: ox + p * dir). */
+LLVMValueRef cv_col(Cv *d, LLVMValueRef ox, int p);
+/* The input offset of pixel p's column from ox at tap t (channel 0); checked:
  * opens `if` the input column is inside, its block after in *skip. */
 LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool checked,
                         LLVMBasicBlockRef *skip);

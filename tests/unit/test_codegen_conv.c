@@ -225,37 +225,45 @@ END_TEST
  * of the pixel block (25 - 2 = 23 = 3 * 6 + 5 and 24 - 2 = 22 sliced,
  * 19 - 2 = 17, 18 - 4 = 14 with two border columns a side), so every
  * rest block (PX / 2, PX / 4, 2, 1 pixels) runs, and 83 output
- * channels: border pixels by four channel blocks at a time (at least 64
- * channels on AVX2, 32 with SSE2 vectors), then the full blocks left,
- * then the masked last block. */
+ * channels: the edge blocks (a border column with PX / 2 interior ones)
+ * on both sides, on one (dilation 8 along columns: 25 - 16 = 9 interior
+ * columns, room for one edge block of 6 with 512-bit vectors; stride 2
+ * over 36 columns: the last column's taps all inside, no right border)
+ * and on neither where the interior is too narrow, the other border
+ * pixels by four channel blocks at a time (at least 64 channels on
+ * AVX2, 32 with SSE2 vectors), then the full blocks left, then the
+ * masked last block. */
 static const char *DR_BLK =
     "kernel rb(x: f32[2, 16, 7, 25] channels_last, w: f32[83, 16, 3, 3], b: f32[83], "
-    "y: f32[1, 16, 5, 19] channels_last) -> "
+    "y: f32[1, 16, 5, 19] channels_last, z: f32[1, 16, 4, 36] channels_last) -> "
     "(f32[2, 83, 7, 25] channels_last, f32[2, 83, 7, 25] channels_last, "
     "f32[2, 83, 7, 24] channels_last, f32[1, 83, 5, 19] channels_last, "
-    "f32[2, 83, 7, 18] channels_last) {\n"
+    "f32[2, 83, 7, 18] channels_last, f32[2, 83, 7, 25] channels_last, "
+    "f32[1, 83, 2, 18] channels_last) {\n"
     "  return relu(conv2d(x, w, b, padding=1)), conv2d(x, w, None, 1, 2, 2), "
     "conv2d(x[:, :, :, 1:25], w, b, padding=1), conv2d(y, w, b, padding=1), "
-    "conv2d(x[:, :, :, 0:18], w, None, 1, [1, 2], [1, 2])\n}\n";
+    "conv2d(x[:, :, :, 0:18], w, None, 1, [1, 2], [1, 2]), "
+    "conv2d(x, w, b, 1, [1, 8], [1, 8]), conv2d(z, w, b, 2, 1)\n}\n";
 
 START_TEST(direct_blocks) {
-  static const int64_t si[4][4] = {{2, 16, 7, 25}, {83, 16, 3, 3}, {83}, {1, 16, 5, 19}};
-  static const int rk[4] = {4, 4, 1, 4};
-  static const int64_t so[5][4] = {{2, 83, 7, 25}, {2, 83, 7, 25}, {2, 83, 7, 24}, {1, 83, 5, 19},
-                                   {2, 83, 7, 18}};
+  static const int64_t si[5][4] = {{2, 16, 7, 25}, {83, 16, 3, 3}, {83}, {1, 16, 5, 19},
+                                   {1, 16, 4, 36}};
+  static const int rk[5] = {4, 4, 1, 4, 4};
+  static const int64_t so[7][4] = {{2, 83, 7, 25}, {2, 83, 7, 25}, {2, 83, 7, 24}, {1, 83, 5, 19},
+                                   {2, 83, 7, 18}, {2, 83, 7, 25}, {1, 83, 2, 18}};
   for (int t = 0; t < 3; t++) {
     Lib L;
     build_flags(&L, DR_BLK, "rb", FLAGS[t]);
-    Ten in[4], out[5];
-    for (int i = 0; i < 4; i++) {
-      if (i == 0 || i == 3) cl_ten(&in[i], DT_F32, 4, si[i], false);
+    Ten in[5], out[7];
+    for (int i = 0; i < 5; i++) {
+      if (i == 0 || i >= 3) cl_ten(&in[i], DT_F32, 4, si[i], false);
       else ten(&in[i], DT_F32, rk[i], si[i], NULL, i, false);
     }
-    for (int i = 0; i < 5; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
-    run_and_compare_k(&L, "rb", in, 4, out, 5, false, 16 * 9);
-    if (t == 0) same_at_threads(&L, "rb", in, 4, out, 5);
-    for (int i = 0; i < 4; i++) ten_free(&in[i]);
-    for (int i = 0; i < 5; i++) ten_free(&out[i]);
+    for (int i = 0; i < 7; i++) cl_ten(&out[i], DT_F32, 4, so[i], true);
+    run_and_compare_k(&L, "rb", in, 5, out, 7, false, 16 * 9);
+    if (t == 0) same_at_threads(&L, "rb", in, 5, out, 7);
+    for (int i = 0; i < 5; i++) ten_free(&in[i]);
+    for (int i = 0; i < 7; i++) ten_free(&out[i]);
     unbuild(&L);
   }
 }
@@ -646,7 +654,7 @@ START_TEST(loop_form_algorithm) {
   ck_assert_int_eq(loops_count(dense, "", "algorithm: implicit GEMM"), 2);
   ck_assert_int_eq(loops_count(DW_CL, "--target=cuda", "algorithm:"), 0);
   ck_assert_int_eq(loops_count(DR_CL, "", "algorithm: direct"), 7);
-  ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 5);
+  ck_assert_int_eq(loops_count(DR_BLK, "", "algorithm: direct"), 7);
   ck_assert_int_eq(loops_count(DR_DT, "--layout=nhwc", "algorithm: direct"), 4);
   ck_assert_int_eq(loops_count(DR_NCHW, "--layout=nchw", "algorithm: direct"), 12);
   ck_assert_int_eq(loops_count(DR_1X1, "--layout=nhwc", "algorithm: direct"), 6);
