@@ -455,8 +455,8 @@ static LLVMValueRef row_arg(Cg *c, NestCtx *x, int len) {
   for (int i = 0; i < 2 * ROW_HALF; i++) idx[i] = i32c(c, i);
   LLVMValueRef v = LLVMBuildShuffleVector(c->b, h[0], h[1], LLVMConstVector(idx, 2 * ROW_HALF), "");
   LLVMTypeRef vt = LLVMTypeOf(v), bt = LLVMIntTypeInContext(c->ctx, 2 * ROW_HALF);
-  LLVMValueRef m = cg_intrinsic(c, n->reduce == OP_ARGMAX ? "llvm.vector.reduce.fmax"
-                                                          : "llvm.vector.reduce.fmin", &vt, 1, &v, 1);
+  const char *red = n->reduce == OP_ARGMAX ? "llvm.vector.reduce.fmax" : "llvm.vector.reduce.fmin";
+  LLVMValueRef m = cg_intrinsic(c, red, &vt, 1, &v, 1);
   LLVMSetFastMathFlags(m, LLVMFastMathNoNaNs); /* a tree of vector max; used only without NaN */
   LLVMValueRef lanes[2] = {fcmp(c, LLVMRealUNO, v, v),
                            fcmp(c, LLVMRealOEQ, v, cg_splat(c, m, 2 * ROW_HALF))};

@@ -215,7 +215,8 @@ START_TEST(short_row_argmax) {
   run_and_compare(&L, "sa", in, 3, out, 5, true);
   float *x = in[0].store, *y = in[1].store;
   for (int64_t r = 0; r < B; r += 2) x[r * 10 + (r % 10)] = NAN, y[r * 16 + 15 - (r % 16)] = NAN;
-  for (int j = 0; j < 10; j++) x[10 + j] = -INFINITY, x[30 + j] = j == 4 ? -0.0f : j == 7 ? 0.0f : -1;
+  for (int j = 0; j < 10; j++)
+    x[10 + j] = -INFINITY, x[30 + j] = j == 4 ? -0.0f : j == 7 ? 0.0f : -1;
   for (int j = 0; j < 16; j++) y[16 + j] = INFINITY, y[48 + j] = j == 9 ? NAN : j == 12 ? NAN : 0;
   run_and_compare(&L, "sa", in, 3, out, 5, true);
   const int64_t *am = out[0].store, *an = out[1].store;
