@@ -397,6 +397,82 @@ LLVMValueRef cpu_red_finish(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef r, LLVMVa
   return cg_convert(c, r, a->ad, n->dtype);
 }
 
+/* ---- a short row's ARGMAX/ARGMIN as one vector ----------------------------
+ * At -O2 on ISAs of 256-bit vectors and more, an ARGMAX/ARGMIN over one
+ * reduction loop of a compile-time extent of ROW_HALF + 1 .. 2 * ROW_HALF
+ * f32 values that qualify (lane_kind: unit-stride loads along the row)
+ * is two vectors of ROW_HALF lanes, the row's first and last (overlapping
+ * where the row is shorter than both, all plain loads within the row),
+ * then: the first NaN's position if the row has a NaN, else the first
+ * position equal to the row's maximum (minimum), the lowest set bit of a
+ * compare mask (the second vector's bits shifted to their positions).
+ * That is the plain step's result (plain_step: a NaN is taken and kept; a
+ * value replaces the accumulator only when greater, so ties keep the
+ * first, and -0 == +0; a row of -inf is position 0).  LLVM does not
+ * vectorize the plain loop along the row (a position is no reduction it
+ * knows), so it vectorized the loop of rows around it, the row's elements
+ * unrolled: rows of up to 8 (its largest interleave group) as wide loads
+ * and shuffles, fast, so they stay so; longer ones as a gather per
+ * element per 8 rows, several times slower than this and a large function
+ * for instruction selection (mlp's logits.argmax(1), 10 a row: as much of
+ * tdslc's time as a small GEMM function; bench/README.md, "Compile time:
+ * short argmax rows").  One masked load of 16 lanes a row instead read
+ * 4x slower than these from memory (6 GB/s, not 25, on the Zen 5 VM). */
+
+#define ROW_HALF 8 /* shorter rows: LLVM's interleaved loads across rows */
+
+/* The row's length when n's reduction runs as one vector, else 0. */
+static int short_row(const Cg *c, const LfNest *n) {
+  int64_t e;
+  if ((n->reduce != OP_ARGMAX && n->reduce != OP_ARGMIN) || n->nred != 1 || c->opt < 2 ||
+      !c->isa || c->isa->vec_bits < 256)
+    return 0;
+  if ((n->red_lo && n->red_lo[0]) || (n->red_hi && n->red_hi[0])) return 0;
+  if (!sym_is_const(n->red[0], &e) || e <= ROW_HALF || e > 2 * ROW_HALF) return 0;
+  return n->value->dtype == DT_F32 && lane_kind(c, n->value, n->rank) == 1 ? (int)e : 0;
+}
+
+/* The load hook of a short row: a load that moves along the row is
+ * ROW_HALF lanes from the current index; others load as scalars (NULL). */
+static LLVMValueRef row_load(Cg *c, NestCtx *x, const LfExpr *e) {
+  if (sym_is(e->acc.stride[x->n->rank], 0)) return NULL;
+  LLVMValueRef p = cg_address(c, x, &e->acc, DT_F32, x->n->rank + x->n->nred);
+  LLVMValueRef v = LLVMBuildLoad2(c->b, LLVMVectorType(c->f32, ROW_HALF), p, "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+/* The position (i64) of the row's ARGMAX/ARGMIN, len its length. */
+static LLVMValueRef row_arg(Cg *c, NestCtx *x, int len) {
+  const LfNest *n = x->n;
+  LLVMValueRef (*hook)(Cg *, NestCtx *, const LfExpr *) = c->load_hook, h[2], idx[2 * ROW_HALF];
+  c->load_hook = row_load;
+  for (int k = 0; k < 2; k++) {
+    x->iv[n->rank] = i64c(c, k ? len - ROW_HALF : 0);
+    h[k] = cg_eval(c, x, n->value);
+  }
+  c->load_hook = hook;
+  for (int i = 0; i < 2 * ROW_HALF; i++) idx[i] = i32c(c, i);
+  LLVMValueRef v = LLVMBuildShuffleVector(c->b, h[0], h[1], LLVMConstVector(idx, 2 * ROW_HALF), "");
+  LLVMTypeRef vt = LLVMTypeOf(v), bt = LLVMIntTypeInContext(c->ctx, 2 * ROW_HALF);
+  const char *red = n->reduce == OP_ARGMAX ? "llvm.vector.reduce.fmax" : "llvm.vector.reduce.fmin";
+  LLVMValueRef m = cg_intrinsic(c, red, &vt, 1, &v, 1);
+  LLVMSetFastMathFlags(m, LLVMFastMathNoNaNs); /* a tree of vector max; used only without NaN */
+  LLVMValueRef lanes[2] = {fcmp(c, LLVMRealUNO, v, v),
+                           fcmp(c, LLVMRealOEQ, v, cg_splat(c, m, 2 * ROW_HALF))};
+  for (int k = 0; k < 2; k++) { /* lane i < ROW_HALF: position i; else len - 2 * ROW_HALF + i */
+    LLVMValueRef b = LLVMBuildZExt(c->b, LLVMBuildBitCast(c->b, lanes[k], bt, ""), c->i32, "");
+    LLVMValueRef lo = LLVMBuildAnd(c->b, b, i32c(c, (1 << ROW_HALF) - 1), "");
+    LLVMValueRef hi = LLVMBuildShl(c->b, LLVMBuildLShr(c->b, b, i32c(c, ROW_HALF), ""),
+                                   i32c(c, len - ROW_HALF), "");
+    lanes[k] = LLVMBuildOr(c->b, lo, hi, "");
+  }
+  LLVMValueRef bits = sel(c, LLVMBuildICmp(c->b, LLVMIntNE, lanes[0], i32c(c, 0), ""), lanes[0],
+                          lanes[1]);
+  LLVMValueRef tz[2] = {bits, LLVMConstInt(c->i1, 1, 0)};
+  return LLVMBuildZExt(c->b, cg_intrinsic(c, "llvm.cttz", &c->i32, 1, tz, 2), c->i64, "");
+}
+
 /* ---- the serial reduction ------------------------------------------------- */
 
 /* The reduction loops (bounds lo and x->ub) into a: a cascade runs the
@@ -424,6 +500,8 @@ static void serial_reduce(Cg *c, NestCtx *x, RedAcc *a, LLVMValueRef *lo) {
 /* The reduction's value for the current outer index. */
 LLVMValueRef cpu_emit_reduce(Cg *c, NestCtx *x) {
   const LfNest *n = x->n;
+  int len = short_row(c, n);
+  if (len) return cg_convert(c, row_arg(c, x, len), DT_I64, n->dtype);
   LLVMValueRef total = i64c(c, 1), lo[MAXL], arg = NULL;
   red_bounds(c, x, lo);
   for (int l = n->rank; l < n->rank + n->nred; l++)

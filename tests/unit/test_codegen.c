@@ -191,6 +191,47 @@ static void small_ints(Ten *t, int64_t n) {
   }
 }
 
+/* ARGMAX/ARGMIN over short rows of 9 .. 16 f32 (cpu/reduce.c: one masked
+ * vector a row) against the interpreter: small integers (ties keep the
+ * first), then rows with NaNs (the first NaN wins), -0 before +0, rows
+ * of -inf and of +inf; a row of 9 strided (padded to 12) through an
+ * expression. */
+static const char *SHORTARG =
+    "kernel sa(x: f32[B, 10], y: f32[B, 16], z: f32[B, 9] strided) -> "
+    "(i64[B], i64[B], i64[B], i64[B], i64[B]) {\n"
+    "  return x.argmax(1), y.argmin(1), (z * 2.0 - 1.0).argmax(1), x.argmin(1), y.argmax(1)\n"
+    "}\n";
+
+START_TEST(short_row_argmax) {
+  Lib L;
+  build(&L, SHORTARG, "sa");
+  int64_t B = 37, sx[2] = {B, 10}, sy[2] = {B, 16}, sz[2] = {B, 9}, stz[2] = {12, 1}, sb[1] = {B};
+  Ten in[3], out[5];
+  ten(&in[0], DT_F32, 2, sx, NULL, 0, false);
+  ten(&in[1], DT_F32, 2, sy, NULL, 0, false);
+  ten(&in[2], DT_F32, 2, sz, stz, 3, false);
+  for (int i = 0; i < 5; i++) out_ten(&out[i], DT_I64, 1, sb);
+  for (int i = 0; i < 3; i++) small_ints(&in[i], (int64_t)(in[i].bytes / 4));
+  run_and_compare(&L, "sa", in, 3, out, 5, true);
+  float *x = in[0].store, *y = in[1].store;
+  for (int64_t r = 0; r < B; r += 2) x[r * 10 + (r % 10)] = NAN, y[r * 16 + 15 - (r % 16)] = NAN;
+  for (int j = 0; j < 10; j++)
+    x[10 + j] = -INFINITY, x[30 + j] = j == 4 ? -0.0f : j == 7 ? 0.0f : -1;
+  for (int j = 0; j < 16; j++) y[16 + j] = INFINITY, y[48 + j] = j == 9 ? NAN : j == 12 ? NAN : 0;
+  run_and_compare(&L, "sa", in, 3, out, 5, true);
+  const int64_t *am = out[0].store, *an = out[1].store;
+  ck_assert_int_eq(am[0], 0);
+  ck_assert_int_eq(am[1], 0);
+  ck_assert_int_eq(am[2], 2);
+  ck_assert_int_eq(am[3], 4);
+  ck_assert_int_eq(an[1], 0);
+  ck_assert_int_eq(an[3], 9);
+  for (int i = 0; i < 3; i++) ten_free(&in[i]);
+  for (int i = 0; i < 5; i++) ten_free(&out[i]);
+  unbuild(&L);
+}
+END_TEST
+
 START_TEST(long_reductions_split) {
   Lib L;
   build(&L, LONGRED, "lr");
@@ -821,6 +862,7 @@ static Suite *suite(void) {
   tcase_add_test(t, integer_ops_and_casts);
   tcase_add_test(t, views_of_params_with_strides_and_offsets);
   tcase_add_test(t, reductions);
+  tcase_add_test(t, short_row_argmax);
   tcase_add_test(t, long_reductions_split);
   tcase_add_test(t, sources_and_reshape_copy);
   tcase_add_test(t, integer_aranges);
