@@ -583,6 +583,33 @@ static LLVMValueRef eval_op(Cg *c, NestCtx *x, const LfExpr *e) {
   return cg_convert(c, r, in, e->dtype);
 }
 
+int cg_lane_kind(const Cg *c, const LfExpr *e, int kd, int (*op_lanes)(const LfExpr *e)) {
+  switch (e->kind) {
+  case LFE_CONST: case LFE_SYM: return 0;
+  case LFE_INDEX: case LFE_ARANGE: return e->loop == kd ? -1 : 0;
+  case LFE_ACC: return -1;
+  case LFE_LOAD: {
+    const LfBuf *b = &c->lk->bufs[e->acc.buf];
+    if (b->kind == LFB_SCALAR) return 0;
+    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return -1;
+    if (sym_is(e->acc.stride[kd], 0)) return 0;
+    return sym_is(e->acc.stride[kd], 1) && b->dtype == DT_F32 && e->dtype == DT_F32 ? 1 : -1;
+  }
+  case LFE_CAST: {
+    int k = cg_lane_kind(c, e->args[0], kd, op_lanes);
+    return k == 1 && (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) ? -1 : k;
+  }
+  case LFE_OP: break;
+  }
+  int k = 0;
+  for (int j = 0; j < e->nargs; j++) {
+    int kj = cg_lane_kind(c, e->args[j], kd, op_lanes);
+    if (kj < 0) return -1;
+    if (kj) k = 1;
+  }
+  return k ? op_lanes(e) : 0;
+}
+
 LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e) {
   switch (e->kind) {
   case LFE_LOAD:

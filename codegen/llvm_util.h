@@ -211,6 +211,14 @@ LLVMValueRef cg_from_storage(Cg *c, LLVMValueRef v, DType dt);
 LLVMValueRef cg_to_storage(Cg *c, LLVMValueRef v, DType dt);
 /* A loop-form expression's value (compute type of e->dtype). */
 LLVMValueRef cg_eval(Cg *c, NestCtx *x, const LfExpr *e);
+/* How e evaluates as lanes of f32 along loop kd, for code that runs
+ * cg_eval with a load hook giving vectors (a GEMM's A prologue, a long
+ * sum's blocks, a short argmax row): 1 it moves along kd as a vector
+ * (unit-stride f32 loads and operations on them that op_lanes accepts:
+ * it is asked about an operation node with a moving operand and says
+ * 1 or -1); 0 it does not move along kd (a scalar beside the vectors,
+ * in every lane); -1 neither (the caller's scalar code). */
+int cg_lane_kind(const Cg *c, const LfExpr *e, int kd, int (*op_lanes)(const LfExpr *e));
 
 /* ---- entry.c -------------------------------------------------------------- */
 

@@ -317,33 +317,8 @@ static LLVMValueRef pro_elem(void *user, const GemmIdx *ix, DType cd) {
  * operations, and the math-layer functions, are the scalar path's on
  * vectors.  row_kind says which expressions qualify. */
 
-/* 1: e moves along K (dim kd) and can be a vector of f32 there; 0: it
- * does not move along K (a scalar); -1: neither (the scalar path). */
-static int row_kind(const Cg *c, const LfExpr *e, int kd) {
-  switch (e->kind) {
-  case LFE_CONST: case LFE_SYM: return 0;
-  case LFE_INDEX: case LFE_ARANGE: return e->loop == kd ? -1 : 0;
-  case LFE_ACC: return -1;
-  case LFE_LOAD: {
-    const LfBuf *b = &c->lk->bufs[e->acc.buf];
-    if (b->kind == LFB_SCALAR) return 0;
-    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return -1;
-    if (sym_is(e->acc.stride[kd], 0)) return 0;
-    return sym_is(e->acc.stride[kd], 1) && b->dtype == DT_F32 && e->dtype == DT_F32 ? 1 : -1;
-  }
-  case LFE_CAST: {
-    int k = row_kind(c, e->args[0], kd);
-    return k == 1 && (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) ? -1 : k;
-  }
-  case LFE_OP: break;
-  }
-  int k = 0;
-  for (int a = 0; a < e->nargs; a++) {
-    int ka = row_kind(c, e->args[a], kd);
-    if (ka < 0) return -1;
-    if (ka) k = 1;
-  }
-  if (!k) return 0;
+/* The operations an A prologue evaluates as lanes along K (cg_lane_kind). */
+static int prologue_op(const LfExpr *e) {
   DType in = e->args[e->op == OP_WHERE ? 1 : 0]->dtype;
   if (in != DT_F32 || e->dtype != DT_F32) return -1;
   switch (op_kind(e->op)) {
@@ -356,6 +331,12 @@ static int row_kind(const Cg *c, const LfExpr *e, int kd) {
   case IRK_TERNARY: return e->op == OP_LERP ? 1 : -1;
   default: return -1;
   }
+}
+
+/* 1: e moves along K (dim kd) and can be a vector of f32 there; 0: it
+ * does not move along K (a scalar); -1: neither (the scalar path). */
+static int row_kind(const Cg *c, const LfExpr *e, int kd) {
+  return cg_lane_kind(c, e, kd, prologue_op);
 }
 
 typedef struct RowLoad {

@@ -206,34 +206,9 @@ static LLVMValueRef plain_step(Cg *c, RedAcc *a, LLVMValueRef acc, LLVMValueRef 
 #define VB_ACCS 4
 #define VB_AHEAD 4096 /* bytes: two f32 blocks ahead (2048 and 8192 read slower) */
 
-/* 1: e moves along loop kd as a vector of f32 (unit-stride f32 loads and
- * exact lane-wise ops of them); 0: it does not move along kd (a scalar
- * in every lane); -1: neither (the scalar loop). */
-static int lane_kind(const Cg *c, const LfExpr *e, int kd) {
-  switch (e->kind) {
-  case LFE_CONST: case LFE_SYM: return 0;
-  case LFE_INDEX: case LFE_ARANGE: return e->loop == kd ? -1 : 0;
-  case LFE_ACC: return -1;
-  case LFE_LOAD: {
-    const LfBuf *b = &c->lk->bufs[e->acc.buf];
-    if (b->kind == LFB_SCALAR) return 0;
-    if (e->acc.lin_rank || e->acc.rt_strides || e->acc.ndyn) return -1;
-    if (sym_is(e->acc.stride[kd], 0)) return 0;
-    return sym_is(e->acc.stride[kd], 1) && b->dtype == DT_F32 && e->dtype == DT_F32 ? 1 : -1;
-  }
-  case LFE_CAST: {
-    int k = lane_kind(c, e->args[0], kd);
-    return k == 1 && (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) ? -1 : k;
-  }
-  case LFE_OP: break;
-  }
-  int k = 0;
-  for (int j = 0; j < e->nargs; j++) {
-    int kj = lane_kind(c, e->args[j], kd);
-    if (kj < 0) return -1;
-    if (kj) k = 1;
-  }
-  if (!k) return 0;
+/* The operations a vector block evaluates as lanes (cg_lane_kind):
+ * exact lane-wise f32 arithmetic. */
+static int block_op(const LfExpr *e) {
   if (e->args[0]->dtype != DT_F32 || e->dtype != DT_F32) return -1;
   switch (e->op) {
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_NEG: case OP_ABS: return 1;
@@ -245,6 +220,13 @@ static int lane_kind(const Cg *c, const LfExpr *e, int kd) {
   }
   default: return -1;
   }
+}
+
+/* 1: e moves along loop kd as a vector of f32 (unit-stride f32 loads and
+ * exact lane-wise ops of them); 0: it does not move along kd (a scalar
+ * in every lane); -1: neither (the scalar loop). */
+static int lane_kind(const Cg *c, const LfExpr *e, int kd) {
+  return cg_lane_kind(c, e, kd, block_op);
 }
 
 /* The load hook of a vector block: a load that moves along the loop is
