@@ -191,8 +191,8 @@ static void small_ints(Ten *t, int64_t n) {
   }
 }
 
-/* ARGMAX/ARGMIN over short rows of 9 .. 16 f32 (cpu/reduce.c: one masked
- * vector a row) against the interpreter: small integers (ties keep the
+/* ARGMAX/ARGMIN over short rows of 9 .. 16 f32 (cpu/reduce.c: the row's
+ * first and last 8 lanes as two vectors) against the interpreter: small integers (ties keep the
  * first), then rows with NaNs (the first NaN wins), -0 before +0, rows
  * of -inf and of +inf; a row of 9 strided (padded to 12) through an
  * expression. */

@@ -335,8 +335,8 @@ static void column_sums(Lib *L) {
  * "a full block as vectors"; the 256-bit ISA's assembly has its
  * prefetches): sum, mean and a squared error of a vector at 1, 2 and 3
  * threads the same bytes, the same as a row of 3 (a split of rows) and,
- * up to 65537, of 33 (the ordinary code), and within 1e-5 of double sums relative to the
- * sum of magnitudes.  Lengths: partial blocks (the scalar loop) after
+ * up to 65537, of 33 (the ordinary code), and within 1e-5 of double
+ * sums relative to the sum of magnitudes.  Lengths: partial blocks (the scalar loop) after
  * full ones, chunks of 16 and 256 blocks. */
 static void vector_block_sums(Lib *L) {
   ck_assert_int_gt(asm_count(SPLIT, "-O2 --target=x86-64-v3 --kernel=sv", "prefetch"), 0);
