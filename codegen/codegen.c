@@ -2,47 +2,15 @@
  * the backend that accepts the target from a table (backend.h), lowers
  * every kernel to the loop form (loops/), writes the C header (header.c)
  * and hands the kernels to the backend, which writes the LLVM IR, object
- * or assembly.  Also the output-file and phase-time helpers the backends
- * share (llvm_util.h).
+ * or assembly.
  * Needs: codegen.h, backend.h, llvm_util.h, loops/loops.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 #include "llvm_util.h"
-
-/* o->path when set (one emit), else stem + ext. Malloc'd. */
-static char *out_path(const CgOptions *o, const char *ext) {
-  if (o->path) ext = "";
-  const char *base = o->path ? o->path : o->stem;
-  size_t len = strlen(base) + strlen(ext) + 1;
-  char *path = malloc(len);
-  if (!path) ICE("out of memory");
-  snprintf(path, len, "%s%s", base, ext);
-  return path;
-}
-
-int cg_write_file(const CgOptions *o, const char *ext, const char *data, size_t n) {
-  if (o->to_stdout) return fwrite(data, 1, n, stdout) == n && !fflush(stdout) ? 0 : 1;
-  char *path = out_path(o, ext);
-  FILE *f = fopen(path, "wb");
-  int bad = !f || fwrite(data, 1, n, f) != n;
-  if (f && fclose(f)) bad = 1;
-  if (bad) fprintf(stderr, "tdslc: error: cannot write '%s': %s\n", path, strerror(errno));
-  free(path);
-  return bad;
-}
-
-void cg_phase_ms(const CgOptions *o, const char *name, double *t0) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  double t = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-  if (o->time_passes && *t0 > 0) fprintf(stderr, "tdslc: %-12s %8.3f ms\n", name, t - *t0);
-  *t0 = t;
-}
 
 /* The backends, in the order they are asked (backend.h). */
 static const CgBackend *const backends[] = {&cg_cuda_backend, &cg_cpu_backend};
@@ -68,7 +36,7 @@ static int write_header(IrModule *m, LfKernel **lks, const CgOptions *o, bool is
   if (o->to_stdout) {
     s = cg_write_header(m, stdout, o->stem, scratch, isa);
   } else {
-    char *path = out_path(o, ".h");
+    char *path = cg_out_path(o, ".h");
     FILE *f = fopen(path, "w");
     s = f ? cg_write_header(m, f, o->stem, scratch, isa) : -1;
     if (f && fclose(f)) s = -1;

@@ -51,10 +51,16 @@ typedef struct CgOptions {
 struct LfTarget;
 const struct LfTarget *cg_schedule_params(const char *target);
 
-/* The ISA variants a CPU object of target carries, space-separated
- * ("x86-64-v2 x86-64-v3 x86-64-v4" for x86-64; the host CPU's name for
- * host); NULL for a target the CPU backend does not take (cpu/isa.c). */
-const char *cg_isa_variants(const char *target);
+/* The ISA variants a CPU object of target with m's kernels carries,
+ * space-separated ("x86-64-v2 x86-64-v3 x86-64-v4" for x86-64, with
+ * "x86-64-v4+avx512vnni" and the like where a kernel's int8 or bf16
+ * products use them; the host CPU's name for host); NULL for a target
+ * the CPU backend does not take (cpu/isa.c).  In m's arena. */
+const char *cg_isa_variants(const IrModule *m, const char *target);
+/* For the report: the extension variants value r of k (a matmul or
+ * conv2d) is the reason for in a --target=x86-64 object, as a phrase
+ * ("x86-64-v4+avx512bf16 (vdpbf16ps: ...)"); NULL when none. */
+const char *cg_isa_use(const IrKernel *k, IrRef r, const char *target);
 
 /* The vector width in bits of a CPU target with one ISA (host: the
  * host CPU's; x86-64-vN), 0 for x86-64 (its variants differ) and for

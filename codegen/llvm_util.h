@@ -55,7 +55,14 @@ typedef struct CgIsa {
   int vec_bits;         /* widest vector registers: 128, 256 or 512 */
   const char *suffix;   /* a variant of a multi-variant object: "__v3",
                            appended to its functions' names; else "" */
+  unsigned ext;         /* a variant's extensions the CPU must have too
+                           (CG_ISA_*); 0 for a level's own */
 } CgIsa;
+/* The runtime's extension bits (<tdsl/runtime.h> TDSL_ISA_*), for the
+ * dispatchers of --target=x86-64 objects (cpu/isa.c). */
+#define CG_ISA_AVX512_VNNI 1u
+#define CG_ISA_AVX512_BF16 2u
+#define CG_ISA_AVX_VNNI 4u
 
 /* Whether isa has LLVM's feature f ("avx2", "avx512bf16", "amx-tile"). */
 static inline bool cg_isa_has(const CgIsa *isa, const char *f) {
@@ -256,8 +263,11 @@ void cg_free_scratch(Cg *c);
 /* K_info of k. */
 void cg_emit_info(Cg *c, const IrKernel *k);
 
-/* ---- codegen.c ------------------------------------------------------------ */
+/* ---- output.c ------------------------------------------------------------- */
 
+/* The emit's path: o->path when set (one emit), else stem + ext.
+ * Malloc'd. */
+char *cg_out_path(const CgOptions *o, const char *ext);
 /* Writes data to the emit's file (extension ext) or stdout; 0 or 1. */
 int cg_write_file(const CgOptions *o, const char *ext, const char *data, size_t n);
 /* --time-passes: prints the milliseconds since *t0 as phase `name` and

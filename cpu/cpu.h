@@ -210,9 +210,22 @@ bool cpu_isa_multi(const char *target);
 /* The ISA --target names: host, x86-64-v2/-v3/-v4, or x86-64's baseline
  * (level 1: a multi-variant object's dispatchers and K_info). */
 const CgIsa *cpu_isa_of_target(const char *target);
-/* The variants an object of target carries (v[0..n), lowest first): one,
- * or x86-64-v2, -v3, -v4 for x86-64. */
-int cpu_isa_variants(const char *target, const CgIsa **v);
+/* The products a kernel has that an extension variant would compute with
+ * other instructions: int8/i16 operands into i32 (VNNI), bf16 into f32
+ * (AVX512-BF16); matmul and conv2d, not depthwise; operands as the GEMM
+ * reads them (a widening cast of a tensor read narrow). */
+#define CPU_USES_INT_DOT 1u
+#define CPU_USES_BF16_DOT 2u
+unsigned cpu_isa_use(const IrKernel *k, IrRef r);
+unsigned cpu_isa_uses(const IrKernel *k);
+/* The most variants an object carries: v2, v3, v3+avxvnni, v4, and v4
+ * with avx512vnni, avx512bf16 or both. */
+#define CPU_ISA_MAX_VARIANTS 7
+/* The variants an object of target carries (v[0..n), in the order the
+ * resolvers try them): one, or for x86-64 v2, v3, v4 and the extension
+ * variants some kernel's products use.  kmask[i] (m->nkernels entries):
+ * bit j set when kernel i carries v[j]. */
+int cpu_isa_variants(const char *target, const IrModule *m, const CgIsa **v, unsigned *kmask);
 /* After a variant's kernels are emitted (c->isa its ISA): every function
  * defined since the previous call gets the variant's target-cpu and
  * target-features and its suffix ("K" becomes internal "K__v3"; split:

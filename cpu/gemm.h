@@ -155,4 +155,8 @@ void cpu_mark_light(LLVMValueRef fn);
  * scalar packing loop). */
 void cpu_mark_full(LLVMValueRef fn);
 
+/* The compute dtype of a product with output dtype od (F32, F64, I32 or
+ * I64; gemm_lowp.c). */
+DType gemm_lowp_compute_dtype(DType od);
+
 #endif

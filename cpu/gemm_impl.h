@@ -209,8 +209,6 @@ enum { GP_NONE, GP_I16, GP_BF16, GP_I8 };
  * threads; the f32 GEMM keeps its code (and compile time). */
 static inline bool gemm_k_inside(const G *g) { return g->pairs != GP_NONE; }
 
-/* The compute dtype for output dtype od (F32, F64, I32 or I64). */
-DType gemm_lowp_compute_dtype(DType od);
 /* Sets g->pairs from the dtypes, operand kinds, prologues and g->isa. */
 void gemm_lowp_choose(G *g);
 /* The suffix of the function key for g->pairs ("" for GP_NONE). */

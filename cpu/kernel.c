@@ -10,8 +10,9 @@
  *     reductions to few outputs: reduce_split.c; matmul and conv2d:
  *     gemm_nest.c), frees scratch;
  * and `K_info` returns a constant tdsl_kernel_info.  --target=x86-64
- * emits every kernel once per ISA level, K dispatching (isa.c); `K_isa`
- * names the ISA.  The module then goes through the LLVM pipelines (the
+ * emits every kernel once per ISA variant it carries (each level, and
+ * the extension variants its products use), K dispatching (isa.c);
+ * `K_isa` names the ISA.  The module then goes through the LLVM pipelines (the
  * full one, and the light one for the functions split.c puts apart) and
  * object/assembly emission (machine.c), on threads where it pays.
  * Needs: cpu.h.  Used by: codegen/codegen.c (the backend table). */
@@ -123,8 +124,9 @@ typedef struct Units {
   atomic_int next;
 } Units;
 
+/* kmask[i]: the variants (bits over v) kernel i carries (isa.c). */
 static void build_unit(IrModule *m, LfKernel **lks, const CgOptions *o, const CgIsa *const *v,
-                       int nv, bool split, Unit *u) {
+                       int nv, const unsigned *kmask, bool split, Unit *u) {
   Cg c = {.m = m, .opt = o->opt_level, .dl_device = DL_CPU,
           .target = lf_target_params(cg_cpu_backend.sched)};
   c.ctx = LLVMContextCreate();
@@ -134,15 +136,20 @@ static void build_unit(IrModule *m, LfKernel **lks, const CgOptions *o, const Cg
   for (int j = u->v0; j < u->v1; j++) { /* each variant's kernels (isa.c) */
     c.isa = v[j];
     c.vec_bits = v[j]->vec_bits;
-    for (int i = u->k0; i < u->k1; i++) emit_kernel(&c, m->kernels[i], lks[i]);
+    for (int i = u->k0; i < u->k1; i++)
+      if (kmask[i] >> j & 1) emit_kernel(&c, m->kernels[i], lks[i]);
     if (nv > 1) cpu_isa_seal_variant(&c, split);
   }
   c.isa = cpu_isa_of_target(o->target);
   c.vec_bits = c.isa->vec_bits;
   for (int i = u->k0; u->entry && i < u->k1; i++) {
+    const CgIsa *kv[CPU_ISA_MAX_VARIANTS];
+    int nk = 0;
+    for (int j = 0; j < nv; j++)
+      if (kmask[i] >> j & 1) kv[nk++] = v[j];
     c.lk = lks[i];
     cg_emit_info(&c, m->kernels[i]);
-    cpu_isa_emit_entry(&c, m->kernels[i], v, nv);
+    cpu_isa_emit_entry(&c, m->kernels[i], kv, nk);
   }
   LLVMDisposeBuilder(c.b);
   u->ctx = c.ctx;
@@ -300,8 +307,9 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
   double t = 0;
   cg_phase_ms(o, "", &t);
   cpu_init_llvm();
-  const CgIsa *v[4];
-  int nv = cpu_isa_variants(o->target, v);
+  const CgIsa *v[CPU_ISA_MAX_VARIANTS];
+  unsigned *kmask = arena_alloc(m->arena, sizeof *kmask * (size_t)(m->nkernels + 1));
+  int nv = cpu_isa_variants(o->target, m, v, kmask);
   int nk = m->nkernels;
   /* Split across threads (an object alone, a merger, cores): a unit per
    * variant with every kernel (their GEMM helpers stay shared) and one
@@ -320,7 +328,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
     for (int l = 0; l < nv; l++) u[l] = (Unit){.k0 = 0, .k1 = nk, .v0 = l, .v1 = l + 1};
     u[nv] = (Unit){.k0 = 0, .k1 = nk, .entry = true};
   }
-  for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, split, &u[i]);
+  for (int i = 0; i < n; i++) build_unit(m, lks, o, v, nv, kmask, split, &u[i]);
   cg_phase_ms(o, "llvm-build", &t);
   if (threads) { /* light functions apart; by functions while fewer modules than threads */
     u = split_functions(m, u, &n, (nt + n - 1) / n);
@@ -334,7 +342,7 @@ static int cpu_emit(IrModule *m, LfKernel **lks, const CgOptions *o) {
       dispose_units(u, n);
       u[0] = (Unit){.k0 = 0, .k1 = nk, .v0 = 0, .v1 = nv, .entry = true};
       n = 1;
-      build_unit(m, lks, o, v, nv, false, &u[0]);
+      build_unit(m, lks, o, v, nv, kmask, false, &u[0]);
       split = false;
     }
   }

@@ -568,6 +568,23 @@ static int optimize(const Options *o, IrModule *m, Report *r, const PassCosts *c
   return status;
 }
 
+/* The report's ISA variants (cg_isa_variants), and a codegen decision
+ * at each product that an extension variant is built for. */
+static void report_isa(Report *r, const IrModule *m, const char *target) {
+  report_set_isa(r, cg_isa_variants(m, target));
+  for (int i = 0; i < m->nkernels; i++) {
+    const IrKernel *k = m->kernels[i];
+    for (IrRef v = 0; v < k->nvalues; v++) {
+      const char *why = cg_isa_use(k, v, target);
+      if (!why) continue;
+      report_kernel(r, k);
+      report_decision(r, "codegen", "isa-variant", ir_val(k, v)->loc, 0,
+                      "%s %s; the kernel picks one at its first call where the CPU has it",
+                      op_name(ir_val(k, v)->op), why);
+    }
+  }
+}
+
 typedef struct HtmlCtx {
   IrModule *m;   /* the optimized kernels */
   int opt_level; /* what they are lowered at */
@@ -667,11 +684,11 @@ static int emit_all(const Options *o, IrModule *m, const char *src, const PassCo
   if (!sel) return 1;
   /* Passes always get a report to write to; totals only when wanted. */
   Report *rep = report_new(m->arena, o->file, o->target);
-  report_set_isa(rep, cg_isa_variants(o->target));
   double t = now_ms();
   int status = optimize(o, sel, rep, costs);
   phase_time(o, "optimize", &t);
   if (status) return status;
+  report_isa(rep, sel, o->target);
   char *stem = output_stem(o);
   for (int e = EM_IR; !status && e <= EM_LOOPS; e++)
     if (o->emit >> e & 1) status = write_text(o, sel, stem, (Emit)e);

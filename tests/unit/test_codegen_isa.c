@@ -1,6 +1,8 @@
 /* test_codegen_isa.c — objects for every x86-64 (cpu/isa.c, runtime/isa.c):
  * a --target=x86-64 object carries each kernel for x86-64-v2, -v3 and
- * -v4 and picks one at its first call.  For each level this CPU has,
+ * -v4 (and with AVX-VNNI, AVX512-VNNI, AVX512-BF16 where its int8 or bf16
+ * products use them: "extension variants" below, each setting of
+ * $TDSL_ISA against the interpreter) and picks one at its first call.  For each level this CPU has,
  * $TDSL_ISA forces it: K_isa() must name it, and a GEMM with an epilogue,
  * a softmax row group and an elementwise chain with the math layer must
  * match the reference interpreter at 1 and 2 threads.  A level the CPU
@@ -209,6 +211,234 @@ START_TEST(report_and_symbols) {
 }
 END_TEST
 
+/* ---- extension variants ------------------------------------------------------
+ * Kernels whose products take dot-product extensions carry a variant of
+ * v3 and/or v4 with them (cpu/isa.c cpu_isa_use): int8/i16 operands
+ * AVX-VNNI on v3 and AVX512-VNNI on v4, bf16 operands AVX512-BF16 on v4;
+ * a kernel with both has v4 with both. */
+static const char *LOWP =
+    "kernel qmm(a: i8[M, K], b: i8[K, N]) -> i32[M, N] {\n"
+    "  return a.to(i32) @ b.to(i32)\n"
+    "}\n"
+    "kernel bmm(a: bf16[M, K], b: bf16[K, N]) -> bf16[M, N] {\n"
+    "  return a @ b\n"
+    "}\n"
+    "kernel mixed(a: i8[M, K], b: i8[K, N], x: bf16[M, K], y: bf16[K, N]) -> (i32[M, N], "
+    "bf16[M, N]) {\n"
+    "  return a.to(i32) @ b.to(i32), x @ y\n"
+    "}\n"
+    "kernel qconv(x: u8[N, C, H, W] channels_last, w: i8[O, C, 3, 3]) -> i32[N, O, H, W] "
+    "channels_last {\n"
+    "  return conv2d(x.to(i32), w.to(i32), padding=1)\n"
+    "}\n"
+    "kernel plain(x: f32[M, K], w: f32[K, N]) -> f32[M, N] {\n"
+    "  return x @ w\n"
+    "}\n";
+
+#define X_VNNI512 1u /* <tdsl/runtime.h> TDSL_ISA_AVX512_VNNI */
+#define X_BF16 2u
+#define X_AVXVNNI 4u
+
+static const struct {
+  const char *name;
+  unsigned v3, v4; /* the extensions of its v3 and v4 variants */
+} lowp_kernels[] = {{"qmm", X_AVXVNNI, X_VNNI512},
+                    {"bmm", 0, X_BF16},
+                    {"mixed", X_AVXVNNI, X_VNNI512 | X_BF16},
+                    {"qconv", X_AVXVNNI, X_VNNI512},
+                    {"plain", 0, 0}};
+
+/* The settings of $TDSL_ISA tried ("": unset), with the level and the
+ * extensions each names (unset: the CPU's, filled in at run time). */
+static const struct {
+  const char *env;
+  int level;
+  unsigned ext;
+} settings[] = {{"", 0, 0},
+                {"v4", 4, 0},
+                {"x86-64-v4+avx512vnni", 4, X_VNNI512},
+                {"v4+avx512bf16", 4, X_BF16},
+                {"v4+avx512bf16+avx512vnni", 4, X_VNNI512 | X_BF16},
+                {"v4+avx512vnni+avx512bf16", 4, X_VNNI512 | X_BF16},
+                {"v3+avxvnni", 3, X_AVXVNNI},
+                {"v3", 3, 0},
+                {"v2", 2, 0}};
+
+/* The CPU's extensions as the C compiler's runtime sees them. */
+static unsigned expected_extensions(int level) {
+  __builtin_cpu_init();
+  unsigned e = 0;
+  if (level >= 4 && __builtin_cpu_supports("avx512vnni")) e |= X_VNNI512;
+  if (level >= 4 && __builtin_cpu_supports("avx512bf16")) e |= X_BF16;
+  if (level >= 3 && __builtin_cpu_supports("avxvnni")) e |= X_AVXVNNI;
+  return e;
+}
+
+/* The variant kernel i runs at level lv with extensions ext: its level's
+ * extension variant when ext has all it needs, else the level's own. */
+static void expected_variant(int i, int lv, unsigned ext, char *out, size_t n) {
+  unsigned need = lv == 4 ? lowp_kernels[i].v4 : lv == 3 ? lowp_kernels[i].v3 : 0;
+  int k = snprintf(out, n, "x86-64-v%d", lv);
+  if (!need || (ext & need) != need) return;
+  if (need & X_AVXVNNI) k += snprintf(out + k, n - (size_t)k, "+avxvnni");
+  if (need & X_BF16) k += snprintf(out + k, n - (size_t)k, "+avx512bf16");
+  if (need & X_VNNI512) snprintf(out + k, n - (size_t)k, "+avx512vnni");
+}
+
+/* LOWP built once, in the runner's process (an unchecked fixture): each
+ * test runs in a process of its own forked from it, where no kernel has
+ * resolved its variant yet. */
+static Lib lowp;
+static void lowp_build(void) {
+  ck_assert_int_eq(unsetenv("TDSL_ISA"), 0);
+  build_flags(&lowp, LOWP, "qmm", "-O2 --target=x86-64");
+}
+static void lowp_unbuild(void) { unbuild(&lowp); }
+
+/* Every LOWP kernel against the interpreter, at 1 and 2 threads. */
+static void run_lowp(Lib *L) {
+  for (int th = 1; th <= 2; th++) {
+    set_threads(L, th);
+    int64_t sa[2] = {19, 75}, sb[2] = {75, 37}, so[2] = {19, 37};
+    Ten in[4], out[2];
+    ten(&in[0], DT_I8, 2, sa, NULL, 0, false);
+    ten(&in[1], DT_I8, 2, sb, NULL, 2, false);
+    out_ten(&out[0], DT_I32, 2, so);
+    run_and_compare(L, "qmm", in, 2, out, 1, false);
+    ten_free(&out[0]);
+    ten(&in[2], DT_BF16, 2, sa, NULL, 0, false);
+    ten(&in[3], DT_BF16, 2, sb, NULL, 1, false);
+    out_ten(&out[0], DT_BF16, 2, so);
+    run_and_compare_k(L, "bmm", &in[2], 2, out, 1, false, 75);
+    ten_free(&out[0]);
+    out_ten(&out[0], DT_I32, 2, so);
+    out_ten(&out[1], DT_BF16, 2, so);
+    run_and_compare_k(L, "mixed", in, 4, out, 2, false, 75);
+    for (int i = 0; i < 4; i++) ten_free(&in[i]);
+    ten_free(&out[0]), ten_free(&out[1]);
+
+    /* channels-last [2, 21, 9, 11] (strides N, C, H, W) and [13, 21, 3, 3] */
+    int64_t sx[4] = {2, 21, 9, 11}, cx[4] = {21 * 9 * 11, 1, 11 * 21, 21};
+    int64_t sw[4] = {13, 21, 3, 3}, sy[4] = {2, 13, 9, 11};
+    ten(&in[0], DT_U8, 4, sx, cx, 0, false);
+    ten(&in[1], DT_I8, 4, sw, NULL, 0, false);
+    Ten y;
+    int64_t cy[4] = {13 * 9 * 11, 1, 11 * 13, 13};
+    ten(&y, DT_I32, 4, sy, cy, 0, false);
+    memset(y.store, 0x5A, y.bytes);
+    run_and_compare(L, "qconv", in, 2, &y, 1, false);
+    ten_free(&in[0]), ten_free(&in[1]), ten_free(&y);
+
+    int64_t fx[2] = {7, 33}, fw[2] = {33, 20}, fo[2] = {7, 20};
+    ten(&in[0], DT_F32, 2, fx, NULL, 0, false);
+    ten(&in[1], DT_F32, 2, fw, NULL, 0, false);
+    out_ten(&out[0], DT_F32, 2, fo);
+    run_and_compare_k(L, "plain", in, 2, out, 1, false, 33);
+    ten_free(&in[0]), ten_free(&in[1]), ten_free(&out[0]);
+  }
+  set_threads(L, 0);
+}
+
+/* _i: settings[_i].  Where the CPU has what the setting names, each
+ * kernel must run the variant the resolver's rule gives (checked from
+ * the table above, not from the compiler) and match the interpreter;
+ * where it lacks it, every call is refused. */
+START_TEST(extension_variant) {
+  ck_assert_int_eq(setenv("TDSL_ISA", settings[_i].env, 1), 0);
+  Lib *L = &lowp;
+  int cpu = cpu_level(L);
+  unsigned cext = ((unsigned (*)(void))sym(L, "tdsl_cpu_extensions"))();
+  ck_assert_uint_eq(cext, expected_extensions(cpu));
+  int lv = settings[_i].env[0] ? settings[_i].level : cpu;
+  unsigned ext = settings[_i].env[0] ? settings[_i].ext : cext;
+  int got_ext = ((int (*)(void))sym(L, "tdsl_isa_extensions"))();
+  if (lv > cpu || (ext & ~cext)) {
+    ck_assert_int_eq(got_ext, TDSL_E_ISA);
+    ck_assert_ptr_null(isa_of(L, "qmm"));
+    fprintf(stderr, "test_codegen_isa: TDSL_ISA=%s refused as expected (this CPU: v%d, "
+            "extensions %#x)\n", settings[_i].env, cpu, cext);
+    return;
+  }
+  ck_assert_int_eq(got_ext, (int)ext);
+  run_lowp(L);
+  for (size_t i = 0; i < sizeof lowp_kernels / sizeof *lowp_kernels; i++) {
+    char want[64];
+    expected_variant((int)i, lv, ext, want, sizeof want);
+    ck_assert_str_eq(isa_of(L, lowp_kernels[i].name), want);
+  }
+}
+END_TEST
+
+/* Malformed extension settings are refused, with the reason. */
+START_TEST(extension_refused) {
+  static const char *const bad[][2] = {
+      {"v4+amx", "'amx' is not an extension"},
+      {"v3+avx512vnni", "avx512vnni needs x86-64-v4"},
+      {"v4+", "'' is not an extension"},
+      {"v4avx512vnni", "is not an ISA level"}};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(setenv("TDSL_ISA", bad[i][0], 1), 0);
+    Lib L;
+    build_flags(&L, SRC, "ew", "-O2 --target=x86-64");
+    if (cpu_level(&L) < 4) { /* "v4..." is refused for the level first */
+      unbuild(&L);
+      continue;
+    }
+    refused(&L, bad[i][1]);
+    unbuild(&L);
+  }
+}
+END_TEST
+
+/* The report names the extension variants and, at each product, why;
+ * the variants' code holds the extension's instructions and the plain
+ * levels' does not. */
+START_TEST(extension_report_and_code) {
+  char dir[] = "/tmp/tdsl_isa_XXXXXX", path[64], cmd[1024];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.tdsl", dir);
+  write_text(path, LOWP);
+  snprintf(cmd, sizeof cmd,
+           "%s %s --target=x86-64 --emit=report -o - | grep -q '^ISA variants built: "
+           "x86-64-v2 x86-64-v3 x86-64-v3+avxvnni x86-64-v4 x86-64-v4+avx512vnni "
+           "x86-64-v4+avx512bf16 x86-64-v4+avx512bf16+avx512vnni '",
+           TDSL_TDSLC, path);
+  ck_assert_int_eq(sh(cmd), 0);
+  /* one decision per product: qmm, bmm, mixed's two, qconv */
+  snprintf(cmd, sizeof cmd,
+           "test $(%s %s --target=x86-64 --emit=report-json -o - | "
+           "grep -c '\"pass\": \"codegen\", \"kind\": \"isa-variant\"') = 5 && "
+           "%s %s --target=x86-64 --emit=report -o - | "
+           "grep -q 'k.tdsl:5:12: codegen: isa-variant: matmul of bf16 into f32: built also for "
+           "x86-64-v4+avx512bf16'",
+           TDSL_TDSLC, path, TDSL_TDSLC, path);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s %s --target=x86-64-v4 --emit=report -o - | grep -q codegen",
+           TDSL_TDSLC, path);
+  ck_assert_int_ne(sh(cmd), 0);
+  /* The assembly, one module: each function's instructions under its
+   * label; the dot products only in their variants' functions. */
+  snprintf(cmd, sizeof cmd,
+           "TDSL_JOBS=1 %s %s --target=x86-64 --emit=asm -o %s/k.s && awk '"
+           "/^[A-Za-z_][A-Za-z0-9_.]*:/ {f = $1} "
+           "/vpdpbusd|vpdpwssd/ && f !~ /(__v4_vnni|__v4_bf16_vnni|__v3_avxvnni)/ {print \"vnni in \" f; bad = 1} "
+           "/vdpbf16ps/ && f !~ /(__v4_bf16|__v4_bf16_vnni)/ {print \"bf16 in \" f; bad = 1} "
+           "/vdpbf16ps/ {b++} /vpdpbusd|vpdpwssd/ {v++} "
+           "END {exit bad || !b || !v}' %s/k.s",
+           TDSL_TDSLC, path, dir, dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd,
+           "nm %s/k.o > %s/nm.txt && "
+           "grep -q ' [tT] qmm__v4_vnni$' %s/nm.txt && grep -q ' [tT] qmm__v3_avxvnni$' %s/nm.txt && "
+           "grep -q ' [tT] bmm__v4_bf16$' %s/nm.txt && grep -q ' [tT] mixed__v4_bf16_vnni$' %s/nm.txt && "
+           "! grep -q ' [tT] bmm__v3_avxvnni$' %s/nm.txt && ! grep -q ' [tT] plain__v4_' %s/nm.txt",
+           lowp.dir, dir, dir, dir, dir, dir, dir, dir);
+  ck_assert_int_eq(sh(cmd), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  sh(cmd);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("isa");
   TCase *tc = tcase_create("variants");
@@ -219,6 +449,13 @@ int main(void) {
   tcase_add_test(tc, single_variant);
   tcase_add_test(tc, report_and_symbols);
   suite_add_tcase(s, tc);
+  TCase *te = tcase_create("extensions");
+  tcase_set_timeout(te, 300);
+  tcase_add_unchecked_fixture(te, lowp_build, lowp_unbuild);
+  tcase_add_loop_test(te, extension_variant, 0, (int)(sizeof settings / sizeof *settings));
+  tcase_add_test(te, extension_refused);
+  tcase_add_test(te, extension_report_and_code);
+  suite_add_tcase(s, te);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
   int nf = srunner_ntests_failed(r);

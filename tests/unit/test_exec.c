@@ -22,7 +22,11 @@
  * x86-64 (the objects that carry a variant per ISA level, cpu/isa.c)
  * every kernel runs once per level this CPU has, forced through
  * $TDSL_ISA, and must say (K_isa) that it ran that variant: ctest's
- * test_exec_isa.
+ * test_exec_isa.  A kernel with products that extension variants are
+ * built for (codegen.h cg_isa_use: int8 or bf16 operands) also runs with
+ * each extension this CPU has ($TDSL_ISA=v4+avx512vnni, ...), its line
+ * kept even where $TDSL_EXEC_EVERY would drop it, and K_isa() must name
+ * the level with none or some of those extensions.
  *
  * Needs: tdslc (TDSL_TDSLC), a C compiler (TDSL_CC), runtime/ sources and
  * <tdsl/runtime.h>, the front end (param dtypes and layouts), driver/npy.h,
@@ -41,7 +45,9 @@
 
 #include <tdsl/runtime.h>
 
+#include "codegen/codegen.h"
 #include "frontend/ast.h"
+#include "isa_settings.h"
 #include "npy_compare.h"
 
 #ifndef TDSL_CC
@@ -64,7 +70,8 @@ typedef struct Job {
   IrModule *m;
   const IrKernel *k;
   char *fail;      /* malloc'd failure description, or NULL */
-  char isa[24];    /* the variant K_isa() must name ("x86-64-v2"), or "" */
+  char isa[48];    /* the $TDSL_ISA forced ("x86-64-v2", "x86-64-v4+avx512vnni"), whose
+                      variant K_isa() must name (isa_allows), or "" */
 } Job;
 
 static int sh(const char *cmd) {
@@ -465,6 +472,7 @@ static bool has_strided_param(const IrKernel *k) {
 
 /* Runs one line's kernel in this (child) process; returns 0 or -1 with
  * the reason in msg. */
+
 static int exec_line(const Job *j, const Job *b, char *msg, size_t msglen) {
   char path[512];
   snprintf(path, sizeof path, "%s/k.so", b->dir);
@@ -485,7 +493,7 @@ static int exec_line(const Job *j, const Job *b, char *msg, size_t msglen) {
     const char *(*isa)(void);
     *(void **)&isa = dlsym(so, "tdsl_exec_isa");
     const char *got = isa ? isa() : NULL;
-    if (!got || strcmp(got, j->isa))
+    if (!got || !isa_allows(j->isa, got))
       return snprintf(msg, msglen, "TDSL_ISA=%s: K_isa() is %s", j->isa, got ? got : "NULL"), -1;
   }
   bool strided = has_strided_param(e.k);
@@ -558,14 +566,32 @@ static void check_job(Job *j, Job *jobs) {
   exec_in_child(j, b);
 }
 
-static int read_manifest(Job *jobs, const char *work) {
+/* Whether kernel k has products that --target=x86-64 builds extension
+ * variants for. */
+static bool has_extensions(const IrKernel *k) {
+  for (IrRef v = 0; k && v < k->nvalues; v++)
+    if (cg_isa_use(k, v, "x86-64")) return true;
+  return false;
+}
+
+/* Whether line j's kernel has such products (its file parsed apart). */
+static bool line_has_extensions(Job *j) {
+  bool e = strcmp(j->l.tol, "error") && load_ir(j) && has_extensions(j->k);
+  if (j->arena) arena_free(j->arena);
+  free(j->fail);
+  j->arena = NULL, j->m = NULL, j->k = NULL, j->fail = NULL;
+  return e;
+}
+
+/* ext: keep the lines EVERY drops whose kernels have extension variants. */
+static int read_manifest(Job *jobs, const char *work, bool ext) {
   FILE *f = fopen("manifest.txt", "r");
   ck_assert_ptr_nonnull(f);
   int n = 0, every = getenv("TDSL_EXEC_EVERY") ? atoi(getenv("TDSL_EXEC_EVERY")) : 1;
   for (int line = 0; n < MAX_JOBS && fgets(jobs[n].text, sizeof jobs[n].text, f);) {
     Job *j = &jobs[n];
     if (!manifest_parse_line(j->text, &j->l)) continue;
-    if (every > 1 && line++ % every) continue;
+    if (every > 1 && line++ % every && !(ext && line_has_extensions(j))) continue;
     j->want_error = strcmp(j->l.tol, "error") == 0;
     j->first = n;
     for (int i = 0; i < n; i++)
@@ -619,24 +645,34 @@ START_TEST(compiled_matches_pytorch) {
   char work[] = "/tmp/tdsl_exec_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(work));
   static Job jobs[MAX_JOBS];
-  int n = read_manifest(jobs, work);
+  /* x86-64 objects: each ISA level this CPU has, forced (cpu/isa.c), and
+   * for kernels with extension variants each extension setting it has */
+  const char *target = getenv("TDSL_EXEC_TARGET");
+  bool multi = target && !strcmp(target, "x86-64");
+  int n = read_manifest(jobs, work, multi);
   double t0 = now();
   build_all(jobs, n, work);
   double t1 = now();
-  int ran = 0, errors = 0, failed = 0, calls = 0;
-  /* x86-64 objects: each ISA level this CPU has, forced (cpu/isa.c) */
-  const char *target = getenv("TDSL_EXEC_TARGET");
-  int lo = 0, hi = 0;
-  if (target && !strcmp(target, "x86-64")) lo = 2, hi = tdsl_cpu_level();
-  if (hi) fprintf(stderr, "x86-64 objects: running each kernel at x86-64-v2 .. v%d\n", hi);
+  int ran = 0, errors = 0, failed = 0, calls = 0, ext_runs = 0;
+  const char *settings[ISA_MAX_SETTINGS];
+  int nlevels = 0, nset = multi ? isa_settings(settings, &nlevels) : 0;
+  if (multi) {
+    fprintf(stderr, "x86-64 objects: running each kernel at %s .. %s", settings[0],
+            settings[nlevels - 1]);
+    for (int e = nlevels; e < nset; e++) fprintf(stderr, "%s %s", e > nlevels ? "," : ";", settings[e]);
+    fprintf(stderr, "%s\n", nset > nlevels ? " for kernels with extension variants" : "");
+  }
   for (int i = 0; i < n; i++) {
     Job *j = &jobs[i];
-    for (int lv = lo; lv <= hi && !j->fail; lv++) {
-      if (lv) {
-        char v[16];
-        snprintf(v, sizeof v, "v%d", lv);
-        ck_assert_int_eq(setenv("TDSL_ISA", v, 1), 0);
-        snprintf(j->isa, sizeof j->isa, "x86-64-v%d", lv);
+    int runs = 1;
+    if (multi) {
+      runs = has_extensions(jobs[j->first].k) ? nset : nlevels;
+      if (runs > nlevels) ext_runs++;
+    }
+    for (int r = 0; r < runs && !j->fail; r++) {
+      if (multi) {
+        ck_assert_int_eq(setenv("TDSL_ISA", settings[r], 1), 0);
+        snprintf(j->isa, sizeof j->isa, "%s", settings[r]);
       }
       check_job(j, jobs);
     }
@@ -647,7 +683,7 @@ START_TEST(compiled_matches_pytorch) {
       errors++;
     } else {
       ran++;
-      calls += (has_strided_param(jobs[j->first].k) ? 5 : 3) * (hi - lo + 1);
+      calls += (has_strided_param(jobs[j->first].k) ? 5 : 3) * runs;
     }
   }
   fprintf(stderr, "building took %.1f s, running %.1f s\n", t1 - t0, now() - t1);
@@ -657,6 +693,8 @@ START_TEST(compiled_matches_pytorch) {
   fprintf(stderr, "compiled vs PyTorch: %d kernels passed (%d calls: shape queries and "
                   "storage variants), %d rejected as expected, %d failed\n",
           ran, calls, errors, failed);
+  if (nset > nlevels)
+    fprintf(stderr, "%d kernels with extension variants ran with each extension\n", ext_runs);
   for (int i = 0; i < n; i++) {
     free(jobs[i].fail);
     if (jobs[i].arena) arena_free(jobs[i].arena);
@@ -664,6 +702,7 @@ START_TEST(compiled_matches_pytorch) {
   ck_assert_int_gt(ran + failed, 90 / (getenv("TDSL_EXEC_EVERY") ? atoi(getenv("TDSL_EXEC_EVERY")) : 1));
   ck_assert_int_gt(errors, 0);
   ck_assert_int_eq(failed, 0);
+  if (nset > nlevels) ck_assert_int_gt(ext_runs, 10); /* the lowp lines are kept */
 }
 END_TEST
 

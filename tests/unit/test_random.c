@@ -51,8 +51,10 @@
 
 #include <tdsl/runtime.h>
 
+#include "codegen/codegen.h"
 #include "frontend/ast.h"
 #include "ir/interp.h"
+#include "isa_settings.h"
 #include "npy_compare.h"
 #include "tests/random/progen.h"
 
@@ -68,6 +70,8 @@ static char g_work[64]; /* per-run scratch: rt/ holds the runtime objects */
 static const char *g_tdslc = TDSL_TDSLC; /* env TDSL_TDSLC overrides (a snapshot) */
 static const char *g_target;               /* TDSL_RANDOM_TARGET, or NULL: the host */
 static int g_level;                        /* g_target: the CPU's x86-64 level */
+static const char *g_isa[ISA_MAX_SETTINGS]; /* g_target: the $TDSL_ISA settings */
+static int g_nisa, g_nlevels;              /*   (isa_settings.h), the levels' */
 
 /* ---- messages ------------------------------------------------------------- */
 
@@ -332,20 +336,21 @@ static bool same(Case *c, const HostTensor *got, const HostTensor *ref, int r, c
   return true;
 }
 
-/* Runs k<opt>.so (level lv > 0: its copy kv<lv>.so, TDSL_ISA set) on
+/* Runs k<opt>.so (set >= 0: its copy kv<set>.so, TDSL_ISA=g_isa[set]) on
  * one storage variant and compares with ref. */
-static int run_compiled(Case *c, int opt, int lv, bool variant, HostTensor *ref) {
-  char path[256], run[96], want[24];
-  snprintf(run, sizeof run, "-O%d%s%s", opt, variant ? " (offsets, strided params transposed)" : "",
-           lv ? " x86-64, TDSL_ISA forcing its variant" : "");
-  snprintf(path, sizeof path, lv ? "%s/kv%d.so" : "%s/k%d.so", c->dir, lv ? lv : opt);
+static int run_compiled(Case *c, int opt, int set, bool variant, HostTensor *ref) {
+  char path[256], run[128];
+  snprintf(run, sizeof run, "-O%d%s%s%s", opt,
+           variant ? " (offsets, strided params transposed)" : "",
+           set >= 0 ? " x86-64, TDSL_ISA=" : "", set >= 0 ? g_isa[set] : "");
+  snprintf(path, sizeof path, set >= 0 ? "%s/kv%d.so" : "%s/k%d.so", c->dir,
+           set >= 0 ? set : opt);
   void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!so) {
     say(c->msg, "dlopen: %s\n", dlerror());
     print_failure(c, "dlopen failed");
     return R_FAIL;
   }
-  snprintf(want, sizeof want, "x86-64-v%d", lv);
   int (*call)(void *const *);
   const char *(*last)(void);
   *(void **)&call = dlsym(so, "tdsl_exec_call");
@@ -385,9 +390,9 @@ static int run_compiled(Case *c, int opt, int lv, bool variant, HostTensor *ref)
   }
   const char *(*isa)(void);
   *(void **)&isa = dlsym(so, "tdsl_exec_isa");
-  if (!res && lv && strcmp(isa(), want)) {
-    char why[160];
-    snprintf(why, sizeof why, "TDSL_ISA=v%d: K_isa() is %s", lv, isa());
+  if (!res && set >= 0 && !isa_allows(g_isa[set], isa())) {
+    char why[256];
+    snprintf(why, sizeof why, "TDSL_ISA=%s: K_isa() is %s", g_isa[set], isa());
     print_failure(c, why);
     res = R_FAIL;
   }
@@ -396,7 +401,7 @@ static int run_compiled(Case *c, int opt, int lv, bool variant, HostTensor *ref)
   for (int i = 0; i < pg->nparams; i++) {
     if (!pg->params[i].is_tensor) continue;
     if (res == R_PASS && memcmp(ins[i].store, ins[i].saved, ins[i].bytes)) {
-      char why[128];
+      char why[256];
       snprintf(why, sizeof why, "%s: input %s was modified", run, pg->params[i].name);
       print_failure(c, why);
       res = R_FAIL;
@@ -460,25 +465,28 @@ static int run_case(Case *c) {
       return R_FAIL;
     }
   int other = c->seed % 2 ? 1 : 3; /* -O1 and -O3 on alternate seeds */
-  if (g_target) { /* one x86-64 object, every level this CPU has */
+  if (g_target) { /* one x86-64 object, every level this CPU has (and
+                     each extension setting for a program with extension
+                     variants: codegen.h cg_isa_use) */
     res = build_opt(c, 2);
-    for (int lv = 2; lv <= g_level && !res; lv++) {
-      char v[16], big[600];
-      snprintf(v, sizeof v, "v%d", lv);
-      snprintf(big, sizeof big, "cp '%s/k2.so' '%s/kv%d.so'", c->dir, c->dir, lv);
-      if (sh(big) || setenv("TDSL_ISA", v, 1)) res = R_FAIL;
-      if (!res) res = run_compiled(c, 2, lv, false, ref);
-      if (!res) res = run_compiled(c, 2, lv, true, ref);
+    bool ext = false;
+    for (IrRef v = 0; v < c->k->nvalues && !ext; v++) ext = cg_isa_use(c->k, v, "x86-64");
+    for (int i = 0; i < (ext ? g_nisa : g_nlevels) && !res; i++) {
+      char big[600];
+      snprintf(big, sizeof big, "cp '%s/k2.so' '%s/kv%d.so'", c->dir, c->dir, i);
+      if (sh(big) || setenv("TDSL_ISA", g_isa[i], 1)) res = R_FAIL;
+      if (!res) res = run_compiled(c, 2, i, false, ref);
+      if (!res) res = run_compiled(c, 2, i, true, ref);
     }
     other = -1;
   }
   if (other >= 0) res = build_opt(c, 0);
   if (!res && other >= 0) res = build_opt(c, 2);
   if (!res && other >= 0) res = build_opt(c, other);
-  if (!res && other >= 0) res = run_compiled(c, 0, 0, false, ref);
-  if (!res && other >= 0) res = run_compiled(c, 2, 0, false, ref);
-  if (!res && other >= 0) res = run_compiled(c, 2, 0, true, ref);
-  if (!res && other >= 0) res = run_compiled(c, other, 0, true, ref);
+  if (!res && other >= 0) res = run_compiled(c, 0, -1, false, ref);
+  if (!res && other >= 0) res = run_compiled(c, 2, -1, false, ref);
+  if (!res && other >= 0) res = run_compiled(c, 2, -1, true, ref);
+  if (!res && other >= 0) res = run_compiled(c, other, -1, true, ref);
   if (res != R_FAIL) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
     sh(cmd);
@@ -694,7 +702,10 @@ int main(void) {
       fprintf(stderr, "TDSL_RANDOM_TARGET=%s: only x86-64 runs per level\n", g_target);
       return EXIT_FAILURE;
     }
-    fprintf(stderr, "x86-64 objects: each program at x86-64-v2 .. v%d\n", g_level);
+    g_nisa = isa_settings(g_isa, &g_nlevels);
+    fprintf(stderr, "x86-64 objects: each program at x86-64-v2 .. v%d%s\n", g_level,
+            g_nisa > g_nlevels ? ", and with each extension this CPU has where a program has "
+                                 "extension variants" : "");
   }
   tcase_set_timeout(tc, (double)(120 + 2 * n));
   tcase_add_test(tc, regressions_agree);

@@ -566,6 +566,7 @@ static bool about(const char *pass, const char *kind, Op op, int flags) {
   if (!strcmp(pass, "eliminate-copies")) return op == OP_COPY || op == OP_CAST;
   if (!strcmp(pass, "choose-layout")) return kd == IRK_CONV || kd == IRK_POOL;
   if (!strcmp(pass, "row-group")) return kd == IRK_REDUCE; /* the group's seed */
+  if (!strcmp(pass, "codegen")) return kd == IRK_MATMUL || kd == IRK_CONV; /* isa-variant */
   return false;
 }
 

@@ -80,12 +80,25 @@ int tdsl_set_error(int code, const char *fmt, ...) TDSL_PRINTF(2, 3);
  * feature this CPU has and the OS enables (AVX and AVX-512 register
  * state through XGETBV); 0 on other architectures. */
 int tdsl_cpu_level(void);
+/* The dot-product extensions a --target=x86-64 object has variants for
+ * (a kernel carries them where its products use them), as bits. */
+#define TDSL_ISA_AVX512_VNNI 1u /* on x86-64-v4: vpdpbusd, vpdpwssd */
+#define TDSL_ISA_AVX512_BF16 2u /* on x86-64-v4: vdpbf16ps */
+#define TDSL_ISA_AVX_VNNI 4u    /* on x86-64-v3: the VEX vpdpbusd, vpdpwssd */
+/* The extensions this CPU has whose level (above) it has too. */
+unsigned tdsl_cpu_extensions(void);
 /* The level the kernels of a --target=x86-64 object run at (each takes
  * its highest variant at or below it, at its first call): the CPU's, or
  * lower when $TDSL_ISA names one ("v2", "v3", "v4" or "x86-64-v2" ...).
  * TDSL_E_ISA with a message when $TDSL_ISA is not a level or names one
  * the CPU lacks (never silently ignored), or the CPU lacks x86-64-v2. */
 int tdsl_isa_level(void);
+/* The extensions those kernels may use (a variant needing more is passed
+ * over): the CPU's, or those $TDSL_ISA names after its level
+ * ("v4+avx512vnni", "x86-64-v4+avx512bf16+avx512vnni", "v3+avxvnni"; a
+ * level alone names none).  TDSL_E_ISA as tdsl_isa_level, and also for an
+ * unknown extension, one above the level, or one the CPU lacks. */
+int tdsl_isa_extensions(void);
 
 /* ---- Thread pool (threadpool.c) -------------------------------------- */
 
