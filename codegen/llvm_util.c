@@ -5,6 +5,8 @@
  * Needs: llvm_util.h.  Used by: codegen/, cpu/. */
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
+
 #include "llvm_util.h"
 
 /* ---- declarations, calls, blocks ------------------------------------------ */
@@ -319,4 +321,16 @@ void cg_init_types(Cg *c) {
   c->f64 = LLVMDoubleTypeInContext(c->ctx);
   c->ptr = LLVMPointerTypeInContext(c->ctx, 0);
   c->vd = LLVMVoidTypeInContext(c->ctx);
+}
+
+/* ---- loop metadata ------------------------------------------------------ */
+
+LLVMMetadataRef cg_loop_id(LLVMContextRef ctx, const LLVMMetadataRef *props, unsigned n) {
+  LLVMMetadataRef md[17], tmp = LLVMTemporaryMDNode(ctx, NULL, 0);
+  if (n > 16) ICE("cg_loop_id: %u loop properties", n);
+  md[0] = tmp;
+  for (unsigned i = 0; i < n; i++) md[i + 1] = props[i];
+  LLVMMetadataRef id = LLVMMDNodeInContext2(ctx, md, n + 1);
+  LLVMMetadataReplaceAllUsesWith(tmp, id); /* the self-reference; disposes of tmp */
+  return id;
 }

@@ -263,6 +263,10 @@ void cg_free_scratch(Cg *c);
 /* K_info of k. */
 void cg_emit_info(Cg *c, const IrKernel *k);
 
+/* A loop ID (the self-referential node that "llvm.loop" metadata names)
+ * with the n property nodes props ({!"llvm.loop.unroll.disable"}, ...). */
+LLVMMetadataRef cg_loop_id(LLVMContextRef ctx, const LLVMMetadataRef *props, unsigned n);
+
 /* ---- output.c ------------------------------------------------------------- */
 
 /* The emit's path: o->path when set (one emit), else stem + ext.

@@ -14,7 +14,6 @@
 #include <time.h>
 
 #include <llvm-c/Analysis.h>
-#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -158,13 +157,10 @@ static void keep_remainders_rolled(LLVMModuleRef mod) {
         LLVMMetadataRef s = LLVMMDStringInContext2(ctx, rd, strlen(rd));
         rdnode = LLVMMDNodeInContext2(ctx, &s, 1);
       }
-      LLVMMetadataRef md[17], tmp = LLVMTemporaryMDNode(ctx, NULL, 0);
-      md[0] = tmp;
-      for (unsigned i = 1; i < n; i++) md[i] = LLVMValueAsMetadata(ops[i]);
-      md[n] = rdnode;
-      LLVMMetadataRef nid = LLVMMDNodeInContext2(ctx, md, n + 1);
-      LLVMMetadataReplaceAllUsesWith(tmp, nid); /* self-reference; disposes of tmp */
-      LLVMValueRef v = LLVMMetadataAsValue(ctx, nid);
+      LLVMMetadataRef md[16]; /* the properties, then runtime.disable */
+      for (unsigned i = 1; i < n; i++) md[i - 1] = LLVMValueAsMetadata(ops[i]);
+      md[n - 1] = rdnode;
+      LLVMValueRef v = LLVMMetadataAsValue(ctx, cg_loop_id(ctx, md, n));
       /* every latch of the loop (one after loop-simplify) */
       for (LLVMBasicBlockRef b2 = LLVMGetFirstBasicBlock(f); b2; b2 = LLVMGetNextBasicBlock(b2)) {
         LLVMValueRef t = LLVMGetBasicBlockTerminator(b2);

@@ -5,7 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <llvm-c/DebugInfo.h>
 
 #include "cpu.h"
 
@@ -260,10 +259,8 @@ static bool vector_blocks(Cg *c, const RedAcc *a) {
 static void no_unroll(Cg *c, LLVMValueRef br) {
   const char *k = "llvm.loop.unroll.disable";
   LLVMMetadataRef prop = LLVMMDStringInContext2(c->ctx, k, strlen(k));
-  LLVMMetadataRef tmp = LLVMTemporaryMDNode(c->ctx, NULL, 0);
-  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(c->ctx, &prop, 1)};
-  LLVMMetadataRef id = LLVMMDNodeInContext2(c->ctx, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(tmp, id); /* also disposes of tmp */
+  LLVMMetadataRef node = LLVMMDNodeInContext2(c->ctx, &prop, 1);
+  LLVMMetadataRef id = cg_loop_id(c->ctx, &node, 1);
   LLVMSetMetadata(br, LLVMGetMDKindIDInContext(c->ctx, "llvm.loop", 9),
                   LLVMMetadataAsValue(c->ctx, id));
 }
