@@ -275,7 +275,8 @@ void cv_store_block(Cv *d, LLVMValueRef acc[][8], const LLVMValueRef *at, int np
     store_acc(d, acc, at, np, nvec, NULL);
     return;
   }
-  LLVMBasicBlockRef last = blk(g, "cv_last"), plain = blk(g, "cv_plain"), done = blk(g, "cv_stored");
+  LLVMBasicBlockRef last = blk(g, "cv_last"), plain = blk(g, "cv_plain"),
+                    done = blk(g, "cv_stored");
   LLVMBuildCondBr(g->b, lt(g, v[V_O], add(g, oc, k64(g, nvec * vw))), last, plain);
   LLVMPositionBuilderAtEnd(g->b, plain);
   store_acc(d, acc, at, np, nvec, NULL);

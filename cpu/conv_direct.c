@@ -26,8 +26,9 @@
  * dependent FMAs); rows of taps outside are skipped.
  * The last block of channels (O not a multiple of NB) runs the same
  * code, its stores masked where it runs past O (cv_store_block: a branch
- * at run time, not a copy of every block).  Rows of at most IMG_OW columns (small images: ResNet's 7- and
- * 14-wide layers) run in the image form instead (img_item): a work item
+ * at run time, not a copy of every block).  Rows of at most IMG_OW
+ * columns (small images: ResNet's 7- and 14-wide layers) run in the
+ * image form instead (img_item): a work item
  * is an image by IMG_GB channel blocks, its pixels flattened by
  * rectangles that share the taps outside the input, in blocks that span
  * rows, the taps outside read from a zero row (they add 0 * w, as the
@@ -51,8 +52,8 @@
  * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
  * The parallel body is finished vector code and goes through the light
- * pipeline (cpu_mark_light), so does the packing body where the weights
- * are of the compute type.
+ * pipeline (cpu_mark_light; not the NCHW rows of narrower vectors), so
+ * does the packing body where the weights are of the compute type.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include <string.h>
 
@@ -114,9 +115,10 @@ static void dr_chan(Cv *d, const CvBlock *bk, LLVMValueRef *xp, int skip) {
 }
 
 /* np pixels from column ox (Cv.dir: ox + p * dir), output channels oc
- * .. oc + NB (tail: maybe past O, cv_store_block), of the row at input offset xb,
- * first tap row iy0, output offset ob (cv_block_open): for each tap and
- * input channel c, NOB weight vectors by each pixel's broadcast x[c].
+ * .. oc + NB (tail: maybe past O, cv_store_block), of the row at input
+ * offset xb, first tap row iy0, output offset ob (cv_block_open): for
+ * each tap and input channel c, NOB weight vectors by each pixel's
+ * broadcast x[c].
  * edge (not with checked): pixel 0 is a border column, the others
  * interior: each tap runs the channel loop with it where its column is
  * inside, else without it (it skips the taps the one-pixel border block
@@ -282,7 +284,8 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   gemm_loop_close(g, &l);
   if (!inside) {
     /* the other border pixels of the full channel blocks, 8 / NOB blocks
-     * at a time (K pairs: then half as many where they fit), then one:
+     * at a time (K pairs: then half as many where they fit), then one
+     * (the last one, maybe past O, too):
      * one pixel by NOB vectors alone leaves NOB chains of dependent FMAs
      * (a fraction of the FMA throughput), one pixel by 8 vectors keeps
      * the FMA units busy.  With 512-bit vectors O = 64 is two blocks of
@@ -1084,7 +1087,9 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
    * full one's unrolling of the tap and channel loops (5x the FMAs of the
    * emitted IR, most of conv3x3_nhwc's compile time) and vectorizers;
    * the kernels ran as fast (bench/README.md, "Compile cost of the
-   * direct kernel") */
-  cpu_mark_light(body);
+   * direct kernel").  Not the NCHW rows alone (vectors narrower than
+   * 512 bits: no flattened planes), whose channel loop LLVM's runtime
+   * unrolling sped up by 1-2% (x86-64-v3) */
+  if (d.cl || g->vec_bits >= 512) cpu_mark_light(body);
   return cv_launch_items(&d, e, body, items);
 }
