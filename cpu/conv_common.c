@@ -229,16 +229,11 @@ void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMVal
   G *g = &d->g;
   LLVMValueRef *v = d->v;
   int nob = cv_nvec(d), vw = g->vw;
-  b->ox = ox, b->oc = oc, b->np = np, b->skip = NULL;
+  b->ox = ox, b->oc = oc, b->np = np, b->skip = NULL, b->tail = tail;
   LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]), rkn = mul(g, rows, k64(g, nb));
   LLVMValueRef boff = add(g, mul(g, mul(g, kk, rows), v[V_OPAD]), oc);
   for (int j = 0; j < nob; j++) {
     LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
-    b->mask[j] = NULL;
-    if (tail)
-      b->mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
-                                 cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
-                                 cv_splat(g, v[V_O]), "");
     for (int p = 0; p < np; p++) {
       b->acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
       LLVMBuildStore(g->b, bj, b->acc[p][j]);
@@ -253,16 +248,48 @@ void cv_block_open(Cv *d, CvBlock *b, LLVMValueRef xb, LLVMValueRef iy0, LLVMVal
 
 void cv_block_close(Cv *d, CvBlock *b, LLVMValueRef ob) {
   G *g = &d->g;
-  LLVMValueRef *v = d->v;
-  int vw = g->vw, nob = cv_nvec(d);
+  LLVMValueRef *v = d->v, at[16];
   if (b->skip) cv_close_inside(g, b->skip);
   cv_taps_close(d, &b->t);
   for (int p = 0; p < b->np; p++)
-    for (int j = 0; j < nob; j++) {
-      LLVMValueRef o = add(g, add(g, ob, mul(g, cv_col(d, b->ox, p), v[V_OSW])),
-                           add(g, b->oc, k64(g, j * vw)));
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, b->acc[p][j], ""), v[V_OUT], o, b->mask[j]);
-    }
+    at[p] = add(g, add(g, ob, mul(g, cv_col(d, b->ox, p), v[V_OSW])), b->oc);
+  cv_store_block(d, b->acc, at, b->np, cv_nvec(d), b->oc, b->tail);
+}
+
+/* cv_store_block's stores, lanes masked by mask[j] (NULL: none). */
+static void store_acc(Cv *d, LLVMValueRef acc[][8], const LLVMValueRef *at, int np, int nvec,
+                      const LLVMValueRef *mask) {
+  G *g = &d->g;
+  for (int p = 0; p < np; p++)
+    for (int j = 0; j < nvec; j++)
+      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), d->v[V_OUT],
+                add(g, at[p], k64(g, j * g->vw)), mask ? mask[j] : NULL);
+}
+
+void cv_store_block(Cv *d, LLVMValueRef acc[][8], const LLVMValueRef *at, int np, int nvec,
+                    LLVMValueRef oc, bool tail) {
+  G *g = &d->g;
+  LLVMValueRef *v = d->v;
+  int vw = g->vw;
+  if (!tail) {
+    store_acc(d, acc, at, np, nvec, NULL);
+    return;
+  }
+  LLVMBasicBlockRef last = blk(g, "cv_last"), plain = blk(g, "cv_plain"),
+                    done = blk(g, "cv_stored");
+  LLVMBuildCondBr(g->b, lt(g, v[V_O], add(g, oc, k64(g, nvec * vw))), last, plain);
+  LLVMPositionBuilderAtEnd(g->b, plain);
+  store_acc(d, acc, at, np, nvec, NULL);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, last);
+  LLVMValueRef mask[8];
+  for (int j = 0; j < nvec; j++)
+    mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
+                            cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
+                            cv_splat(g, v[V_O]), "");
+  store_acc(d, acc, at, np, nvec, mask);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
 }
 
 void cv_call_epi(Cv *d, LLVMValueRef bt, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef j0,

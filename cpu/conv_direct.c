@@ -24,9 +24,11 @@
  * 8 / NOB channel blocks at once (the K-pair path: then half as many
  * where they fit; one pixel by NOB vectors alone would be NOB chains of
  * dependent FMAs); rows of taps outside are skipped.
- * The last block of channels (O not a multiple of NB) stores through
- * masks.  Rows of at most IMG_OW columns (small images: ResNet's 7- and
- * 14-wide layers) run in the image form instead (img_item): a work item
+ * The last block of channels (O not a multiple of NB) runs the same
+ * code, its stores masked where it runs past O (cv_store_block: a branch
+ * at run time, not a copy of every block).  Rows of at most IMG_OW
+ * columns (small images: ResNet's 7- and 14-wide layers) run in the
+ * image form instead (img_item): a work item
  * is an image by IMG_GB channel blocks, its pixels flattened by
  * rectangles that share the taps outside the input, in blocks that span
  * rows, the taps outside read from a zero row (they add 0 * w, as the
@@ -49,6 +51,9 @@
  * each finished row (the image form: on its item's pixels by channels;
  * conv.h).  Low-precision channels-last inputs
  * (8/16-bit integers, bf16) take conv_lowp.c's K-pair blocks instead.
+ * The parallel body is finished vector code and goes through the light
+ * pipeline (cpu_mark_light; not the NCHW rows of narrower vectors), so
+ * does the packing body where the weights are of the compute type.
  * Needs: conv_impl.h.  Used by: gemm_nest.c. */
 #include <string.h>
 
@@ -74,6 +79,13 @@ static LLVMValueRef pixel_ptr(Cv *d, LLVMValueRef off) {
 /* NB: output channels per block (channels-last: NOB vectors; NCHW: PX
  * broadcast weights). */
 static int nb_of(const Cv *d) { return d->cl ? d->nob * d->g.vw : d->px; }
+
+/* Whether a channels-last block may run past O (cv_store_block's tail):
+ * unless O is known to be a multiple of NB. */
+static bool maybe_tail(const Cv *d) {
+  LLVMValueRef O = d->v[V_O];
+  return !LLVMIsAConstantInt(O) || LLVMConstIntGetSExtValue(O) % nb_of(d) != 0;
+}
 
 /* The channel loop of a row block (dr_block): for each input channel c,
  * NOB weight vectors by each pixel's broadcast x[c], pixel `skip` (-1:
@@ -103,9 +115,10 @@ static void dr_chan(Cv *d, const CvBlock *bk, LLVMValueRef *xp, int skip) {
 }
 
 /* np pixels from column ox (Cv.dir: ox + p * dir), output channels oc
- * .. oc + NB (tail: masked against O), of the row at input offset xb,
- * first tap row iy0, output offset ob (cv_block_open): for each tap and
- * input channel c, NOB weight vectors by each pixel's broadcast x[c].
+ * .. oc + NB (tail: maybe past O, cv_store_block), of the row at input
+ * offset xb, first tap row iy0, output offset ob (cv_block_open): for
+ * each tap and input channel c, NOB weight vectors by each pixel's
+ * broadcast x[c].
  * edge (not with checked): pixel 0 is a border column, the others
  * interior: each tap runs the channel loop with it where its column is
  * inside, else without it (it skips the taps the one-pixel border block
@@ -247,8 +260,8 @@ static void dr_cols(Cv *d, LLVMValueRef xb, LLVMValueRef iy0, LLVMValueRef ob, L
   gemm_loop_close(g, &l);
 }
 
-/* Output row t = image * OH + oy: full channel blocks, then the last one
- * masked. */
+/* Output row t = image * OH + oy, every channel block (the last one's
+ * stores masked where it runs past O: the same code, cv_store_block). */
 static void dr_row(Cv *d, LLVMValueRef t) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
@@ -261,16 +274,18 @@ static void dr_row(Cv *d, LLVMValueRef t) {
   bool inside = cv_is_one(v[V_KW]) && LLVMIsAConstantInt(v[V_PW]) &&
                 LLVMConstIntGetSExtValue(v[V_PW]) == 0;
   if (!inside) cv_interior(d, &lo, &hi);
-  /* the full channel blocks with edge blocks, the masked one without */
+  /* the channel blocks with edge blocks */
   DrCols plain = {lo, hi, lo, hi, NULL, NULL}, cols = inside ? plain : dr_edges(d, lo, hi);
   LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
+  bool tail = maybe_tail(d);
   GLoop l;
-  LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), full, nbk);
-  dr_cols(d, xb, iy0, ob, oc, &cols, false, false);
+  LLVMValueRef oc = gemm_loop_open(g, &l, k64(g, 0), v[V_OPAD], nbk);
+  dr_cols(d, xb, iy0, ob, oc, &cols, tail, false);
   gemm_loop_close(g, &l);
   if (!inside) {
     /* the other border pixels of the full channel blocks, 8 / NOB blocks
-     * at a time (K pairs: then half as many where they fit), then one:
+     * at a time (K pairs: then half as many where they fit), then one
+     * (the last one, maybe past O, too):
      * one pixel by NOB vectors alone leaves NOB chains of dependent FMAs
      * (a fraction of the FMA throughput), one pixel by 8 vectors keeps
      * the FMA units busy.  With 512-bit vectors O = 64 is two blocks of
@@ -290,16 +305,10 @@ static void dr_row(Cv *d, LLVMValueRef t) {
       at = wend;
     }
     d->nblk = 1;
-    oc = gemm_loop_open(g, &l, at, full, nbk);
-    dr_borders(d, xb, iy0, ob, oc, cols.bl, cols.br, false);
+    oc = gemm_loop_open(g, &l, at, v[V_OPAD], nbk);
+    dr_borders(d, xb, iy0, ob, oc, cols.bl, cols.br, tail);
     gemm_loop_close(g, &l);
   }
-  LLVMBasicBlockRef tail = blk(g, "dr_tail"), done = blk(g, "dr_done");
-  LLVMBuildCondBr(g->b, lt(g, full, O), tail, done);
-  LLVMPositionBuilderAtEnd(g->b, tail);
-  dr_cols(d, xb, iy0, ob, full, &plain, true, !inside);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi) {
     LLVMValueRef q0 = mul(g, oy, v[V_OW]);
     cv_call_epi(d, mul(g, n, v[V_GROUPS]), q0, add(g, q0, v[V_OW]), k64(g, 0), O);
@@ -345,23 +354,18 @@ static LLVMValueRef img_zero_row(Cv *d, LLVMValueRef *v) {
 
 /* np pixels from q of the rectangle rect = {y0, x0, width} of image n
  * (input offset xb, output offset obn) by the output channels oc .. oc
- * + NB (tail: masked against O); zr the zero row. */
+ * + NB (tail: maybe past O, cv_store_block); zr the zero row. */
 static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
                       const LLVMValueRef rect[3], LLVMValueRef q, LLVMValueRef oc, int np,
                       bool tail) {
   G *g = &d->g;
   LLVMValueRef *v = d->v;
   int nob = d->nob, vw = g->vw, nb = nb_of(d);
-  LLVMValueRef acc[16][8], mask[8], iy0[16], ix0[16], ob[16];
+  LLVMValueRef acc[16][8], iy0[16], ix0[16], ob[16];
   LLVMValueRef kk = mul(g, v[V_KH], v[V_KW]);
   LLVMValueRef boff = add(g, mul(g, mul(g, kk, v[V_C]), v[V_OPAD]), oc);
   for (int j = 0; j < nob; j++) {
     LLVMValueRef bj = cv_wvec(d, add(g, boff, k64(g, j * vw)));
-    mask[j] = NULL;
-    if (tail)
-      mask[j] = LLVMBuildICmp(g->b, LLVMIntSLT,
-                              cv_vadd(g, cv_splat(g, add(g, oc, k64(g, j * vw))), d->lanes),
-                              cv_splat(g, v[V_O]), "");
     for (int p = 0; p < np; p++) {
       acc[p][j] = gemm_entry_alloca(g, g->vt, 1);
       LLVMBuildStore(g->b, bj, acc[p][j]);
@@ -373,7 +377,7 @@ static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
                  ox = add(g, rect[1], srem(g, qp, rect[2]));
     iy0[p] = sub(g, mul(g, oy, v[V_SH]), v[V_PH]);
     ix0[p] = sub(g, mul(g, ox, v[V_SW]), v[V_PW]);
-    ob[p] = add(g, obn, add(g, mul(g, oy, v[V_OSH]), mul(g, ox, v[V_OSW])));
+    ob[p] = add(g, add(g, obn, add(g, mul(g, oy, v[V_OSH]), mul(g, ox, v[V_OSW]))), oc);
   }
   LLVMValueRef wblk = mul(g, mul(g, oc, kk), v[V_C]), ckn = mul(g, v[V_C], k64(g, nb));
   GLoop ly, lx;
@@ -411,10 +415,7 @@ static void img_block(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr,
   LLVMPositionBuilderAtEnd(g->b, skip);
   gemm_loop_close(g, &lx);
   gemm_loop_close(g, &ly);
-  for (int p = 0; p < np; p++)
-    for (int j = 0; j < nob; j++)
-      cv_vstore(g, g->od, LLVMBuildLoad2(g->b, g->vt, acc[p][j], ""), v[V_OUT],
-                add(g, ob[p], add(g, oc, k64(g, j * vw))), mask[j]);
+  cv_store_block(d, acc, ob, np, nob, oc, tail);
 }
 
 /* The pixels of the rectangle rect = {y0, x0, width} of hgt rows of
@@ -477,7 +478,7 @@ static void img_pixels(Cv *d, LLVMValueRef xb, LLVMValueRef obn, LLVMValueRef zr
 }
 
 /* Work item t = image * groups + group: the group's IMG_GB channel
- * blocks (the last one masked where O is not a multiple of NB) over the
+ * blocks (the last one's stores masked where it runs past O) over the
  * whole image, then the epilogue hook on its pixels by its channels. */
 static void img_item(Cv *d, LLVMValueRef t) {
   G *g = &d->g;
@@ -485,22 +486,16 @@ static void img_item(Cv *d, LLVMValueRef t) {
   LLVMValueRef ng = img_groups(d, v), n = sdiv(g, t, ng), gi = srem(g, t, ng);
   LLVMValueRef xb = add(g, v[V_XOFF], mul(g, n, v[V_XSN]));
   LLVMValueRef obn = add(g, v[V_OOFF], mul(g, n, v[V_OSN])), zr = img_zero_row(d, v);
-  LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d)), full = sub(g, O, srem(g, O, nbk));
+  LLVMValueRef O = v[V_O], nbk = k64(g, nb_of(d));
   LLVMValueRef oc0 = mul(g, gi, k64(g, (long long)nb_of(d) * IMG_GB));
   LLVMValueRef oc1 = imin(g, add(g, oc0, k64(g, (long long)nb_of(d) * IMG_GB)), v[V_OPAD]);
   LLVMValueRef in[4];
   cv_interior_rows(d, &in[0], &in[1]);
   cv_interior(d, &in[2], &in[3]);
   GLoop l;
-  LLVMValueRef oc = gemm_loop_open(g, &l, oc0, imin(g, oc1, full), nbk);
-  img_pixels(d, xb, obn, zr, oc, false, in);
+  LLVMValueRef oc = gemm_loop_open(g, &l, oc0, oc1, nbk);
+  img_pixels(d, xb, obn, zr, oc, maybe_tail(d), in);
   gemm_loop_close(g, &l);
-  LLVMBasicBlockRef tail = blk(g, "img_tail"), done = blk(g, "img_done");
-  LLVMBuildCondBr(g->b, lt(g, full, oc1), tail, done);
-  LLVMPositionBuilderAtEnd(g->b, tail);
-  img_pixels(d, xb, obn, zr, full, true, in);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, done);
   if (d->epi)
     cv_call_epi(d, mul(g, n, v[V_GROUPS]), k64(g, 0), mul(g, v[V_OH], v[V_OW]), oc0,
                 imin(g, oc1, O));
@@ -995,6 +990,11 @@ static void pack(Cv *d, const GemmEmit *e, const GemmTensor *w, const GemmTensor
   LLVMPositionBuilderAtEnd(g->b, done);
   LLVMBuildRetVoid(g->b);
   LLVMDisposeBuilder(g->b);
+  /* weights of the compute type: vector loads, transposes and stores
+   * (pack_rows), the light pipeline (conv3x3_nhwc: 8% less of tdslc's
+   * instructions, the [8,512,7,7] layer as fast); ones it converts keep
+   * the full one, as the GEMM's packing does (gemm.c gemm_new_fn) */
+  if (w->dtype == g->cd) cpu_mark_light(f);
   memcpy(k, saved, sizeof saved);
   g->b = e->b, g->fn = e->fn;
   LLVMTypeRef pf[4] = {g->i64, g->i64, g->ptr, g->ptr};
@@ -1083,5 +1083,13 @@ LLVMValueRef cg_emit_conv_direct(const GemmEmit *e, const GemmTensor *x, const G
     LLVMPositionBuilderAtEnd(g->b, join);
   }
   LLVMValueRef body = cv_body_close(&d, &l);
+  /* finished vector code: the light pipeline (machine.c), without the
+   * full one's unrolling of the tap and channel loops (5x the FMAs of the
+   * emitted IR, most of conv3x3_nhwc's compile time) and vectorizers;
+   * the kernels ran as fast (bench/README.md, "Compile cost of the
+   * direct kernel").  Not the NCHW rows alone (vectors narrower than
+   * 512 bits: no flattened planes), whose channel loop LLVM's runtime
+   * unrolling sped up by 1-2% (x86-64-v3) */
+  if (d.cl || g->vec_bits >= 512) cpu_mark_light(body);
   return cv_launch_items(&d, e, body, items);
 }

@@ -93,19 +93,29 @@ LLVMValueRef cv_col(Cv *d, LLVMValueRef ox, int p);
 LLVMValueRef cv_tap_col(Cv *d, const CvTaps *t, LLVMValueRef ox, int p, bool checked,
                         LLVMBasicBlockRef *skip);
 
+/* Stores a register block: np pixels by nvec vectors of accumulators
+ * acc[p][j] (allocas) at output offsets at[p] + j * VW (at[p]: pixel p's
+ * channel oc).  tail: the block may be the last one of a row, past O
+ * (O not known to be a multiple of the block's channels): decided at
+ * run time, it then stores through masks against O, else plainly, so
+ * that one copy of a block's code serves every channel block. */
+void cv_store_block(Cv *d, LLVMValueRef acc[][8], const LLVMValueRef *at, int np, int nvec,
+                    LLVMValueRef oc, bool tail);
+
 /* conv_direct.c's channels-last register block, also conv_lowp.c's: np
  * pixels from column ox by the output channels oc .. oc + NB (NOB
- * vectors; tail: masked against O), their accumulators starting at the
- * bias, inside the tap loops; the caller adds each tap's channels. */
+ * vectors; tail: maybe the last block, cv_store_block), their
+ * accumulators starting at the bias, inside the tap loops; the caller
+ * adds each tap's channels. */
 typedef struct CvBlock {
   CvTaps t;
   LLVMValueRef acc[16][8]; /* [pixel][vector]: allocas of the compute vectors */
-  LLVMValueRef mask[8];    /* tail: each vector's lanes below O, else NULL */
   LLVMValueRef xo[16];     /* each pixel's input offset at this tap */
   LLVMValueRef wt;         /* this tap's first weight row in wp */
   LLVMValueRef ox, oc;
   LLVMBasicBlockRef skip; /* checked (np == 1): the column check's block after */
   int np;
+  bool tail; /* cv_store_block's */
 } CvBlock;
 /* Opens the block for weights packed [O / NB][KH][KW][rows][NB] (rows:
  * C, or conv_lowp.c's pairs), the bias after them (at KH * KW * rows *
