@@ -574,11 +574,13 @@ static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef r, LLVMValueRef q)
 }
 
 /* A tile as vectors (a first K block only without a bias; the last
- * block only a full tile): acc, plus the partial sums after the first
- * block, back to the scratch, or (last block, C's columns contiguous)
- * rounded into C; other C strides branch to `slow`. */
+ * block only a tile of full width, its mr valid rows): acc, plus the
+ * partial sums after the first block, back to the scratch, or (last
+ * block, C's columns contiguous) rounded into C; other C strides branch
+ * to `slow`. */
 static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
-                          LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
+                          LLVMValueRef j, LLVMValueRef mr, LLVMBasicBlockRef slow,
+                          LLVMBasicBlockRef done) {
   LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
   LLVMBasicBlockRef rd = blk(g, "ptile_vrd"), got = blk(g, "ptile_vgot"), here = LLVMGetInsertBlock(g->b);
   LLVMValueRef x[16][4], sum[16][4];
@@ -610,12 +612,18 @@ static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValue
   LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t->cn, k64(g, 1), ""), to_cv, slow);
   LLVMPositionBuilderAtEnd(g->b, to_cv);
   LLVMTypeRef st = gemm_storage(g, g->od);
-  for (int r = 0; r < g->mr; r++)
+  for (int r = 0; r < g->mr; r++) {
+    if (r) { /* rows past the edge (mr < MR) are not C's */
+      LLVMBasicBlockRef row = blk(g, "ptile_row");
+      LLVMBuildCondBr(g->b, lt(g, k64(g, r), mr), row, done);
+      LLVMPositionBuilderAtEnd(g->b, row);
+    }
     for (int v = 0; v < g->nv; v++) {
       LLVMValueRef p = gep(g, st, t->c, add(g, add(g, t->coff, mul(g, add(g, i, k64(g, r)), t->cm)),
                                             add(g, j, k64(g, v * g->vw))));
       LLVMSetAlignment(LLVMBuildStore(g->b, vec_to_out(g, x[r][v]), p), (unsigned)dtype_size(g->od));
     }
+  }
   LLVMBuildBr(g->b, done);
 }
 
@@ -671,15 +679,15 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   t.first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   t.last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
   LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
-  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
-                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+  LLVMValueRef full = LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), "");
   /* an edge tile's partial sums as vectors too: only C must not see
-   * its rows and columns past the edge */
+   * its rows and columns past the edge (its valid rows of full width
+   * are stored as vectors, row by row) */
   LLVMValueRef vec = LLVMBuildOr(g->b, full, LLVMBuildNot(g->b, t.last, ""), "");
   if (g->bias) vec = LLVMBuildAnd(g->b, vec, LLVMBuildNot(g->b, t.first, ""), "");
   LLVMBuildCondBr(g->b, vec, fast, slow);
   LLVMPositionBuilderAtEnd(g->b, fast);
-  ptile_vectors(g, &t, acc, i, j, slow, done);
+  ptile_vectors(g, &t, acc, i, j, mr, slow, done);
   LLVMPositionBuilderAtEnd(g->b, slow);
   ptile_elements(g, &t, cx, acc, tile, i, j, mr, nr);
   LLVMBuildBr(g->b, done);
