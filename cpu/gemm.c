@@ -688,8 +688,8 @@ static LLVMValueRef long_kc(G *g, LLVMValueRef K, LLVMValueRef kcb) {
   LLVMValueRef n = cdiv(g, K, big);
   n = LLVMBuildSelect(g->b, lt(g, n, one), one, n, "");
   LLVMValueRef kc = mul(g, cdiv(g, cdiv(g, K, n), two), two);
-  LLVMValueRef ok = LLVMBuildAnd(g->b, lt(g, kcb, kc),
-                                 LLVMBuildICmp(g->b, LLVMIntSLE, mul(g, n, kc), mul(g, cdiv(g, K, kcb), kcb), ""), "");
+  LLVMValueRef room = LLVMBuildICmp(g->b, LLVMIntSLE, mul(g, n, kc), mul(g, cdiv(g, K, kcb), kcb), "");
+  LLVMValueRef ok = LLVMBuildAnd(g->b, lt(g, kcb, kc), room, "");
   return LLVMBuildSelect(g->b, ok, kc, kcb, "");
 }
 
@@ -698,10 +698,11 @@ static LLVMValueRef long_kc(G *g, LLVMValueRef K, LLVMValueRef kcb) {
  * L2) takes long_kc's K blocks: a K up to 1024 is then one block whose
  * tiles round straight into C, with no partial sums in scratch (at
  * 1024^3 they went through L3: 4% of the call), the B micro-panel coming
- * from L2.  Row blocks (X_MCB) shrink so that a packed A block takes
- * half of its bytes at KC, a quarter of L2, next to the B micro-panels
- * that now pass through L2 (1024^3 at 2 threads: row blocks of at most
- * 126 rows, 10 items, ran 4% faster than of 252, 8 items).  Decided from the shape alone, not
+ * from L2.  Row blocks (X_MCB, mcb: KC's, which run_gemm restores)
+ * shrink so that a packed A block takes half of its bytes at KC, a
+ * quarter of L2, next to the B micro-panels that now pass through L2
+ * (1024^3 at 2 threads: row blocks of at most 126 rows, 10 items, ran
+ * 4% faster than of 252, 8 items).  Decided from the shape alone, not
  * the thread count, so every thread count sums the same blocks. */
 static void long_k(G *g, LLVMValueRef cx, LLVMValueRef mcb, LLVMValueRef nc, LLVMValueRef *nkb,
                    LLVMValueRef *kcap) {
@@ -745,6 +746,7 @@ static void run_gemm(G *g, Run *r) {
   if (gemm_k_inside(g)) k_inside(g, r, T, nc, nkb, kcap);
   else k_blocks(g, r, T, nc, nkb, kcap);
   gemm_loop_close(g, &lj);
+  if (g->pairs == GP_BF16) set(g, cx, X_MCB, mcb); /* the next batch item's: long_k's from KC's */
 }
 
 /* The blocking for this machine, from the cache sizes the runtime reads

@@ -31,8 +31,8 @@
  * operand pack two K rows at a time as vectors, interleaved (for bf16
  * also a group of panels at a time in block_body's fused packing,
  * gemm_lowp_pack_b_group, its rows prefetched a part per tile under the
- * micro-kernels before, gemm_lowp_prefetch_b_next); bf16 A panels from a row-major A copy each
- * lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
+ * micro-kernels before, gemm_lowp_prefetch_b_next); bf16 A panels from
+ * a row-major A copy each lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
  * bytes (2 a K index, gemm_lowp_k_bytes): twice f32's KC.
  *
  * Only matmul operands read from memory take the pair path (the implicit
@@ -213,9 +213,10 @@ bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRe
  * next group's columns in this K block or, after the last group (and
  * in gemm_emit_kloop's items, one group each), the first group's in the
  * next K block; the rows cut into as many parts as the group has tiles,
- * the tile's part prefetched, so the loads from memory run under the micro-kernels, not
- * in a burst in the packing (which then reads from L2).  Only B's
- * contiguous lanes (X_BI == 1), which the packing reads as runs. */
+ * the tile's part prefetched, so the loads from memory run under the
+ * micro-kernels, not in a burst in the packing (which then reads from
+ * L2).  Only B's contiguous lanes (X_BI == 1), which the packing reads
+ * as runs. */
 void gemm_lowp_prefetch_b_next(G *g, LLVMValueRef cx, LLVMValueRef fuse, LLVMValueRef mc,
                                LLVMValueRef i, LLVMValueRef j, LLVMValueRef j0, LLVMValueRef j1,
                                LLVMValueRef jg, LLVMValueRef jgend) {
@@ -231,7 +232,8 @@ void gemm_lowp_prefetch_b_next(G *g, LLVMValueRef cx, LLVMValueRef fuse, LLVMVal
   LLVMValueRef c0 = LLVMBuildSelect(g->b, more, jgend, j0, "");
   LLVMValueRef c1 = imin(g, add(g, c0, gstep), j1);
   LLVMValueRef r0 = LLVMBuildSelect(g->b, more, pc, pcn, "");
-  LLVMValueRef r1 = LLVMBuildSelect(g->b, more, pcn, imin(g, add(g, pcn, get(g, cx, X_KSTEP)), get(g, cx, X_K)), "");
+  LLVMValueRef knext = imin(g, add(g, pcn, get(g, cx, X_KSTEP)), get(g, cx, X_K));
+  LLVMValueRef r1 = LLVMBuildSelect(g->b, more, pcn, knext, "");
   LLVMValueRef q = cdiv(g, sub(g, r1, r0), ntiles), rlo = add(g, r0, mul(g, tix, q));
   LLVMValueRef rhi = imin(g, add(g, rlo, q), r1);
   LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
