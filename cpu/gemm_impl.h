@@ -223,11 +223,19 @@ int gemm_lowp_k_bytes(const G *g);
 bool gemm_lowp_packs(const G *g, int which);
 /* gemm_pack_b_group's runs for GP_BF16 (a MAT B without a prologue):
  * when the group's panels are full and B's lanes contiguous, its pair
- * rows over the whole group (the rows one group on prefetched), then a
+ * rows over the whole group (prefetched by gemm_lowp_prefetch_b_next
+ * while the group before it ran), then a
  * branch to `done`, else a branch to `other`; false (nothing emitted)
  * for other products. */
 bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRef j,
                             LLVMValueRef jend, LLVMBasicBlockRef other, LLVMBasicBlockRef done);
+/* block_body's fused packing (GP_BF16, else nothing), before the
+ * micro-kernel of the tile at (i, j) of the group at columns
+ * [jg, jgend) of the chunk [j0, j1) (mc rows), when fuse: a part of the
+ * B rows that the next group's packing reads, prefetched. */
+void gemm_lowp_prefetch_b_next(G *g, LLVMValueRef cx, LLVMValueRef fuse, LLVMValueRef mc,
+                               LLVMValueRef i, LLVMValueRef j, LLVMValueRef j0, LLVMValueRef j1,
+                               LLVMValueRef jg, LLVMValueRef jgend);
 /* pack_a / pack_b (gemm_emit_pack's signature) when gemm_lowp_packs. */
 LLVMValueRef gemm_lowp_emit_pack(G *g, int which);
 /* Bytes of X_CSCR for an M x N product (0 unless g->cscr): M rows

@@ -338,6 +338,7 @@ LLVMValueRef gemm_emit_block_body(G *g, LLVMValueRef pack_a, LLVMValueRef pack_b
   LLVMValueRef acc[16][4];
   prefetch_tile(g, cx, add(g, i0, i), add(g, jc, j));
   if (g->cscr) gemm_lowp_prefetch(g, cx, add(g, i0, i), add(g, jc, j));
+  gemm_lowp_prefetch_b_next(g, cx, fuse, mc, i, j, j0, j1, jg, jgend);
   micro_kernel(g, gep(g, g->ct, apack, mul(g, i, pk)), bpan, kc, acc);
   store_tile(g, cx, acc, tile, add(g, i0, i), add(g, jc, j), imin(g, k64(g, g->mr), sub(g, mc, i)),
              imin(g, k64(g, g->nr), sub(g, nc, j)));

@@ -30,8 +30,9 @@
  * memory and panel offsets are unchanged.  B panels from a row-major
  * operand pack two K rows at a time as vectors, interleaved (for bf16
  * also a group of panels at a time in block_body's fused packing,
- * gemm_lowp_pack_b_group); bf16 A panels from a row-major A copy each
- * lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
+ * gemm_lowp_pack_b_group, its rows prefetched a part per tile under the
+ * micro-kernels before, gemm_lowp_prefetch_b_next); bf16 A panels from
+ * a row-major A copy each lane's pair as one 4-byte load.  GP_BF16's K blocks count the packed
  * bytes (2 a K index, gemm_lowp_k_bytes): twice f32's KC.
  *
  * Only matmul operands read from memory take the pair path (the implicit
@@ -194,18 +195,11 @@ bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRe
   LLVMPositionBuilderAtEnd(g->b, bv);
   LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
   LLVMValueRef pofs = add(g, get(g, cx, X_BOFF), mul(g, get(g, cx, X_PC), sp));
-  LLVMValueRef i0 = add(g, get(g, cx, X_JC), j), ahead = mul(g, get(g, cx, X_BGRP), nr);
-  LLVMTypeRef st = gemm_storage(g, g->bd);
+  LLVMValueRef i0 = add(g, get(g, cx, X_JC), j);
   GLoop lp, lt;
   LLVMValueRef p = gemm_loop_open(g, &lp, k64(g, 0), cdiv(g, kc, k64(g, 2)), k64(g, 1));
   LLVMValueRef k = mul(g, p, k64(g, 2));
   LLVMValueRef t = gemm_loop_open(g, &lt, k64(g, 0), w, nr); /* t: column in the group */
-  for (int h = 0; h < 2; h++) { /* the two K rows' runs one group on */
-    LLVMValueRef kr = imin(g, add(g, k, k64(g, h)), sub(g, kc, k64(g, 1)));
-    LLVMValueRef pf[4] = {gep(g, st, base, add(g, add(g, pofs, mul(g, kr, sp)), add(g, add(g, i0, t), ahead))),
-                          LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
-    gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
-  }
   LLVMValueRef v = pair_row_vec(g, base, g->bd, pofs, sp, add(g, i0, t), k, kc, R);
   LLVMValueRef slot = gep(g, g->ct, dst, mul(g, sdiv(g, t, nr), pstride));
   LLVMSetAlignment(LLVMBuildStore(g->b, v, gep(g, g->i32, slot, mul(g, p, nr))), 4);
@@ -213,6 +207,51 @@ bool gemm_lowp_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef dst, LLVMValueRe
   gemm_loop_close(g, &lp);
   LLVMBuildBr(g->b, done);
   return true;
+}
+
+/* The B rows that the next group's packing reads, a part per tile: the
+ * next group's columns in this K block or, after the last group (and
+ * in gemm_emit_kloop's items, one group each), the first group's in the
+ * next K block; the rows cut into as many parts as the group has tiles,
+ * the tile's part prefetched, so the loads from memory run under the
+ * micro-kernels, not in a burst in the packing (which then reads from
+ * L2).  Only B's contiguous lanes (X_BI == 1), which the packing reads
+ * as runs. */
+void gemm_lowp_prefetch_b_next(G *g, LLVMValueRef cx, LLVMValueRef fuse, LLVMValueRef mc,
+                               LLVMValueRef i, LLVMValueRef j, LLVMValueRef j0, LLVMValueRef j1,
+                               LLVMValueRef jg, LLVMValueRef jgend) {
+  if (g->pairs != GP_BF16 || g->kb != GK_MAT || g->pb) return;
+  LLVMBasicBlockRef pfb = blk(g, "bnext"), pfd = blk(g, "bnext_done");
+  LLVMBuildCondBr(g->b, fuse, pfb, pfd);
+  LLVMPositionBuilderAtEnd(g->b, pfb);
+  LLVMValueRef ni = cdiv(g, mc, k64(g, g->mr)), nr = k64(g, g->nr);
+  LLVMValueRef tix = add(g, mul(g, sdiv(g, sub(g, j, jg), nr), ni), sdiv(g, i, k64(g, g->mr)));
+  LLVMValueRef ntiles = mul(g, cdiv(g, sub(g, jgend, jg), nr), ni);
+  LLVMValueRef gstep = mul(g, get(g, cx, X_BGRP), k64(g, g->nr)), more = lt(g, jgend, j1);
+  LLVMValueRef pc = get(g, cx, X_PC), kc = get(g, cx, X_KC), pcn = add(g, pc, kc);
+  LLVMValueRef c0 = LLVMBuildSelect(g->b, more, jgend, j0, "");
+  LLVMValueRef c1 = imin(g, add(g, c0, gstep), j1);
+  LLVMValueRef r0 = LLVMBuildSelect(g->b, more, pc, pcn, "");
+  LLVMValueRef knext = imin(g, add(g, pcn, get(g, cx, X_KSTEP)), get(g, cx, X_K));
+  LLVMValueRef r1 = LLVMBuildSelect(g->b, more, pcn, knext, "");
+  LLVMValueRef q = cdiv(g, sub(g, r1, r0), ntiles), rlo = add(g, r0, mul(g, tix, q));
+  LLVMValueRef rhi = imin(g, add(g, rlo, q), r1);
+  LLVMValueRef base = getp(g, cx, X_B), sp = get(g, cx, X_BP);
+  LLVMValueRef col = add(g, get(g, cx, X_BOFF), add(g, get(g, cx, X_JC), c0));
+  LLVMValueRef unit = LLVMBuildICmp(g->b, LLVMIntEQ, get(g, cx, X_BI), k64(g, 1), "");
+  LLVMValueRef lanes = LLVMBuildSelect(g->b, unit, sub(g, c1, c0), k64(g, 0), ""); /* rows only */
+  LLVMTypeRef st = gemm_storage(g, g->bd);
+  GLoop lr, ll;
+  LLVMValueRef r = gemm_loop_open(g, &lr, rlo, rhi, k64(g, 1));
+  LLVMValueRef rowp = gep(g, st, base, add(g, col, mul(g, r, sp)));
+  LLVMValueRef l = gemm_loop_open(g, &ll, k64(g, 0), lanes, k64(g, 64 / dtype_size(g->bd)));
+  LLVMValueRef pf[4] = {gep(g, st, rowp, l), LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0),
+                        LLVMConstInt(g->i32, 1, 0)};
+  gemm_intrin(g, "llvm.prefetch", &g->ptr, 1, pf, 4);
+  gemm_loop_close(g, &ll);
+  gemm_loop_close(g, &lr);
+  LLVMBuildBr(g->b, pfd);
+  LLVMPositionBuilderAtEnd(g->b, pfd);
 }
 
 /* B of f16 or bf16 elements (the generic path, f32 compute) packed as
@@ -537,11 +576,13 @@ static LLVMValueRef scr_at(G *g, const PTile *t, LLVMValueRef r, LLVMValueRef q)
 }
 
 /* A tile as vectors (a first K block only without a bias; the last
- * block only a full tile): acc, plus the partial sums after the first
- * block, back to the scratch, or (last block, C's columns contiguous)
- * rounded into C; other C strides branch to `slow`. */
+ * block only a tile of full width, its mr valid rows): acc, plus the
+ * partial sums after the first block, back to the scratch, or (last
+ * block, C's columns contiguous) rounded into C; other C strides branch
+ * to `slow`. */
 static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValueRef i,
-                          LLVMValueRef j, LLVMBasicBlockRef slow, LLVMBasicBlockRef done) {
+                          LLVMValueRef j, LLVMValueRef mr, LLVMBasicBlockRef slow,
+                          LLVMBasicBlockRef done) {
   LLVMBasicBlockRef to_s = blk(g, "ptile_sum"), to_c = blk(g, "ptile_out"), to_cv = blk(g, "ptile_outv");
   LLVMBasicBlockRef rd = blk(g, "ptile_vrd"), got = blk(g, "ptile_vgot"), here = LLVMGetInsertBlock(g->b);
   LLVMValueRef x[16][4], sum[16][4];
@@ -573,12 +614,18 @@ static void ptile_vectors(G *g, const PTile *t, LLVMValueRef acc[][4], LLVMValue
   LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, t->cn, k64(g, 1), ""), to_cv, slow);
   LLVMPositionBuilderAtEnd(g->b, to_cv);
   LLVMTypeRef st = gemm_storage(g, g->od);
-  for (int r = 0; r < g->mr; r++)
+  for (int r = 0; r < g->mr; r++) {
+    if (r) { /* rows past the edge (mr < MR) are not C's */
+      LLVMBasicBlockRef row = blk(g, "ptile_row");
+      LLVMBuildCondBr(g->b, lt(g, k64(g, r), mr), row, done);
+      LLVMPositionBuilderAtEnd(g->b, row);
+    }
     for (int v = 0; v < g->nv; v++) {
       LLVMValueRef p = gep(g, st, t->c, add(g, add(g, t->coff, mul(g, add(g, i, k64(g, r)), t->cm)),
                                             add(g, j, k64(g, v * g->vw))));
       LLVMSetAlignment(LLVMBuildStore(g->b, vec_to_out(g, x[r][v]), p), (unsigned)dtype_size(g->od));
     }
+  }
   LLVMBuildBr(g->b, done);
 }
 
@@ -634,15 +681,15 @@ void gemm_lowp_store_tile(G *g, LLVMValueRef cx, LLVMValueRef acc[][4], LLVMValu
   t.first = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_FIRST), k64(g, 0), "");
   t.last = LLVMBuildICmp(g->b, LLVMIntNE, get(g, cx, X_LAST), k64(g, 0), "");
   LLVMBasicBlockRef fast = blk(g, "ptile_fast"), slow = blk(g, "ptile_slow"), done = blk(g, "ptile_done");
-  LLVMValueRef full = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mr, k64(g, g->mr), ""),
-                                   LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), ""), "");
+  LLVMValueRef full = LLVMBuildICmp(g->b, LLVMIntEQ, nr, k64(g, g->nr), "");
   /* an edge tile's partial sums as vectors too: only C must not see
-   * its rows and columns past the edge */
+   * its rows and columns past the edge (its valid rows of full width
+   * are stored as vectors, row by row) */
   LLVMValueRef vec = LLVMBuildOr(g->b, full, LLVMBuildNot(g->b, t.last, ""), "");
   if (g->bias) vec = LLVMBuildAnd(g->b, vec, LLVMBuildNot(g->b, t.first, ""), "");
   LLVMBuildCondBr(g->b, vec, fast, slow);
   LLVMPositionBuilderAtEnd(g->b, fast);
-  ptile_vectors(g, &t, acc, i, j, slow, done);
+  ptile_vectors(g, &t, acc, i, j, mr, slow, done);
   LLVMPositionBuilderAtEnd(g->b, slow);
   ptile_elements(g, &t, cx, acc, tile, i, j, mr, nr);
   LLVMBuildBr(g->b, done);

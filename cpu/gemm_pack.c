@@ -655,7 +655,9 @@ static void pack_b_call(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef
  * of K gives a contiguous run over the whole group (several cache lines,
  * where one panel at a time read one line per row: measured faster on a
  * B whose rows lie 3 to 16 KiB apart), and the same run one group on is
- * prefetched; K pairs of bf16 likewise (gemm_lowp_pack_b_group).
+ * prefetched; K pairs of bf16 likewise (gemm_lowp_pack_b_group), their
+ * runs prefetched under the group before's micro-kernels instead
+ * (gemm_lowp_prefetch_b_next).
  * Otherwise each panel goes through pack_b. */
 void gemm_pack_b_group(G *g, LLVMValueRef cx, LLVMValueRef pack_b, LLVMValueRef dst, LLVMValueRef j,
                        LLVMValueRef jend) {

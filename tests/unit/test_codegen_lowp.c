@@ -152,8 +152,9 @@ END_TEST
  * vdpbf16ps's KC on this machine (first, middle and last blocks store
  * whole tiles as vectors; shapes past the small path's 32 rows and
  * columns: 45 x 999 x 128 packs B in the fused groups, with an odd last
- * K block, 70 x 1000 x 100 shares one packed B, 40 x 900 x 400 several
- * groups after A's whole K; bitwise equal at 1 to 3 threads), an output written
+ * K block, 70 x 1000 x 100 shares one packed B (bf16: in one long K
+ * block, gemm.c long_k, and 70 x 2100 x 100 in three), 40 x 900 x 400
+ * several groups after A's whole K; bitwise equal at 1 to 3 threads), an output written
  * through a transpose (column stride != 1), a conv with bias in both
  * layouts. */
 static const char *NARROW =
@@ -168,7 +169,7 @@ static const char *NARROW =
 
 START_TEST(narrow_outputs) {
   static const int64_t sz[][3] = {{37, 600, 29}, {7, 257, 33}, {100, 513, 17}, {5, 40, 3},
-                                  {45, 999, 128}, {70, 1000, 100}, {40, 900, 400}};
+                                  {45, 999, 128}, {70, 1000, 100}, {40, 900, 400}, {70, 2100, 100}};
   static const struct { const char *k; DType d; bool t; } ks[] = {
       {"h", DT_F16, false}, {"g", DT_BF16, false}, {"tr", DT_BF16, true}, {"ti", DT_I8, true}};
   for (int t = 0; t < 3; t++) {
