@@ -70,8 +70,10 @@ static int emit_machine(LLVMTargetMachineRef tm, LLVMModuleRef mod, const CgOpti
  * instcombine after loop-load-elim).  Runtime unrolling stays: without
  * it (loop-unroll<O2;no-runtime>) the objects were a third smaller and
  * code generation a quarter faster, but the direct conv's channel loop
- * and the GEMM's packing loops lost their unrolled copies and
- * conv3x3_nchw ran slower (docs/architecture.md).  It runs in two
+ * (now only its NCHW body on vectors below 512 bits: the other direct
+ * conv bodies take the light pipeline) and the GEMM's packing loops lost
+ * their unrolled copies and conv3x3_nchw ran slower
+ * (docs/architecture.md).  It runs in two
  * halves: through the loop vectorizer (o2_passes), then the rest
  * (o2_rest_passes), the vectorizer's scalar remainders kept rolled in
  * between (keep_remainders_rolled). */

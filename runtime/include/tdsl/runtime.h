@@ -90,8 +90,9 @@ unsigned tdsl_cpu_extensions(void);
 /* The level the kernels of a --target=x86-64 object run at (each takes
  * its highest variant at or below it, at its first call): the CPU's, or
  * lower when $TDSL_ISA names one ("v2", "v3", "v4" or "x86-64-v2" ...).
- * TDSL_E_ISA with a message when $TDSL_ISA is not a level or names one
- * the CPU lacks (never silently ignored), or the CPU lacks x86-64-v2. */
+ * TDSL_E_ISA with a message when $TDSL_ISA is refused (not a level, a
+ * level the CPU lacks, or an extension as tdsl_isa_extensions refuses
+ * it: never silently ignored), or the CPU lacks x86-64-v2. */
 int tdsl_isa_level(void);
 /* The extensions those kernels may use (a variant needing more is passed
  * over): the CPU's, or those $TDSL_ISA names after its level
