@@ -37,6 +37,10 @@ KERNELS = {
     "atanh": ("x.atanh()", lambda x: x.atanh(), ["unit"]),
     "pow": ("x.pow(y)", lambda x, y: x.pow(y), ["pos", "mid"]),
     "atan2": ("x.atan2(y)", lambda x, y: x.atan2(y), ["wide", "wide"]),
+    "tanh": ("x.tanh()", lambda x: x.tanh(), ["mid"]),
+    "erf": ("x.erf()", lambda x: x.erf(), ["mid"]),
+    # the bench's gelu_tanh row: gelu's erf, then tanh
+    "gelu_tanh": ("gelu(x).tanh()", lambda x: torch.nn.functional.gelu(x).tanh(), ["mid"]),
     # rotary embedding: angles position * 10000^(-2i/K), positions < M
     "rope": ("x * t.cos() + y * t.sin()", lambda x, y, t: x * t.cos() + y * t.sin(), ["wide", "wide", "angle"]),
 }

@@ -735,6 +735,14 @@ static V exp_core_f32(M *m, V x) {
   return scale_f32(m, p, k);
 }
 
+/* The same for x in [-87, 88], where e^x and 2^k are normal: one scale
+ * (exact), four instructions fewer. */
+static V exp_normal_f32(M *m, V x) {
+  V kf, k, r = exp_reduce_f32(m, x, &kf, &k);
+  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  return mul(m, p, pow2i_f32(m, k));
+}
+
 /* e^x with x clamped to [-104, 89]: beyond, e^x underflows to 0 or
  * overflows to inf; a NaN stays NaN through the selects. */
 static V exp_f32(M *m, V x) { return exp_core_f32(m, minc(m, maxc(m, x, -104), 89)); }
@@ -830,7 +838,7 @@ static V tanh_f32(M *m, V x) {
   V a = fabs_(m, x), z = mul(m, a, a);
   V small = fmadd(m, mul(m, a, z), poly(m, z, p, 6), a);
   V ac = minc(m, a, 9.1);
-  V e = exp_core_f32(m, add(m, ac, ac));
+  V e = exp_normal_f32(m, add(m, ac, ac));
   V big = sub(m, K(m, 1), fdiv(m, K(m, 2), add(m, e, K(m, 1))));
   return copysign_(m, sel(m, lt(m, a, 0.625), small, big), x);
 }
@@ -859,7 +867,7 @@ static V erf_f32(M *m, V x) {
   r = fmadd(m, kf, K(m, -F_LN2_LO), r);
   r = add(m, r, sub(m, s, l));
   V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
-  V big = sub(m, K(m, 1), scale_f32(m, p, k));
+  V big = sub(m, K(m, 1), mul(m, p, pow2i_f32(m, k))); /* k in [-27, -1] */
   return copysign_(m, sel(m, lt(m, a, 0.921875), small, big), x);
 }
 
