@@ -39,6 +39,8 @@ KERNELS = {
     "atan2": ("x.atan2(y)", lambda x, y: x.atan2(y), ["wide", "wide"]),
     "tanh": ("x.tanh()", lambda x: x.tanh(), ["mid"]),
     "erf": ("x.erf()", lambda x: x.erf(), ["mid"]),
+    "sigmoid": ("x.sigmoid()", lambda x: x.sigmoid(), ["wide"]),
+    "silu": ("silu(x)", lambda x: torch.nn.functional.silu(x), ["wide"]),
     # the bench's gelu_tanh row: gelu's erf, then tanh
     "gelu_tanh": ("gelu(x).tanh()", lambda x: torch.nn.functional.gelu(x).tanh(), ["mid"]),
     # rotary embedding: angles position * 10000^(-2i/K), positions < M

@@ -85,6 +85,7 @@ static LLVMValueRef math_fn(Cg *c, MathFn fn, LLVMValueRef x, LLVMValueRef y) {
     m.trig_lanes = (unsigned)(c->isa->vec_bits / 32);
     m.cpu = c->isa->cpu, m.features = c->isa->features, m.suffix = c->isa->suffix;
   }
+  if (c->dl_device == DL_CUDA) m.approx_div = "llvm.nvvm.div.approx.ftz.f";
   return cg_math(&m, fn, x, y);
 }
 

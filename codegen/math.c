@@ -828,6 +828,28 @@ static V log1p_f32(M *m, V x) {
   return keep_zero(m, x, log_special(m, u, r));
 }
 
+/* a / b for b in [1, 2^28] and finite a (NaN passes): the IEEE division,
+ * or, where CgMath.approx_div names an approximate one (scalar f32 only),
+ * r ~ 1/b from it (relative error d <= 2^-22), q0 = a r rounded, and
+ * q = q0 + (a - b q0) r with the residual a - b q0 exact in a fused
+ * multiply-add: q - a/b = (a/b - q0) d before q's rounding, 2^-43 of
+ * a/b at most, so q is a / b rounded to within an ulp (almost always
+ * correctly).  No subnormal enters the approximation: b >= 1. */
+static V div_by_normal(M *m, V a, V b) {
+  const char *name = m->cm->approx_div;
+  if (!name || m->lanes || m->ef != LLVMFloatTypeInContext(m->ctx)) return fdiv(m, a, b);
+  V f = LLVMGetNamedFunction(m->mod, name);
+  LLVMTypeRef ft = LLVMFunctionType(m->ef, (LLVMTypeRef[]){m->ef, m->ef}, 2, 0);
+  if (!f) f = LLVMAddFunction(m->mod, name, ft);
+  V one_b[2] = {K(m, 1), b};
+  V r = LLVMBuildCall2(m->b, ft, f, one_b, 2, "");
+  V q0 = mul(m, a, r);
+  V res[3] = {LLVMBuildFNeg(m->b, b, ""), q0, a};
+  V e = intr(m, "llvm.fma", res, 3);
+  V fix[3] = {e, r, q0};
+  return intr(m, "llvm.fma", fix, 3);
+}
+
 /* tanh |x|: below 0.625, a + a^3 P(a^2) (P of degree 5, weighted error
  * 4e-10); from there 1 - 2 / (e^(2a) + 1), whose 2 / (e^(2a) + 1) <=
  * 0.45 carries exp's 1 ulp and two roundings; 1 from 9.1 on.  The sign
@@ -839,7 +861,7 @@ static V tanh_f32(M *m, V x) {
   V small = fmadd(m, mul(m, a, z), poly(m, z, p, 6), a);
   V ac = minc(m, a, 9.1);
   V e = exp_normal_f32(m, add(m, ac, ac));
-  V big = sub(m, K(m, 1), fdiv(m, K(m, 2), add(m, e, K(m, 1))));
+  V big = sub(m, K(m, 1), div_by_normal(m, K(m, 2), add(m, e, K(m, 1))));
   return copysign_(m, sel(m, lt(m, a, 0.625), small, big), x);
 }
 
@@ -876,7 +898,7 @@ static V erf_f32(M *m, V x) {
  * would give 0 once e^-x overflows f32). */
 static V sigmoid_f32(M *m, V x) {
   V e = exp_f32(m, LLVMBuildFNeg(m->b, fabs_(m, x), ""));
-  return fdiv(m, sel(m, lt(m, x, 0), e, K(m, 1)), add(m, K(m, 1), e));
+  return div_by_normal(m, sel(m, lt(m, x, 0), e, K(m, 1)), add(m, K(m, 1), e));
 }
 
 /* ---- f32 sin, cos, tan ---------------------------------------------------- */

@@ -41,6 +41,13 @@ typedef struct CgMath {
    * suffix is appended to their names (cpu/isa.c's variants). */
   unsigned trig_lanes;
   const char *cpu, *features, *suffix;
+  /* A function `float (float a, float b)` within 2 ulp of a / b for
+   * normal b, or NULL.  When set, the scalar f32 divisions of tanh and
+   * sigmoid, whose divisors lie in [1, 2^28], take the reciprocal from
+   * it and correct the quotient with one fused multiply-add (math.c,
+   * div_by_normal): within an ulp, and no IEEE division, which is a
+   * subroutine with a branch on CUDA (CUDA: llvm.nvvm.div.approx.ftz.f). */
+  const char *approx_div;
 } CgMath;
 
 /* fn(x), or fn(x, y) for MATH_POW and MATH_ATAN2 (y has x's type; NULL

@@ -57,14 +57,14 @@ static char dir[64];
  * with math on <w x T> vectors itself (n a multiple of w; named
  * k_..._wW), as a caller with vectors of its own would. */
 static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is64,
-                       unsigned trig_lanes, unsigned w) {
+                       unsigned trig_lanes, unsigned w, const char *approx_div) {
   LLVMTypeRef t = is64 ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx), st = t;
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), i64 = LLVMInt64TypeInContext(ctx);
   LLVMTypeRef ps[4] = {ptr, ptr, ptr, i64};
   char name[64], wn[16] = "";
   if (w) snprintf(wn, sizeof wn, "_w%u", w), t = LLVMVectorType(st, w);
   snprintf(name, sizeof name, "k_%s_%d%s%s", math_fn_name(fn), is64 ? 64 : 32,
-           trig_lanes ? "" : "_inline", wn);
+           approx_div ? "_approxdiv" : trig_lanes ? "" : "_inline", wn);
   LLVMValueRef f = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), ps, 4, 0));
   for (unsigned i = 0; i < 3; i++)
     LLVMAddAttributeAtIndex(f, i + 1, LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("noalias", 7), 0));
@@ -83,7 +83,7 @@ static void add_kernel(LLVMContextRef ctx, LLVMModuleRef mod, MathFn fn, int is6
   LLVMValueRef x = LLVMBuildLoad2(b, t, px, "");
   LLVMSetAlignment(x, 4);
   LLVMValueRef y = fn == MATH_POW || fn == MATH_ATAN2 ? LLVMBuildLoad2(b, t, py, "") : NULL;
-  CgMath m = {.ctx = ctx, .mod = mod, .b = b, .opt = 2, .trig_lanes = trig_lanes};
+  CgMath m = {.ctx = ctx, .mod = mod, .b = b, .opt = 2, .trig_lanes = trig_lanes, .approx_div = approx_div};
   LLVMSetAlignment(LLVMBuildStore(b, cg_math(&m, fn, x, y), po), 4);
   LLVMValueRef next = LLVMBuildAdd(b, i, LLVMConstInt(i64, w ? w : 1, 0), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b); /* cg_math may add blocks */
@@ -110,6 +110,26 @@ static LLVMTargetMachineRef host_machine(char **triple) {
 }
 
 static int is_trig(int fn) { return fn == MATH_SIN || fn == MATH_COS || fn == MATH_TAN; }
+static int has_approx_div(int fn) { return fn == MATH_TANH || fn == MATH_SIGMOID; }
+
+/* CUDA's form of tanh and sigmoid (CgMath.approx_div) needs a division
+ * within 2 ulp (div.approx.f32); this stand-in is that at its worst:
+ * a / b correctly rounded, then moved by -2 to 2 ulp, by a hash of b's
+ * bits (the results the kernels divide by it are positive and normal). */
+static const char *APPROX_DIV = "tdsl.test.div_2ulp";
+static void add_approx_div(LLVMContextRef ctx, LLVMModuleRef mod) {
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
+  LLVMValueRef f = LLVMAddFunction(mod, APPROX_DIV, LLVMFunctionType(f32, (LLVMTypeRef[]){f32, f32}, 2, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+  LLVMValueRef q = LLVMBuildBitCast(b, LLVMBuildFDiv(b, LLVMGetParam(f, 0), LLVMGetParam(f, 1), ""), i32, "");
+  LLVMValueRef h = LLVMBuildMul(b, LLVMBuildBitCast(b, LLVMGetParam(f, 1), i32, ""), LLVMConstInt(i32, 0x9e3779b1u, 0), "");
+  h = LLVMBuildURem(b, LLVMBuildLShr(b, h, LLVMConstInt(i32, 29, 0), ""), LLVMConstInt(i32, 5, 0), "");
+  q = LLVMBuildAdd(b, q, LLVMBuildSub(b, h, LLVMConstInt(i32, 2, 0), ""), "");
+  LLVMBuildRet(b, LLVMBuildBitCast(b, q, f32, ""));
+  LLVMDisposeBuilder(b);
+}
 
 /* All kernels in one module, -O2, object, shared object, dlopen; f32
  * sin, cos and tan in both forms. */
@@ -123,12 +143,14 @@ static void build_all(void) {
                    : strstr(feat, "+avx,") || strstr(feat, "+avx2") ? 8
                                                                       : 4;
   LLVMDisposeMessage(feat);
+  add_approx_div(ctx, mod);
   for (int fn = 0; fn < MATH_NFNS; fn++) {
-    for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64, lanes, 0);
+    for (int is64 = 0; is64 < 2; is64++) add_kernel(ctx, mod, (MathFn)fn, is64, lanes, 0, NULL);
+    if (has_approx_div(fn)) add_kernel(ctx, mod, (MathFn)fn, 0, 0, 0, APPROX_DIV);
     if (!is_trig(fn)) continue;
-    add_kernel(ctx, mod, (MathFn)fn, 0, 0, 0);
+    add_kernel(ctx, mod, (MathFn)fn, 0, 0, 0, NULL);
     for (unsigned w = 4; w <= 4 * lanes; w *= 2) /* narrower, as wide as and wider than the core */
-      if (w != lanes) add_kernel(ctx, mod, (MathFn)fn, 0, lanes, w);
+      if (w != lanes) add_kernel(ctx, mod, (MathFn)fn, 0, lanes, w, NULL);
   }
   LLVMSetTarget(mod, triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
@@ -143,7 +165,8 @@ static void build_all(void) {
   /* no call may remain but the layer's own functions: every function is plain IR */
   for (const char *c = ir; (c = strstr(c, "call ")) != NULL; c++) {
     const char *at = strchr(c, '@');
-    ck_assert_msg(at && (!strncmp(at, "@llvm.", 6) || !strncmp(at, "@tdsl.math.", 11)),
+    ck_assert_msg(at && (!strncmp(at, "@llvm.", 6) || !strncmp(at, "@tdsl.math.", 11) ||
+                         !strncmp(at, "@tdsl.test.", 11)),
                   "a call is left in the IR: %.60s", c);
   }
   /* the vectorized loops of sin and tan call a vector variant */
@@ -175,14 +198,14 @@ static void build_all(void) {
   LLVMContextDispose(ctx);
 }
 
-/* The form of f32 sin, cos and tan that kernel() gives: "" (the CPU's)
- * or "_inline". */
-static const char *trig_form = "";
+/* The form of an f32 function that kernel() gives: "" (the CPU's), or
+ * "_inline" (sin, cos, tan), or "_approxdiv" (tanh, sigmoid). */
+static const char *form = "";
 
 static Kernel kernel(MathFn fn, int is64) {
   char name[64];
   snprintf(name, sizeof name, "k_%s_%d%s", math_fn_name(fn), is64 ? 64 : 32,
-           !is64 && is_trig(fn) ? trig_form : "");
+           !is64 ? form : "");
   Kernel k = (Kernel)(uintptr_t)dlsym(so, name);
   ck_assert_ptr_nonnull((void *)(uintptr_t)k);
   return k;
@@ -557,9 +580,13 @@ START_TEST(math_ulps) {
         p += len;
       }
       if (!want) continue;
-      Worst w = REF1[fn].d ? exhaust32((MathFn)fn) : exhaust2((MathFn)fn);
-      printf("| %s | %.3f | %a, %a |\n", name, w.ulps, (double)w.x, (double)w.y), fflush(stdout);
-      if (w.ulps > limit((MathFn)fn, 0)) bad = 1;
+      for (int f = 0; f < 1 + has_approx_div(fn); f++) {
+        form = f ? "_approxdiv" : "";
+        Worst w = REF1[fn].d ? exhaust32((MathFn)fn) : exhaust2((MathFn)fn);
+        printf("| %s%s | %.3f | %a, %a |\n", name, form, w.ulps, (double)w.x, (double)w.y), fflush(stdout);
+        if (w.ulps > limit((MathFn)fn, 0)) bad = 1;
+      }
+      form = "";
     }
   }
   if (table) printf("| function | f32 max ulp | f64 max ulp |\n|---|---|---|\n"), fflush(stdout);
@@ -587,16 +614,28 @@ START_TEST(math_ulps) {
       char name[64];
       snprintf(name, sizeof name, "k_%s_32%s", math_fn_name((MathFn)fn), forms[f]);
       if (!dlsym(so, name)) continue;
-      trig_form = forms[f];
+      form = forms[f];
       Worst w[2] = {f == 1 ? sweep32((MathFn)fn) : (Worst){0, 0, 0}, mixed32((MathFn)fn)};
       for (int k = 0; k < 2; k++)
         if (w[k].ulps > limit32((MathFn)fn)) {
           fprintf(stderr, "%s f32%s (%s): %.3g ulps at x = %La\n", math_fn_name((MathFn)fn),
-                  trig_form, k ? "mixed lanes" : "sweep", w[k].ulps, w[k].x);
+                  form, k ? "mixed lanes" : "sweep", w[k].ulps, w[k].x);
           bad = 1;
         }
-      trig_form = "";
+      form = "";
     }
+  /* CUDA's form of tanh and sigmoid, with the worst division it may get */
+  for (int fn = 0; fn < MATH_NFNS; fn++) {
+    if (!has_approx_div(fn)) continue;
+    form = "_approxdiv";
+    Worst w = sweep32((MathFn)fn);
+    if (table) printf("| %s%s | %.3f | |\n", math_fn_name((MathFn)fn), form, w.ulps), fflush(stdout);
+    if (w.ulps > limit32((MathFn)fn)) {
+      fprintf(stderr, "%s f32%s: %.3g ulps at x = %La\n", math_fn_name((MathFn)fn), form, w.ulps, w.x);
+      bad = 1;
+    }
+    form = "";
+  }
   ck_assert_msg(!bad, "a math function is beyond its ulp bound (see above)");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

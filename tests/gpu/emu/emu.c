@@ -8,7 +8,8 @@
  * bf16}.{f16,bf16}.f32 the same: each lane leaves its fragments, then
  * computes its own elements of D from the whole warp's, placed as the
  * PTX ISA's "Matrix Fragments for mma.m16n8k16 with floating point
- * type" tables place them (emu_mma).  A kernel that needs another
+ * type" tables place them (emu_mma); div.approx.ftz.f32 a division.
+ * A kernel that needs another
  * intrinsic is refused by to_host.py.  Every kernel parameter is a
  * pointer or an i64, so the kernel is called with 40 uint64_t arguments
  * (the System V ABI passes both alike; extra ones are ignored).  Used by
@@ -35,6 +36,7 @@ int emu_nctaid_y(void) ASM("emu.read.ptx.sreg.nctaid.y");
 int emu_ctaid_z(void) ASM("emu.read.ptx.sreg.ctaid.z");
 int emu_nctaid_z(void) ASM("emu.read.ptx.sreg.nctaid.z");
 void emu_barrier0(void) ASM("emu.barrier0");
+float emu_div_approx(float a, float b) ASM("emu.div.approx.ftz.f");
 uint32_t emu_bfly(uint32_t mask, uint32_t v, int m, int clamp) ASM("emu.shfl.sync.bfly.i32");
 uint32_t emu_down(uint32_t mask, uint32_t v, int d, int clamp) ASM("emu.shfl.sync.down.i32");
 
@@ -47,6 +49,9 @@ int emu_nctaid_y(void) { return g_grid[1]; }
 int emu_ctaid_z(void) { return t_ctaid[2]; }
 int emu_nctaid_z(void) { return g_grid[2]; }
 void emu_barrier0(void) { pthread_barrier_wait(&bar); }
+/* div.approx.ftz.f32 (the math layer's reciprocal for tanh and sigmoid):
+ * within 2 ulp on a GPU; the correctly rounded quotient here. */
+float emu_div_approx(float a, float b) { return a / b; }
 
 /* Lane `src`'s v (this lane's own when !in_range). */
 static uint32_t exchange(uint32_t v, int src, int in_range) {

@@ -3,8 +3,8 @@
 --emit=llvm` as an x86-64 module for emu.c: the NVPTX data layout and
 triple become the host's, address spaces are dropped (shared arrays become
 ordinary globals: emu.c runs one block at a time), and the nvvm intrinsics
-(special registers, barrier0, warp shuffles, mma.m16n8k16 with f32
-accumulation) become calls to emu.c's `emu.*` functions; a special
+(special registers, barrier0, warp shuffles, div.approx.ftz.f32,
+mma.m16n8k16 with f32 accumulation) become calls to emu.c's `emu.*` functions; a special
 register read by inline assembly (`mov.u32 $0, %tid.x;`, cuda/gemm.c's
 fresh reads) becomes the same call.  The mma intrinsics return a struct
 of 4 floats, which C cannot return alike: each becomes an IR function
@@ -62,7 +62,7 @@ for name, (ty, bf16) in MMA.items():
         s += 'declare void @emu_mma(i32, ptr, i32, i32, i32, i32, i32, i32, float, float, float, float)\n'
 
 if re.search(r'@emu\.(?!read\.ptx\.sreg\.((tid|ntid|ctaid|nctaid)\.x|n?ctaid\.[yz])\b|barrier0|'
-             r'shfl\.sync\.(bfly|down)\.i32|mma\.m16n8k16\.row\.col\.(f32\.f32|bf16)\b)', s):
+             r'shfl\.sync\.(bfly|down)\.i32|div\.approx\.ftz\.f\b|mma\.m16n8k16\.row\.col\.(f32\.f32|bf16)\b)', s):
     sys.exit("to_host.py: an nvvm intrinsic emu.c does not provide: " +
              re.search(r'@emu\.[\w.]+', s).group(0))
 if 'asm ' in s:
