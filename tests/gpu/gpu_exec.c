@@ -1,7 +1,7 @@
 /* gpu_exec.c — the PyTorch manifest replayed through CUDA kernels.
  *
  *   gpu_exec build OUTDIR [--target=cuda:sm_80] [--tdslc PATH] [--cc CC]
- *                  [--src DIR] [--only S1,S2..] [--jobs N]
+ *                  [--src DIR] [--only S1,S2..] [--jobs N] [--emu CLANG]
  *   gpu_exec run OUTDIR [--device cuda|cpu] [--only S1,S2..] [--jobs N]
  *
  * build (on a machine with tdslc and a C compiler): for every kernel line
@@ -19,7 +19,13 @@
  * lines name are copied to OUTDIR/data, and OUTDIR/cases.txt lists the
  * built lines: "caseNNN.so K tol inputs -- outputs" (and "#unbuilt LINE"
  * for the others).  A kernel that does not compile or link fails the
- * build (exit 1), the others are built.
+ * build (exit 1), the others are built.  --emu CLANG (clang 19) also
+ * builds OUTDIR/caseNNN.emu.so: the case's device module as host code
+ * (--emit=llvm, tests/gpu/emu/to_host.py, linked with emu.c), which the
+ * stand-in driver tests/unit/fake_libcuda.c runs when a child finds it
+ * beside the case (run sets FAKE_CUDA_EMU): with that driver first on
+ * LD_LIBRARY_PATH, `run --device cuda` checks the CUDA kernels on a
+ * machine without a GPU (tests/gpu/exec.sh, ctest gpu_exec).
  *
  * run (on the GPU machine: needs only libc, libcuda.so.1 and OUTDIR):
  * every case runs in a forked child, so a crash or a CUDA fault (which
@@ -192,6 +198,7 @@ typedef struct Case {
 
 typedef struct BuildOpts {
   const char *out, *target, *tdslc, *cc, *src, *only;
+  const char *emu; /* --emu CLANG: clang 19 for the emulated device code */
   int jobs;
 } BuildOpts;
 
@@ -232,8 +239,27 @@ static int write_shim(const char *dir, const char *kernel) {
   return fclose(f) ? -1 : 0;
 }
 
+/* --emu: caseNNN.emu.so, the case's device module as host code that
+ * tests/unit/fake_libcuda.c runs on the CPU (FAKE_CUDA_EMU): the module's
+ * LLVM IR (--emit=llvm), made x86-64 by tests/gpu/emu/to_host.py and
+ * linked with tests/gpu/emu/emu.c by clang 19. */
+static int build_emu(const BuildOpts *o, const Case *c, const char *dir) {
+  const char *emu = fmt("%s/tests/gpu/emu", o->src);
+  char *cmd = fmt("cd '%s' && '%s' '%s/tests/pytorch/%s' --kernel='%s' --target='%s' -%s "
+                  "--emit=llvm -o dev.ll > emu.err 2>&1 && python3 '%s/to_host.py' dev.ll host.ll "
+                  ">> emu.err 2>&1 && '%s' -O1 -shared -fPIC -w host.ll '%s/emu.c' "
+                  "-o ../../case%03d.emu.so -lpthread >> emu.err 2>&1 && rm -f dev.ll host.ll",
+                  dir, o->tdslc, o->src, c->l.file, c->l.kernel, o->target,
+                  c->l.opt[0] ? c->l.opt : "O2", emu, o->emu, emu, c->num);
+  int rc = sh(cmd);
+  free(cmd);
+  free((char *)emu);
+  return rc;
+}
+
 /* Child of the build: tdslc, the shim, the shared object.  Exit status:
- * 0 built, 1 tdslc failed, 2 no shim, 3 the link failed. */
+ * 0 built, 1 tdslc failed, 2 no shim, 3 the link failed, 5 the
+ * emulation's build failed (--emu). */
 static int build_one(const BuildOpts *o, const Case *c) {
   char *dir = fmt("%s/work/%03d", o->out, c->num);
   char *cmd = fmt("cd '%s' && '%s' '%s/tests/pytorch/%s' --kernel='%s' --target='%s' -%s "
@@ -251,6 +277,8 @@ static int build_one(const BuildOpts *o, const Case *c) {
   free(cmd);
   cmd = fmt("%s/k.o", dir); /* in the shared object now; OUTDIR is carried */
   unlink(cmd);
+  free(cmd);
+  if (o->emu && build_emu(o, c, dir)) return 5;
   return 0;
 }
 
@@ -284,11 +312,13 @@ static void build_parallel(const BuildOpts *o, Case *cs, int n) {
 
 static void report_build_failure(const BuildOpts *o, const Case *c) {
   static const char *const what[] = {"", "tdslc failed", "no prototype in the header",
-                                     "linking the shared object failed", "the builder crashed"};
-  char *log = fmt("%s/work/%03d/%s", o->out, c->num, c->status == 3 ? "cc.err" : "tdslc.err");
+                                     "linking the shared object failed", "the builder crashed",
+                                     "building the emulation failed"};
+  char *log = fmt("%s/work/%03d/%s", o->out, c->num,
+                  c->status == 3 ? "cc.err" : c->status == 5 ? "emu.err" : "tdslc.err");
   char *text = read_head(log, 2000);
   printf("FAIL build %s%s%s %s for %s: %s:\n%s%s", c->l.file, c->l.opt[0] ? "@" : "", c->l.opt,
-         c->l.kernel, o->target, what[c->status > 4 ? 4 : c->status], text,
+         c->l.kernel, o->target, what[c->status > 5 ? 4 : c->status], text,
          text[0] && text[strlen(text) - 1] != '\n' ? "\n" : "");
   free(log);
   free(text);
@@ -873,6 +903,13 @@ static int run_case_child(void *arg, char *msg, size_t n) {
   memset(&e, 0, sizeof e);
   e.msg = why, e.msglen = sizeof why;
   alarm(CASE_TIMEOUT_S);
+  /* built with --emu: the stand-in driver runs this module on the CPU */
+  char emu[PATH_MAX];
+  snprintf(emu, sizeof emu, "%.*s.emu.so", (int)(strlen(c->so) - 3), c->so);
+  if (c->cuda && access(emu, R_OK) == 0) {
+    char abs[PATH_MAX];
+    if (realpath(emu, abs)) setenv("FAKE_CUDA_EMU", abs, 1);
+  }
   int rc = exec_case(&e, c->so, &c->l, c->cuda);
   snprintf(msg, n, "%.9f %.9f\n%s", e.first_s, e.best_s, why);
   return rc ? 1 : 0;
@@ -980,7 +1017,7 @@ static int cmd_run(const char *out, bool cuda, const char *only, int jobs) {
 static int usage(void) {
   fprintf(stderr,
           "usage: gpu_exec build OUTDIR [--target=cuda:sm_80] [--tdslc PATH] [--cc CC]\n"
-          "                      [--src DIR] [--only S1,S2..] [--jobs N]\n"
+          "                      [--src DIR] [--only S1,S2..] [--jobs N] [--emu CLANG]\n"
           "       gpu_exec run OUTDIR [--device cuda|cpu] [--only S1,S2..] [--jobs N]\n");
   return 2;
 }
@@ -998,7 +1035,7 @@ int main(int argc, char **argv) {
   if (argc < 3) return usage();
   bool build = !strcmp(argv[1], "build");
   if (!build && strcmp(argv[1], "run")) return usage();
-  BuildOpts o = {argv[2], "cuda:sm_80", TDSL_TDSLC, TDSL_CC, TDSL_SOURCE_DIR, NULL, build ? 2 : 1};
+  BuildOpts o = {argv[2], "cuda:sm_80", TDSL_TDSLC, TDSL_CC, TDSL_SOURCE_DIR, NULL, NULL, build ? 2 : 1};
   const char *device = "cuda", *v;
   for (int i = 3; i < argc; i++) {
     if ((v = opt_value(argc, argv, &i, "--only"))) o.only = v;
@@ -1006,6 +1043,7 @@ int main(int argc, char **argv) {
     else if (build && (v = opt_value(argc, argv, &i, "--tdslc"))) o.tdslc = v;
     else if (build && (v = opt_value(argc, argv, &i, "--cc"))) o.cc = v;
     else if (build && (v = opt_value(argc, argv, &i, "--src"))) o.src = v;
+    else if (build && (v = opt_value(argc, argv, &i, "--emu"))) o.emu = v;
     else if ((v = opt_value(argc, argv, &i, "--jobs"))) o.jobs = atoi(v);
     else if (!build && (v = opt_value(argc, argv, &i, "--device"))) device = v;
     else return usage();

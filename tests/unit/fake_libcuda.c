@@ -6,7 +6,13 @@
  * are memcpy and the one kernel it knows, set42, really writes 42.
  * Environment: FAKE_CUDA_INIT (cuInit's result), FAKE_CUDA_DEVICES (count,
  * default 2). Device 0 has memory pools, device 1 does not. The test reads
- * counters and arms faults through fake_cuda_*() (dlsym). */
+ * counters and arms faults through fake_cuda_*() (dlsym).
+ * FAKE_CUDA_EMU=PATH runs kernels for real, on the CPU: every module
+ * loaded is then PATH, a shared object of the module's device code made
+ * x86-64 (tests/gpu/emu/to_host.py) and linked with tests/gpu/emu/emu.c;
+ * a function is its symbol there, and a launch runs emu_launch3 over the
+ * grid with the parameters (gpu_exec --emu, tests/gpu/CMakeLists.txt). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -25,11 +31,13 @@ typedef struct CUmod_st {
   const char *ptx;
   FakeCtx *ctx;
   struct CUfunc_st *fns; /* looked up so far; freed with the module */
+  void *emu;             /* FAKE_CUDA_EMU's shared object, or NULL */
 } FakeMod;
 typedef struct CUfunc_st {
   char name[64];
   FakeMod *mod;
   struct CUfunc_st *next;
+  void (*emu_fn)(void); /* the function in mod->emu */
 } FakeFn;
 typedef struct FakeAlloc {
   struct FakeAlloc *next;
@@ -165,10 +173,17 @@ static CUresult ModuleLoadDataEx(FakeMod **m, const void *image, unsigned n,
         strcpy(vals[i], "fake ptxas: unknown instruction 'bogus'");
     return 218; /* CUDA_ERROR_INVALID_PTX */
   }
+  const char *emu = getenv("FAKE_CUDA_EMU");
+  void *h = NULL;
+  if (emu && !(h = dlopen(emu, RTLD_NOW | RTLD_LOCAL))) {
+    fprintf(stderr, "fake libcuda: %s\n", dlerror());
+    return 218;
+  }
   *m = malloc(sizeof **m);
   (*m)->ptx = image;
   (*m)->ctx = cur();
   (*m)->fns = NULL;
+  (*m)->emu = h;
   pthread_mutex_lock(&lock);
   st.module_loads++;
   pthread_mutex_unlock(&lock);
@@ -180,6 +195,8 @@ static CUresult ModuleUnload(FakeMod *m) {
     m->fns = f->next;
     free(f);
   }
+  if (m->emu)
+    dlclose(m->emu);
   free(m);
   return 0;
 }
@@ -188,10 +205,18 @@ static CUresult ModuleGetFunction(FakeFn **f, FakeMod *m, const char *name) {
   strncat(entry, name, 60);
   if (!strstr(m->ptx, entry))
     return 500; /* CUDA_ERROR_NOT_FOUND */
+  void (*emu_fn)(void) = NULL;
+  if (m->emu) {
+    void *sym = dlsym(m->emu, name);
+    if (!sym)
+      return 500;
+    memcpy(&emu_fn, &sym, sizeof sym);
+  }
   *f = malloc(sizeof **f);
   strncpy((*f)->name, name, sizeof (*f)->name - 1);
   (*f)->name[sizeof (*f)->name - 1] = '\0';
   (*f)->mod = m;
+  (*f)->emu_fn = emu_fn;
   (*f)->next = m->fns;
   m->fns = *f;
   return 0;
@@ -206,7 +231,7 @@ static CUresult FuncSetAttribute(FakeFn *f, int attr, int v) {
 static struct {
   unsigned grid[3], block[3];
   int nparams;
-  uint64_t params[256];
+  uint64_t params[512];
 } last;
 
 /* Parameters of `.entry name(` in ptx: its `.param` lines. */
@@ -228,6 +253,22 @@ int fake_cuda_last_launch(unsigned grid[3], unsigned block[3], uint64_t *params,
   return last.nparams;
 }
 
+/* FAKE_CUDA_EMU: the launch as emu.c runs it (blocks of its 256
+ * threads; tdsl's kernels launch no other shape), synchronously. */
+static CUresult emulate(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz) {
+  void (*launch3)(void (*)(void), const int[3], const uint64_t *, int);
+  void *sym = dlsym(f->mod->emu, "emu_launch3");
+  if (!sym || bx != 256 || by != 1 || bz != 1 || last.nparams > 512) { /* emu.h's limits */
+    fprintf(stderr, "fake libcuda: cannot emulate %s: block [%u, %u, %u], %d parameters\n", f->name,
+            bx, by, bz, last.nparams);
+    return 1;
+  }
+  memcpy(&launch3, &sym, sizeof sym);
+  launch3(f->emu_fn, (int[3]){(int)gx, (int)gy, (int)gz}, last.params, last.nparams);
+  return 0;
+}
+
 static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
                              unsigned bx, unsigned by, unsigned bz,
                              unsigned shmem, CUstream stream, void **args,
@@ -241,12 +282,14 @@ static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
   last.block[0] = bx, last.block[1] = by, last.block[2] = bz;
   last.nparams = strcmp(f->name, "set42") && strcmp(f->name, "iota")
                      ? entry_params(f->mod->ptx, f->name) : 0;
-  for (int i = 0; i < last.nparams && i < 256; i++)
+  for (int i = 0; i < last.nparams && i < 512; i++)
     memcpy(&last.params[i], args[i], 8);
   last_stream = stream;
-  if (launch_hook) launch_hook(f->name, last.params, last.nparams < 256 ? last.nparams : 256);
+  if (launch_hook) launch_hook(f->name, last.params, last.nparams < 512 ? last.nparams : 512);
   if (strcmp(f->name, "set42") == 0)
     **(int **)args[0] = 42;
+  if (f->emu_fn)
+    return emulate(f, gx, gy, gz, bx, by, bz);
   return 0;
 }
 static CUresult track(void *p, size_t n, int *counter) {

@@ -4,7 +4,7 @@
 #ifndef TDSL_TESTS_EMU_H
 #define TDSL_TESTS_EMU_H
 #include <stdint.h>
-#define EMU_MAX_ARGS 40
+#define EMU_MAX_ARGS 512 /* 4 KiB of .u64 parameters: CUDA's usual limit */
 void emu_launch(void (*fn)(void), int grid, const uint64_t *args, int nargs);
 /* The same over a grid of grid[0] x grid[1] x grid[2] blocks. */
 void emu_launch3(void (*fn)(void), const int grid[3], const uint64_t *args, int nargs);
