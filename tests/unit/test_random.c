@@ -28,6 +28,16 @@
  * level: the variant is chosen at the first call), both storages, and
  * K_isa() must name the forced variant.
  *
+ * TDSL_RANDOM_TARGET=cuda or cuda:sm_NN (ctest's test_random_cuda, with
+ * the stand-in driver tests/unit/fake_libcuda.c first on LD_LIBRARY_PATH
+ * and TDSL_EMU_CC naming clang 19): each program is built for CUDA at
+ * -O0, -O2 and -O1/-O3 as the host's are, and its device module also as
+ * host code (--emit=llvm, tests/gpu/emu/to_host.py, linked with
+ * tests/gpu/emu/emu.c), which the stand-in driver runs for every launch
+ * (FAKE_CUDA_EMU); tensors are kDLCUDA, in memory from tdsl_cuda_malloc.
+ * So CUDA kernels of programs nobody wrote by hand are checked on a
+ * machine without a GPU.
+ *
  * Thousands locally:
  *   TDSL_RANDOM_COUNT=3000 TDSL_RANDOM_SEED=1000 CK_DEFAULT_TIMEOUT=0 build/tests/test_random
  * (TDSL_RANDOM_JOBS=J runs J at a time; TDSL_TDSLC=PATH uses another tdslc,
@@ -69,6 +79,11 @@ enum { R_PASS = 0, R_FAIL = 1, R_GENBUG = 3 };
 static char g_work[64]; /* per-run scratch: rt/ holds the runtime objects */
 static const char *g_tdslc = TDSL_TDSLC; /* env TDSL_TDSLC overrides (a snapshot) */
 static const char *g_target;               /* TDSL_RANDOM_TARGET, or NULL: the host */
+static bool g_cuda;                        /* g_target is cuda[:sm_NN] (emulated) */
+static const char *g_emu_cc;               /* g_cuda: clang 19 ($TDSL_EMU_CC) */
+/* g_cuda: where run_compiled's tensors live (the case's tdsl_cuda_malloc) */
+static int (*g_dev_malloc)(void **p, size_t bytes, int device_id);
+static int (*g_dev_free)(void *p);
 static int g_level;                        /* g_target: the CPU's x86-64 level */
 static const char *g_isa[ISA_MAX_SETTINGS]; /* g_target: the $TDSL_ISA settings */
 static int g_nisa, g_nlevels;              /*   (isa_settings.h), the levels' */
@@ -165,7 +180,11 @@ static void targ_make(TArg *a, const PgParam *p, const Scalar *vals, Store st, i
     n *= a->shape[i];
   }
   a->bytes = (size_t)(ext + 1) * (size_t)sz + 16;
-  a->store = malloc(a->bytes);
+  if (g_dev_malloc) { /* "device" memory of the stand-in driver: host memory it knows */
+    void *d = NULL;
+    a->store = g_dev_malloc(&d, a->bytes, 0) ? NULL : d;
+  } else a->store = malloc(a->bytes);
+  ck_assert_ptr_nonnull(a->store);
   memset(a->store, 0xEE, a->bytes);
   a->h.dtype = p->dtype, a->h.rank = r, a->h.offset = off, a->h.data = a->store;
   memcpy(a->h.shape, a->shape, sizeof a->shape);
@@ -175,7 +194,7 @@ static void targ_make(TArg *a, const PgParam *p, const Scalar *vals, Store st, i
   a->saved = malloc(a->bytes);
   memcpy(a->saved, a->store, a->bytes);
   a->t.data = a->store;
-  a->t.device.device_type = kDLCPU;
+  a->t.device.device_type = g_dev_malloc ? kDLCUDA : kDLCPU;
   a->t.ndim = r;
   a->t.dtype = dl_of(p->dtype);
   a->t.shape = a->shape;
@@ -184,7 +203,8 @@ static void targ_make(TArg *a, const PgParam *p, const Scalar *vals, Store st, i
 }
 
 static void targ_free(TArg *a) {
-  free(a->store);
+  if (a->t.device.device_type == kDLCUDA) g_dev_free(a->store);
+  else free(a->store);
   free(a->saved);
 }
 
@@ -252,8 +272,8 @@ static void write_shim(Case *c, int opt) {
       "const char *tdsl_exec_isa(void);\n"
       "const char *tdsl_exec_isa(void) { return %s%s; }\n"
       "int tdsl_exec_call(void *const *a);\nint tdsl_exec_call(void *const *a) {\n"
-      "  return %s(", opt, g_target ? c->k->name : "\"host\"", g_target ? "_isa()" : "",
-      c->k->name);
+      "  return %s(", opt, g_target && !g_cuda ? c->k->name : g_cuda ? "\"cuda\"" : "\"host\"",
+      g_target && !g_cuda ? "_isa()" : "", c->k->name);
   int n = 0;
   for (int i = 0; i < c->k->nparams; i++, n++) {
     const IrParam *p = &c->k->params[i];
@@ -298,6 +318,24 @@ static int build_opt(Case *c, int opt) {
     say(c->msg, "%s", err);
     free(err);
     print_failure(c, "building the shared object failed");
+    return R_FAIL;
+  }
+  if (!g_cuda) return R_PASS;
+  /* the device module as host code, for the stand-in driver */
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && '%s' k.tdsl -O%d --target=%s --emit=llvm -o k%d.dev.ll 2> emu%d.err && "
+           "python3 '%s/tests/gpu/emu/to_host.py' k%d.dev.ll k%d.host.ll 2>> emu%d.err && "
+           "'%s' -O1 -shared -fPIC -w k%d.host.ll '%s/tests/gpu/emu/emu.c' -o k%d.emu.so "
+           "-lpthread 2>> emu%d.err",
+           c->dir, g_tdslc, opt, g_target, opt, opt, TDSL_SOURCE_DIR, opt, opt, opt, g_emu_cc, opt,
+           TDSL_SOURCE_DIR, opt, opt);
+  if (sh(cmd)) {
+    char name[32];
+    snprintf(name, sizeof name, "emu%d.err", opt);
+    char *err = slurp_small(c->dir, name);
+    say(c->msg, "%s", err);
+    free(err);
+    print_failure(c, "building the emulated device module failed");
     return R_FAIL;
   }
   return R_PASS;
@@ -355,6 +393,15 @@ static int run_compiled(Case *c, int opt, int set, bool variant, HostTensor *ref
   const char *(*last)(void);
   *(void **)&call = dlsym(so, "tdsl_exec_call");
   *(void **)&last = dlsym(so, "tdsl_last_error");
+  int (*sync)(void) = NULL;
+  if (g_cuda) { /* this build's emulated module; tensors in the driver's memory */
+    snprintf(path, sizeof path, "%s/k%d.emu.so", c->dir, opt);
+    setenv("FAKE_CUDA_EMU", path, 1);
+    *(void **)&g_dev_malloc = dlsym(so, "tdsl_cuda_malloc");
+    *(void **)&g_dev_free = dlsym(so, "tdsl_cuda_free");
+    *(void **)&sync = dlsym(so, "tdsl_cuda_synchronize");
+    ck_assert(g_dev_malloc && g_dev_free && sync);
+  }
   const PgProgram *pg = c->pg;
   static TArg ins[PG_MAXP], outs[PG_MAXRES];
   static unsigned char scal[PG_MAXP][8];
@@ -382,6 +429,7 @@ static int run_compiled(Case *c, int opt, int set, bool variant, HostTensor *ref
     a[pg->nparams + r] = &outs[r].t;
   }
   int rc = call(a), res = R_PASS;
+  if (!rc && sync) rc = sync();
   if (rc) {
     char why[400];
     snprintf(why, sizeof why, "%s: the kernel returned %d: %s", run, rc, last());
@@ -409,6 +457,7 @@ static int run_compiled(Case *c, int opt, int set, bool variant, HostTensor *ref
     targ_free(&ins[i]);
   }
   for (int r = 0; r < pg->nresults; r++) targ_free(&outs[r]);
+  g_dev_malloc = NULL;
   return res;
 }
 
@@ -465,7 +514,7 @@ static int run_case(Case *c) {
       return R_FAIL;
     }
   int other = c->seed % 2 ? 1 : 3; /* -O1 and -O3 on alternate seeds */
-  if (g_target) { /* one x86-64 object, every level this CPU has (and
+  if (g_target && !g_cuda) { /* one x86-64 object, every level this CPU has (and
                      each extension setting for a program with extension
                      variants: codegen.h cg_isa_use) */
     res = build_opt(c, 2);
@@ -697,15 +746,23 @@ int main(void) {
   if (getenv("TDSL_RANDOM_TARGET") && *getenv("TDSL_RANDOM_TARGET")) {
     g_target = getenv("TDSL_RANDOM_TARGET");
     unsetenv("TDSL_ISA");
+    g_cuda = !strncmp(g_target, "cuda", 4);
     g_level = strcmp(g_target, "x86-64") ? 0 : tdsl_cpu_level();
-    if (!g_level) { /* another target: built and run as the host's objects are */
-      fprintf(stderr, "TDSL_RANDOM_TARGET=%s: only x86-64 runs per level\n", g_target);
+    g_emu_cc = getenv("TDSL_EMU_CC");
+    if (g_cuda && !(g_emu_cc && *g_emu_cc)) {
+      fprintf(stderr, "TDSL_RANDOM_TARGET=%s: TDSL_EMU_CC must name clang 19\n", g_target);
       return EXIT_FAILURE;
     }
-    g_nisa = isa_settings(g_isa, &g_nlevels);
-    fprintf(stderr, "x86-64 objects: each program at x86-64-v2 .. v%d%s\n", g_level,
-            g_nisa > g_nlevels ? ", and with each extension this CPU has where a program has "
-                                 "extension variants" : "");
+    if (g_cuda) fprintf(stderr, "%s: each program's CUDA kernels emulated on the CPU\n", g_target);
+    else if (!g_level) {
+      fprintf(stderr, "TDSL_RANDOM_TARGET=%s: only x86-64 runs per level (or cuda, emulated)\n", g_target);
+      return EXIT_FAILURE;
+    } else {
+      g_nisa = isa_settings(g_isa, &g_nlevels);
+      fprintf(stderr, "x86-64 objects: each program at x86-64-v2 .. v%d%s\n", g_level,
+              g_nisa > g_nlevels ? ", and with each extension this CPU has where a program has "
+                                   "extension variants" : "");
+    }
   }
   tcase_set_timeout(tc, (double)(120 + 2 * n));
   tcase_add_test(tc, regressions_agree);
