@@ -31,14 +31,12 @@
  * Used by: conv_direct.c. */
 #include "conv_impl.h"
 
-static bool small_int(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16; }
-
 int cv_lowp_choose(Cv *d, DType wd) {
   G *g = &d->g;
   d->split = false;
   g->pairs = GP_NONE;
   if (!d->cl || !cv_is_one(d->k[V_XSC]) || !(g->isa & GEMM_ISA_X86)) return GP_NONE;
-  if (g->cd == DT_I32 && small_int(d->xd) && small_int(wd)) g->pairs = GP_I16;
+  if (g->cd == DT_I32 && gemm_int_dot_dtype(d->xd) && gemm_int_dot_dtype(wd)) g->pairs = GP_I16;
   if (g->cd == DT_F32 && d->xd == DT_BF16 && wd == DT_BF16) {
     d->split = !(g->vec_bits == 512 && (g->isa & GEMM_ISA_BF16));
     g->pairs = GP_BF16;

@@ -159,4 +159,9 @@ void cpu_mark_full(LLVMValueRef fn);
  * I64; gemm_lowp.c). */
 DType gemm_lowp_compute_dtype(DType od);
 
+/* An operand dtype whose products with another such sum into i32 in
+ * pairs or quads (vpmaddwd, VNNI): i8, u8, i16 (gemm_lowp.c, conv_lowp.c,
+ * and isa.c's extension variants). */
+static inline bool gemm_int_dot_dtype(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16; }
+
 #endif

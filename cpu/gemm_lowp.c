@@ -87,12 +87,10 @@ DType gemm_lowp_compute_dtype(DType od) {
   return od != DT_BOOL && dtype_size(od) <= 4 ? DT_I32 : DT_I64;
 }
 
-static bool small_int(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16; }
-
 void gemm_lowp_choose(G *g) {
   g->pairs = GP_NONE;
   if (g->ka != GK_MAT || g->kb != GK_MAT || g->pa || g->pb) return;
-  if (g->cd == DT_I32 && small_int(g->ad) && small_int(g->bd))
+  if (g->cd == DT_I32 && gemm_int_dot_dtype(g->ad) && gemm_int_dot_dtype(g->bd))
     g->pairs = gemm_quad_takes(g) ? GP_I8 : GP_I16; /* K quads: gemm_quad.c */
   if (g->pairs == GP_I8) gemm_quad_tile(g);
   if (g->cd == DT_F32 && g->ad == DT_BF16 && g->bd == DT_BF16 && g->vec_bits == 512 &&

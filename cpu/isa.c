@@ -106,8 +106,6 @@ const CgIsa *cpu_isa_of_target(const char *target) {
 
 /* ---- which variants a kernel carries ---------------------------------------- */
 
-static bool small_int(DType t) { return t == DT_I8 || t == DT_U8 || t == DT_I16; }
-
 /* Operand j of product v as the GEMM reads it: a cast that only widens
  * a tensor (a.to(i32) of i8) is read narrow (loops/conv_algo.c
  * lf_pro_widened). */
@@ -130,7 +128,7 @@ unsigned cpu_isa_use(const IrKernel *k, IrRef r) {
     return 0;
   DType a = operand_dtype(k, v, 0), b = operand_dtype(k, v, 1), cd =
       gemm_lowp_compute_dtype(v->dtype);
-  if (cd == DT_I32 && small_int(a) && small_int(b)) return CPU_USES_INT_DOT;
+  if (cd == DT_I32 && gemm_int_dot_dtype(a) && gemm_int_dot_dtype(b)) return CPU_USES_INT_DOT;
   if (cd == DT_F32 && a == DT_BF16 && b == DT_BF16) return CPU_USES_BF16_DOT;
   return 0;
 }
