@@ -4,7 +4,7 @@
  * then y, then z), each block's 256 threads as fibers on the calling
  * thread (own stacks, switched by emu_swap below: no OS threads, no
  * signal masks), which a scheduler resumes in turn until all have
- * returned.  barrier0 is a barrier over the block's running threads
+ * returned (in thread order, or backwards on every other launch).  barrier0 is a barrier over the block's running threads
  * (each waits, yielding, until all have arrived), a warp shuffle an
  * exchange through memory between two barriers over the warp's 32
  * threads, and mma.sync.aligned.m16n8k16.row.col.f32.{f16,
@@ -204,7 +204,11 @@ static void fiber_main(void) {
 }
 
 /* One block: every thread starts at fiber_main and runs until it waits
- * or returns; the scheduler resumes the unfinished ones in turn. */
+ * or returns; the scheduler resumes the unfinished ones in turn, in
+ * thread order, or backwards on every other launch (g_backwards), so
+ * that a thread reading what another wrote without a barrier between
+ * them sees the write in one order and misses it in the other. */
+static int g_backwards;
 static void run_block(void) {
   for (int t = 0; t < NT; t++) {
     /* fiber_main's address where emu_swap's ret finds it, six zero
@@ -220,8 +224,10 @@ static void run_block(void) {
   nfinished = 0, bar_arrived = 0;
   memset(warp_arrived, 0, sizeof warp_arrived);
   while (nfinished < NT)
-    for (int t = 0; t < NT; t++)
+    for (int i = 0; i < NT; i++) {
+      int t = g_backwards ? NT - 1 - i : i;
       if (!finished[t]) cur = t, emu_swap(&sched_sp, fiber_sp[t]);
+    }
 }
 
 void emu_launch(void (*fn)(void), int grid, const uint64_t *args, int nargs) {
@@ -233,6 +239,8 @@ void emu_launch3(void (*fn)(void), const int grid[3], const uint64_t *args, int 
   memset(g_args, 0, sizeof g_args);
   memcpy(g_args, args, sizeof *args * (size_t)nargs);
   memcpy(g_grid, grid, sizeof g_grid);
+  static unsigned launches;
+  g_backwards = launches++ & 1;
   if (!stacks && !(stacks = aligned_alloc(64, (size_t)NT * STACK))) {
     fprintf(stderr, "emu: no memory for the threads' stacks\n");
     abort();
