@@ -12,6 +12,7 @@
  * x86-64 (tests/gpu/emu/to_host.py) and linked with tests/gpu/emu/emu.c;
  * a function is its symbol there, and a launch runs emu_launch3 over the
  * grid with the parameters (gpu_exec --emu, tests/gpu/CMakeLists.txt). */
+#define _GNU_SOURCE /* memmem */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -242,7 +243,9 @@ static int entry_params(const char *ptx, const char *name) {
   if (!p) return -1;
   const char *end = strchr(p, ')');
   int n = 0;
-  for (const char *q = p; (q = strstr(q, ".param")) && q < end; q += 6) n++;
+  /* memmem within the list: strstr over the rest of a large PTX text per
+   * parameter is quadratic (and slow under ASan's strstr) */
+  for (const char *q = p; end && (q = memmem(q, (size_t)(end - q), ".param", 6)); q += 6) n++;
   return n;
 }
 
