@@ -43,10 +43,12 @@ typedef struct CgMath {
   const char *cpu, *features, *suffix;
   /* A function `float (float a, float b)` within 2 ulp of a / b for
    * normal b, or NULL.  When set, the scalar f32 divisions of tanh and
-   * sigmoid, whose divisors lie in [1, 2^28], take the reciprocal from
-   * it and correct the quotient with one fused multiply-add (math.c,
-   * div_by_normal): within an ulp, and no IEEE division, which is a
-   * subroutine with a branch on CUDA (CUDA: llvm.nvvm.div.approx.ftz.f). */
+   * of the layer's sigmoid (MATH_SIGMOID; the ops sigmoid and silu keep
+   * PyTorch's 1 / (1 + exp(-x)), codegen/expr.c), whose divisors lie in
+   * [1, 2^28], take the reciprocal from it and correct the quotient with
+   * one fused multiply-add (math.c, div_by_normal): within an ulp, and
+   * no IEEE division, which is a subroutine behind a branch on CUDA
+   * (CUDA: llvm.nvvm.div.approx.ftz.f). */
   const char *approx_div;
 } CgMath;
 

@@ -1,6 +1,7 @@
 /* emu.h — emu.c's launch: kernel fn (a to_host.py module's function) over
  * `grid` blocks of 256 threads, its parameters (pointers and i64 values,
- * cuda.h's order) in args[0 .. nargs); and its mma. */
+ * cuda.h's order) in args[0 .. nargs), run on the calling thread before
+ * it returns (one launch at a time per process); and its mma. */
 #ifndef TDSL_TESTS_EMU_H
 #define TDSL_TESTS_EMU_H
 #include <stdint.h>
