@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@ typedef struct CUfunc_st {
 typedef struct FakeAlloc {
   struct FakeAlloc *next;
   void *p;
+  void *map;   /* FAKE_CUDA_EMU: the mapping around p (guard pages), */
+  size_t span; /*   its length; NULL, 0: p is calloc's */
   FakeCtx *ctx;
 } FakeAlloc;
 
@@ -295,11 +298,32 @@ static CUresult LaunchKernel(FakeFn *f, unsigned gx, unsigned gy, unsigned gz,
     return emulate(f, gx, gy, gz, bx, by, bz);
   return 0;
 }
-static CUresult track(void *p, size_t n, int *counter) {
+/* Device memory: calloc's, or under FAKE_CUDA_EMU a mapping whose last
+ * readable byte is within 255 of the allocation's end (starts 256-byte
+ * aligned, as cuMemAlloc's), between two inaccessible pages: an emulated
+ * kernel that reads or writes past either end of a buffer faults. */
+static void *dev_calloc(size_t n, void **map, size_t *span) {
+  *map = NULL, *span = 0;
+  if (!getenv("FAKE_CUDA_EMU"))
+    return calloc(1, n);
+  size_t pg = 4096, body = (n + 255) / 256 * 256;
+  size_t len = (body + pg - 1) / pg * pg + 2 * pg;
+  char *m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return NULL;
+  if (mprotect(m + pg, len - 2 * pg, PROT_READ | PROT_WRITE)) {
+    munmap(m, len);
+    return NULL;
+  }
+  *map = m, *span = len;
+  return m + len - pg - body;
+}
+static CUresult track(void *p, void *map, size_t span, int *counter) {
   if (!cur())
     return 201;
   FakeAlloc *a = malloc(sizeof *a);
   a->p = p;
+  a->map = map, a->span = span;
   a->ctx = cur();
   pthread_mutex_lock(&lock);
   a->next = allocs;
@@ -327,17 +351,25 @@ static FakeAlloc *find(void *p, int unlink) {
 static CUresult MemAlloc(unsigned long long *p, size_t n) {
   if (n > ((size_t)1 << 40))
     return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
-  void *m = calloc(1, n);
+  void *map;
+  size_t span;
+  void *m = dev_calloc(n, &map, &span);
+  if (!m)
+    return 2;
   *p = (unsigned long long)(uintptr_t)m;
-  return track(m, n, &st.allocs);
+  return track(m, map, span, &st.allocs);
 }
 static CUresult MemAllocAsync(unsigned long long *p, size_t n, CUstream s) {
   if (n > ((size_t)1 << 40))
     return 2;
   last_stream = s;
-  void *m = calloc(1, n);
+  void *map;
+  size_t span;
+  void *m = dev_calloc(n, &map, &span);
+  if (!m)
+    return 2;
   *p = (unsigned long long)(uintptr_t)m;
-  return track(m, n, &st.async_allocs);
+  return track(m, map, span, &st.async_allocs);
 }
 static CUresult MemFree(unsigned long long p) {
   if (!cur())
@@ -346,7 +378,10 @@ static CUresult MemFree(unsigned long long p) {
   FakeAlloc *a = find((void *)(uintptr_t)p, 1);
   if (!a)
     return 1;
-  free(a->p);
+  if (a->map)
+    munmap(a->map, a->span);
+  else
+    free(a->p);
   free(a);
   return 0;
 }
