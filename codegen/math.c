@@ -705,6 +705,9 @@ static V expm1_q_f32(M *m, V r) {
   return poly(m, r, q, 5);
 }
 
+/* e^r for |r| <= ln2/2: 1 + (r + r^2 q(r)), the sum rounded last. */
+static V exp_r_f32(M *m, V r) { return add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r)); }
+
 /* k = round(x / ln 2) as an f32 and an i32 (from the bits of x log2e +
  * 1.5 2^23, never fptosi, so a NaN gives a garbage k, never poison);
  * returns r = x - k ln 2 in two parts, |r| <= ln2/2 plus a rounding. */
@@ -731,7 +734,7 @@ static V scale_f32(M *m, V p, V k) {
 /* e^x for x in [-104, 89] (NaN passes): e^r 2^k.  Max error 1 ulp. */
 static V exp_core_f32(M *m, V x) {
   V kf, k, r = exp_reduce_f32(m, x, &kf, &k);
-  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V p = exp_r_f32(m, r);
   return scale_f32(m, p, k);
 }
 
@@ -739,7 +742,7 @@ static V exp_core_f32(M *m, V x) {
  * (exact), four instructions fewer. */
 static V exp_normal_f32(M *m, V x) {
   V kf, k, r = exp_reduce_f32(m, x, &kf, &k);
-  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V p = exp_r_f32(m, r);
   return mul(m, p, pow2i_f32(m, k));
 }
 
@@ -754,7 +757,7 @@ static V exp2_f32(M *m, V x) {
   V t = add(m, xc, K(m, F_MAGIC)), kf = sub(m, t, K(m, F_MAGIC));
   V k = LLVMBuildSub(m->b, bits(m, t), KI(m, 0x4b400000), "");
   V r = mul(m, sub(m, xc, kf), K(m, 0x1.62e43p-1));
-  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V p = exp_r_f32(m, r);
   return scale_f32(m, p, k);
 }
 
@@ -888,7 +891,7 @@ static V erf_f32(M *m, V x) {
   V r = fmadd(m, kf, K(m, -F_LN2_HI), LLVMBuildFNeg(m->b, h, ""));
   r = fmadd(m, kf, K(m, -F_LN2_LO), r);
   r = add(m, r, sub(m, s, l));
-  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V p = exp_r_f32(m, r);
   V big = sub(m, K(m, 1), mul(m, p, pow2i_f32(m, k))); /* k in [-27, -1] */
   return copysign_(m, sel(m, lt(m, a, 0.921875), small, big), x);
 }
@@ -1368,7 +1371,7 @@ static V atan2_f32(M *m, V y, V x) {
 /* e^a / 2 for a in [0, 89.5] (NaN passes): exp's reduction with k - 1. */
 static V half_exp_f32(M *m, V a) {
   V kf, k, r = exp_reduce_f32(m, a, &kf, &k);
-  V p = add(m, K(m, 1), fmadd(m, mul(m, r, r), expm1_q_f32(m, r), r));
+  V p = exp_r_f32(m, r);
   return scale_f32(m, p, LLVMBuildSub(m->b, k, KI(m, 1), ""));
 }
 

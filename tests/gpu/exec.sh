@@ -31,4 +31,4 @@ if [[ ${#emu[@]} == 0 ]]; then
   exit 77
 fi
 echo "exec.sh: no GPU: the same cases on the CPU, through the stand-in driver and emu.c"
-LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$exe" run "$out" --device cuda --jobs 2
+LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$exe" run "$out" --device cuda --jobs "$(nproc 2>/dev/null || echo 2)"

@@ -21,7 +21,7 @@
  * for the others).  A kernel that does not compile or link fails the
  * build (exit 1), the others are built.  --emu CLANG (clang 19) also
  * builds OUTDIR/caseNNN.emu.so: the case's device module as host code
- * (--emit=llvm, tests/gpu/emu/to_host.py, linked with emu.c), which the
+ * (tests/gpu/emu/module.sh: to_host.py, linked with emu.c), which the
  * stand-in driver tests/unit/fake_libcuda.c runs when a child finds it
  * beside the case (run sets FAKE_CUDA_EMU): with that driver first on
  * LD_LIBRARY_PATH, `run --device cuda` checks the CUDA kernels on a
@@ -240,20 +240,15 @@ static int write_shim(const char *dir, const char *kernel) {
 }
 
 /* --emu: caseNNN.emu.so, the case's device module as host code that
- * tests/unit/fake_libcuda.c runs on the CPU (FAKE_CUDA_EMU): the module's
- * LLVM IR (--emit=llvm), made x86-64 by tests/gpu/emu/to_host.py and
- * linked with tests/gpu/emu/emu.c by clang 19. */
+ * tests/unit/fake_libcuda.c runs on the CPU (FAKE_CUDA_EMU), made by
+ * tests/gpu/emu/module.sh with clang 19. */
 static int build_emu(const BuildOpts *o, const Case *c, const char *dir) {
-  const char *emu = fmt("%s/tests/gpu/emu", o->src);
-  char *cmd = fmt("cd '%s' && '%s' '%s/tests/pytorch/%s' --kernel='%s' --target='%s' -%s "
-                  "--emit=llvm -o dev.ll > emu.err 2>&1 && python3 '%s/to_host.py' dev.ll host.ll "
-                  ">> emu.err 2>&1 && '%s' -O1 -shared -fPIC -w host.ll '%s/emu.c' "
-                  "-o ../../case%03d.emu.so -lpthread >> emu.err 2>&1 && rm -f dev.ll host.ll",
-                  dir, o->tdslc, o->src, c->l.file, c->l.kernel, o->target,
-                  c->l.opt[0] ? c->l.opt : "O2", emu, o->emu, emu, c->num);
+  char *cmd = fmt("cd '%s' && '%s/tests/gpu/emu/module.sh' '%s' ../../case%03d.emu.so '%s' "
+                  "'%s/tests/pytorch/%s' --kernel='%s' --target='%s' -%s > emu.err 2>&1",
+                  dir, o->src, o->emu, c->num, o->tdslc, o->src, c->l.file, c->l.kernel, o->target,
+                  c->l.opt[0] ? c->l.opt : "O2");
   int rc = sh(cmd);
   free(cmd);
-  free((char *)emu);
   return rc;
 }
 

@@ -348,7 +348,9 @@ static FakeAlloc *find(void *p, int unlink) {
   pthread_mutex_unlock(&lock);
   return a;
 }
-static CUresult MemAlloc(unsigned long long *p, size_t n) {
+/* cuMemAlloc and cuMemAllocAsync: n bytes of device memory, counted in
+ * *counter. */
+static CUresult dev_alloc(unsigned long long *p, size_t n, int *counter) {
   if (n > ((size_t)1 << 40))
     return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
   void *map;
@@ -357,19 +359,12 @@ static CUresult MemAlloc(unsigned long long *p, size_t n) {
   if (!m)
     return 2;
   *p = (unsigned long long)(uintptr_t)m;
-  return track(m, map, span, &st.allocs);
+  return track(m, map, span, counter);
 }
+static CUresult MemAlloc(unsigned long long *p, size_t n) { return dev_alloc(p, n, &st.allocs); }
 static CUresult MemAllocAsync(unsigned long long *p, size_t n, CUstream s) {
-  if (n > ((size_t)1 << 40))
-    return 2;
   last_stream = s;
-  void *map;
-  size_t span;
-  void *m = dev_calloc(n, &map, &span);
-  if (!m)
-    return 2;
-  *p = (unsigned long long)(uintptr_t)m;
-  return track(m, map, span, &st.async_allocs);
+  return dev_alloc(p, n, &st.async_allocs);
 }
 static CUresult MemFree(unsigned long long p) {
   if (!cur())

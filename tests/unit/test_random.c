@@ -32,8 +32,8 @@
  * the stand-in driver tests/unit/fake_libcuda.c first on LD_LIBRARY_PATH
  * and TDSL_EMU_CC naming clang 19): each program is built for CUDA at
  * -O0, -O2 and -O1/-O3 as the host's are, and its device module also as
- * host code (--emit=llvm, tests/gpu/emu/to_host.py, linked with
- * tests/gpu/emu/emu.c), which the stand-in driver runs for every launch
+ * host code (tests/gpu/emu/module.sh: to_host.py, linked with emu.c),
+ * which the stand-in driver runs for every launch
  * (FAKE_CUDA_EMU); tensors are kDLCUDA, in memory from tdsl_cuda_malloc.
  * So CUDA kernels of programs nobody wrote by hand are checked on a
  * machine without a GPU.
@@ -287,58 +287,42 @@ static void write_shim(Case *c, int opt) {
   write_file(c->dir, name, s);
 }
 
-/* Compiles at -O<opt> into k<opt>.so; every program must compile. */
+/* One build step in c->dir; when it fails, its log <log><opt>.err and
+ * "WHAT -O<opt> exited with N" are reported and R_FAIL returned. */
+static int build_step(Case *c, const char *cmd, const char *log, int opt, const char *what) {
+  int rc = sh(cmd);
+  if (!rc) return R_PASS;
+  char name[32], why[128];
+  snprintf(name, sizeof name, "%s%d.err", log, opt);
+  char *err = slurp_small(c->dir, name);
+  say(c->msg, "%s", err);
+  free(err);
+  snprintf(why, sizeof why, "%s -O%d exited with %d", what, opt, rc);
+  print_failure(c, why);
+  return R_FAIL;
+}
+
+/* Compiles at -O<opt> into k<opt>.so (and, for cuda, k<opt>.emu.so);
+ * every program must compile. */
 static int build_opt(Case *c, int opt) {
   char cmd[2048];
   write_shim(c, opt);
   snprintf(cmd, sizeof cmd,
            "cd '%s' && '%s' k.tdsl -O%d%s%s -o k%d.o --emit=obj,header 2> tdslc%d.err", c->dir,
            g_tdslc, opt, g_target ? " --target=" : "", g_target ? g_target : "", opt, opt);
-  int rc = sh(cmd);
-  if (rc) {
-    char name[32];
-    snprintf(name, sizeof name, "tdslc%d.err", opt);
-    char *err = slurp_small(c->dir, name);
-    int res = R_FAIL;
-    say(c->msg, "%s", err);
-    char what[64];
-    snprintf(what, sizeof what, "tdslc -O%d exited with %d", opt, rc);
-    print_failure(c, what);
-    free(err);
-    return res;
-  }
+  if (build_step(c, cmd, "tdslc", opt, "tdslc")) return R_FAIL;
   snprintf(cmd, sizeof cmd,
            "cd '%s' && '%s' -std=c17 -Wall -Werror -shared -fPIC -I'%s/runtime/include' -I. "
            "shim%d.c k%d.o '%s'/rt/*.o -o k%d.so -lm -lpthread 2> cc%d.err",
            c->dir, TDSL_CC, TDSL_SOURCE_DIR, opt, opt, g_work, opt, opt);
-  if (sh(cmd)) {
-    char name[32];
-    snprintf(name, sizeof name, "cc%d.err", opt);
-    char *err = slurp_small(c->dir, name);
-    say(c->msg, "%s", err);
-    free(err);
-    print_failure(c, "building the shared object failed");
-    return R_FAIL;
-  }
+  if (build_step(c, cmd, "cc", opt, "linking the shared object of")) return R_FAIL;
   if (!g_cuda) return R_PASS;
   /* the device module as host code, for the stand-in driver */
   snprintf(cmd, sizeof cmd,
-           "cd '%s' && '%s' k.tdsl -O%d --target=%s --emit=llvm -o k%d.dev.ll 2> emu%d.err && "
-           "python3 '%s/tests/gpu/emu/to_host.py' k%d.dev.ll k%d.host.ll 2>> emu%d.err && "
-           "'%s' -O1 -shared -fPIC -w k%d.host.ll '%s/tests/gpu/emu/emu.c' -o k%d.emu.so "
-           "-lpthread 2>> emu%d.err",
-           c->dir, g_tdslc, opt, g_target, opt, opt, TDSL_SOURCE_DIR, opt, opt, opt, g_emu_cc, opt,
-           TDSL_SOURCE_DIR, opt, opt);
-  if (sh(cmd)) {
-    char name[32];
-    snprintf(name, sizeof name, "emu%d.err", opt);
-    char *err = slurp_small(c->dir, name);
-    say(c->msg, "%s", err);
-    free(err);
-    print_failure(c, "building the emulated device module failed");
-    return R_FAIL;
-  }
-  return R_PASS;
+           "cd '%s' && '%s/tests/gpu/emu/module.sh' '%s' k%d.emu.so '%s' k.tdsl -O%d --target=%s "
+           "2> emu%d.err",
+           c->dir, TDSL_SOURCE_DIR, g_emu_cc, opt, g_tdslc, opt, g_target, opt);
+  return build_step(c, cmd, "emu", opt, "building the emulated device module of");
 }
 
 /* Compares got with the interpreter's ref; false (with a message) on the

@@ -41,5 +41,5 @@ tests/pytorch/cases/stats_logsumexp.tdsl lse_wide
 tests/pytorch/cases/layers_norm.tdsl gn_basic
 LIST
 fi)
-"$clang" -O1 -w -o "$tmp/$suite" "$here/$suite.c" "$here/emu.c" "${lls[@]}" -lpthread -lm || exit 1
+"$clang" -O1 -w -o "$tmp/$suite" "$here/$suite.c" "$here/emu.c" "${lls[@]}" -lm || exit 1
 "$tmp/$suite"
