@@ -17,7 +17,11 @@ the same names:
         channels-last;
   1x1cl conv1x1_nhwc, the same channels-last; torch: channels-last;
   nchwbr conv_bias_relu, nchw's conv + a bias + relu (NCHW); torch: NCHW
-        and channels-last, relu(conv2d(x, w) + c.view(1, O, 1, 1)).
+        and channels-last, relu(conv2d(x, w) + c.view(1, O, 1, 1));
+  convt4 convt4x4_s2, conv_transpose2d [8,64,56,56] x [64,32,4,4], stride
+        2, padding 1, a bias (NCHW; a DCGAN/decoder upsampling);
+  convt2 convt2x2_s2, conv_transpose2d [8,64,56,56] x [64,32,2,2], stride
+        2 (NCHW; a U-Net upsampling).
 DTYPE=bf16 runs the bf16 rows instead (input, weight and output bf16;
 the case nhwc only: conv3x3_bf16_nhwc, torch on bf16 channels-last
 tensors; results checked against f64 within bf16's rounding).
@@ -55,7 +59,11 @@ CASES = {"nhwc": ("conv3x3_nhwc", [32, 64, 56, 56], 64, 3, CL, [("torch", CL)]),
          "7x7": ("conv3x3_7x7_nhwc", [8, 512, 7, 7], 512, 3, CL, [("torch", CL)]),
          "1x1": ("conv1x1", [32, 64, 56, 56], 64, 1, NCHW, CF),
          "1x1cl": ("conv1x1_nhwc", [32, 64, 56, 56], 64, 1, CL, [("torch", CL)]),
-         "nchwbr": ("conv_bias_relu", [32, 64, 56, 56], 64, 3, NCHW, CF)}
+         "nchwbr": ("conv_bias_relu", [32, 64, 56, 56], 64, 3, NCHW, CF),
+         "convt4": ("convt4x4_s2", [8, 64, 56, 56], 32, 4, NCHW, [("torch", NCHW)]),
+         "convt2": ("convt2x2_s2", [8, 64, 56, 56], 32, 2, NCHW, [("torch", NCHW)])}
+# conv_transpose2d cases: stride, padding, with a bias
+CONVT = {"convt4": (2, 1, True), "convt2": (2, 0, False)}
 BF16 = os.environ.get("DTYPE", "f32") == "bf16"
 DT = torch.bfloat16 if BF16 else torch.float32
 if BF16:
@@ -63,16 +71,21 @@ if BF16:
 for case in os.environ.get("CASES", "nhwc" if BF16 else "nhwc,nchw,7x7").split(","):
     kname, shape, O, ks, fmt, peers = CASES[case]
     pad = ks // 2
+    convt = CONVT.get(case)
     if "N" in os.environ:
         shape = [int(os.environ["N"])] + shape[1:]
     torch.manual_seed(0)
     x = torch.randn(*shape).contiguous(memory_format=fmt)
-    w = torch.randn(O, shape[1], ks, ks) * (2.0 / (ks * ks * shape[1])) ** 0.5
+    wshape = (shape[1], O, ks, ks) if convt else (O, shape[1], ks, ks)
+    w = torch.randn(*wshape) * (2.0 / (ks * ks * shape[1])) ** 0.5
     x, w = x.to(DT), w.to(DT)
     bias = case == "nchwbr"
     c = torch.randn(O).to(DT)
 
     def tconv(x, w):  # the case's torch expression
+        if convt:
+            return F.conv_transpose2d(x, w, c.to(x.dtype) if convt[2] else None,
+                                      stride=convt[0], padding=convt[1])
         y = F.conv2d(x, w, padding=pad)
         return torch.relu(y + c.view(1, O, 1, 1)) if bias else y
     impls = []
@@ -85,7 +98,7 @@ for case in os.environ.get("CASES", "nhwc" if BF16 else "nhwc,nchw,7x7").split("
         cf = torch.compile(lambda: ci.copy_(tconv(x, w)), fullgraph=True, dynamic=False)
         impls.append(("inductor", lambda o: cf()))
     for name, m in libs:
-        args = (x, w, c) if bias else (x, w)
+        args = (x, w, c) if bias or (convt and convt[2]) else (x, w)
         impls.append((name, (lambda k, a: lambda o: k(*a, out=o))(getattr(m, kname), args)))
     ref = tconv(x.double(), w.double())
     outs = {}
@@ -99,7 +112,7 @@ for case in os.environ.get("CASES", "nhwc" if BF16 else "nhwc,nchw,7x7").split("
         assert err < (1e-2 if BF16 else 1e-4), (name, err)
     reps, wall, cpu = ab_util.interleave(impls, outs, R, MIN_S, GAP)
     N, C, H, W = shape
-    gf = 2.0 * N * O * H * W * C * ks * ks / 1e9
+    gf = 2.0 * N * O * H * W * C * ks * ks / 1e9  # a transposed conv: per input pixel
     print("== %s %s %s threads=%d rounds=%d reps=%d load=%.2f"
           % (case, "bf16" if BF16 else "f32", shape, T, R, reps, os.getloadavg()[0]))
     tw, tc = statistics.median(wall["torch"]), statistics.median(cpu["torch"])

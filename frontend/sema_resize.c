@@ -24,15 +24,17 @@
  * recompute_scale_factor.  Sizes only known at run time compute the
  * scales at run time and choose the shortcuts by a where.
  *
- * conv_transpose2d is the convolution of the input with zeros inserted
- * (stride - 1 between elements) and padded by dilation * (k - 1) -
- * padding (cropped where that is negative; output_padding more at the
- * bottom and right) with the weight flipped and transposed per group:
- * it multiplies the inserted zeros too (README's limitations).
+ * conv_transpose2d is one conv2d per output phase (Phase below: the
+ * outputs o0 + stride m of a dim are all reached by the same taps), of
+ * the input itself with those taps of the weight flipped and transposed
+ * per group, the phases interleaved by stacks read as the output; with
+ * more than MAX_PHASES phases, the convolution of the input with zeros
+ * inserted (zero_inserted: README's limitations).
  *
  * Needs: sema_internal.h (sema_values.c, sema_args.c, the builtin tables
- * of sema_elementwise.c, sema_views.c, sema_index.c and sema_conv.c for
- * where, reshape, transpose, flip and conv2d), geometry.c, symprove.c.  Used by:
+ * of sema_elementwise.c, sema_views.c, sema_index.c, sema_conv.c and
+ * sema_join.c for where, reshape, transpose, narrow, flip, conv2d and
+ * stack), geometry.c, symprove.c.  Used by:
  * sema_expr.c (the builtin table sema_resize_builtins). */
 #include <math.h>
 #include <string.h>
@@ -851,6 +853,214 @@ static bool pair(Sema *s, CallArgs *c, int i, const char *kw, int64_t dflt, int6
   return true;
 }
 
+/* The output phases of one dim.  Output position o of a transposed
+ * convolution sums x[i] w[k] over i s + k d = o + pad: the taps k of o
+ * are those with k d = o + pad (mod s), the same for every o of a phase
+ * o0 + s m (o0 < s).  Within a phase they are every q-th tap (q = s /
+ * gcd(s, d)), and phase o0's outputs are the stride-1 correlation
+ *   y[m] = sum_j x[m + j D - Pad] wf[a0 + j q]   (j < J)
+ * of x with the flipped weight wf's taps a0, a0 + q, ... (dilation D = d
+ * / gcd(s, d)).  Every phase computes M = ceil(O / s) outputs (the output
+ * has O = s in + c0) as a conv2d padded by p on both sides and read from
+ * off = p - Pad: outputs past O are cut off after the interleaving. */
+typedef struct {
+  int64_t taps, a0, q, dil, pad, off; /* taps (J) 0: no tap reaches the phase */
+} Phase;
+
+typedef struct {
+  int64_t cm; /* M = in + cm */
+  Phase *p;   /* [s], by o0 */
+} Phases;
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+/* C0 of the output size O = s in + C0 along one dim. */
+static int64_t out_c0(int64_t s, int64_t pd, int64_t d, int64_t k, int64_t op) {
+  return -s - 2 * pd + d * (k - 1) + op + 1;
+}
+
+static void phases_of(Arena *a, Phases *ps, int64_t s, int64_t pd, int64_t d, int64_t k,
+                      int64_t op) {
+  ps->cm = floor_div(out_c0(s, pd, d, k, op) + s - 1, s);
+  ps->p = arena_alloc(a, sizeof *ps->p * (size_t)s);
+  int64_t g = gcd(s, d), q = s / g;
+  for (int64_t o0 = 0; o0 < s; o0++) {
+    Phase *p = &ps->p[o0];
+    memset(p, 0, sizeof *p);
+    int64_t r = (o0 + pd) % s, first = -1;
+    for (int64_t t = 0; t < k && t < q && first < 0; t++)
+      if (t * d % s == r) first = t;
+    if (first < 0) continue;
+    p->taps = (k - 1 - first) / q + 1;
+    int64_t last = first + (p->taps - 1) * q;
+    p->a0 = k - 1 - last, p->q = q, p->dil = d / g;
+    p->pad = (last * d - o0 - pd) / s; /* exact: last d = o0 + pd (mod s) */
+    int64_t need = ps->cm + p->dil * (p->taps - 1) - p->pad, pc = 0; /* conv2d's padding */
+    if (p->pad > pc) pc = p->pad;
+    if (need > pc) pc = need;
+    p->off = pc - p->pad;
+  }
+}
+
+/* x.narrow(dim, start, length): sizes exact where a slice's clamps to
+ * the dim's size would leave min/max terms. */
+static SVal narrow(Sema *s, IrRef x, int dim, const Sym *start, const Sym *length, Loc loc) {
+  SVal p[4] = {tv(x, loc), sv_int(K(s, dim), loc), sv_int(start, loc), sv_int(length, loc)};
+  return call_fn(s, sema_view_builtins, "narrow", true, p, 4, NULL, NULL, 0, loc);
+}
+
+/* The weight per group transposed and flipped: [C_out, C_in/g, kH, kW]. */
+static IrRef flipped_weight(Sema *s, IrRef w, int64_t groups, int64_t cin, int64_t coutg,
+                            int64_t kh, int64_t kw, Loc loc) {
+  int64_t sh5[5] = {groups, cin / groups, coutg, kh, kw};
+  SVal p[3];
+  p[0] = tv(w, loc);
+  p[1] = int_list(s, sh5, 5, loc);
+  SVal w5 = call_fn(s, sema_view_builtins, "reshape", true, p, 2, NULL, NULL, 0, loc);
+  p[0] = w5, p[1] = sv_int(K(s, 1), loc), p[2] = sv_int(K(s, 2), loc);
+  SVal wt = call_fn(s, sema_view_builtins, "transpose", true, p, 3, NULL, NULL, 0, loc);
+  p[0] = wt, p[1] = sv_int(K(s, 3), loc), p[2] = sv_int(K(s, 4), loc);
+  SVal wf = call_fn(s, sema_index_builtins, "flip", true, p, 3, NULL, NULL, 0, loc);
+  int64_t sh4[4] = {coutg * groups, cin / groups, kh, kw};
+  p[0] = wf, p[1] = int_list(s, sh4, 4, loc);
+  SVal w4 = call_fn(s, sema_view_builtins, "reshape", true, p, 2, NULL, NULL, 0, loc);
+  return w4.kind == SV_TENSOR ? w4.ref : -1;
+}
+
+/* Phase pp[0] x pp[1]'s outputs [N, C_out, m[0], m[1]]: a conv2d of x
+ * with wf's taps of the phase, or the bias (zeros) where no tap reaches
+ * it. */
+static IrRef phase_conv(Sema *s, IrRef x, IrRef wf, IrRef bias, const Phase *const *pp,
+                        const Sym *const *m, int64_t groups, int64_t cout, Loc loc) {
+  const IrValue *xv = sema_val(s, x);
+  const Sym *shape[4] = {xv->shape[0], K(s, cout), m[0], m[1]};
+  DType dt = xv->dtype;
+  if (!pp[0]->taps || !pp[1]->taps) {
+    IrRef f = fconst(s, 0, dt, loc);
+    if (bias >= 0) {
+      const Sym *c11[3] = {K(s, cout), K(s, 1), K(s, 1)};
+      SVal b = sema_view_reshape(s, bias, c11, 3, loc);
+      f = b.kind == SV_TENSOR ? b.ref : -1;
+    }
+    return f < 0 ? -1 : sema_expand_to(s, f, 4, shape, loc);
+  }
+  SVal wv = tv(wf, loc);
+  for (int i = 0; i < 2 && wv.kind == SV_TENSOR; i++) {
+    const Phase *p = pp[i];
+    int64_t k;
+    if (sym_is_const(sema_val(s, wf)->shape[2 + i], &k) && p->taps == k) continue;
+    wv = sema_view_slice(s, wv.ref, 2 + i, K(s, p->a0), K(s, p->a0 + (p->taps - 1) * p->q + 1),
+                         K(s, p->q), loc);
+  }
+  if (wv.kind != SV_TENSOR) return -1;
+  int64_t pad[2], dil[2];
+  for (int i = 0; i < 2; i++) pad[i] = pp[i]->off + pp[i]->pad, dil[i] = pp[i]->dil;
+  SVal args[3] = {tv(x, loc), wv, bias >= 0 ? tv(bias, loc) : sv_make(SV_NONE, loc)};
+  const char *kwn[3] = {"padding", "dilation", "groups"};
+  SVal kwv[3] = {int_list(s, pad, 2, loc), int_list(s, dil, 2, loc), sv_int(K(s, groups), loc)};
+  SVal r = call_fn(s, sema_conv_builtins, "conv2d", false, args, 3, kwn, kwv, 3, loc);
+  for (int i = 0; i < 2 && r.kind == SV_TENSOR; i++)
+    if (pp[i]->off != 0 || size_eq(s, sema_val(s, r.ref)->shape[2 + i], m[i]) != SYM_YES)
+      r = narrow(s, r.ref, 2 + i, K(s, pp[i]->off), m[i], loc);
+  return r.kind == SV_TENSOR ? r.ref : -1;
+}
+
+/* Strides of more phases than this (s_h s_w) take the zero-inserted
+ * form: one conv2d per phase would make as many GEMM calls, and code. */
+#define MAX_PHASES 16
+
+/* The transposed conv as the conv2d of the input with zeros inserted
+ * (stride - 1 between elements) and padded by P = dilation (k - 1) -
+ * padding (cropped where that is negative; output_padding more at the
+ * bottom and right), with the flipped weight wf: it multiplies the
+ * inserted zeros too, stride_h stride_w times the phases' arithmetic. */
+static SVal zero_inserted(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t *st,
+                          const int64_t *pd, const int64_t *op, const int64_t *dil,
+                          const int64_t *k2, int64_t groups, Loc loc) {
+  const IrValue xv = *sema_val(s, x);
+  IrRef src[2], mask = -1;
+  for (int i = 0; i < 2; i++) {
+    /* position u of dim i reads q = u - P when 0 <= q <= (in-1) stride and
+     * stride divides q */
+    int64_t P = dil[i] * (k2[i] - 1) - pd[i];
+    const Sym *span = sym_mul(s->st, sym_sub(s->st, xv.shape[2 + i], K(s, 1)), K(s, st[i]));
+    const Sym *zsz = sym_add(s->st, span, K(s, 1 + 2 * P + op[i]));
+    IrRef q = bi(s, OP_SUB, arange(s, zsz, DT_I64, loc), P, loc);
+    IrRef okq = bt(s, OP_AND, bi(s, OP_GE, q, 0, loc), bsym(s, OP_LE, q, span, loc), loc);
+    okq = bt(s, OP_AND, okq, bi(s, OP_EQ, bi(s, OP_MOD, q, st[i], loc), 0, loc), loc);
+    src[i] = bi(s, OP_FLOORDIV, clamp_sym(s, q, K(s, 0), span, loc), st[i], loc);
+    okq = along(s, okq, i, 2, loc);
+    mask = mask < 0 ? okq : bt(s, OP_AND, mask, okq, loc);
+  }
+  const Sym *ins[2] = {xv.shape[2], xv.shape[3]};
+  IrRef z = take(s, merge_last(s, x, 2, loc), linear_index(s, src, ins, 2, loc),
+                 suggests_cl(s, x), loc);
+  SVal zero = sv_int(K(s, 0), loc);
+  z = where3(s, mask, z, to(s, sema_to_tensor(s, &zero, "zero"), xv.dtype, loc), loc);
+  if (z < 0) return sv_error();
+  SVal args[3] = {tv(z, loc), tv(wf, loc), bias >= 0 ? tv(bias, loc) : sv_make(SV_NONE, loc)};
+  const char *kwn[2] = {"dilation", "groups"};
+  SVal kwv[2] = {int_list(s, dil, 2, loc), sv_int(K(s, groups), loc)};
+  return call_fn(s, sema_conv_builtins, "conv2d", false, args, 3, kwn, kwv, 2, loc);
+}
+
+/* stack(items, dim) */
+static SVal stack(Sema *s, SVal *items, int n, int dim, Loc loc) {
+  SVal l = sv_make(SV_LIST, loc);
+  l.items = items, l.nitems = n;
+  const char *kwn[1] = {"dim"};
+  SVal kwv[1] = {sv_int(K(s, dim), loc)};
+  return call_fn(s, sema_join_builtins, "stack", false, &l, 1, kwn, kwv, 1, loc);
+}
+
+/* The transposed conv by phases: one conv2d per phase pair, [N, C_out,
+ * M_h, M_w] each, interleaved: a stack along a new last dim per phase
+ * row o0_h, [N, C, M_h, M_w, s_w] read as [N, C, M_h, M_w s_w], and of
+ * those along dim 3, [N, C, M_h, s_h, M_w s_w] read as [N, C, M_h s_h,
+ * M_w s_w] (pass plan-memory computes that stack in the caller's
+ * output); cut to the output's size osz. */
+static SVal by_phases(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t *st,
+                      const int64_t *pd, const int64_t *op, const int64_t *dil,
+                      const int64_t *k2, int64_t groups, int64_t cout, const Sym *const *osz,
+                      Loc loc) {
+  const IrValue *xv = sema_val(s, x);
+  const Sym *n = xv->shape[0];
+  Phases ph[2];
+  for (int i = 0; i < 2; i++) phases_of(s->a, &ph[i], st[i], pd[i], dil[i], k2[i], op[i]);
+  const Sym *m[2] = {sym_add(s->st, xv->shape[2], K(s, ph[0].cm)),
+                     sym_add(s->st, xv->shape[3], K(s, ph[1].cm))};
+  const Sym *wide = sym_mul(s->st, m[1], K(s, st[1]));
+  SVal *rows = arena_alloc(s->a, sizeof *rows * (size_t)st[0]);
+  for (int64_t a = 0; a < st[0]; a++) {
+    SVal *cols = arena_alloc(s->a, sizeof *cols * (size_t)st[1]);
+    for (int64_t b2 = 0; b2 < st[1]; b2++) {
+      const Phase *pp[2] = {&ph[0].p[a], &ph[1].p[b2]};
+      IrRef r = phase_conv(s, x, wf, bias, pp, m, groups, cout, loc);
+      if (r < 0) return sv_error();
+      cols[b2] = tv(r, loc);
+    }
+    rows[a] = cols[0];
+    if (st[1] > 1) {
+      const Sym *sz[4] = {n, K(s, cout), m[0], wide};
+      rows[a] = stack(s, cols, (int)st[1], 4, loc);
+      if (rows[a].kind == SV_TENSOR) rows[a] = sema_view_reshape(s, rows[a].ref, sz, 4, loc);
+      if (rows[a].kind != SV_TENSOR) return sv_error();
+    }
+  }
+  SVal r = rows[0];
+  if (st[0] > 1) {
+    const Sym *sz[4] = {n, K(s, cout), sym_mul(s->st, m[0], K(s, st[0])), wide};
+    r = stack(s, rows, (int)st[0], 3, loc);
+    if (r.kind == SV_TENSOR) r = sema_view_reshape(s, r.ref, sz, 4, loc);
+  }
+  for (int i = 0; i < 2 && r.kind == SV_TENSOR; i++)
+    if (size_eq(s, sema_val(s, r.ref)->shape[2 + i], osz[i]) != SYM_YES)
+      r = narrow(s, r.ref, 2 + i, K(s, 0), osz[i], loc);
+  return r;
+}
+
 static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   (void)b;
   IrRef x, w, bias = -1;
@@ -961,19 +1171,14 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   bool unbatched = xv.rank == 3;
   if (unbatched) x = sema_emit_unsqueeze(s, x, 0, c->loc);
   xv = *sema_val(s, x);
-  /* the zero-inserted, padded input: position u of dim i reads q = u - P
-   * when 0 <= q <= (in-1)*stride and stride divides q */
   int64_t k2[2] = {kh, kw};
-  IrRef src[2], mask = -1;
-  bool plain = true;
+  const Sym *osz[2];
   for (int i = 0; i < 2; i++) {
     const Sym *in = xv.shape[2 + i];
-    int64_t P = dil[i] * (k2[i] - 1) - pd[i];
-    const Sym *span = sym_mul(s->st, sym_sub(s->st, in, K(s, 1)), K(s, st[i])); /* (in-1)s */
-    const Sym *zsz = sym_add(s->st, span, K(s, 1 + 2 * P + op[i]));
-    const Sym *osz = sym_sub(s->st, zsz, K(s, dil[i] * (k2[i] - 1)));
+    osz[i] = sym_add(s->st, sym_mul(s->st, in, K(s, st[i])),
+                     K(s, out_c0(st[i], pd[i], dil[i], k2[i], op[i])));
     int64_t o;
-    if (sym_is_const(osz, &o) && o < 1) {
+    if (sym_is_const(osz[i], &o) && o < 1) {
       diag_error(s->d, c->loc, "conv_transpose2d(): the output would have size %lld in dim %s "
                  "(input %s, stride %lld, padding %lld, dilation %lld, kernel %lld, "
                  "output_padding %lld): it must be at least 1", (long long)o, i ? "W" : "H",
@@ -981,45 +1186,15 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
                  (long long)k2[i], (long long)op[i]);
       return sv_error();
     }
-    if (!sym_is_const(osz, &o))
-      sema_check_le(s, K(s, 1), osz, "conv_transpose2d(): the output size must be at least 1",
+    if (!sym_is_const(osz[i], &o))
+      sema_check_le(s, K(s, 1), osz[i], "conv_transpose2d(): the output size must be at least 1",
                     c->loc);
-    if (st[i] != 1 || P != 0 || op[i] != 0) plain = false;
-    IrRef q = bi(s, OP_SUB, arange(s, zsz, DT_I64, c->loc), P, c->loc);
-    IrRef okq = bt(s, OP_AND, bi(s, OP_GE, q, 0, c->loc), bsym(s, OP_LE, q, span, c->loc),
-                   c->loc);
-    if (st[i] != 1)
-      okq = bt(s, OP_AND, okq, bi(s, OP_EQ, bi(s, OP_MOD, q, st[i], c->loc), 0, c->loc), c->loc);
-    src[i] = bi(s, OP_FLOORDIV, clamp_sym(s, q, K(s, 0), span, c->loc), st[i], c->loc);
-    okq = along(s, okq, i, 2, c->loc);
-    mask = mask < 0 ? okq : bt(s, OP_AND, mask, okq, c->loc);
   }
-  IrRef z = x;
-  if (!plain) {
-    const Sym *ins[2] = {xv.shape[2], xv.shape[3]};
-    bool cl = suggests_cl(s, x);
-    z = take(s, merge_last(s, x, 2, c->loc), linear_index(s, src, ins, 2, c->loc), cl, c->loc);
-    SVal zero = sv_int(K(s, 0), c->loc);
-    z = where3(s, mask, z, to(s, sema_to_tensor(s, &zero, "zero"), xv.dtype, c->loc), c->loc);
-  }
-  /* the weight per group transposed and flipped: [C_out, C_in/g, kH, kW] */
-  int64_t sh5[5] = {groups, cin / groups, coutg, kh, kw};
-  SVal p[6];
-  p[0] = tv(w, c->loc);
-  p[1] = int_list(s, sh5, 5, c->loc);
-  SVal w5 = call_fn(s, sema_view_builtins, "reshape", true, p, 2, NULL, NULL, 0, c->loc);
-  p[0] = w5, p[1] = sv_int(K(s, 1), c->loc), p[2] = sv_int(K(s, 2), c->loc);
-  SVal wt = call_fn(s, sema_view_builtins, "transpose", true, p, 3, NULL, NULL, 0, c->loc);
-  p[0] = wt, p[1] = sv_int(K(s, 3), c->loc), p[2] = sv_int(K(s, 4), c->loc);
-  SVal wf = call_fn(s, sema_index_builtins, "flip", true, p, 3, NULL, NULL, 0, c->loc);
-  int64_t sh4[4] = {cout, cin / groups, kh, kw};
-  p[0] = wf, p[1] = int_list(s, sh4, 4, c->loc);
-  SVal w4 = call_fn(s, sema_view_builtins, "reshape", true, p, 2, NULL, NULL, 0, c->loc);
-  if (z < 0 || w4.kind != SV_TENSOR) return sv_error();
-  SVal args[3] = {tv(z, c->loc), w4, bias >= 0 ? tv(bias, c->loc) : sv_make(SV_NONE, c->loc)};
-  const char *kwn[2] = {"dilation", "groups"};
-  SVal kwv[2] = {int_list(s, dil, 2, c->loc), sv_int(K(s, groups), c->loc)};
-  SVal r = call_fn(s, sema_conv_builtins, "conv2d", false, args, 3, kwn, kwv, 2, c->loc);
+  IrRef wf = flipped_weight(s, w, groups, cin, coutg, kh, kw, c->loc);
+  if (wf < 0) return sv_error();
+  SVal r = st[0] > MAX_PHASES || st[1] > MAX_PHASES || st[0] * st[1] > MAX_PHASES
+               ? zero_inserted(s, x, wf, bias, st, pd, op, dil, k2, groups, c->loc)
+               : by_phases(s, x, wf, bias, st, pd, op, dil, k2, groups, cout, osz, c->loc);
   if (r.kind != SV_TENSOR) return r;
   if (unbatched) {
     int64_t z0 = 0;

@@ -994,7 +994,7 @@ static void static_output_strides(Lower *L, LfNest *n, const IrResult *res) {
 static void lower_result(Lower *L, int i) {
   const IrResult *res = &L->k->results[i];
   const IrValue *v = ir_val(L->k, res->value);
-  if (L->inl && v->out == i + 1) return;
+  if (L->inl && ir_val(L->k, ir_storage_root(L->k, res->value))->out == i + 1) return;
   LfBuf b = {.kind = LFB_OUTPUT, .index = i, .dtype = res->dtype};
   LfNest *n = add_nest(L);
   n->rank = v->rank;

@@ -32,7 +32,9 @@
  * layout (contiguous, or channels_last at rank 4; offset 0; dims of
  * literal size 1 do not count), is computed directly in the caller's
  * output (IrValue.out): it gets no scratch and the result needs no final
- * copy.  The entry checks guarantee such an output's strides wherever
+ * copy.  So is one whose result is a view of it with those strides that
+ * addresses its whole buffer, each element once (`cat(...).view(...)`:
+ * the caller's output holds the value's buffer as the view reads it).  The entry checks guarantee such an output's strides wherever
  * they matter (loops/lower.c static_output_strides).  A kernel that
  * fails must leave its outputs untouched (§7.2): scratch is allocated at
  * entry, and the only later allocation is a matmul/conv2d's packing
@@ -131,6 +133,14 @@ static Times exec_times(IrModule *m, const IrKernel *k) {
   return t;
 }
 
+/* Whether view u of v addresses exactly v's buffer (offset 0, as many
+ * elements as v's dense extent): v's buffer is u's elements, each once. */
+static bool covers(IrModule *m, const IrValue *v, const IrValue *u) {
+  const Sym *ext = ir_dense_extent(m, v), *n = ir_numel(m, u);
+  return (!u->offset || sym_is(u->offset, 0)) &&
+         (ext == n || ext == sym_max(m->st, n, sym_const(m->st, 1)));
+}
+
 /* The first result whose output value r can be computed in, or -1. */
 static int output_for(IrModule *m, const IrKernel *k, const Times *t, IrRef r) {
   const IrValue *v = ir_val(k, r);
@@ -141,19 +151,25 @@ static int output_for(IrModule *m, const IrKernel *k, const Times *t, IrRef r) {
     if (t->pos[q] > t->first[r] && checked_late(k, q)) return -1;
   }
   size_t n = sizeof(const Sym *) * (size_t)(v->rank + 1);
-  const Sym **want = arena_alloc(m->arena, n), **want1 = arena_alloc(m->arena, n);
   const Sym **have = arena_alloc(m->arena, n);
   layout_strides(m, LAYOUT_CONTIGUOUS, v->shape, v->rank, true, have);
   if (v->stride) memcpy(have, v->stride, n - sizeof *have);
   for (int i = 0; i < k->nresults; i++) {
     const IrResult *res = &k->results[i];
-    if (res->value != r || res->dtype != v->dtype ||
-        !layout_strides(m, res->layout, v->shape, v->rank, true, want))
+    const IrValue *u = ir_val(k, res->value); /* r, or a view of r covering its buffer */
+    if (res->value != r &&
+        (ir_storage_root(k, res->value) != r || !covers(m, v, u)))
       continue;
-    layout_strides(m, res->layout, v->shape, v->rank, false, want1);
+    size_t nu = sizeof(const Sym *) * (size_t)(u->rank + 1);
+    const Sym **uw = arena_alloc(m->arena, nu), **uw1 = arena_alloc(m->arena, nu);
+    const Sym **uh = res->value == r ? have : u->stride;
+    if (res->dtype != v->dtype || !uh ||
+        !layout_strides(m, res->layout, u->shape, u->rank, true, uw))
+      continue;
+    layout_strides(m, res->layout, u->shape, u->rank, false, uw1);
     bool same = true;
-    for (int d = 0; d < v->rank; d++)
-      same &= sym_is(v->shape[d], 1) || want[d] == have[d] || want1[d] == have[d];
+    for (int d = 0; d < u->rank; d++)
+      same &= sym_is(u->shape[d], 1) || uw[d] == uh[d] || uw1[d] == uh[d];
     if (same) return i;
   }
   return -1;
