@@ -593,7 +593,8 @@ static void check_plan(Ctx *c, IrRef r, const IrValue *v) {
   if (v->out == 0) return;
   if (!owns || (v->flags & IRF_INLINE) || v->slot != 0)
     bad_value(c, r, "only a computed value without scratch can live in an output");
-  else if (v->out < 0 || v->out > c->k->nresults || ir_storage_root(c->k, c->k->results[v->out - 1].value) != r ||
+  else if (v->out < 0 || v->out > c->k->nresults ||
+           ir_storage_root(c->k, c->k->results[v->out - 1].value) != r ||
            c->k->results[v->out - 1].dtype != v->dtype)
     bad_value(c, r, "computed in output %d, whose result is another value (or a view of one) "
               "or dtype", v->out - 1);

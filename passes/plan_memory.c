@@ -34,8 +34,9 @@
  * output (IrValue.out): it gets no scratch and the result needs no final
  * copy.  So is one whose result is a view of it with those strides that
  * addresses its whole buffer, each element once (`cat(...).view(...)`:
- * the caller's output holds the value's buffer as the view reads it).  The entry checks guarantee such an output's strides wherever
- * they matter (loops/lower.c static_output_strides).  A kernel that
+ * the caller's output holds the value's buffer as the view reads it).
+ * The entry checks guarantee such an output's strides wherever they
+ * matter (loops/lower.c static_output_strides).  A kernel that
  * fails must leave its outputs untouched (§7.2): scratch is allocated at
  * entry, and the only later allocation is a matmul/conv2d's packing
  * memory, taken before that GEMM computes anything; so no value is
@@ -157,9 +158,7 @@ static int output_for(IrModule *m, const IrKernel *k, const Times *t, IrRef r) {
   for (int i = 0; i < k->nresults; i++) {
     const IrResult *res = &k->results[i];
     const IrValue *u = ir_val(k, res->value); /* r, or a view of r covering its buffer */
-    if (res->value != r &&
-        (ir_storage_root(k, res->value) != r || !covers(m, v, u)))
-      continue;
+    if (res->value != r && (ir_storage_root(k, res->value) != r || !covers(m, v, u))) continue;
     size_t nu = sizeof(const Sym *) * (size_t)(u->rank + 1);
     const Sym **uw = arena_alloc(m->arena, nu), **uw1 = arena_alloc(m->arena, nu);
     const Sym **uh = res->value == r ? have : u->stride;
