@@ -208,8 +208,11 @@ static void group_norm(int64_t N, int64_t L) {
     }
   }
   uint64_t a[EMU_MAX_ARGS] = {U(x), U(s1), U(s2), U(s3), U(w), U(b), U(y)};
-  a[21] = (uint64_t)N, a[22] = (uint64_t)L; /* 21 buffers, then N and L (12 strides unused) */
-  emu_launch(gn_basic__n0, grid_of(rows, E), a, 35);
+  /* 19 buffers (y: the output out0, where plan-memory computes the
+   * normalized value that the result views), then N and L (12 strides
+   * unused) */
+  a[19] = (uint64_t)N, a[20] = (uint64_t)L;
+  emu_launch(gn_basic__n0, grid_of(rows, E), a, 33);
   report("gn_basic", rows, E, grid_of(rows, E), worst_err(y, ref, n, 1), 1e-4);
   free(x), free(y), free(s1), free(ref), free(s2), free(s3);
 }
