@@ -1008,6 +1008,21 @@ static SVal zero_inserted(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t 
   return call_fn(s, sema_conv_builtins, "conv2d", false, args, 3, kwn, kwv, 2, loc);
 }
 
+/* r, or a copy of it with PyTorch's strides for the result: dense,
+ * channels-last where the input or the weight suggests it (the phases'
+ * interleaving is an NCHW view, cut to the output's size). */
+static IrRef with_layout(Sema *s, IrRef r, bool cl, Loc loc) {
+  const IrValue *v = sema_val(s, r);
+  GeomCtx gc = sema_geom(s, loc);
+  Geom want, have = sema_geom_of(s, r);
+  if (cl) geom_channels_last(&gc, v->shape, &want);
+  else geom_contiguous(&gc, v->rank, v->shape, &want);
+  bool same = !have.offset || sym_is(have.offset, 0);
+  for (int d = 0; d < v->rank && same; d++)
+    same = sym_is(v->shape[d], 1) || have.stride[d] == want.stride[d];
+  return same ? r : sema_emit_copy(s, OP_COPY, r, v->dtype, &want, 0, loc);
+}
+
 /* stack(items, dim) */
 static SVal stack(Sema *s, SVal *items, int n, int dim, Loc loc) {
   SVal l = sv_make(SV_LIST, loc);
@@ -1180,6 +1195,8 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
     osz[i] = sym_add(s->st, sym_mul(s->st, in, K(s, st[i])),
                      K(s, out_c0(st[i], pd[i], dil[i], k2[i], op[i])));
     int64_t o;
+    /* (PyTorch's CPU kernels differ on one empty dim: one accepts it, one
+     * does not) */
     if (sym_is_const(osz[i], &o) && o < 1) {
       diag_error(s->d, c->loc, "conv_transpose2d(): the output would have size %lld in dim %s "
                  "(input %s, stride %lld, padding %lld, dilation %lld, kernel %lld, "
@@ -1194,10 +1211,12 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   }
   IrRef wf = flipped_weight(s, w, groups, cin, coutg, kh, kw, c->loc);
   if (wf < 0) return sv_error();
+  bool cl = suggests_cl(s, x) || suggests_cl(s, w); /* PyTorch: either suggests it */
   SVal r = st[0] > MAX_PHASES || st[1] > MAX_PHASES || st[0] * st[1] > MAX_PHASES
                ? zero_inserted(s, x, wf, bias, st, pd, op, dil, k2, groups, c->loc)
                : by_phases(s, x, wf, bias, st, pd, op, dil, k2, groups, cout, osz, c->loc);
   if (r.kind != SV_TENSOR) return r;
+  r.ref = with_layout(s, r.ref, cl, c->loc);
   if (unbatched) {
     int64_t z0 = 0;
     return sv_tensor(sema_emit_squeeze(s, r.ref, &z0, 1, c->loc), c->loc);

@@ -4,7 +4,7 @@
 Needs PyTorch and numpy (the venv of gen.py) and a built tdslc. Each
 program is a kernel of a few statements mixing views, copies, broadcasting
 elementwise math over all ten dtypes, reductions, normalizations, matmul,
-conv2d, pooling, pad, interpolate, factories, indexing by tensors, joins (cat, stack, split, chunk, unbind,
+conv2d, conv_transpose2d, pooling, pad, interpolate, factories, indexing by tensors, joins (cat, stack, split, chunk, unbind,
 roll, repeat, tile, tril, triu, masked_fill) and the layers (linear, einsum, bmm, conv1d,
 batch_norm, group_norm, rms_norm, attention), over parameters with literal or symbolic
 sizes and contiguous, channels_last or strided layouts. Statements are
@@ -78,7 +78,7 @@ REDUCE_OPS = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin",
               "softmax", "log_softmax", "layer_norm", "matmul", "@",
               "conv2d", "pool2d", "linear", "addmm", "bmm", "einsum",
               "conv1d", "batch_norm", "group_norm", "rms_norm",
-              "scaled_dot_product_attention", "interpolate")
+              "scaled_dot_product_attention", "interpolate", "conv_transpose2d")
 UNARY_F = ["abs", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
            "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
            "floor", "ceil", "round", "sign", "reciprocal", "logical_not",
@@ -619,6 +619,39 @@ class Gen:
             args.append(f"groups={g if self.r.random() > 0.05 else 2}")
         return f"conv2d({', '.join(args)})"
 
+    def g_convt(self):
+        """conv_transpose2d: by output phases up to 16 of them, a stride of
+        more (5 x 4) zero-inserted; output_padding not below both the
+        stride and the dilation is rejected by both."""
+        x = self.pick(lambda t: t.dim() in (3, 4))
+        if not x:
+            return None
+        s = list(x.val.shape)
+        c = s[-3]
+        g = self.r.choice([1, 1, 2, 3])
+        if c % g:
+            g = 1
+        kh, kw = self.r.randint(1, 4), self.r.randint(1, 4)
+        dt = NAME_OF[x.val.dtype]
+        if dt not in ("f16", "bf16", "f32", "f64", "i64"):
+            return None  # PyTorch's CPU kernel has no other integer types (tdsl computes them)
+        if self.r.random() < 0.1:
+            dt = self.r.choice(DTYPES)
+        og = self.r.randint(1, 2)
+        args = [x.name, self.new_weight(dt, [c, og, kh, kw])]
+        if self.r.random() < 0.4:
+            nb = og * g if self.r.random() < 0.9 else og * g + 1
+            args.append(f"bias={self.new_weight(dt, [nb])}")
+        opts = {"stride": [1, 2, 3, "[2, 1]", "[3, 2]", "[1, 4]", "[5, 4]"],
+                "padding": [0, 1, 2, "[3, 1]"], "output_padding": [0, 1, "[1, 0]", 2],
+                "dilation": [1, 2, "[1, 3]"]}
+        for key, vals in opts.items():
+            if self.r.random() < 0.5:
+                args.append(f"{key}={self.r.choice(vals)}")
+        if g > 1:
+            args.append(f"groups={g}")
+        return f"conv_transpose2d({', '.join(args)})"
+
     def g_layer(self):
         """The layers of frontend/sema_layers.c, mostly with operands that
         fit (a weight made for the picked value), sometimes a dtype that
@@ -818,7 +851,7 @@ class Gen:
 
     GENS = [("g_view", 3), ("g_permute", 2), ("g_index", 3), ("g_misc_view", 4),
             ("g_copy", 2), ("g_binary", 5), ("g_quantize", 1), ("g_func", 4), ("g_reduce", 2),
-            ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_pool", 1),
+            ("g_norm", 1), ("g_matmul", 1), ("g_conv", 1), ("g_convt", 1), ("g_pool", 1),
             ("g_factory", 1), ("g_gather", 2), ("g_join", 2), ("g_stats", 1), ("g_scan", 1),
             ("g_layer", 2), ("g_rowstat", 1), ("g_resize", 1)]
 
