@@ -24,10 +24,11 @@
  * recompute_scale_factor.  Sizes only known at run time compute the
  * scales at run time and choose the shortcuts by a where.
  *
- * conv_transpose2d is one conv2d per output phase (Phase below: the
+ * conv_transpose2d is a conv2d per output phase (Phase below: the
  * outputs o0 + stride m of a dim are all reached by the same taps), of
  * the input itself with those taps of the weight flipped and transposed
- * per group, the phases interleaved by stacks read as the output; with
+ * per group (one conv2d for the phases that make the same conv but for
+ * the weights), the phases interleaved by stacks read as the output; with
  * more than MAX_PHASES phases, the convolution of the input with zeros
  * inserted (zero_inserted: README's limitations).
  *
@@ -931,23 +932,18 @@ static IrRef flipped_weight(Sema *s, IrRef w, int64_t groups, int64_t cin, int64
   return w4.kind == SV_TENSOR ? w4.ref : -1;
 }
 
-/* Phase pp[0] x pp[1]'s outputs [N, C_out, m[0], m[1]]: a conv2d of x
- * with wf's taps of the phase, or the bias (zeros) where no tap reaches
- * it. */
-static IrRef phase_conv(Sema *s, IrRef x, IrRef wf, IrRef bias, const Phase *const *pp,
-                        const Sym *const *m, int64_t groups, int64_t cout, Loc loc) {
-  const IrValue *xv = sema_val(s, x);
-  const Sym *shape[4] = {xv->shape[0], K(s, cout), m[0], m[1]};
-  DType dt = xv->dtype;
-  if (!pp[0]->taps || !pp[1]->taps) {
-    IrRef f = fconst(s, 0, dt, loc);
-    if (bias >= 0) {
-      const Sym *c11[3] = {K(s, cout), K(s, 1), K(s, 1)};
-      SVal b = sema_view_reshape(s, bias, c11, 3, loc);
-      f = b.kind == SV_TENSOR ? b.ref : -1;
-    }
-    return f < 0 ? -1 : sema_expand_to(s, f, 4, shape, loc);
-  }
+/* stack(items, dim) or cat(items, dim) */
+static SVal join(Sema *s, const char *fn, SVal *items, int n, int dim, Loc loc) {
+  SVal l = sv_make(SV_LIST, loc);
+  l.items = items, l.nitems = n;
+  const char *kwn[1] = {"dim"};
+  SVal kwv[1] = {sv_int(K(s, dim), loc)};
+  return call_fn(s, sema_join_builtins, fn, false, &l, 1, kwn, kwv, 1, loc);
+}
+
+/* Phase pp[0] x pp[1]'s taps of the flipped weight wf: [C_out, C_in/g,
+ * J_h, J_w]. */
+static SVal phase_weight(Sema *s, IrRef wf, const Phase *const *pp, Loc loc) {
   SVal wv = tv(wf, loc);
   for (int i = 0; i < 2 && wv.kind == SV_TENSOR; i++) {
     const Phase *p = pp[i];
@@ -956,13 +952,65 @@ static IrRef phase_conv(Sema *s, IrRef x, IrRef wf, IrRef bias, const Phase *con
     wv = sema_view_slice(s, wv.ref, 2 + i, K(s, p->a0), K(s, p->a0 + (p->taps - 1) * p->q + 1),
                          K(s, p->q), loc);
   }
-  if (wv.kind != SV_TENSOR) return -1;
+  return wv;
+}
+
+/* Whether phases a and b (pairs) make the same conv2d but for its
+ * weights: the same number of taps, dilation and padding. */
+static bool same_conv(const Phase *const *a, const Phase *const *b) {
+  for (int i = 0; i < 2; i++)
+    if (a[i]->taps != b[i]->taps || a[i]->dil != b[i]->dil ||
+        a[i]->pad + a[i]->off != b[i]->pad + b[i]->off)
+      return false;
+  return true;
+}
+
+/* One conv2d for the n phases pp[0..n) that make the same conv: their
+ * weights (and biases) concatenated along the output channels, so the
+ * input is read once; [N, n C_out, Z_h, Z_w]. */
+static IrRef phases_conv(Sema *s, IrRef x, IrRef wf, IrRef bias, const Phase *const (*pp)[2],
+                         int n, int64_t groups, Loc loc) {
+  SVal *ws = arena_alloc(s->a, sizeof *ws * (size_t)n);
+  SVal *bs = arena_alloc(s->a, sizeof *bs * (size_t)n);
+  for (int t = 0; t < n; t++) {
+    ws[t] = phase_weight(s, wf, pp[t], loc);
+    if (ws[t].kind != SV_TENSOR) return -1;
+    bs[t] = bias >= 0 ? tv(bias, loc) : sv_make(SV_NONE, loc);
+  }
+  SVal w = ws[0], b = bs[0];
+  if (n > 1) {
+    w = join(s, "cat", ws, n, 0, loc);
+    if (bias >= 0) b = join(s, "cat", bs, n, 0, loc);
+  }
+  if (w.kind != SV_TENSOR || b.kind == SV_ERROR) return -1;
   int64_t pad[2], dil[2];
-  for (int i = 0; i < 2; i++) pad[i] = pp[i]->off + pp[i]->pad, dil[i] = pp[i]->dil;
-  SVal args[3] = {tv(x, loc), wv, bias >= 0 ? tv(bias, loc) : sv_make(SV_NONE, loc)};
+  for (int i = 0; i < 2; i++) pad[i] = pp[0][i]->off + pp[0][i]->pad, dil[i] = pp[0][i]->dil;
+  SVal args[3] = {tv(x, loc), w, b};
   const char *kwn[3] = {"padding", "dilation", "groups"};
   SVal kwv[3] = {int_list(s, pad, 2, loc), int_list(s, dil, 2, loc), sv_int(K(s, groups), loc)};
   SVal r = call_fn(s, sema_conv_builtins, "conv2d", false, args, 3, kwn, kwv, 3, loc);
+  return r.kind == SV_TENSOR ? r.ref : -1;
+}
+
+/* Phase pp[0] x pp[1]'s outputs [N, C_out, m[0], m[1]]: channels
+ * [at C_out, (at + 1) C_out) of its conv (conv >= 0), read from the
+ * phase's offsets, or the bias (zeros) where no tap reaches it. */
+static IrRef phase_out(Sema *s, IrRef x, IrRef conv, int at, IrRef bias, const Phase *const *pp,
+                       const Sym *const *m, int64_t cout, Loc loc) {
+  if (conv < 0) {
+    const IrValue *xv = sema_val(s, x);
+    const Sym *shape[4] = {xv->shape[0], K(s, cout), m[0], m[1]};
+    IrRef f = fconst(s, 0, xv->dtype, loc);
+    if (bias >= 0) {
+      const Sym *c11[3] = {K(s, cout), K(s, 1), K(s, 1)};
+      SVal b = sema_view_reshape(s, bias, c11, 3, loc);
+      f = b.kind == SV_TENSOR ? b.ref : -1;
+    }
+    return f < 0 ? -1 : sema_expand_to(s, f, 4, shape, loc);
+  }
+  SVal r = tv(conv, loc);
+  if (!sym_is(sema_val(s, conv)->shape[1], cout))
+    r = narrow(s, conv, 1, K(s, at * cout), K(s, cout), loc);
   for (int i = 0; i < 2 && r.kind == SV_TENSOR; i++)
     if (pp[i]->off != 0 || size_eq(s, sema_val(s, r.ref)->shape[2 + i], m[i]) != SYM_YES)
       r = narrow(s, r.ref, 2 + i, K(s, pp[i]->off), m[i], loc);
@@ -1023,14 +1071,6 @@ static IrRef with_layout(Sema *s, IrRef r, bool cl, Loc loc) {
   return same ? r : sema_emit_copy(s, OP_COPY, r, v->dtype, &want, 0, loc);
 }
 
-/* stack(items, dim) */
-static SVal stack(Sema *s, SVal *items, int n, int dim, Loc loc) {
-  SVal l = sv_make(SV_LIST, loc);
-  l.items = items, l.nitems = n;
-  const char *kwn[1] = {"dim"};
-  SVal kwv[1] = {sv_int(K(s, dim), loc)};
-  return call_fn(s, sema_join_builtins, "stack", false, &l, 1, kwn, kwv, 1, loc);
-}
 
 /* The transposed conv by phases: one conv2d per phase pair, [N, C_out,
  * M_h, M_w] each, interleaved: a stack along a new last dim per phase
@@ -1048,20 +1088,46 @@ static SVal by_phases(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t *st,
   for (int i = 0; i < 2; i++) phases_of(s->a, &ph[i], st[i], pd[i], dil[i], k2[i], op[i]);
   const Sym *m[2] = {sym_add(s->st, xv->shape[2], K(s, ph[0].cm)),
                      sym_add(s->st, xv->shape[3], K(s, ph[1].cm))};
+  /* the phases' convs: one per set of phases that make the same conv
+   * (with one group: more would interleave the groups' channels) */
+  int np = (int)(st[0] * st[1]);
+  const Phase *(*pp)[2] = arena_alloc(s->a, sizeof *pp * (size_t)np);
+  const Phase *(*mem)[2] = arena_alloc(s->a, sizeof *mem * (size_t)np);
+  IrRef *conv = arena_alloc(s->a, sizeof *conv * (size_t)np);
+  int *at = arena_alloc(s->a, sizeof *at * (size_t)np);
+  for (int t = 0; t < np; t++) {
+    pp[t][0] = &ph[0].p[t / st[1]], pp[t][1] = &ph[1].p[t % st[1]];
+    conv[t] = -2, at[t] = 0; /* -2: not made yet; -1: no tap */
+    if (!pp[t][0]->taps || !pp[t][1]->taps) conv[t] = -1;
+  }
+  for (int t = 0; t < np; t++) {
+    if (conv[t] != -2) continue;
+    int nm = 0;
+    for (int u = t; u < np; u++)
+      if (conv[u] == -2 && (u == t || (groups == 1 && same_conv(pp[t], pp[u])))) {
+        mem[nm][0] = pp[u][0], mem[nm][1] = pp[u][1];
+        at[u] = nm++;
+        conv[u] = -3; /* member of the conv being made */
+      }
+    IrRef r = phases_conv(s, x, wf, bias, (const Phase *const (*)[2])mem, nm, groups, loc);
+    if (r < 0) return sv_error();
+    for (int u = t; u < np; u++)
+      if (conv[u] == -3) conv[u] = r;
+  }
   const Sym *wide = sym_mul(s->st, m[1], K(s, st[1]));
   SVal *rows = arena_alloc(s->a, sizeof *rows * (size_t)st[0]);
   for (int64_t a = 0; a < st[0]; a++) {
     SVal *cols = arena_alloc(s->a, sizeof *cols * (size_t)st[1]);
     for (int64_t b2 = 0; b2 < st[1]; b2++) {
-      const Phase *pp[2] = {&ph[0].p[a], &ph[1].p[b2]};
-      IrRef r = phase_conv(s, x, wf, bias, pp, m, groups, cout, loc);
+      int t = (int)(a * st[1] + b2);
+      IrRef r = phase_out(s, x, conv[t], at[t], bias, pp[t], m, cout, loc);
       if (r < 0) return sv_error();
       cols[b2] = tv(r, loc);
     }
     rows[a] = cols[0];
     if (st[1] > 1) {
       const Sym *sz[4] = {n, K(s, cout), m[0], wide};
-      rows[a] = stack(s, cols, (int)st[1], 4, loc);
+      rows[a] = join(s, "stack", cols, (int)st[1], 4, loc);
       if (rows[a].kind == SV_TENSOR) rows[a] = sema_view_reshape(s, rows[a].ref, sz, 4, loc);
       if (rows[a].kind != SV_TENSOR) return sv_error();
     }
@@ -1069,7 +1135,7 @@ static SVal by_phases(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t *st,
   SVal r = rows[0];
   if (st[0] > 1) {
     const Sym *sz[4] = {n, K(s, cout), sym_mul(s->st, m[0], K(s, st[0])), wide};
-    r = stack(s, rows, (int)st[0], 3, loc);
+    r = join(s, "stack", rows, (int)st[0], 3, loc);
     if (r.kind == SV_TENSOR) r = sema_view_reshape(s, r.ref, sz, 4, loc);
   }
   for (int i = 0; i < 2 && r.kind == SV_TENSOR; i++)
