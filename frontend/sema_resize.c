@@ -1072,8 +1072,8 @@ static IrRef with_layout(Sema *s, IrRef r, bool cl, Loc loc) {
 }
 
 
-/* The transposed conv by phases: one conv2d per phase pair, [N, C_out,
- * M_h, M_w] each, interleaved: a stack along a new last dim per phase
+/* The transposed conv by phases: each phase pair's outputs [N, C_out,
+ * M_h, M_w] (from a conv2d it may share with other phases), interleaved: a stack along a new last dim per phase
  * row o0_h, [N, C, M_h, M_w, s_w] read as [N, C, M_h, M_w s_w], and of
  * those along dim 3, [N, C, M_h, s_h, M_w s_w] read as [N, C, M_h s_h,
  * M_w s_w] (pass plan-memory computes that stack in the caller's
