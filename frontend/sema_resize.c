@@ -1060,20 +1060,21 @@ static SVal zero_inserted(Sema *s, IrRef x, IrRef wf, IrRef bias, const int64_t 
  * channels-last where the input or the weight suggests it (the phases'
  * interleaving is an NCHW view, cut to the output's size). */
 static IrRef with_layout(Sema *s, IrRef r, bool cl, Loc loc) {
+  Geom have = sema_geom_of(s, r);
+  if ((!have.offset || sym_is(have.offset, 0)) &&
+      (cl ? geom_is_channels_last(&have) : geom_is_contiguous(&have)))
+    return r;
   const IrValue *v = sema_val(s, r);
   GeomCtx gc = sema_geom(s, loc);
-  Geom want, have = sema_geom_of(s, r);
+  Geom want;
   if (cl) geom_channels_last(&gc, v->shape, &want);
   else geom_contiguous(&gc, v->rank, v->shape, &want);
-  bool same = !have.offset || sym_is(have.offset, 0);
-  for (int d = 0; d < v->rank && same; d++)
-    same = sym_is(v->shape[d], 1) || have.stride[d] == want.stride[d];
-  return same ? r : sema_emit_copy(s, OP_COPY, r, v->dtype, &want, 0, loc);
+  return sema_emit_copy(s, OP_COPY, r, v->dtype, &want, 0, loc);
 }
 
-
 /* The transposed conv by phases: each phase pair's outputs [N, C_out,
- * M_h, M_w] (from a conv2d it may share with other phases), interleaved: a stack along a new last dim per phase
+ * M_h, M_w] (from a conv2d it may share with other phases), interleaved:
+ * a stack along a new last dim per phase
  * row o0_h, [N, C, M_h, M_w, s_w] read as [N, C, M_h, M_w s_w], and of
  * those along dim 3, [N, C, M_h, s_h, M_w s_w] read as [N, C, M_h s_h,
  * M_w s_w] (pass plan-memory computes that stack in the caller's
@@ -1278,6 +1279,7 @@ static SVal h_conv_transpose2d(Sema *s, CallArgs *c, const Builtin *b) {
   IrRef wf = flipped_weight(s, w, groups, cin, coutg, kh, kw, c->loc);
   if (wf < 0) return sv_error();
   bool cl = suggests_cl(s, x) || suggests_cl(s, w); /* PyTorch: either suggests it */
+  /* (each stride first: their product could overflow) */
   SVal r = st[0] > MAX_PHASES || st[1] > MAX_PHASES || st[0] * st[1] > MAX_PHASES
                ? zero_inserted(s, x, wf, bias, st, pd, op, dil, k2, groups, c->loc)
                : by_phases(s, x, wf, bias, st, pd, op, dil, k2, groups, cout, osz, c->loc);
